@@ -1,0 +1,1 @@
+"""The embedded log: Kafka's log design on local disk, so apps run with no broker."""

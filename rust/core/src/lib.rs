@@ -1,0 +1,12 @@
+//! strom-core: the native core of strom, with no Python in it.
+//!
+//! - [`log`]: the embedded log (Kafka's log design on local disk).
+//! - [`store`]: native state stores and the kernels that update them.
+//! - [`serde`]: Kafka-compatible built-in serdes and the murmur2 partitioner.
+
+pub mod error;
+pub mod log;
+pub mod serde;
+pub mod store;
+
+pub use error::{Error, Result};

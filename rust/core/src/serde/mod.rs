@@ -1,0 +1,3 @@
+//! Kafka-compatible built-in serdes and the default partitioner.
+
+pub mod partitioner;
