@@ -1,0 +1,113 @@
+//! The in-memory key-value store: an ordered map of serialized keys, so range
+//! scans follow serialized-key order as Kafka's stores do.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+
+#[derive(Debug, Default, Clone)]
+pub struct InMemoryKeyValueStore {
+    map: BTreeMap<Vec<u8>, Vec<u8>>,
+}
+
+impl InMemoryKeyValueStore {
+    pub fn new() -> Self {
+        Self::default()
+    }
+
+    pub fn get(&self, key: &[u8]) -> Option<&[u8]> {
+        self.map.get(key).map(Vec::as_slice)
+    }
+
+    /// Stores `value`, or deletes the key when `value` is None (a tombstone).
+    pub fn put(&mut self, key: &[u8], value: Option<&[u8]>) {
+        match value {
+            Some(v) => {
+                if let Some(slot) = self.map.get_mut(key) {
+                    slot.clear();
+                    slot.extend_from_slice(v);
+                } else {
+                    self.map.insert(key.to_vec(), v.to_vec());
+                }
+            }
+            None => {
+                self.map.remove(key);
+            }
+        }
+    }
+
+    pub fn put_if_absent(&mut self, key: &[u8], value: &[u8]) -> Option<Vec<u8>> {
+        if let Some(existing) = self.map.get(key) {
+            return Some(existing.clone());
+        }
+        self.map.insert(key.to_vec(), value.to_vec());
+        None
+    }
+
+    pub fn delete(&mut self, key: &[u8]) -> Option<Vec<u8>> {
+        self.map.remove(key)
+    }
+
+    /// Entries with `from <= key <= to` (both inclusive, as Kafka's `range`),
+    /// either bound open when None.
+    pub fn range<'a>(
+        &'a self,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+    ) -> impl Iterator<Item = (&'a [u8], &'a [u8])> + 'a {
+        let lower = from.map_or(Bound::Unbounded, |k| Bound::Included(k.to_vec()));
+        let upper = to.map_or(Bound::Unbounded, |k| Bound::Included(k.to_vec()));
+        // An inverted range is empty in Kafka; BTreeMap would panic on it.
+        let inverted = matches!((from, to), (Some(f), Some(t)) if f > t);
+        let iter = if inverted {
+            None
+        } else {
+            Some(self.map.range::<Vec<u8>, _>((lower, upper)))
+        };
+        iter.into_iter()
+            .flatten()
+            .map(|(k, v)| (k.as_slice(), v.as_slice()))
+    }
+
+    pub fn len(&self) -> usize {
+        self.map.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.map.is_empty()
+    }
+
+    pub fn clear(&mut self) {
+        self.map.clear();
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn put_get_delete_and_tombstone() {
+        let mut s = InMemoryKeyValueStore::new();
+        s.put(b"a", Some(b"1"));
+        s.put(b"a", Some(b"22"));
+        assert_eq!(s.get(b"a"), Some(&b"22"[..]));
+        s.put(b"a", None);
+        assert_eq!(s.get(b"a"), None);
+        assert_eq!(s.put_if_absent(b"b", b"x"), None);
+        assert_eq!(s.put_if_absent(b"b", b"y"), Some(b"x".to_vec()));
+        assert_eq!(s.delete(b"b"), Some(b"x".to_vec()));
+        assert!(s.is_empty());
+    }
+
+    #[test]
+    fn range_is_inclusive_and_ordered_by_bytes() {
+        let mut s = InMemoryKeyValueStore::new();
+        for k in [&b"c"[..], b"a", b"b", b"\xff", b"ab"] {
+            s.put(k, Some(k));
+        }
+        let keys: Vec<&[u8]> = s.range(Some(b"ab"), Some(b"c")).map(|(k, _)| k).collect();
+        assert_eq!(keys, vec![&b"ab"[..], b"b", b"c"]);
+        assert_eq!(s.range(Some(b"c"), Some(b"a")).count(), 0);
+        assert_eq!(s.range(None, None).last().unwrap().0, b"\xff");
+    }
+}
