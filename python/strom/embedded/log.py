@@ -1,0 +1,241 @@
+"""``EmbeddedLog``: an open embedded log directory."""
+
+from __future__ import annotations
+
+import os
+import time
+from collections.abc import Iterable, Mapping
+from types import TracebackType
+from typing import NamedTuple
+
+from strom._core import ConsumedRecord, NativeLog, RecordBatch
+from strom.embedded.consumer import EmbeddedConsumer, OffsetAndMetadata, to_offset_tuples
+from strom.embedded.producer import EmbeddedProducer
+from strom.errors import ConfigError, StromError
+
+__all__ = ["CompactionStats", "EmbeddedLog"]
+
+#: Stop a read after about this many bytes (it always returns at least one record).
+DEFAULT_READ_MAX_BYTES = 64 << 20
+
+
+class CompactionStats(NamedTuple):
+    """What one compaction pass over a topic did."""
+
+    segments_cleaned: int
+    records_removed: int
+    tombstones_removed: int
+
+
+def now_ms() -> int:
+    """The wall clock in epoch milliseconds, as record timestamps are."""
+    return time.time_ns() // 1_000_000
+
+
+def _config_value(key: str, value: str | int | bool) -> str:
+    if isinstance(value, bool):  # before int: bool is an int
+        return "true" if value else "false"
+    if isinstance(value, (str, int)):
+        return str(value)
+    raise ConfigError(f"topic config {key!r}: expected str or int, got {type(value).__name__}")
+
+
+class EmbeddedLog:
+    """Kafka's log on local disk: topics of partitions of append-only segments.
+
+    Every handle on the same directory in one process shares one open log, so
+    a test can produce, run an app and read its output side by side. Another
+    *process* opening the directory while it is open here gets
+    :class:`~strom.errors.LogInUseError`.
+
+    >>> log = EmbeddedLog("/tmp/strom-doc-log")  # doctest: +SKIP
+    >>> log.create_topic("words", partitions=3)  # doctest: +SKIP
+    >>> with log.producer() as producer:  # doctest: +SKIP
+    ...     producer.produce("words", b"k", b"hello")
+    >>> log.read("words", 0, 0, 10)  # doctest: +SKIP
+
+    The log stays open until the last handle (log, producer or consumer) on it
+    is closed or garbage-collected; :meth:`close` (or ``with``) releases this one.
+    """
+
+    __slots__ = ("_native", "_path")
+
+    def __init__(self, path: str | os.PathLike[str]) -> None:
+        """Opens (creating if needed) the log at ``path``, recovering a torn tail."""
+        self._native: NativeLog | None = NativeLog(os.fspath(path))
+        self._path = self._native.path
+
+    # --- handle -------------------------------------------------------------------
+    @property
+    def path(self) -> str:
+        """The log directory."""
+        return self._path
+
+    @property
+    def native(self) -> NativeLog:
+        """The native log object (for strom's runtime and replay code)."""
+        if self._native is None:
+            raise StromError(f"EmbeddedLog({self._path!r}) is closed")
+        return self._native
+
+    def close(self) -> None:
+        """Releases this handle; the log closes once no handle uses it any more."""
+        self._native = None
+
+    def __enter__(self) -> EmbeddedLog:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        state = "" if self._native is not None else ", closed"
+        return f"EmbeddedLog({self._path!r}{state})"
+
+    # --- topics -------------------------------------------------------------------
+    def create_topic(
+        self,
+        name: str,
+        partitions: int = 1,
+        config: Mapping[str, str | int | bool] | None = None,
+    ) -> None:
+        """Creates a topic.
+
+        ``config`` takes Kafka's topic config keys: ``cleanup.policy``
+        (``delete`` | ``compact`` | ``compact,delete``), ``retention.ms``
+        (default -1: keep forever), ``retention.bytes``, ``segment.bytes``,
+        ``segment.ms``, ``delete.retention.ms``, ``index.interval.bytes``.
+        Unknown keys, bad values and an existing topic raise
+        :class:`~strom.errors.ConfigError`.
+        """
+        if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
+            raise ConfigError(f"topic {name!r}: partitions must be an int >= 1, not {partitions!r}")
+        values = None
+        if config is not None:
+            values = {str(k): _config_value(str(k), v) for k, v in config.items()}
+        self.native.create_topic(name, partitions, values)
+
+    def topics(self) -> list[str]:
+        """The names of every topic, sorted."""
+        return sorted(self.native.topics())
+
+    def partitions(self, topic: str) -> int:
+        """The topic's partition count."""
+        return self.native.partitions(topic)
+
+    def topic_config(self, topic: str) -> dict[str, str]:
+        """The topic's configuration, with Kafka's keys (defaults included)."""
+        return self.native.topic_config(topic)
+
+    # --- clients ------------------------------------------------------------------
+    def producer(self) -> EmbeddedProducer:
+        """A new producer on this log."""
+        return EmbeddedProducer(self.native)
+
+    def consumer(
+        self,
+        group_id: str,
+        topics: str | Iterable[str],
+        *,
+        offset_reset: str = "earliest",
+    ) -> EmbeddedConsumer:
+        """A consumer of group ``group_id`` assigned every partition of ``topics``.
+
+        It starts from the group's committed offsets; a partition without one
+        starts at ``offset_reset``: ``"earliest"`` (log start), ``"latest"``
+        (log end) or ``"none"`` (raise :class:`~strom.errors.OffsetOutOfRangeError`).
+        """
+        names = [topics] if isinstance(topics, str) else list(topics)
+        return EmbeddedConsumer(self.native, group_id, names, offset_reset)
+
+    # --- reading ------------------------------------------------------------------
+    def end_offsets(self, topic: str) -> dict[int, int]:
+        """Each partition's end offset: the offset the next record will get."""
+        return dict(enumerate(self.native.end_offsets(topic)))
+
+    def log_start_offsets(self, topic: str) -> dict[int, int]:
+        """Each partition's first offset still on disk (retention moves it up)."""
+        return dict(enumerate(self.native.log_start_offsets(topic)))
+
+    def read(
+        self,
+        topic: str,
+        partition: int,
+        offset: int = 0,
+        max_records: int = 500,
+        *,
+        max_bytes: int = DEFAULT_READ_MAX_BYTES,
+    ) -> list[ConsumedRecord]:
+        """Up to ``max_records`` records of one partition from ``offset`` on.
+
+        Reading at the end offset returns ``[]``; an offset below the log start
+        or past the end raises :class:`~strom.errors.OffsetOutOfRangeError`.
+        Offsets may have gaps (compaction), so continue from the last
+        record's offset + 1, or use :meth:`read_batch` and its ``next_offset``.
+        """
+        return self.read_batch(topic, partition, offset, max_records, max_bytes=max_bytes).records()
+
+    def read_batch(
+        self,
+        topic: str,
+        partition: int,
+        offset: int = 0,
+        max_records: int = 500,
+        *,
+        max_bytes: int = DEFAULT_READ_MAX_BYTES,
+    ) -> RecordBatch:
+        """Like :meth:`read`, but columnar: the fast path for many records.
+
+        The batch holds the bytes natively; ``keys()``, ``values()``,
+        ``offsets()``, ``timestamps()``, ``headers()`` and ``records()`` build
+        Python lists on demand.
+        """
+        return self.native.read(topic, partition, offset, max_records, max_bytes)
+
+    # --- durability and maintenance -----------------------------------------------
+    def flush(self) -> None:
+        """fsyncs every partition with appends not yet on disk."""
+        self.native.flush()
+
+    def roll(self, topic: str, partition: int) -> None:
+        """Closes the partition's active segment and starts a new one."""
+        self.native.roll(topic, partition)
+
+    def enforce_retention(self, now_ms: int | None = None) -> int:
+        """Deletes closed segments past ``retention.ms`` / ``retention.bytes``.
+
+        Applies to topics whose ``cleanup.policy`` includes ``delete``; ``now_ms``
+        defaults to the wall clock. Returns the number of segments deleted.
+        """
+        return self.native.enforce_retention(_now(now_ms))
+
+    def compact(self, topic: str, now_ms: int | None = None) -> CompactionStats:
+        """Compacts the closed segments of a ``compact`` topic.
+
+        Keeps the latest record per key; tombstones (null values) older than
+        ``delete.retention.ms`` at ``now_ms`` (default: the wall clock) go too.
+        """
+        return CompactionStats(*self.native.compact(topic, _now(now_ms)))
+
+    # --- consumer groups ----------------------------------------------------------
+    def committed_offsets(self, group_id: str) -> dict[tuple[str, int], OffsetAndMetadata]:
+        """The group's committed offsets, keyed by ``(topic, partition)``."""
+        return {
+            (topic, partition): OffsetAndMetadata(offset, metadata)
+            for topic, partition, offset, metadata in self.native.committed_offsets(group_id)
+        }
+
+    def commit_offsets(
+        self, group_id: str, offsets: Mapping[tuple[str, int], int | OffsetAndMetadata]
+    ) -> None:
+        """Durably records offsets for a group (merged with its other partitions)."""
+        self.native.commit_offsets(group_id, to_offset_tuples(offsets))
+
+
+def _now(now_ms_: int | None) -> int:
+    return now_ms() if now_ms_ is None else now_ms_

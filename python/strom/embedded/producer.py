@@ -1,0 +1,136 @@
+"""``EmbeddedProducer``: buffered, batched appends to the embedded log."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Mapping, Sequence
+from types import TracebackType
+from typing import TypeAlias
+
+from strom._core import NativeLog, NativeProducer
+from strom.errors import ConfigError, StromError
+
+__all__ = ["EmbeddedProducer", "Headers", "ProducerRecord"]
+
+Headers: TypeAlias = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None]
+"""Kafka headers: ``(key, value)`` pairs (keys may repeat), or a mapping."""
+
+ProducerRecord: TypeAlias = (
+    tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int]
+)
+"""``(key, value)`` or ``(key, value, timestamp_ms)``, as ``produce_batch`` takes them."""
+
+
+class EmbeddedProducer:
+    """Appends records to the embedded log, batched per partition.
+
+    Created by :meth:`EmbeddedLog.producer`. Records are buffered and appended
+    in batches (about 1 MiB per partition) and by :meth:`flush`, which also
+    fsyncs: a record is durable once a ``flush()`` after its ``produce`` has
+    returned. Closing the producer (or leaving its ``with`` block) flushes.
+
+    Partitioning is Kafka's default: an explicit ``partition`` wins; otherwise
+    a record with a key goes to ``murmur2(key) % partitions`` (the same
+    partition Kafka's Java producer picks), and records with a null key are
+    spread round-robin over the partitions (Kafka's producer uses sticky
+    batches for those instead; either way no partition is favoured).
+
+    Thread-safe; records of one partition are appended in the order they were
+    produced.
+    """
+
+    __slots__ = ("_native",)
+
+    def __init__(self, log: NativeLog) -> None:
+        self._native: NativeProducer | None = NativeProducer(log)
+
+    @property
+    def native(self) -> NativeProducer:
+        """The native producer (for strom's runtime)."""
+        if self._native is None:
+            raise StromError("the producer is closed")
+        return self._native
+
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        timestamp: int | None = None,
+        partition: int | None = None,
+        headers: Headers | None = None,
+    ) -> None:
+        """Buffers one record.
+
+        ``timestamp`` is epoch milliseconds (default: now). An unknown topic or
+        partition raises :class:`~strom.errors.UnknownTopicError` here, not at flush.
+        """
+        if isinstance(headers, Mapping):
+            headers = list(headers.items())
+        self.native.produce(topic, key, value, timestamp, partition, headers)
+
+    def produce_batch(self, topic: str, records: Iterable[ProducerRecord]) -> int:
+        """Buffers many records of one topic in one native call; returns how many.
+
+        Each record is a ``(key, value)`` or ``(key, value, timestamp_ms)``
+        tuple (key and value ``bytes`` or ``None``); records without a
+        timestamp get the current time. Partitions are chosen as in
+        :meth:`produce`. The call is all or nothing: a bad record raises before
+        any record is buffered.
+        """
+        batch: list[ProducerRecord] = records if isinstance(records, list) else list(records)
+        keys = [r[0] for r in batch]
+        values = [r[1] for r in batch]
+        timestamps: list[int] | None = None
+        if not all(len(r) == 2 for r in batch):
+            now = time.time_ns() // 1_000_000
+            timestamps = []
+            for r in batch:
+                if len(r) == 3:
+                    timestamps.append(r[2])
+                elif len(r) == 2:
+                    timestamps.append(now)
+                else:
+                    raise ConfigError(
+                        f"produce_batch: a record is (key, value) or (key, value, timestamp), "
+                        f"got a tuple of {len(r)}"
+                    )
+        self.native.produce_columns(topic, keys, values, timestamps)
+        return len(batch)
+
+    def produce_columns(
+        self,
+        topic: str,
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        timestamps: Sequence[int] | None = None,
+        partitions: Sequence[int] | None = None,
+    ) -> None:
+        """Buffers records given as columns (the runtime's path): equal-length
+        sequences of keys, values and, optionally, timestamps and partitions."""
+        self.native.produce_columns(topic, keys, values, timestamps, partitions)
+
+    def flush(self) -> None:
+        """Appends everything buffered and fsyncs the log."""
+        self.native.flush()
+
+    def close(self) -> None:
+        """Flushes, then releases the producer. Idempotent."""
+        if self._native is not None:
+            self._native.flush()
+            self._native = None
+
+    def __enter__(self) -> EmbeddedProducer:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return "EmbeddedProducer(closed)" if self._native is None else "EmbeddedProducer()"
