@@ -1,0 +1,62 @@
+# strom: make help lists the targets.
+VENV ?= .venv
+PY := $(VENV)/bin/python
+PYTHON ?= python3
+export VIRTUAL_ENV := $(abspath $(VENV))
+
+.DEFAULT_GOAL := help
+.PHONY: help venv build test test-rust test-python lint fmt bench demo wheel-check clean
+
+help: ## list the targets
+	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
+
+$(VENV)/.dev: pyproject.toml
+	$(PYTHON) -m venv $(VENV)
+	$(PY) -m pip install -q --upgrade "pip>=25.1"
+	$(PY) -m pip install -q --group dev
+	touch $@
+
+venv: $(VENV)/.dev ## create the dev virtualenv with the test and lint tools
+
+build: venv ## build the native module (release) into the dev virtualenv
+	$(VENV)/bin/maturin develop --release --quiet
+
+test: build test-rust test-python ## build, then run the Rust and Python test suites
+
+test-rust: ## cargo test of the pure-Rust core
+	cargo test -p strom-core --quiet
+
+test-python: ## pytest (all suites; nothing is skipped)
+	$(PY) -m pytest -q
+
+lint: build ## ruff, ruff format, mypy, stubtest, cargo fmt, clippy
+	$(VENV)/bin/ruff check python tests benches examples
+	$(VENV)/bin/ruff format --check python tests benches examples
+	$(VENV)/bin/mypy
+	$(PY) -m mypy.stubtest strom._core $(if $(wildcard stubtest-allowlist.txt),--allowlist stubtest-allowlist.txt)
+	cargo fmt --all --check
+	cargo clippy --workspace --all-targets --quiet -- -D warnings
+
+fmt: venv ## format Python and Rust code in place
+	$(VENV)/bin/ruff format python tests benches examples
+	$(VENV)/bin/ruff check --fix python tests benches examples
+	cargo fmt --all
+
+bench: build ## run the benchmarks and write docs/benchmarks.md
+	$(PY) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/latest.json -q
+	$(PY) benches/report.py .benchmarks/latest.json docs/benchmarks.md
+
+demo: ## install strom into a fresh virtualenv with pip and run the word-count demo
+	$(PYTHON) -m venv .venv-demo
+	.venv-demo/bin/pip install -q .
+	.venv-demo/bin/strom demo $(DEMO_ARGS)
+
+wheel-check: venv ## build the release wheel and import it from a fresh virtualenv
+	rm -rf dist .venv-wheel
+	$(VENV)/bin/maturin build --release --quiet --out dist
+	$(PYTHON) -m venv .venv-wheel
+	.venv-wheel/bin/pip install -q dist/*.whl
+	cd /tmp && $(CURDIR)/.venv-wheel/bin/python -c "import strom, strom._core; print('wheel ok: strom', strom.__version__)"
+
+clean: ## remove build outputs and virtualenvs
+	rm -rf target dist .venv .venv-demo .venv-wheel .benchmarks

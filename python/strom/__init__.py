@@ -1,0 +1,20 @@
+"""strom: Kafka Streams for Python, with its hot path in Rust."""
+
+from strom import serdes
+from strom._core import __version__
+from strom.builder import StreamsBuilder
+from strom.config import StreamsConfig
+from strom.keyvalue import KeyValue
+from strom.streams import KafkaStreams, State
+from strom.topology import Topology
+
+__all__ = [
+    "KafkaStreams",
+    "KeyValue",
+    "State",
+    "StreamsBuilder",
+    "StreamsConfig",
+    "Topology",
+    "__version__",
+    "serdes",
+]

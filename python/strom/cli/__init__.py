@@ -1,0 +1,5 @@
+"""The ``strom`` command."""
+
+from strom.cli.main import main
+
+__all__ = ["main"]

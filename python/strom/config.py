@@ -1,0 +1,182 @@
+"""StreamsConfig: Kafka Streams' config keys, their defaults and validation."""
+
+from __future__ import annotations
+
+import difflib
+import tempfile
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from strom.errors import ConfigError
+from strom.serdes import Serde
+
+__all__ = ["StreamsConfig"]
+
+AT_LEAST_ONCE = "at_least_once"
+EXACTLY_ONCE_V2 = "exactly_once_v2"
+CLIENT_PREFIXES = ("consumer.", "producer.", "admin.", "main.consumer.", "restore.consumer.")
+
+
+@dataclass(frozen=True)
+class _Key:
+    default: Any
+    check: Callable[[Any], Any]
+    doc: str
+
+
+def _positive_int(name: str, minimum: int = 0) -> Callable[[Any], int]:
+    def check(value: Any) -> int:
+        try:
+            number = int(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name} must be an integer, got {value!r}") from None
+        if isinstance(value, float) and value != number:
+            raise ConfigError(f"{name} must be an integer, got {value!r}")
+        if number < minimum:
+            raise ConfigError(f"{name} must be >= {minimum}, got {number}")
+        return number
+
+    return check
+
+
+def _one_of(name: str, *choices: str) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if value not in choices:
+            raise ConfigError(f"{name} must be one of {', '.join(choices)}; got {value!r}")
+        return str(value)
+
+    return check
+
+
+def _non_empty(name: str) -> Callable[[Any], str]:
+    def check(value: Any) -> str:
+        if not isinstance(value, str) or not value.strip():
+            raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
+        return value
+
+    return check
+
+
+def _serde(name: str) -> Callable[[Any], Serde[Any] | None]:
+    def check(value: Any) -> Serde[Any] | None:
+        if value is None or isinstance(value, Serde):
+            return value
+        if isinstance(value, type) and issubclass(value, Serde):
+            return value()
+        raise ConfigError(f"{name} must be a strom serde (e.g. serdes.String()), got {value!r}")
+
+    return check
+
+
+def _handler(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value in ("log_and_fail", "log_and_continue") or callable(value):
+            return value
+        raise ConfigError(f"{name} must be 'log_and_fail', 'log_and_continue' or a callable")
+
+    return check
+
+
+_KEYS: dict[str, _Key] = {
+    "application.id": _Key(None, _non_empty("application.id"), "consumer group and topic prefix"),
+    "bootstrap.servers": _Key(
+        None, _non_empty("bootstrap.servers"), "'host:port,…' or 'embedded:PATH'"
+    ),
+    "processing.guarantee": _Key(
+        AT_LEAST_ONCE,
+        _one_of("processing.guarantee", AT_LEAST_ONCE, EXACTLY_ONCE_V2),
+        "delivery guarantee",
+    ),
+    "commit.interval.ms": _Key(30_000, _positive_int("commit.interval.ms"), "commit period"),
+    "num.stream.threads": _Key(1, _positive_int("num.stream.threads", 1), "threads per app"),
+    "num.standby.replicas": _Key(0, _positive_int("num.standby.replicas"), "standby tasks"),
+    "state.dir": _Key(
+        str(Path(tempfile.gettempdir()) / "strom-streams"), _non_empty("state.dir"), "local state"
+    ),
+    "statestore.cache.max.bytes": _Key(
+        10 * 1024 * 1024, _positive_int("statestore.cache.max.bytes"), "record cache size"
+    ),
+    "max.task.idle.ms": _Key(0, _positive_int("max.task.idle.ms", -1), "wait for empty inputs"),
+    "replication.factor": _Key(-1, _positive_int("replication.factor", -1), "internal topics"),
+    "auto.offset.reset": _Key(
+        "earliest", _one_of("auto.offset.reset", "earliest", "latest", "none"), "no offset"
+    ),
+    "poll.max.records": _Key(10_000, _positive_int("poll.max.records", 1), "records per poll"),
+    "deserialization.exception.handler": _Key(
+        "log_and_fail", _handler("deserialization.exception.handler"), "bad input records"
+    ),
+    "default.key.serde": _Key(None, _serde("default.key.serde"), "key serde"),
+    "default.value.serde": _Key(None, _serde("default.value.serde"), "value serde"),
+}
+
+
+class StreamsConfig(Mapping[str, Any]):
+    """Validated configuration of a strom app (keys are Kafka Streams' own).
+
+    Known keys are checked and given their defaults. A key that looks like a
+    misspelt known key is an error; any other key (``consumer.``/``producer.``/
+    ``admin.``-prefixed, or a plain client key such as ``security.protocol``)
+    passes through to the Kafka clients unchanged.
+    """
+
+    def __init__(self, props: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
+        given = dict(props or {})
+        given.update({k.replace("_", "."): v for k, v in kwargs.items()})
+        values: dict[str, Any] = {}
+        for key, value in given.items():
+            if not isinstance(key, str):
+                raise ConfigError(f"config keys must be strings, got {key!r}")
+            if key in _KEYS:
+                values[key] = _KEYS[key].check(value)
+            elif not key.startswith(CLIENT_PREFIXES):
+                close = difflib.get_close_matches(key, _KEYS, n=1, cutoff=0.85)
+                if close:
+                    raise ConfigError(f"unknown config {key!r}; did you mean {close[0]!r}?")
+                values[key] = value
+            else:
+                values[key] = value
+        for key, spec in _KEYS.items():
+            values.setdefault(key, spec.default)
+        self._values = values
+
+    def __getitem__(self, key: str) -> Any:
+        return self._values[key]
+
+    def __iter__(self) -> Any:
+        return iter(self._values)
+
+    def __len__(self) -> int:
+        return len(self._values)
+
+    def require(self, key: str) -> Any:
+        """The value of a key that has no default; ConfigError if it is missing."""
+        value = self._values.get(key)
+        if value is None:
+            raise ConfigError(f"missing required config {key!r} ({_KEYS[key].doc})")
+        return value
+
+    @property
+    def application_id(self) -> str:
+        return str(self.require("application.id"))
+
+    @property
+    def embedded_path(self) -> str | None:
+        """The log directory when ``bootstrap.servers`` is ``embedded:PATH``."""
+        servers = str(self.require("bootstrap.servers"))
+        if servers.startswith("embedded:"):
+            path = servers.removeprefix("embedded:")
+            if not path:
+                raise ConfigError("bootstrap.servers 'embedded:' needs a path: 'embedded:PATH'")
+            return path
+        return None
+
+    def client_config(self, prefix: str) -> dict[str, Any]:
+        """Pass-through settings for one client: plain unknown keys plus ``prefix``-ed ones."""
+        out = {k: v for k, v in self._values.items() if k not in _KEYS and "." in k}
+        out = {k: v for k, v in out.items() if not k.startswith(CLIENT_PREFIXES)}
+        out.update(
+            {k.removeprefix(prefix): v for k, v in self._values.items() if k.startswith(prefix)}
+        )
+        return out

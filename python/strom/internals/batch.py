@@ -1,0 +1,56 @@
+"""The unit of work that flows between the nodes of a running task."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(slots=True)
+class Batch:
+    """Records of one input partition, columnar and in input order.
+
+    Nodes never mutate a batch they receive (a parent may hand the same batch
+    to several children); they build new lists instead. ``offsets`` keeps each
+    record's input offset through flat-maps so that errors and
+    ``record_metadata`` can name the record that caused them.
+    """
+
+    topic: str
+    partition: int
+    keys: list[Any]
+    values: list[Any]
+    timestamps: list[int]
+    offsets: list[int]
+    # For KTable changes: the value each key had before (None when unknown).
+    old_values: list[Any] | None = None
+    headers: list[Any] | None = field(default=None)
+
+    def __len__(self) -> int:
+        return len(self.keys)
+
+    def derive(
+        self,
+        keys: list[Any],
+        values: list[Any],
+        timestamps: list[int],
+        offsets: list[int],
+        old_values: list[Any] | None = None,
+    ) -> Batch:
+        """A batch with the same origin and new columns."""
+        return Batch(self.topic, self.partition, keys, values, timestamps, offsets, old_values)
+
+    def select(self, indices: list[int]) -> Batch:
+        """The records at ``indices`` (a filter's survivors)."""
+        if len(indices) == len(self.keys):
+            return self
+        keys, values, ts, offs = self.keys, self.values, self.timestamps, self.offsets
+        return Batch(
+            self.topic,
+            self.partition,
+            [keys[i] for i in indices],
+            [values[i] for i in indices],
+            [ts[i] for i in indices],
+            [offs[i] for i in indices],
+            None if self.old_values is None else [self.old_values[i] for i in indices],
+        )

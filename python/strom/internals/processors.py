@@ -1,0 +1,261 @@
+"""Runtime nodes: each takes a batch and forwards batches to its children.
+
+User callbacks run once per record (they are the user's Python); everything
+around them works on whole columns.
+"""
+
+from __future__ import annotations
+
+import logging
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from strom.errors import TaskError
+
+if TYPE_CHECKING:
+    from strom.internals.batch import Batch
+    from strom.internals.task import StreamTask
+
+log = logging.getLogger("strom.processor")
+
+
+class Node(ABC):
+    """A node of one task's instance of a sub-topology."""
+
+    name: str = ""
+    children: list[Node]
+
+    def __init__(self) -> None:
+        self.children = []
+
+    def init(self, task: StreamTask) -> None:
+        self.task = task
+
+    @abstractmethod
+    def process(self, batch: Batch) -> None: ...
+
+    def forward(self, batch: Batch) -> None:
+        if len(batch):
+            for child in self.children:
+                child.process(batch)
+
+    def flush(self) -> None:  # noqa: B027 - an optional hook
+        """Called on commit, before the task's output is flushed."""
+
+    def close(self) -> None:  # noqa: B027 - an optional hook
+        """Called when the task closes."""
+
+    def callback_failed(self, batch: Batch, index: int, exc: BaseException) -> TaskError:
+        """Wraps an exception from a user callback with where it happened."""
+        offset = batch.offsets[index] if index < len(batch.offsets) else -1
+        return TaskError(
+            f"task {self.task.task_id} node {self.name!r} failed on record "
+            f"{batch.topic}-{batch.partition}@{offset} (key={batch.keys[index]!r}): "
+            f"{type(exc).__name__}: {exc}"
+        )
+
+
+class PassThrough(Node):
+    def process(self, batch: Batch) -> None:
+        self.forward(batch)
+
+
+class KStreamFilter(Node):
+    def __init__(self, predicate: Callable[[Any, Any], bool], negate: bool) -> None:
+        super().__init__()
+        self.predicate = predicate
+        self.negate = negate
+
+    def process(self, batch: Batch) -> None:
+        pred, keep = self.predicate, not self.negate
+        keys, values = batch.keys, batch.values
+        i = 0
+        try:
+            kept = []
+            for i in range(len(keys)):
+                if bool(pred(keys[i], values[i])) is keep:
+                    kept.append(i)
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        self.forward(batch.select(kept))
+
+
+class KStreamMap(Node):
+    """``map`` and ``select_key`` (which keeps the value)."""
+
+    def __init__(self, mapper: Callable[[Any, Any], Any], key_only: bool) -> None:
+        super().__init__()
+        self.mapper = mapper
+        self.key_only = key_only
+
+    def process(self, batch: Batch) -> None:
+        fn = self.mapper
+        keys, values = batch.keys, batch.values
+        new_keys: list[Any] = []
+        new_values: list[Any] = []
+        i = 0
+        try:
+            if self.key_only:
+                new_keys = [fn(k, v) for k, v in zip(keys, values, strict=True)]
+                new_values = values
+            else:
+                for i in range(len(keys)):
+                    k2, v2 = fn(keys[i], values[i])
+                    new_keys.append(k2)
+                    new_values.append(v2)
+        except Exception as exc:
+            i = len(new_keys) if self.key_only else i
+            raise self.callback_failed(batch, i, exc) from exc
+        self.forward(batch.derive(new_keys, new_values, batch.timestamps, batch.offsets))
+
+
+class KStreamMapValues(Node):
+    def __init__(self, mapper: Callable[..., Any], with_key: bool) -> None:
+        super().__init__()
+        self.mapper = mapper
+        self.with_key = with_key
+
+    def process(self, batch: Batch) -> None:
+        fn = self.mapper
+        out: list[Any] = []
+        try:
+            if self.with_key:
+                out = [fn(k, v) for k, v in zip(batch.keys, batch.values, strict=True)]
+            else:
+                out = [fn(v) for v in batch.values]
+        except Exception as exc:
+            raise self.callback_failed(batch, len(out), exc) from exc
+        self.forward(batch.derive(batch.keys, out, batch.timestamps, batch.offsets))
+
+
+class KStreamFlatMap(Node):
+    """``flat_map`` (pairs out) and ``flat_map_values`` (values out)."""
+
+    def __init__(self, mapper: Callable[..., Iterable[Any]], values_only: bool) -> None:
+        super().__init__()
+        self.mapper = mapper
+        self.values_only = values_only
+
+    def process(self, batch: Batch) -> None:
+        fn = self.mapper
+        keys, values, stamps, offsets = batch.keys, batch.values, batch.timestamps, batch.offsets
+        out_k: list[Any] = []
+        out_v: list[Any] = []
+        out_t: list[int] = []
+        out_o: list[int] = []
+        i = 0
+        try:
+            if self.values_only:
+                for i in range(len(keys)):
+                    produced = fn(values[i])
+                    before = len(out_v)
+                    out_v.extend(produced)
+                    n = len(out_v) - before
+                    if n:
+                        out_k.extend([keys[i]] * n)
+                        out_t.extend([stamps[i]] * n)
+                        out_o.extend([offsets[i]] * n)
+            else:
+                for i in range(len(keys)):
+                    for k2, v2 in fn(keys[i], values[i]):
+                        out_k.append(k2)
+                        out_v.append(v2)
+                        out_t.append(stamps[i])
+                        out_o.append(offsets[i])
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        self.forward(batch.derive(out_k, out_v, out_t, out_o))
+
+
+class KStreamPeek(Node):
+    """``peek`` (forwards) and ``foreach`` (terminal)."""
+
+    def __init__(self, action: Callable[[Any, Any], Any]) -> None:
+        super().__init__()
+        self.action = action
+
+    def process(self, batch: Batch) -> None:
+        action = self.action
+        keys, values = batch.keys, batch.values
+        i = 0
+        try:
+            for i in range(len(keys)):
+                action(keys[i], values[i])
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        self.forward(batch)
+
+
+class DropNullKeys(Node):
+    """The filter before a repartition sink: Kafka drops null-keyed records there."""
+
+    def process(self, batch: Batch) -> None:
+        keys = batch.keys
+        if None in keys:
+            self.forward(batch.select([i for i, k in enumerate(keys) if k is not None]))
+        else:
+            self.forward(batch)
+
+
+class KStreamCount(Node):
+    """``KGroupedStream.count()``: the native count kernel over the store."""
+
+    def __init__(self, store_name: str) -> None:
+        super().__init__()
+        self.store_name = store_name
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.store = task.key_value_store(self.store_name)
+
+    def process(self, batch: Batch) -> None:
+        if None in batch.keys:
+            # Kafka skips null keys in aggregations (and counts them as dropped).
+            dropped = batch.keys.count(None)
+            self.task.metrics.dropped_records += dropped
+            log.debug("%s: skipped %d record(s) with a null key", self.name, dropped)
+            batch = batch.select([i for i, k in enumerate(batch.keys) if k is not None])
+            if not len(batch):
+                return
+        counts = self.store.count(batch.keys, batch.timestamps)
+        self.forward(batch.derive(batch.keys, counts, batch.timestamps, batch.offsets))
+
+
+class KTableToStream(PassThrough):
+    pass
+
+
+class SinkNode(Node):
+    def __init__(
+        self,
+        topic: str,
+        key_serde: Any,
+        value_serde: Any,
+        partitioner: Callable[[Any, Any, int], int] | None,
+    ) -> None:
+        super().__init__()
+        self.topic = topic
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.partitioner = partitioner
+
+    def process(self, batch: Batch) -> None:
+        topic = self.topic
+        keys = self.key_serde.serialize_batch(topic, batch.keys)
+        values = self.value_serde.serialize_batch(topic, batch.values)
+        partitions = None
+        if self.partitioner is not None:
+            count = self.task.partition_count(topic)
+            fn = self.partitioner
+            partitions = []
+            i = 0
+            try:
+                for i in range(len(keys)):
+                    p = fn(batch.keys[i], batch.values[i], count)
+                    if not 0 <= p < count:
+                        raise ValueError(f"partitioner returned {p}, topic has {count} partitions")
+                    partitions.append(p)
+            except Exception as exc:
+                raise self.callback_failed(batch, i, exc) from exc
+        self.task.collector.send(topic, keys, values, batch.timestamps, partitions)

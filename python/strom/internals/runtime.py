@@ -1,0 +1,223 @@
+"""The run loop over the embedded log: one stream thread that owns every task.
+
+poll a batch per partition ─► the partition's task runs it through its nodes ─►
+sinks and changelogs collect output ─► on commit: flush nodes, flush the
+producer (append + fsync), then commit the consumed offsets.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import TYPE_CHECKING, Any
+
+from strom.embedded import EmbeddedLog
+from strom.errors import TopologyError
+from strom.internals.task import RecordCollector, StreamTask
+
+if TYPE_CHECKING:
+    from strom.config import StreamsConfig
+    from strom.internals.topology_builder import InternalTopologyBuilder, Subtopology
+
+log = logging.getLogger("strom.runtime")
+
+RESTORE_BATCH = 50_000
+
+
+class EmbeddedRuntime:
+    def __init__(self, builder: InternalTopologyBuilder, config: StreamsConfig, path: str) -> None:
+        self.builder = builder
+        self.config = config
+        self.app_id = config.application_id
+        self.log = EmbeddedLog(path)
+        self.subtopologies = builder.subtopologies()
+        self._partitions: dict[str, int] = {}
+        self.tasks: dict[str, StreamTask] = {}
+        self._task_by_input: dict[tuple[str, int], StreamTask] = {}
+        self._last_commit = time.monotonic()
+        self._prepare_topics()
+        self.producer = self.log.producer()
+        self.collector = RecordCollector(self.producer, self.partition_count)
+        self._create_tasks()
+        self.consumer = self.log.consumer(
+            self.app_id,
+            sorted(self._input_topics()),
+            offset_reset=config["auto.offset.reset"],
+        )
+
+    # --- topics ---------------------------------------------------------------
+    def topic_name(self, topic: str) -> str:
+        """Internal topics carry the application id as prefix, as in Kafka."""
+        if topic in self.builder.repartition_topics:
+            return f"{self.app_id}-{topic}"
+        return topic
+
+    def partition_count(self, topic: str) -> int:
+        if topic not in self._partitions:
+            self._partitions[topic] = self.log.partitions(topic)
+        return self._partitions[topic]
+
+    def _input_topics(self) -> set[str]:
+        return {self.topic_name(t) for sub in self.subtopologies for t in sub.source_topics}
+
+    def _prepare_topics(self) -> None:
+        existing = set(self.log.topics())
+        external = [
+            t
+            for sub in self.subtopologies
+            for t in sub.source_topics + sub.sink_topics
+            if t not in self.builder.repartition_topics
+        ]
+        missing = sorted({t for t in external if t not in existing})
+        if missing:
+            raise TopologyError(
+                f"topic(s) {', '.join(missing)} do not exist in the embedded log at "
+                f"{self.log.path}; create them first (EmbeddedLog.create_topic)"
+            )
+        # A repartition topic gets as many partitions as the largest input of
+        # the sub-topology that writes it; resolve until nothing changes, since
+        # that input may itself be a repartition topic.
+        counts = {t: self.log.partitions(t) for t in external}
+        writers = {t: sub for sub in self.subtopologies for t in sub.sink_topics}
+        pending = set(self.builder.repartition_topics)
+        while pending:
+            progressed = False
+            for topic in sorted(pending):
+                inputs = writers[topic].source_topics
+                if all(t in counts for t in inputs):
+                    counts[topic] = max(counts[t] for t in inputs)
+                    pending.discard(topic)
+                    progressed = True
+            if not progressed:
+                raise TopologyError(f"cannot size repartition topics {sorted(pending)}: a cycle")
+        for topic in sorted(self.builder.repartition_topics):
+            self._ensure_internal(self.topic_name(topic), counts[topic], {})
+        for sub in self.subtopologies:
+            tasks = self._task_count(sub, counts)
+            for store in sub.stores:
+                if self.builder.stores[store].logged:
+                    self._ensure_internal(
+                        f"{self.app_id}-{store}-changelog", tasks, {"cleanup.policy": "compact"}
+                    )
+        self._counts = counts
+
+    def _ensure_internal(self, topic: str, partitions: int, config: dict[str, str]) -> None:
+        if topic in self.log.topics():
+            found = self.log.partitions(topic)
+            if found != partitions:
+                raise TopologyError(
+                    f"internal topic {topic} has {found} partition(s) but the topology needs "
+                    f"{partitions}; reset the application (strom reset) to recreate it"
+                )
+            return
+        self.log.create_topic(topic, partitions, config)
+        log.info("created internal topic %s with %d partition(s)", topic, partitions)
+
+    @staticmethod
+    def _task_count(sub: Subtopology, counts: dict[str, int]) -> int:
+        return max(counts[t] for t in sub.source_topics)
+
+    # --- tasks ------------------------------------------------------------------
+    def _create_tasks(self) -> None:
+        for sub in self.subtopologies:
+            for partition in range(self._task_count(sub, self._counts)):
+                task = StreamTask(
+                    sub, partition, self.builder, self.config, self.collector, self.topic_name
+                )
+                self._restore(task)
+                self.tasks[task.task_id] = task
+                for topic in sub.source_topics:
+                    name = self.topic_name(topic)
+                    if partition < self.partition_count(name):
+                        self._task_by_input[(name, partition)] = task
+
+    def _restore(self, task: StreamTask) -> None:
+        """Rebuilds each logged store of the task from its changelog."""
+        for store_name, topic in task.changelogs.items():
+            store = task.stores[store_name]
+            offset = self.log.log_start_offsets(topic)[task.partition]
+            end = self.log.end_offsets(topic)[task.partition]
+            restored = 0
+            while offset < end:
+                records = self.log.read_batch(topic, task.partition, offset, RESTORE_BATCH)
+                if not len(records):
+                    break
+                store.restore(records.keys(), records.values())
+                restored += len(records)
+                offset = records.next_offset
+            if restored:
+                log.info("task %s restored %d record(s) of %s", task.task_id, restored, store_name)
+
+    # --- the loop -------------------------------------------------------------
+    def poll_once(self, timeout: float) -> int:
+        """Polls once and processes what came; returns the number of records."""
+        batches = self.consumer.poll_batches(self.config["poll.max.records"], timeout)
+        count = 0
+        for records in batches:
+            self._task_by_input[(records.topic, records.partition)].process(records)
+            count += len(records)
+        return count
+
+    def maybe_commit(self) -> None:
+        interval = self.config["commit.interval.ms"] / 1000
+        if time.monotonic() - self._last_commit >= interval:
+            self.commit()
+
+    def commit(self) -> None:
+        for task in self.tasks.values():
+            task.flush()
+        self.collector.flush()
+        self.consumer.commit()
+        self._last_commit = time.monotonic()
+
+    def caught_up(self, targets: dict[tuple[str, int], int]) -> bool:
+        """True once every input is consumed up to ``targets`` (external
+        topics, as of the start) and every repartition topic to its end."""
+        for (topic, partition), end in targets.items():
+            if self.consumer.position(topic, partition) < end:
+                return False
+        for topic in self.builder.repartition_topics:
+            name = self.topic_name(topic)
+            for partition, end in self.log.end_offsets(name).items():
+                if self.consumer.position(name, partition) < end:
+                    return False
+        return True
+
+    def end_targets(self) -> dict[tuple[str, int], int]:
+        targets = {}
+        for sub in self.subtopologies:
+            for topic in sub.source_topics:
+                if topic not in self.builder.repartition_topics:
+                    for partition, end in self.log.end_offsets(topic).items():
+                        targets[(topic, partition)] = end
+        return targets
+
+    def run_until_end(self, deadline: float | None) -> None:
+        targets = self.end_targets()
+        while True:
+            if self.poll_once(0.05) == 0:
+                # Output still buffered in the producer may feed repartition topics.
+                self.collector.flush()
+                if self.caught_up(targets):
+                    break
+            else:
+                self.maybe_commit()
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError("run_until_end did not reach the end offsets in time")
+        self.commit()
+
+    def metrics(self) -> dict[str, Any]:
+        totals = {"records-processed": 0, "dropped-records": 0, "skipped-records": 0}
+        for task in self.tasks.values():
+            totals["records-processed"] += task.metrics.records_processed
+            totals["dropped-records"] += task.metrics.dropped_records
+            totals["skipped-records"] += task.metrics.skipped_records
+        return totals
+
+    def close(self) -> None:
+        try:
+            self.commit()
+        finally:
+            for task in self.tasks.values():
+                task.close()
+            self.consumer.close()

@@ -1,0 +1,259 @@
+"""A stream task: one partition of one sub-topology, with its nodes and stores."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from strom.errors import ConfigError, SerializationError
+from strom.internals.batch import Batch
+from strom.internals.processors import Node, PassThrough, SinkNode
+from strom.internals.topology_builder import (
+    InternalTopologyBuilder,
+    ProcessorDef,
+    SinkDef,
+    SourceDef,
+    Subtopology,
+)
+from strom.state.key_value import KeyValueStore
+
+if TYPE_CHECKING:
+    from strom._core import RecordBatch
+    from strom.config import StreamsConfig
+    from strom.serdes import Serde
+
+log = logging.getLogger("strom.task")
+
+
+@dataclass
+class TaskMetrics:
+    records_processed: int = 0
+    dropped_records: int = 0
+    skipped_records: int = 0
+
+
+class RecordCollector:
+    """Collects a thread's output (sinks and changelogs) into its producer."""
+
+    def __init__(self, producer: Any, topic_partitions: Callable[[str], int]) -> None:
+        self.producer = producer
+        self.partition_count = topic_partitions
+
+    def send(
+        self,
+        topic: str,
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        timestamps: Sequence[int],
+        partitions: Sequence[int] | None,
+    ) -> None:
+        if keys:
+            self.producer.produce_columns(topic, keys, values, timestamps, partitions)
+
+    def flush(self) -> None:
+        self.producer.flush()
+
+
+@dataclass(frozen=True)
+class _ConsumedView:
+    """What a timestamp extractor receives: the record, deserialized."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: Any
+    value: Any
+
+
+class StreamTask:
+    def __init__(
+        self,
+        subtopology: Subtopology,
+        partition: int,
+        builder: InternalTopologyBuilder,
+        config: StreamsConfig,
+        collector: RecordCollector,
+        topic_name: Callable[[str], str],
+    ) -> None:
+        self.task_id = f"{subtopology.id}_{partition}"
+        self.partition = partition
+        self.config = config
+        self.collector = collector
+        self.metrics = TaskMetrics()
+        self.stream_time = -1
+        self._topic_name = topic_name
+        self.stores: dict[str, KeyValueStore[Any, Any]] = {}
+        self.changelogs: dict[str, str] = {}
+        app_id = config.application_id
+        for store_name in subtopology.stores:
+            store_def = builder.stores[store_name]
+            changelog = None
+            if store_def.logged:
+                topic = f"{app_id}-{store_name}-changelog"
+                self.changelogs[store_name] = topic
+                changelog = self._changelog_writer(topic)
+            self.stores[store_name] = KeyValueStore(
+                store_name,
+                self._serde(store_def.key_serde, "default.key.serde", store_name),
+                self._serde(store_def.value_serde, "default.value.serde", store_name),
+                changelog,
+                clock=lambda: self.stream_time,
+            )
+
+        # Fresh node instances per task, wired like the definitions.
+        self.nodes: dict[str, Node] = {}
+        self.sources: dict[str, tuple[Node, SourceDef]] = {}
+        for name in subtopology.nodes:
+            node_def = builder.nodes[name]
+            node = self._instantiate(node_def)
+            node.name = name
+            self.nodes[name] = node
+            if isinstance(node_def, SourceDef):
+                for topic in node_def.topics:
+                    self.sources[topic_name(topic)] = (node, node_def)
+        for name in subtopology.nodes:
+            node_def = builder.nodes[name]
+            if not isinstance(node_def, SinkDef):
+                self.nodes[name].children = [self.nodes[c] for c in node_def.children]
+        for node in self.nodes.values():
+            node.init(self)
+
+    def _serde(self, serde: Serde[Any] | None, default_key: str, where: str) -> Serde[Any]:
+        chosen = serde if serde is not None else self.config[default_key]
+        if chosen is None:
+            raise ConfigError(
+                f"{where!r} has no serde: pass one in the DSL call or set {default_key!r}"
+            )
+        return chosen
+
+    def _changelog_writer(self, topic: str) -> Callable[[list[bytes], list[Any], list[int]], None]:
+        partition = self.partition
+
+        def write(keys: list[bytes], values: list[Any], timestamps: list[int]) -> None:
+            self.collector.send(topic, keys, values, timestamps, [partition] * len(keys))
+
+        return write
+
+    def _instantiate(self, node_def: SourceDef | ProcessorDef | SinkDef) -> Node:
+        if isinstance(node_def, SourceDef):
+            return PassThrough()
+        if isinstance(node_def, ProcessorDef):
+            return node_def.supplier()
+        sink: SinkNode = SinkNode(
+            self._topic_name(node_def.topic),
+            self._serde(node_def.key_serde, "default.key.serde", node_def.name),
+            self._serde(node_def.value_serde, "default.value.serde", node_def.name),
+            node_def.partitioner,
+        )
+        return sink
+
+    # --- runtime hooks ------------------------------------------------------
+    def key_value_store(self, name: str) -> KeyValueStore[Any, Any]:
+        return self.stores[name]
+
+    def partition_count(self, topic: str) -> int:
+        return self.collector.partition_count(topic)
+
+    def process(self, records: RecordBatch) -> None:
+        node, source = self.sources[records.topic]
+        batch = self._deserialize(records, source)
+        if batch is None:
+            return
+        self.metrics.records_processed += len(batch)
+        node.process(batch)
+
+    def flush(self) -> None:
+        for node in self.nodes.values():
+            node.flush()
+
+    def close(self) -> None:
+        for node in self.nodes.values():
+            node.close()
+
+    # --- input --------------------------------------------------------------
+    def _deserialize(self, records: RecordBatch, source: SourceDef) -> Batch | None:
+        topic, partition = records.topic, records.partition
+        key_serde = self._serde(source.key_serde, "default.key.serde", source.name)
+        value_serde = self._serde(source.value_serde, "default.value.serde", source.name)
+        raw_keys, raw_values = records.keys(), records.values()
+        offsets, timestamps = records.offsets(), records.timestamps()
+        try:
+            keys = key_serde.deserialize_batch(topic, raw_keys)
+            values = value_serde.deserialize_batch(topic, raw_values)
+        except SerializationError:
+            kept = self._deserialize_one_by_one(
+                topic, partition, raw_keys, raw_values, offsets, key_serde, value_serde
+            )
+            keys = [k for k, _, _ in kept]
+            values = [v for _, v, _ in kept]
+            timestamps = [timestamps[i] for _, _, i in kept]
+            offsets = [offsets[i] for _, _, i in kept]
+
+        extractor = source.timestamp_extractor
+        if extractor is not None:
+            partition_time = self.stream_time
+            extracted = []
+            for i in range(len(keys)):
+                view = _ConsumedView(
+                    topic, partition, offsets[i], timestamps[i], keys[i], values[i]
+                )
+                ts = int(extractor(view, partition_time))
+                extracted.append(ts)
+                partition_time = max(partition_time, ts)
+            timestamps = extracted
+        if timestamps and min(timestamps) < 0:
+            keep = [i for i, ts in enumerate(timestamps) if ts >= 0]
+            dropped = len(timestamps) - len(keep)
+            self.metrics.dropped_records += dropped
+            log.warning(
+                "task %s: dropped %d record(s) of %s-%d with a negative timestamp",
+                self.task_id,
+                dropped,
+                topic,
+                partition,
+            )
+            keys = [keys[i] for i in keep]
+            values = [values[i] for i in keep]
+            timestamps = [timestamps[i] for i in keep]
+            offsets = [offsets[i] for i in keep]
+        if not keys:
+            return None
+        self.stream_time = max(self.stream_time, *timestamps)
+        return Batch(topic, partition, keys, values, timestamps, offsets)
+
+    def _deserialize_one_by_one(
+        self,
+        topic: str,
+        partition: int,
+        raw_keys: list[bytes | None],
+        raw_values: list[bytes | None],
+        offsets: list[int],
+        key_serde: Serde[Any],
+        value_serde: Serde[Any],
+    ) -> list[tuple[Any, Any, int]]:
+        """The slow path after a batch failed: finds the bad records and
+        applies the deserialization exception handler to each."""
+        handler = self.config["deserialization.exception.handler"]
+        kept = []
+        for i in range(len(raw_keys)):
+            what = "key"
+            try:
+                key = key_serde.deserialize(topic, raw_keys[i])
+                what = "value"
+                value = value_serde.deserialize(topic, raw_values[i])
+            except SerializationError as exc:
+                error = SerializationError(
+                    f"cannot deserialize the {what} of record {topic}-{partition}@{offsets[i]} "
+                    f"in task {self.task_id}: {exc}"
+                )
+                verdict = handler(error) if callable(handler) else handler
+                if verdict in ("continue", "log_and_continue"):
+                    self.metrics.skipped_records += 1
+                    log.warning("%s; skipping it (log_and_continue)", error)
+                    continue
+                raise error from exc
+            kept.append((key, value, i))
+        return kept

@@ -1,0 +1,254 @@
+"""The physical topology: source, processor and sink nodes, state stores, and
+their split into sub-topologies (Kafka's InternalTopologyBuilder)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from strom.errors import TopologyError
+
+if TYPE_CHECKING:
+    from strom.internals.processors import Node
+    from strom.serdes import Serde
+
+NodeSupplier = Callable[[], "Node"]
+
+
+@dataclass
+class SourceDef:
+    name: str
+    topics: list[str]
+    key_serde: Serde[Any] | None
+    value_serde: Serde[Any] | None
+    timestamp_extractor: Callable[[Any, int], int] | None = None
+    offset_reset: str | None = None
+    children: list[str] = field(default_factory=list)
+
+
+@dataclass
+class ProcessorDef:
+    name: str
+    supplier: NodeSupplier
+    parents: list[str]
+    stores: list[str] = field(default_factory=list)
+    children: list[str] = field(default_factory=list)
+
+
+@dataclass
+class SinkDef:
+    name: str
+    topic: str
+    parents: list[str]
+    key_serde: Serde[Any] | None
+    value_serde: Serde[Any] | None
+    partitioner: Callable[[Any, Any, int], int] | None = None
+
+
+@dataclass
+class StoreDef:
+    """A key-value store: its serdes and whether it is backed by a changelog."""
+
+    name: str
+    key_serde: Serde[Any] | None
+    value_serde: Serde[Any] | None
+    logged: bool = True
+    processors: list[str] = field(default_factory=list)
+
+
+@dataclass
+class Subtopology:
+    id: int
+    nodes: list[str]
+    source_topics: list[str]
+    sink_topics: list[str]
+    stores: list[str]
+    repartition_sources: list[str]
+
+
+NodeDef = SourceDef | ProcessorDef | SinkDef
+
+
+class InternalTopologyBuilder:
+    """Nodes and stores in insertion order; topics of internal (repartition)
+    topics are kept without the application-id prefix, as in Kafka."""
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, NodeDef] = {}
+        self.stores: dict[str, StoreDef] = {}
+        self.repartition_topics: set[str] = set()
+        self._topic_to_source: dict[str, str] = {}
+
+    # --- building ----------------------------------------------------------
+    def _check_new_name(self, name: str) -> None:
+        if not name:
+            raise TopologyError("node names must be non-empty")
+        if name in self.nodes:
+            raise TopologyError(f"a node named {name!r} was already added to the topology")
+
+    def _check_parents(self, name: str, parents: tuple[str, ...] | list[str]) -> None:
+        if not parents:
+            raise TopologyError(f"node {name!r} needs at least one parent")
+        for parent in parents:
+            if parent == name:
+                raise TopologyError(f"node {name!r} cannot be its own parent")
+            node = self.nodes.get(parent)
+            if node is None:
+                raise TopologyError(f"parent {parent!r} of node {name!r} is not in the topology")
+            if isinstance(node, SinkDef):
+                raise TopologyError(f"sink {parent!r} cannot be the parent of {name!r}")
+
+    def add_source(
+        self,
+        name: str,
+        topics: list[str],
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+        timestamp_extractor: Callable[[Any, int], int] | None = None,
+        offset_reset: str | None = None,
+        internal: bool = False,
+    ) -> None:
+        self._check_new_name(name)
+        if not topics:
+            raise TopologyError(f"source {name!r} needs at least one topic")
+        for topic in topics:
+            if topic in self._topic_to_source:
+                raise TopologyError(
+                    f"topic {topic!r} is already read by source "
+                    f"{self._topic_to_source[topic]!r}; a topic can have one source"
+                )
+        self.nodes[name] = SourceDef(
+            name, list(topics), key_serde, value_serde, timestamp_extractor, offset_reset
+        )
+        for topic in topics:
+            self._topic_to_source[topic] = name
+            if internal:
+                self.repartition_topics.add(topic)
+
+    def add_processor(self, name: str, supplier: NodeSupplier, *parents: str) -> None:
+        self._check_new_name(name)
+        self._check_parents(name, parents)
+        self.nodes[name] = ProcessorDef(name, supplier, list(parents))
+        self._link(name, parents)
+
+    def add_sink(
+        self,
+        name: str,
+        topic: str,
+        *parents: str,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        partitioner: Callable[[Any, Any, int], int] | None = None,
+        internal: bool = False,
+    ) -> None:
+        self._check_new_name(name)
+        self._check_parents(name, parents)
+        self.nodes[name] = SinkDef(name, topic, list(parents), key_serde, value_serde, partitioner)
+        self._link(name, parents)
+        if internal:
+            self.repartition_topics.add(topic)
+
+    def _link(self, name: str, parents: tuple[str, ...] | list[str]) -> None:
+        for parent in parents:
+            node = self.nodes[parent]
+            assert not isinstance(node, SinkDef)
+            node.children.append(name)
+
+    def add_store(self, store: StoreDef, *processor_names: str) -> None:
+        if store.name in self.stores:
+            raise TopologyError(f"a state store named {store.name!r} was already added")
+        self.stores[store.name] = store
+        self.connect_processor_and_stores(processor_names, [store.name])
+
+    def connect_processor_and_stores(
+        self, processor_names: tuple[str, ...] | list[str], store_names: list[str]
+    ) -> None:
+        for processor in processor_names:
+            node = self.nodes.get(processor)
+            if not isinstance(node, ProcessorDef):
+                raise TopologyError(f"{processor!r} is not a processor of this topology")
+            for store in store_names:
+                if store not in self.stores:
+                    raise TopologyError(
+                        f"processor {processor!r} uses state store {store!r}, "
+                        "which was never added to the topology"
+                    )
+                if store not in node.stores:
+                    node.stores.append(store)
+                if processor not in self.stores[store].processors:
+                    self.stores[store].processors.append(processor)
+
+    # --- compiling ---------------------------------------------------------
+    def subtopologies(self) -> list[Subtopology]:
+        """Connected groups of nodes (joined by edges and shared stores),
+        numbered in the order of their first node, as Kafka numbers them."""
+        parent: dict[str, str] = {name: name for name in self.nodes}
+
+        def find(x: str) -> str:
+            while parent[x] != x:
+                parent[x] = parent[parent[x]]
+                x = parent[x]
+            return x
+
+        def union(a: str, b: str) -> None:
+            ra, rb = find(a), find(b)
+            if ra != rb:
+                parent[rb] = ra
+
+        for node in self.nodes.values():
+            if isinstance(node, ProcessorDef | SinkDef):
+                for p in node.parents:
+                    union(p, node.name)
+        for store in self.stores.values():
+            for a, b in zip(store.processors, store.processors[1:], strict=False):
+                union(a, b)
+
+        groups: dict[str, list[str]] = {}
+        for name in self.nodes:
+            groups.setdefault(find(name), []).append(name)
+        result = []
+        for index, names in enumerate(groups.values()):
+            sources = [n for n in names if isinstance(self.nodes[n], SourceDef)]
+            if not sources:
+                raise TopologyError(f"nodes {names} are not connected to any source")
+            topics = [t for s in sources for t in self._source(s).topics]
+            sinks = [self._sink(n).topic for n in names if isinstance(self.nodes[n], SinkDef)]
+            stores: list[str] = []
+            for n in names:
+                node = self.nodes[n]
+                if isinstance(node, ProcessorDef):
+                    stores.extend(s for s in node.stores if s not in stores)
+            repartition = [t for t in topics if t in self.repartition_topics]
+            result.append(Subtopology(index, names, topics, sinks, stores, repartition))
+        return result
+
+    def _source(self, name: str) -> SourceDef:
+        node = self.nodes[name]
+        assert isinstance(node, SourceDef)
+        return node
+
+    def _sink(self, name: str) -> SinkDef:
+        node = self.nodes[name]
+        assert isinstance(node, SinkDef)
+        return node
+
+    def describe(self) -> str:
+        """Kafka's ``TopologyDescription`` text."""
+        lines = ["Topologies:"]
+        for sub in self.subtopologies():
+            lines.append(f"   Sub-topology: {sub.id}")
+            for name in sub.nodes:
+                node = self.nodes[name]
+                if isinstance(node, SourceDef):
+                    lines.append(f"    Source: {name} (topics: [{', '.join(node.topics)}])")
+                elif isinstance(node, ProcessorDef):
+                    lines.append(f"    Processor: {name} (stores: [{', '.join(node.stores)}])")
+                else:
+                    lines.append(f"    Sink: {name} (topic: {node.topic})")
+                if not isinstance(node, SinkDef):
+                    lines.append(f"      --> {', '.join(node.children) or 'none'}")
+                if not isinstance(node, SourceDef) and node.parents:
+                    lines.append(f"      <-- {', '.join(node.parents)}")
+            lines.append("")
+        return "\n".join(lines)

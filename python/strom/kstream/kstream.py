@@ -1,0 +1,246 @@
+"""KStream, KGroupedStream and KTable: the DSL's streams and tables."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from strom.internals import processors as p
+from strom.internals.topology_builder import StoreDef
+from strom.kstream.materialized import Materialized
+from strom.serdes import Long, Serde
+
+if TYPE_CHECKING:
+    from strom.builder import StreamsBuilder
+
+Partitioner = Callable[[Any, Any, int], int]
+
+
+class KStream:
+    """An unbounded stream of records (Kafka's ``KStream``).
+
+    Every operation returns a new KStream (or KGroupedStream / KTable) and
+    adds a node to the builder's topology.
+    """
+
+    def __init__(
+        self,
+        builder: StreamsBuilder,
+        node: str,
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+        repartition_required: bool = False,
+    ) -> None:
+        self._builder = builder
+        self._node = node
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+        self._repartition_required = repartition_required
+
+    def _then(
+        self,
+        prefix: str,
+        node: Callable[[], p.Node],
+        *,
+        key_changed: bool = False,
+        value_serde_kept: bool = True,
+        name: str | None = None,
+    ) -> KStream:
+        node_name = name or self._builder.new_name(prefix)
+        self._builder.internal.add_processor(node_name, node, self._node)
+        return KStream(
+            self._builder,
+            node_name,
+            None if key_changed else self._key_serde,
+            self._value_serde if value_serde_kept else None,
+            self._repartition_required or key_changed,
+        )
+
+    # --- stateless ------------------------------------------------------------
+    def filter(self, predicate: Callable[[Any, Any], bool], *, name: str | None = None) -> KStream:
+        """Keeps the records for which ``predicate(key, value)`` is true."""
+        return self._then(
+            "KSTREAM-FILTER-", lambda: p.KStreamFilter(predicate, negate=False), name=name
+        )
+
+    def filter_not(
+        self, predicate: Callable[[Any, Any], bool], *, name: str | None = None
+    ) -> KStream:
+        """Drops the records for which ``predicate(key, value)`` is true."""
+        return self._then(
+            "KSTREAM-FILTER-", lambda: p.KStreamFilter(predicate, negate=True), name=name
+        )
+
+    def map(
+        self, mapper: Callable[[Any, Any], tuple[Any, Any]], *, name: str | None = None
+    ) -> KStream:
+        """``mapper(key, value) -> (new_key, new_value)``; marks the stream for repartitioning."""
+        return self._then(
+            "KSTREAM-MAP-",
+            lambda: p.KStreamMap(mapper, key_only=False),
+            key_changed=True,
+            value_serde_kept=False,
+            name=name,
+        )
+
+    def map_values(self, mapper: Callable[[Any], Any], *, name: str | None = None) -> KStream:
+        """``mapper(value) -> new_value``; the key is kept."""
+        return self._then(
+            "KSTREAM-MAPVALUES-",
+            lambda: p.KStreamMapValues(mapper, with_key=False),
+            value_serde_kept=False,
+            name=name,
+        )
+
+    def flat_map(
+        self,
+        mapper: Callable[[Any, Any], Iterable[tuple[Any, Any]]],
+        *,
+        name: str | None = None,
+    ) -> KStream:
+        """``mapper(key, value) -> iterable of (key, value)``; marks for repartitioning."""
+        return self._then(
+            "KSTREAM-FLATMAP-",
+            lambda: p.KStreamFlatMap(mapper, values_only=False),
+            key_changed=True,
+            value_serde_kept=False,
+            name=name,
+        )
+
+    def flat_map_values(
+        self, mapper: Callable[[Any], Iterable[Any]], *, name: str | None = None
+    ) -> KStream:
+        """``mapper(value) -> iterable of values``, each with the record's key."""
+        return self._then(
+            "KSTREAM-FLATMAPVALUES-",
+            lambda: p.KStreamFlatMap(mapper, values_only=True),
+            value_serde_kept=False,
+            name=name,
+        )
+
+    def select_key(self, mapper: Callable[[Any, Any], Any], *, name: str | None = None) -> KStream:
+        """``mapper(key, value) -> new_key``; marks the stream for repartitioning."""
+        return self._then(
+            "KSTREAM-KEY-SELECT-",
+            lambda: p.KStreamMap(mapper, key_only=True),
+            key_changed=True,
+            name=name,
+        )
+
+    def peek(self, action: Callable[[Any, Any], Any], *, name: str | None = None) -> KStream:
+        """Calls ``action(key, value)`` for each record and passes it on."""
+        return self._then("KSTREAM-PEEK-", lambda: p.KStreamPeek(action), name=name)
+
+    def foreach(self, action: Callable[[Any, Any], Any], *, name: str | None = None) -> None:
+        """Calls ``action(key, value)`` for each record (a terminal operation)."""
+        self._then("KSTREAM-FOREACH-", lambda: p.KStreamPeek(action), name=name)
+
+    def to(
+        self,
+        topic: str,
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        partitioner: Partitioner | None = None,
+        name: str | None = None,
+    ) -> None:
+        """Writes the stream to ``topic`` (which must exist)."""
+        self._builder.internal.add_sink(
+            name or self._builder.new_name("KSTREAM-SINK-"),
+            topic,
+            self._node,
+            key_serde=key_serde or self._key_serde,
+            value_serde=value_serde or self._value_serde,
+            partitioner=partitioner,
+        )
+
+    # --- grouping -------------------------------------------------------------
+    def group_by(
+        self,
+        key_selector: Callable[[Any, Any], Any],
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+    ) -> KGroupedStream:
+        """Groups by ``key_selector(key, value)``; aggregating then goes through
+        a repartition topic, as in Kafka Streams."""
+        selected = self.select_key(key_selector)
+        return KGroupedStream(
+            self._builder,
+            selected._node,
+            key_serde,
+            value_serde or self._value_serde,
+            repartition_required=True,
+        )
+
+    def group_by_key(
+        self, *, key_serde: Serde[Any] | None = None, value_serde: Serde[Any] | None = None
+    ) -> KGroupedStream:
+        """Groups by the current key (repartitioning only if a key-changing
+        operation came before)."""
+        return KGroupedStream(
+            self._builder,
+            self._node,
+            key_serde or self._key_serde,
+            value_serde or self._value_serde,
+            self._repartition_required,
+        )
+
+
+class KGroupedStream:
+    """A stream grouped by key, ready to aggregate (Kafka's ``KGroupedStream``)."""
+
+    def __init__(
+        self,
+        builder: StreamsBuilder,
+        node: str,
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+        repartition_required: bool,
+    ) -> None:
+        self._builder = builder
+        self._node = node
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+        self._repartition_required = repartition_required
+
+    def count(self, materialized: Materialized | str | None = None) -> KTable:
+        """Counts records per key into a KTable of ``int``."""
+        mat = Materialized.of(materialized)
+        builder = self._builder
+        agg_name = builder.new_name("KSTREAM-AGGREGATE-")
+        store_name = mat.store_name or builder.new_name("KSTREAM-AGGREGATE-STATE-STORE-")
+        key_serde = mat.key_serde or self._key_serde
+        parent = self._node
+        if self._repartition_required:
+            parent = builder.repartition(store_name, parent, key_serde, self._value_serde)
+        builder.internal.add_processor(agg_name, lambda: p.KStreamCount(store_name), parent)
+        builder.internal.add_store(
+            StoreDef(store_name, key_serde, mat.value_serde or Long(), logged=mat.logging),
+            agg_name,
+        )
+        return KTable(builder, agg_name, key_serde, mat.value_serde or Long(), store_name)
+
+
+class KTable:
+    """A changelog stream: the latest value per key (Kafka's ``KTable``)."""
+
+    def __init__(
+        self,
+        builder: StreamsBuilder,
+        node: str,
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+        store_name: str | None,
+    ) -> None:
+        self._builder = builder
+        self._node = node
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+        self.queryable_store_name = store_name
+
+    def to_stream(self, *, name: str | None = None) -> KStream:
+        """The table's updates as a stream."""
+        node_name = name or self._builder.new_name("KTABLE-TOSTREAM-")
+        self._builder.internal.add_processor(node_name, p.KTableToStream, self._node)
+        return KStream(self._builder, node_name, self._key_serde, self._value_serde)

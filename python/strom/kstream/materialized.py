@@ -1,0 +1,55 @@
+"""Materialized: how a DSL operation's state store is named and built."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+from typing import Any
+
+from strom.errors import TopologyError
+from strom.serdes import Serde
+
+
+@dataclass(frozen=True)
+class Materialized:
+    """Names and configures the store behind a KTable or aggregation.
+
+    ``caching``, ``retention`` and ``in_memory`` are accepted now and honoured
+    as the store features land (all stores are in memory with a changelog today).
+    """
+
+    store_name: str | None = None
+    key_serde: Serde[Any] | None = None
+    value_serde: Serde[Any] | None = None
+    retention: int | timedelta | None = None
+    caching: bool = True
+    logging: bool = True
+    in_memory: bool = False
+
+    def __init__(
+        self,
+        store_name: str | None = None,
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        retention: int | timedelta | None = None,
+        caching: bool = True,
+        logging: bool = True,
+        in_memory: bool = False,
+    ) -> None:
+        if store_name is not None and not store_name:
+            raise TopologyError("a store name must be non-empty")
+        for name, value in locals().items():
+            if name != "self":
+                object.__setattr__(self, name, value)
+
+    @staticmethod
+    def of(materialized: Materialized | str | None) -> Materialized:
+        """Accepts a Materialized, a plain store name, or None."""
+        if materialized is None:
+            return Materialized()
+        if isinstance(materialized, str):
+            return Materialized(materialized)
+        if isinstance(materialized, Materialized):
+            return materialized
+        raise TopologyError(f"expected a Materialized or a store name, got {materialized!r}")

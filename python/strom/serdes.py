@@ -1,0 +1,153 @@
+"""Serdes byte-compatible with Kafka's Java serdes.
+
+Each serde converts one value (``serialize``/``deserialize``) and a whole batch
+(``serialize_batch``/``deserialize_batch``); the built-in formats run their
+batches in native code, so a batch crosses into Rust once.
+"""
+
+from __future__ import annotations
+
+import json
+from abc import ABC, abstractmethod
+from collections.abc import Sequence
+from typing import Any, Generic, TypeVar
+
+from strom import _core
+from strom.errors import SerializationError
+
+__all__ = ["ByteArray", "Double", "Integer", "Json", "Long", "Serde", "String"]
+
+T = TypeVar("T")
+
+
+class Serde(ABC, Generic[T]):
+    """A serializer and deserializer pair. ``None`` always maps to ``None``.
+
+    Subclasses override ``serialize``/``deserialize``; they may override the
+    batch methods with a faster whole-list version.
+    """
+
+    @abstractmethod
+    def serialize(self, topic: str, data: T | None) -> bytes | None: ...
+
+    @abstractmethod
+    def deserialize(self, topic: str, data: bytes | None) -> T | None: ...
+
+    def serialize_batch(self, topic: str, data: Sequence[T | None]) -> list[bytes | None]:
+        return [self.serialize(topic, d) for d in data]
+
+    def deserialize_batch(self, topic: str, data: Sequence[bytes | None]) -> list[T | None]:
+        return [self.deserialize(topic, d) for d in data]
+
+    def __repr__(self) -> str:
+        return f"serdes.{type(self).__name__}()"
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and vars(self) == vars(other)
+
+    def __hash__(self) -> int:
+        return hash(type(self))
+
+
+def _wrap(kind: str, exc: Exception) -> SerializationError:
+    return SerializationError(f"{kind}: {exc}")
+
+
+class _NativeSerde(Serde[T]):
+    """A built-in serde whose batch codecs are native functions of strom._core."""
+
+    _encode: Any
+    _decode: Any
+    _py_type: type | tuple[type, ...]
+
+    def serialize(self, topic: str, data: T | None) -> bytes | None:
+        if data is None:
+            return None
+        return self.serialize_batch(topic, [data])[0]
+
+    def deserialize(self, topic: str, data: bytes | None) -> T | None:
+        if data is None:
+            return None
+        return self.deserialize_batch(topic, [data])[0]
+
+    def serialize_batch(self, topic: str, data: Sequence[T | None]) -> list[bytes | None]:
+        try:
+            out: list[bytes | None] = type(self)._encode(list(data))
+        except (TypeError, OverflowError) as exc:
+            raise _wrap(f"{type(self).__name__} serde cannot serialize", exc) from exc
+        return out
+
+    def deserialize_batch(self, topic: str, data: Sequence[bytes | None]) -> list[T | None]:
+        try:
+            out: list[T | None] = type(self)._decode(list(data))
+        except TypeError as exc:
+            raise _wrap(f"{type(self).__name__} serde expects bytes", exc) from exc
+        return out
+
+
+class String(_NativeSerde[str]):
+    """Kafka's StringSerde (UTF-8). Invalid UTF-8 raises SerializationError."""
+
+    _encode = staticmethod(_core.encode_strings)
+    _decode = staticmethod(_core.decode_strings)
+
+
+class Long(_NativeSerde[int]):
+    """Kafka's LongSerde: 8 bytes, big-endian two's complement."""
+
+    _encode = staticmethod(_core.encode_longs)
+    _decode = staticmethod(_core.decode_longs)
+
+
+class Integer(_NativeSerde[int]):
+    """Kafka's IntegerSerde: 4 bytes, big-endian two's complement."""
+
+    _encode = staticmethod(_core.encode_ints)
+    _decode = staticmethod(_core.decode_ints)
+
+
+class Double(_NativeSerde[float]):
+    """Kafka's DoubleSerde: 8 bytes, IEEE 754 big-endian."""
+
+    _encode = staticmethod(_core.encode_doubles)
+    _decode = staticmethod(_core.decode_doubles)
+
+
+class ByteArray(Serde[bytes]):
+    """Kafka's ByteArraySerde: bytes pass through unchanged."""
+
+    def serialize(self, topic: str, data: bytes | None) -> bytes | None:
+        if data is not None and not isinstance(data, bytes | bytearray | memoryview):
+            raise SerializationError(f"ByteArray serde expects bytes, got {type(data).__name__}")
+        return None if data is None else bytes(data)
+
+    def deserialize(self, topic: str, data: bytes | None) -> bytes | None:
+        return data
+
+    def serialize_batch(self, topic: str, data: Sequence[bytes | None]) -> list[bytes | None]:
+        if all(type(d) is bytes or d is None for d in data):
+            return list(data)
+        return [self.serialize(topic, d) for d in data]
+
+    def deserialize_batch(self, topic: str, data: Sequence[bytes | None]) -> list[bytes | None]:
+        return list(data)
+
+
+class Json(Serde[Any]):
+    """JSON as compact UTF-8 text (what Kafka Connect's schemaless JSON writes)."""
+
+    def serialize(self, topic: str, data: Any) -> bytes | None:
+        if data is None:
+            return None
+        try:
+            return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+        except (TypeError, ValueError) as exc:
+            raise _wrap("Json serde cannot serialize", exc) from exc
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        if data is None:
+            return None
+        try:
+            return json.loads(data)
+        except (UnicodeDecodeError, ValueError) as exc:
+            raise _wrap("Json serde cannot deserialize", exc) from exc

@@ -1,0 +1,119 @@
+"""The typed key-value store: serdes in Python over a native bytes store,
+with every write also sent to the store's changelog topic."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, Generic, TypeVar
+
+from strom import _core
+from strom.errors import StoreError
+from strom.keyvalue import KeyValue
+from strom.serdes import Long, Serde
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+# (serialized keys, serialized values, timestamps) -> None
+ChangelogSink = Callable[[list[bytes], list[bytes | None], list[int]], None]
+
+
+class KeyValueStore(Generic[K, V]):
+    """A key-value store of one task. Iteration follows serialized-key order
+    (as Kafka's stores) and works on a snapshot, so the store may be modified
+    while iterating."""
+
+    def __init__(
+        self,
+        name: str,
+        key_serde: Serde[K],
+        value_serde: Serde[V],
+        changelog: ChangelogSink | None = None,
+        clock: Callable[[], int] | None = None,
+    ) -> None:
+        self.name = name
+        self.key_serde = key_serde
+        self.value_serde = value_serde
+        self.native = _core.NativeKeyValueStore()
+        self._changelog = changelog
+        self._clock = clock or (lambda: 0)
+
+    def _key(self, key: K) -> bytes:
+        if key is None:
+            raise StoreError(f"store {self.name!r}: keys must not be None")
+        raw = self.key_serde.serialize(self.name, key)
+        assert raw is not None
+        return raw
+
+    def _log(self, keys: list[bytes], values: list[bytes | None]) -> None:
+        if self._changelog is not None:
+            now = self._clock()
+            self._changelog(keys, values, [now] * len(keys))
+
+    def get(self, key: K) -> V | None:
+        return self.value_serde.deserialize(self.name, self.native.get(self._key(key)))
+
+    def put(self, key: K, value: V | None) -> None:
+        raw_key = self._key(key)
+        raw_value = self.value_serde.serialize(self.name, value)
+        self.native.put(raw_key, raw_value)
+        self._log([raw_key], [raw_value])
+
+    def put_if_absent(self, key: K, value: V) -> V | None:
+        raw_key = self._key(key)
+        raw_value = self.value_serde.serialize(self.name, value)
+        if raw_value is None:
+            raise StoreError(f"store {self.name!r}: put_if_absent needs a non-None value")
+        previous = self.native.put_if_absent(raw_key, raw_value)
+        if previous is None:
+            self._log([raw_key], [raw_value])
+        return self.value_serde.deserialize(self.name, previous)
+
+    def put_all(self, entries: Sequence[tuple[K, V | None]]) -> None:
+        raw_keys = [self._key(k) for k, _ in entries]
+        raw_values = self.value_serde.serialize_batch(self.name, [v for _, v in entries])
+        self.native.put_all(raw_keys, raw_values)
+        self._log(raw_keys, raw_values)
+
+    def delete(self, key: K) -> V | None:
+        raw_key = self._key(key)
+        previous = self.native.delete(raw_key)
+        self._log([raw_key], [None])
+        return self.value_serde.deserialize(self.name, previous)
+
+    def _entries(self, raw: list[tuple[bytes, bytes]]) -> Iterator[KeyValue]:
+        keys = self.key_serde.deserialize_batch(self.name, [k for k, _ in raw])
+        values = self.value_serde.deserialize_batch(self.name, [v for _, v in raw])
+        return (KeyValue(k, v) for k, v in zip(keys, values, strict=True))
+
+    def range(self, key_from: K | None, key_to: K | None) -> Iterator[KeyValue]:
+        """Entries with ``key_from <= key <= key_to`` in serialized-key order."""
+        lo = None if key_from is None else self._key(key_from)
+        hi = None if key_to is None else self._key(key_to)
+        return self._entries(self.native.range(lo, hi))
+
+    def all(self) -> Iterator[KeyValue]:
+        return self._entries(self.native.range(None, None))
+
+    def approximate_num_entries(self) -> int:
+        return int(self.native.approximate_num_entries())
+
+    def __len__(self) -> int:
+        return len(self.native)
+
+    # --- batch kernels used by the DSL ---------------------------------------
+    def count(self, keys: list[Any], timestamps: list[int]) -> list[int]:
+        """Adds one to each key's count, in order; returns the new counts."""
+        if not isinstance(self.value_serde, Long):
+            raise StoreError(f"store {self.name!r}: count needs a Long value serde")
+        raw_keys = self.key_serde.serialize_batch(self.name, keys)
+        counts, encoded = self.native.count(raw_keys)  # type: ignore[arg-type]
+        if self._changelog is not None:
+            self._changelog(raw_keys, encoded, timestamps)  # type: ignore[arg-type]
+        return list(counts)
+
+    def restore(self, keys: list[bytes | None], values: list[bytes | None]) -> None:
+        """Applies changelog records (None value = delete) without re-logging them."""
+        if None in keys:
+            raise StoreError(f"the changelog of store {self.name!r} holds a record without a key")
+        self.native.put_all(keys, values)  # type: ignore[arg-type]

@@ -1,0 +1,211 @@
+"""KafkaStreams: a running strom application."""
+
+from __future__ import annotations
+
+import enum
+import logging
+import signal
+import threading
+import time
+from collections.abc import Callable, Iterator, Mapping
+from datetime import timedelta
+from typing import Any
+
+from strom.config import StreamsConfig
+from strom.errors import ConfigError, StoreError, StromError
+from strom.internals.runtime import EmbeddedRuntime
+from strom.keyvalue import KeyValue
+from strom.topology import Topology
+
+__all__ = ["KafkaStreams", "State"]
+
+log = logging.getLogger("strom.streams")
+
+
+class State(enum.Enum):
+    """Kafka Streams' client states."""
+
+    CREATED = "CREATED"
+    REBALANCING = "REBALANCING"
+    RUNNING = "RUNNING"
+    PENDING_SHUTDOWN = "PENDING_SHUTDOWN"
+    NOT_RUNNING = "NOT_RUNNING"
+    PENDING_ERROR = "PENDING_ERROR"
+    ERROR = "ERROR"
+
+
+def _seconds(timeout: float | timedelta | None) -> float | None:
+    if isinstance(timeout, timedelta):
+        return timeout.total_seconds()
+    return timeout
+
+
+class KafkaStreams:
+    """Runs a topology: ``start()`` in a background thread, ``run()`` in the
+    foreground, or ``run_until_end()`` as a bounded batch run.
+
+    ``bootstrap.servers`` chooses the transport: ``embedded:PATH`` runs on the
+    embedded log in that directory.
+    """
+
+    def __init__(self, topology: Topology, config: Mapping[str, Any] | StreamsConfig) -> None:
+        self.config = config if isinstance(config, StreamsConfig) else StreamsConfig(config)
+        self.config.application_id  # noqa: B018 - fail fast when missing
+        path = self.config.embedded_path
+        if path is None:
+            raise ConfigError(
+                "bootstrap.servers must be 'embedded:PATH' in this version of strom; "
+                f"got {self.config['bootstrap.servers']!r}"
+            )
+        self._topology = topology
+        self._path = path
+        self._state = State.CREATED
+        self._listener: Callable[[State, State], None] | None = None
+        self._runtime: EmbeddedRuntime | None = None
+        self._thread: threading.Thread | None = None
+        self._stop = threading.Event()
+        self._lock = threading.RLock()
+        self.exception: BaseException | None = None
+
+    # --- state ----------------------------------------------------------------
+    @property
+    def state(self) -> State:
+        return self._state
+
+    def set_state_listener(self, listener: Callable[[State, State], None]) -> None:
+        """``listener(new_state, old_state)`` is called on every transition."""
+        self._listener = listener
+
+    def _set_state(self, new: State) -> None:
+        old, self._state = self._state, new
+        if old is not new and self._listener is not None:
+            self._listener(new, old)
+
+    def _open(self) -> EmbeddedRuntime:
+        with self._lock:
+            if self._state is not State.CREATED:
+                raise StromError(f"cannot start a KafkaStreams in state {self._state.value}")
+            self._set_state(State.REBALANCING)
+            try:
+                self._runtime = EmbeddedRuntime(self._topology._internal, self.config, self._path)
+            except BaseException:
+                self._set_state(State.ERROR)
+                raise
+            self._set_state(State.RUNNING)
+            return self._runtime
+
+    # --- running --------------------------------------------------------------
+    def start(self) -> None:
+        """Starts processing in a background thread and returns."""
+        runtime = self._open()
+        self._thread = threading.Thread(
+            target=self._loop, args=(runtime,), name="strom-StreamThread-1", daemon=True
+        )
+        self._thread.start()
+
+    def _loop(self, runtime: EmbeddedRuntime) -> None:
+        try:
+            while not self._stop.is_set():
+                runtime.poll_once(0.1)
+                runtime.maybe_commit()
+        except BaseException as exc:
+            self.exception = exc
+            log.exception("stream thread died; the application goes to ERROR")
+            self._set_state(State.PENDING_ERROR)
+            self._set_state(State.ERROR)
+
+    def run(self) -> None:
+        """Runs in the foreground until SIGINT or SIGTERM, then closes."""
+        self.start()
+        stop = threading.Event()
+        previous = {
+            sig: signal.signal(sig, lambda *_: stop.set())
+            for sig in (signal.SIGINT, signal.SIGTERM)
+        }
+        try:
+            while not stop.wait(0.2) and self._state is State.RUNNING:
+                pass
+        finally:
+            for sig, handler in previous.items():
+                signal.signal(sig, handler)
+            self.close()
+        if self.exception is not None:
+            raise self.exception
+
+    def run_until_end(self, timeout: float | timedelta | None = None) -> None:
+        """Processes everything up to the input end offsets as of this call,
+        commits, and closes: a bounded batch run."""
+        seconds = _seconds(timeout)
+        deadline = None if seconds is None else time.monotonic() + seconds
+        runtime = self._open()
+        try:
+            runtime.run_until_end(deadline)
+        except BaseException as exc:
+            self.exception = exc
+            self._set_state(State.PENDING_ERROR)
+            self._set_state(State.ERROR)
+            runtime.consumer.close()
+            raise
+        self.close()
+
+    def close(self, timeout: float | timedelta | None = None) -> bool:
+        """Stops processing, commits, and releases resources. Returns whether
+        the stream thread stopped within ``timeout``."""
+        with self._lock:
+            if self._state in (State.NOT_RUNNING, State.PENDING_SHUTDOWN):
+                return True
+            failed = self._state is State.ERROR
+            if not failed:
+                self._set_state(State.PENDING_SHUTDOWN)
+        self._stop.set()
+        stopped = True
+        if self._thread is not None:
+            self._thread.join(_seconds(timeout))
+            stopped = not self._thread.is_alive()
+        if stopped and self._runtime is not None and not failed:
+            self._runtime.close()
+        if not failed:
+            self._set_state(State.NOT_RUNNING)
+        return stopped
+
+    def __enter__(self) -> KafkaStreams:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    # --- queries --------------------------------------------------------------
+    def store(self, name: str) -> ReadOnlyKeyValueView:
+        """Interactive query of a key-value store across this instance's tasks."""
+        runtime = self._runtime
+        if runtime is None:
+            raise StoreError("the application has not started; there are no stores yet")
+        stores = [t.stores[name] for t in runtime.tasks.values() if name in t.stores]
+        if not stores:
+            raise StoreError(f"no state store named {name!r} in this topology")
+        return ReadOnlyKeyValueView(name, stores)
+
+    def metrics(self) -> dict[str, Any]:
+        return {} if self._runtime is None else self._runtime.metrics()
+
+
+class ReadOnlyKeyValueView:
+    """A read-only view of one store over all local tasks."""
+
+    def __init__(self, name: str, stores: list[Any]) -> None:
+        self.name = name
+        self._stores = stores
+
+    def get(self, key: Any) -> Any:
+        for store in self._stores:
+            value = store.get(key)
+            if value is not None:
+                return value
+        return None
+
+    def all(self) -> Iterator[KeyValue]:
+        for store in self._stores:
+            yield from store.all()
+
+    def approximate_num_entries(self) -> int:
+        return sum(s.approximate_num_entries() for s in self._stores)

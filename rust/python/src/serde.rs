@@ -1,0 +1,131 @@
+//! Batch codecs of the built-in serdes: a list in, a list out, one call per batch.
+//!
+//! A value that cannot be converted fails the whole call; the Python layer
+//! then finds the culprit record to name it in its error.
+
+use pyo3::exceptions::PyTypeError;
+use pyo3::IntoPyObjectExt;
+use pyo3::prelude::*;
+use pyo3::types::{PyBytes, PyList, PyString};
+
+use strom_core::serde::codec::{decode_double, decode_int, decode_long};
+
+use crate::errors::to_py_err;
+
+/// Maps `convert` over the list, passing `None` through (Kafka serdes map
+/// null to null).
+fn map_non_null<'py>(
+    values: &Bound<'py, PyList>,
+    convert: impl Fn(&Bound<'py, PyAny>) -> PyResult<Bound<'py, PyAny>>,
+) -> PyResult<Bound<'py, PyList>> {
+    let py = values.py();
+    let out = PyList::empty(py);
+    for item in values.iter() {
+        if item.is_none() {
+            out.append(py.None())?;
+        } else {
+            out.append(convert(&item)?)?;
+        }
+    }
+    Ok(out)
+}
+
+fn decode_fixed<'py, T: IntoPyObject<'py>>(
+    values: &Bound<'py, PyList>,
+    decode: impl Fn(&[u8]) -> strom_core::Result<T>,
+) -> PyResult<Bound<'py, PyList>> {
+    let py = values.py();
+    map_non_null(values, |item| {
+        let bytes = item.cast::<PyBytes>()?.as_bytes();
+        let value = decode(bytes).map_err(|e| to_py_err(py, e))?;
+        value.into_bound_py_any(py)
+    })
+}
+
+/// `StringSerializer` (UTF-8) over a list of `str | None`.
+#[pyfunction]
+fn encode_strings<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    let py = values.py();
+    map_non_null(values, |item| {
+        let s = item.cast::<PyString>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "String serde expects str or None, got {}",
+                item.get_type()
+                    .name()
+                    .map_or_else(|_| "?".into(), |n| n.to_string())
+            ))
+        })?;
+        Ok(PyBytes::new(py, s.to_str()?.as_bytes()).into_any())
+    })
+}
+
+/// `StringDeserializer` over a list of `bytes | None`; invalid UTF-8 is an
+/// error rather than Java's silent replacement characters.
+#[pyfunction]
+fn decode_strings<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    let py = values.py();
+    map_non_null(values, |item| {
+        let bytes = item.cast::<PyBytes>()?.as_bytes();
+        let s = std::str::from_utf8(bytes).map_err(|e| {
+            to_py_err(
+                py,
+                strom_core::Error::Serialization(format!("invalid UTF-8 string: {e}")),
+            )
+        })?;
+        Ok(PyString::new(py, s).into_any())
+    })
+}
+
+/// `LongSerializer` (8 bytes, big-endian) over a list of `int | None`.
+#[pyfunction]
+fn encode_longs<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    let py = values.py();
+    map_non_null(values, |item| {
+        Ok(PyBytes::new(py, &item.extract::<i64>()?.to_be_bytes()).into_any())
+    })
+}
+
+#[pyfunction]
+fn decode_longs<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    decode_fixed(values, decode_long)
+}
+
+/// `IntegerSerializer` (4 bytes, big-endian) over a list of `int | None`.
+#[pyfunction]
+fn encode_ints<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    let py = values.py();
+    map_non_null(values, |item| {
+        Ok(PyBytes::new(py, &item.extract::<i32>()?.to_be_bytes()).into_any())
+    })
+}
+
+#[pyfunction]
+fn decode_ints<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    decode_fixed(values, decode_int)
+}
+
+/// `DoubleSerializer` (IEEE 754, big-endian) over a list of `float | None`.
+#[pyfunction]
+fn encode_doubles<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    let py = values.py();
+    map_non_null(values, |item| {
+        Ok(PyBytes::new(py, &item.extract::<f64>()?.to_be_bytes()).into_any())
+    })
+}
+
+#[pyfunction]
+fn decode_doubles<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    decode_fixed(values, decode_double)
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(encode_strings, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_strings, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_longs, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_longs, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_ints, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_ints, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_doubles, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_doubles, m)?)?;
+    Ok(())
+}

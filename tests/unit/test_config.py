@@ -1,0 +1,56 @@
+"""StreamsConfig validation and pass-through."""
+
+from __future__ import annotations
+
+import pytest
+
+from strom import StreamsConfig, serdes
+from strom.errors import ConfigError
+
+
+def test_defaults_and_known_keys() -> None:
+    config = StreamsConfig({"application.id": "app", "bootstrap.servers": "embedded:/tmp/x"})
+    assert config["processing.guarantee"] == "at_least_once"
+    assert config["commit.interval.ms"] == 30_000
+    assert config.embedded_path == "/tmp/x"
+    assert StreamsConfig({"bootstrap.servers": "h:9092"}).embedded_path is None
+
+
+@pytest.mark.parametrize(
+    ("props", "message"),
+    [
+        ({"commit.interval.ms": "soon"}, "commit.interval.ms must be an integer"),
+        ({"num.stream.threads": 0}, "num.stream.threads must be >= 1"),
+        ({"processing.guarantee": "exactly_once"}, "must be one of"),
+        ({"default.key.serde": "String"}, "default.key.serde must be a strom serde"),
+        ({"aplication.id": "x"}, "did you mean 'application.id'"),
+        ({"deserialization.exception.handler": "ignore"}, "log_and_continue"),
+    ],
+)
+def test_bad_values_are_rejected_with_the_key_named(props: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        StreamsConfig(props)
+
+
+def test_missing_required_key() -> None:
+    with pytest.raises(ConfigError, match=r"missing required config 'application\.id'"):
+        _ = StreamsConfig({}).application_id
+    with pytest.raises(ConfigError, match="needs a path"):
+        _ = StreamsConfig({"bootstrap.servers": "embedded:"}).embedded_path
+
+
+def test_client_settings_pass_through() -> None:
+    config = StreamsConfig(
+        {
+            "security.protocol": "SASL_SSL",
+            "consumer.fetch.min.bytes": 1,
+            "producer.linger.ms": 5,
+            "default.value.serde": serdes.Long,
+        }
+    )
+    assert config["default.value.serde"] == serdes.Long()
+    assert config.client_config("consumer.") == {
+        "security.protocol": "SASL_SSL",
+        "fetch.min.bytes": 1,
+    }
+    assert config.client_config("producer.") == {"security.protocol": "SASL_SSL", "linger.ms": 5}

@@ -1,0 +1,92 @@
+"""Built-in serdes produce the bytes Kafka's Java serdes produce."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from strom import serdes
+from strom.errors import SerializationError
+
+
+@pytest.mark.parametrize(
+    ("serde", "value", "raw"),
+    [
+        (serdes.Long(), 1, bytes.fromhex("0000000000000001")),
+        (serdes.Long(), -1, bytes.fromhex("ffffffffffffffff")),
+        (serdes.Long(), 2**63 - 1, bytes.fromhex("7fffffffffffffff")),
+        (serdes.Integer(), 256, bytes.fromhex("00000100")),
+        (serdes.Integer(), -2, bytes.fromhex("fffffffe")),
+        (serdes.Double(), 1.0, bytes.fromhex("3ff0000000000000")),
+        (serdes.Double(), -0.5, bytes.fromhex("bfe0000000000000")),
+        (serdes.String(), "ü€", "ü€".encode()),
+        (serdes.String(), "", b""),
+        (serdes.ByteArray(), b"\x00\xff", b"\x00\xff"),
+        (serdes.Json(), {"a": [1, 2]}, b'{"a":[1,2]}'),
+    ],
+)
+def test_java_compatible_bytes(serde: serdes.Serde[object], value: object, raw: bytes) -> None:
+    assert serde.serialize("t", value) == raw
+    assert serde.deserialize("t", raw) == value
+    assert serde.serialize_batch("t", [value, None]) == [raw, None]
+    assert serde.deserialize_batch("t", [raw, None]) == [value, None]
+
+
+def test_none_maps_to_none() -> None:
+    for serde in (serdes.Long(), serdes.String(), serdes.Json(), serdes.ByteArray()):
+        assert serde.serialize("t", None) is None
+        assert serde.deserialize("t", None) is None
+
+
+@pytest.mark.parametrize(
+    ("serde", "raw", "message"),
+    [
+        (serdes.Long(), b"\x01\x02", "LongDeserializer is not 8"),
+        (serdes.Integer(), b"\x01", "IntegerDeserializer is not 4"),
+        (serdes.Double(), b"\x01", "DoubleDeserializer is not 8"),
+        (serdes.String(), b"\xff\xfe", "invalid UTF-8"),
+        (serdes.Json(), b"{not json", "Json serde"),
+    ],
+)
+def test_undecodable_bytes_raise_serialization_error(
+    serde: serdes.Serde[object], raw: bytes, message: str
+) -> None:
+    with pytest.raises(SerializationError, match=message):
+        serde.deserialize("t", raw)
+    with pytest.raises(SerializationError, match=message):
+        serde.deserialize_batch("t", [b"", raw] if isinstance(serde, serdes.String) else [raw])
+
+
+def test_wrong_python_type_is_a_serialization_error() -> None:
+    with pytest.raises(SerializationError):
+        serdes.String().serialize("t", 42)  # type: ignore[arg-type]
+    with pytest.raises(SerializationError):
+        serdes.Long().serialize_batch("t", ["x"])  # type: ignore[list-item]
+    with pytest.raises(SerializationError):
+        serdes.Long().serialize("t", 2**63)
+
+
+@given(st.lists(st.integers(min_value=-(2**63), max_value=2**63 - 1) | st.none()))
+def test_long_batch_round_trip(values: list[int | None]) -> None:
+    long = serdes.Long()
+    raw = long.serialize_batch("t", values)
+    assert raw == [None if v is None else v.to_bytes(8, "big", signed=True) for v in values]
+    assert long.deserialize_batch("t", raw) == values
+
+
+@given(st.lists(st.text() | st.none()))
+def test_string_batch_round_trip(values: list[str | None]) -> None:
+    string = serdes.String()
+    raw = string.serialize_batch("t", values)
+    assert raw == [None if v is None else v.encode() for v in values]
+    assert string.deserialize_batch("t", raw) == values
+
+
+@given(st.floats(allow_nan=True))
+def test_double_round_trip(value: float) -> None:
+    double = serdes.Double()
+    back = double.deserialize("t", double.serialize("t", value))
+    assert back == value or (math.isnan(value) and back is not None and math.isnan(back))

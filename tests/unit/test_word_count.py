@@ -1,0 +1,181 @@
+"""Word count end to end on the embedded log, against a plain Counter."""
+
+from __future__ import annotations
+
+import random
+import threading
+from collections import Counter
+
+import pytest
+from tests.support import wait_until
+
+from strom import KafkaStreams, State, StreamsBuilder, serdes
+from strom._core import partition_for_key
+from strom.cli.main import generate_lines, word_count_topology
+from strom.embedded import EmbeddedLog
+from strom.errors import ConfigError, TopologyError
+
+APP = "wordcount-test"
+
+
+def produce_lines(log: EmbeddedLog, lines: list[str]) -> None:
+    with log.producer() as producer:
+        producer.produce_batch("text-input", [(None, line.encode()) for line in lines])
+
+
+def final_counts(log: EmbeddedLog, topic: str = "word-counts") -> dict[str, int]:
+    """The latest value per key over all partitions of the output topic."""
+    latest: dict[str, int] = {}
+    for partition, end in log.end_offsets(topic).items():
+        offset = 0
+        while offset < end:
+            batch = log.read(topic, partition, offset, 10_000)
+            for record in batch:
+                assert record.key is not None and record.value is not None
+                latest[record.key.decode()] = int.from_bytes(record.value, "big", signed=True)
+            offset = batch[-1].offset + 1
+    return latest
+
+
+def make_app(path: str, **extra: object) -> KafkaStreams:
+    return KafkaStreams(
+        word_count_topology(),
+        {"application.id": APP, "bootstrap.servers": f"embedded:{path}", **extra},
+    )
+
+
+@pytest.fixture
+def wc_log(log: EmbeddedLog) -> EmbeddedLog:
+    log.create_topic("text-input", partitions=3)
+    log.create_topic("word-counts", partitions=2)
+    return log
+
+
+def test_word_count_equals_counter(wc_log: EmbeddedLog, log_path: str) -> None:
+    lines = [*generate_lines(3_000, seed=11), "", "  Mixed CASE case  ", "ünïcödé wörds ünïcödé"]
+    produce_lines(wc_log, lines)
+    expected = Counter(word for line in lines for word in line.lower().split())
+
+    app = make_app(log_path)
+    app.run_until_end(timeout=120)
+
+    assert app.state is State.NOT_RUNNING
+    assert final_counts(wc_log) == dict(expected)
+    assert {kv.key: kv.value for kv in app.store("counts").all()} == dict(expected)
+    assert app.metrics()["records-processed"] >= len(lines)
+    # The group_by went through a repartition topic; the store has a changelog.
+    topics = set(wc_log.topics())
+    assert f"{APP}-counts-repartition" in topics
+    assert f"{APP}-counts-changelog" in topics
+    assert wc_log.partitions(f"{APP}-counts-repartition") == 3
+    assert wc_log.partitions(f"{APP}-counts-changelog") == 3
+
+
+def test_output_is_partitioned_by_murmur2_of_the_key(wc_log: EmbeddedLog, log_path: str) -> None:
+    produce_lines(wc_log, ["a b c d e f g h i j k l m n o p"])
+    make_app(log_path).run_until_end(timeout=60)
+    for partition, end in wc_log.end_offsets("word-counts").items():
+        for record in wc_log.read("word-counts", partition, 0, end):
+            assert record.key is not None
+            assert partition_for_key(record.key, 2) == partition
+
+
+def test_restart_continues_from_committed_offsets(wc_log: EmbeddedLog, log_path: str) -> None:
+    lines = generate_lines(2_000, seed=5)
+    first, second = lines[:1200], lines[1200:]
+    produce_lines(wc_log, first)
+    make_app(log_path).run_until_end(timeout=120)
+    assert final_counts(wc_log) == dict(Counter(w for line in first for w in line.split()))
+
+    produce_lines(wc_log, second)
+    app = make_app(log_path)
+    app.run_until_end(timeout=120)
+    expected = Counter(w for line in lines for w in line.split())
+    # Counts restored from the changelog, input resumed after the commit: no double counting.
+    assert final_counts(wc_log) == dict(expected)
+    assert {kv.key: kv.value for kv in app.store("counts").all()} == dict(expected)
+    # The second run read only the new lines (plus their words through the repartition topic).
+    second_words = sum(len(line.split()) for line in second)
+    assert app.metrics()["records-processed"] == len(second) + second_words
+
+
+def test_rerun_with_nothing_new_emits_nothing(wc_log: EmbeddedLog, log_path: str) -> None:
+    produce_lines(wc_log, ["one two two"])
+    make_app(log_path).run_until_end(timeout=60)
+    ends = wc_log.end_offsets("word-counts")
+    make_app(log_path).run_until_end(timeout=60)
+    assert wc_log.end_offsets("word-counts") == ends
+
+
+def test_start_and_close_in_the_background(wc_log: EmbeddedLog, log_path: str) -> None:
+    app = make_app(log_path, **{"commit.interval.ms": 100})
+    transitions: list[tuple[State, State]] = []
+    app.set_state_listener(lambda new, old: transitions.append((new, old)))
+    app.start()
+    assert app.state is State.RUNNING
+    rng = random.Random(3)
+    lines = [" ".join(rng.choice("abcdefg") for _ in range(5)) for _ in range(500)]
+    expected = dict(Counter(w for line in lines for w in line.split()))
+
+    def produce() -> None:
+        for start in range(0, len(lines), 100):
+            produce_lines(wc_log, lines[start : start + 100])
+
+    writer = threading.Thread(target=produce)
+    writer.start()
+    writer.join(timeout=30)
+    wait_until(lambda: final_counts(wc_log) == expected, timeout=60, what="all counts")
+    assert app.close(timeout=30)
+    assert app.state is State.NOT_RUNNING
+    assert transitions[0] == (State.REBALANCING, State.CREATED)
+    assert transitions[-1] == (State.NOT_RUNNING, State.PENDING_SHUTDOWN)
+
+
+def test_describe_shows_the_repartition_split() -> None:
+    text = word_count_topology().describe()
+    assert "Sub-topology: 0" in text and "Sub-topology: 1" in text
+    assert "Sink: counts-repartition-sink (topic: counts-repartition)" in text
+    assert "Source: counts-repartition-source (topics: [counts-repartition])" in text
+    assert "Processor: KSTREAM-AGGREGATE-0000000003 (stores: [counts])" in text
+    sub0, sub1 = text.split("Sub-topology: 1")
+    assert "KSTREAM-FLATMAPVALUES-0000000001" in sub0 and "KSTREAM-AGGREGATE" not in sub0
+    assert "KTABLE-TOSTREAM-0000000007" in sub1 and "KSTREAM-SINK-0000000008" in sub1
+
+
+def test_missing_input_topic_is_a_clear_error(log: EmbeddedLog, log_path: str) -> None:
+    log.create_topic("word-counts")
+    with pytest.raises(TopologyError, match="text-input"):
+        make_app(log_path).run_until_end(timeout=10)
+
+
+def test_bad_config_is_a_clear_error(log_path: str) -> None:
+    with pytest.raises(ConfigError, match=r"application\.id"):
+        KafkaStreams(word_count_topology(), {"bootstrap.servers": f"embedded:{log_path}"})
+    with pytest.raises(ConfigError, match=r"did you mean .commit\.interval\.ms."):
+        make_app(log_path, **{"commit.intervall.ms": 10})
+    with pytest.raises(ConfigError, match=r"processing\.guarantee"):
+        make_app(log_path, **{"processing.guarantee": "exactly_twice"})
+
+
+def test_user_callback_error_names_node_and_record(wc_log: EmbeddedLog, log_path: str) -> None:
+    def explode(line: str) -> list[str]:
+        if "boom" in line:
+            raise ValueError("bad line")
+        return line.split()
+
+    builder = StreamsBuilder()
+    (
+        builder.stream("text-input", key_serde=serdes.String(), value_serde=serdes.String())
+        .flat_map_values(explode)
+        .to("word-counts", key_serde=serdes.String(), value_serde=serdes.String())
+    )
+    produce_lines(wc_log, ["fine", "boom"])
+    app = KafkaStreams(
+        builder.build(), {"application.id": "boom", "bootstrap.servers": f"embedded:{log_path}"}
+    )
+    with pytest.raises(
+        Exception, match=r"KSTREAM-FLATMAPVALUES-0000000001.*text-input-\d@\d"
+    ) as info:
+        app.run_until_end(timeout=30)
+    assert isinstance(info.value.__cause__, ValueError)
+    assert app.state is State.ERROR
