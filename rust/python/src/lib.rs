@@ -2,6 +2,8 @@ use pyo3::prelude::*;
 
 mod errors;
 mod log;
+mod serde;
+mod store;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -12,5 +14,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     log::register(m)?;
+    serde::register(m)?;
+    store::register(m)?;
     Ok(())
 }
