@@ -27,7 +27,9 @@ pub enum Error {
     },
 
     /// Another process holds the log's lock file.
-    #[error("embedded log {path} is in use by another process{holder}; only one process may open it at a time")]
+    #[error(
+        "embedded log {path} is in use by another process{holder}; only one process may open it at a time"
+    )]
     LogInUse { path: PathBuf, holder: String },
 
     #[error("unknown topic '{0}'")]

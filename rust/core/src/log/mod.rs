@@ -1,16 +1,33 @@
-//! The embedded log: Kafka's log design on local disk.
+//! The embedded log: Kafka's log design on local disk, so that strom apps
+//! run with no broker. The on-disk format is described in `README.md` next
+//! to this file.
 //!
-//! API SKELETON — signatures are fixed (the bindings crate is written against
-//! them); bodies are being filled in. Split into submodules freely
-//! (segment, index, partition, config, group, consumer, …) but keep these
-//! public names and signatures.
-#![allow(clippy::unused_self, clippy::needless_pass_by_value, unused_variables)]
+//! - [`Log`]: a directory of topics, each with partitions of segment files.
+//! - [`RecordBatchBuilder`] / [`ReadBatch`]: batches in and out (columnar out).
+//! - [`Consumer`]: a group member assigned every partition of its topics.
 
-use std::path::Path;
-use std::sync::Arc;
-use std::time::Duration;
+mod config;
+mod consumer;
+mod format;
+mod fsutil;
+mod group;
+mod partition;
+mod segment;
 
-use crate::error::Result;
+use std::collections::{BTreeMap, HashMap};
+use std::fs::{self, File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
+use std::time::{Duration, Instant};
+
+use crate::error::{Error, Result};
+use fsutil::io;
+use group::GroupOffsets;
+use partition::{PartitionHandle, lock};
+
+pub use consumer::{Consumer, PolledBatch};
 
 /// One record header; Kafka headers are a string key and nullable bytes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -21,16 +38,40 @@ pub struct Header<'a> {
 
 /// Records to append, encoded into one contiguous buffer as they are pushed,
 /// so that appending a batch is one write. Offsets are assigned on append.
-#[derive(Debug, Default, Clone)]
-pub struct RecordBatchBuilder {}
+#[derive(Debug, Clone)]
+pub struct RecordBatchBuilder {
+    /// Frames with offset 0 and the body's CRC in the crc field (see `format`).
+    pub(crate) buf: Vec<u8>,
+    count: usize,
+    pub(crate) has_null_key: bool,
+    pub(crate) max_timestamp: i64,
+}
+
+impl Default for RecordBatchBuilder {
+    fn default() -> Self {
+        Self::new()
+    }
+}
 
 impl RecordBatchBuilder {
     pub fn new() -> Self {
-        todo!()
+        RecordBatchBuilder {
+            buf: Vec::new(),
+            count: 0,
+            has_null_key: false,
+            max_timestamp: i64::MIN,
+        }
     }
+    /// Room for `records` records whose keys, values and headers take `bytes` in all.
     pub fn with_capacity(records: usize, bytes: usize) -> Self {
-        todo!()
+        let mut b = Self::new();
+        b.buf = Vec::with_capacity(bytes.saturating_add(records.saturating_mul(format::MIN_FRAME)));
+        b
     }
+    /// Encodes one record.
+    ///
+    /// # Panics
+    /// If the record would exceed the 2 GiB frame limit.
     pub fn push(
         &mut self,
         timestamp: i64,
@@ -38,16 +79,27 @@ impl RecordBatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header<'_>],
     ) {
-        todo!()
+        format::encode_frame(&mut self.buf, timestamp, key, value, headers);
+        self.count += 1;
+        self.has_null_key |= key.is_none();
+        self.max_timestamp = self.max_timestamp.max(timestamp);
     }
     pub fn len(&self) -> usize {
-        todo!()
+        self.count
     }
     pub fn is_empty(&self) -> bool {
-        todo!()
+        self.count == 0
     }
+    /// Encoded size: the bytes the batch adds to the log.
+    pub fn size_in_bytes(&self) -> usize {
+        self.buf.len()
+    }
+    /// Empties the builder, keeping its buffer for reuse.
     pub fn clear(&mut self) {
-        todo!()
+        self.buf.clear();
+        self.count = 0;
+        self.has_null_key = false;
+        self.max_timestamp = i64::MIN;
     }
 }
 
@@ -117,15 +169,15 @@ pub struct TopicConfig {
 
 impl TopicConfig {
     pub fn new(partitions: u32) -> Self {
-        todo!()
+        config::new_config(partitions)
     }
     /// Sets one config by its Kafka key; unknown keys and bad values are `Error::Config`.
     pub fn set(&mut self, key: &str, value: &str) -> Result<()> {
-        todo!()
+        config::set(self, key, value)
     }
     /// The non-partition settings as Kafka key/value pairs.
     pub fn to_properties(&self) -> Vec<(String, String)> {
-        todo!()
+        config::to_properties(self)
     }
 }
 
@@ -155,36 +207,279 @@ pub struct CompactionStats {
     pub tombstones_removed: u64,
 }
 
+const LOCK_FILE: &str = ".lock";
+const TOPICS_DIR: &str = ".topics";
+const TOPIC_SUFFIX: &str = ".properties";
+/// How long `open` waits for a handle of this process that is being dropped
+/// to release the lock file.
+const SELF_LOCK_WAIT: Duration = Duration::from_secs(10);
+
+/// Open logs of this process by canonical path: flock would conflict with
+/// itself, and handles of one process are meant to share one log.
+static REGISTRY: Mutex<BTreeMap<PathBuf, Weak<Log>>> = Mutex::new(BTreeMap::new());
+
+struct Topic {
+    name: Arc<str>,
+    config: Arc<TopicConfig>,
+    partitions: Vec<PartitionHandle>,
+}
+
+impl Topic {
+    fn partition(&self, partition: u32) -> Result<&PartitionHandle> {
+        self.partitions
+            .get(partition as usize)
+            .ok_or_else(|| Error::UnknownPartition {
+                topic: self.name.to_string(),
+                partition,
+                count: self.partitions.len() as u32,
+            })
+    }
+}
+
+/// Why opening found the lock taken.
+enum Locked {
+    Err(Error),
+    /// By this process: a handle being dropped still holds it.
+    BySelf,
+}
+
 /// An open embedded log directory. Cheap to share: `open` returns the same
 /// `Arc<Log>` for the same directory within one process.
-#[derive(Debug)]
-pub struct Log {}
+pub struct Log {
+    root: PathBuf,
+    /// Holds the exclusive lock while the log is open; taken in `drop`.
+    lock_file: Option<File>,
+    topics: RwLock<HashMap<String, Arc<Topic>>>,
+    groups: Mutex<HashMap<String, Arc<Mutex<Option<GroupOffsets>>>>>,
+    append_seq: AtomicU64,
+    waiters: AtomicUsize,
+    seq_lock: Mutex<()>,
+    seq_cond: Condvar,
+}
+
+impl std::fmt::Debug for Log {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Log")
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
+}
 
 impl Log {
     pub fn open(path: impl AsRef<Path>) -> Result<Arc<Log>> {
-        todo!()
+        let path = path.as_ref();
+        io(path, fs::create_dir_all(path))?;
+        let root = io(path, fs::canonicalize(path))?;
+        let deadline = Instant::now() + SELF_LOCK_WAIT;
+        loop {
+            let mut registry = lock(&REGISTRY);
+            registry.retain(|_, log| log.strong_count() > 0);
+            if let Some(log) = registry.get(&root).and_then(Weak::upgrade) {
+                return Ok(log);
+            }
+            match Self::open_new(&root) {
+                Ok(log) => {
+                    let log = Arc::new(log);
+                    registry.insert(root, Arc::downgrade(&log));
+                    return Ok(log);
+                }
+                Err(Locked::BySelf) if Instant::now() < deadline => {
+                    drop(registry);
+                    std::thread::sleep(Duration::from_millis(1));
+                }
+                Err(Locked::BySelf) => {
+                    return Err(Error::LogInUse {
+                        path: root,
+                        holder: format!(" (this process, pid {})", std::process::id()),
+                    });
+                }
+                Err(Locked::Err(e)) => return Err(e),
+            }
+        }
     }
+
+    fn open_new(root: &Path) -> std::result::Result<Log, Locked> {
+        let lock_file = Self::take_lock(root)?;
+        let log = Log {
+            root: root.to_path_buf(),
+            lock_file: Some(lock_file),
+            topics: RwLock::new(HashMap::new()),
+            groups: Mutex::new(HashMap::new()),
+            append_seq: AtomicU64::new(0),
+            waiters: AtomicUsize::new(0),
+            seq_lock: Mutex::new(()),
+            seq_cond: Condvar::new(),
+        };
+        log.load().map_err(Locked::Err)?;
+        Ok(log)
+    }
+
+    fn take_lock(root: &Path) -> std::result::Result<File, Locked> {
+        let path = root.join(LOCK_FILE);
+        let file = OpenOptions::new()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(false)
+            .open(&path)
+            .map_err(|e| Locked::Err(Error::io(&path, e)))?;
+        match file.try_lock() {
+            Ok(()) => {}
+            Err(fs::TryLockError::WouldBlock) => {
+                let holder = fs::read_to_string(&path).unwrap_or_default();
+                let holder = holder.trim();
+                if holder == std::process::id().to_string() {
+                    return Err(Locked::BySelf);
+                }
+                return Err(Locked::Err(Error::LogInUse {
+                    path: root.to_path_buf(),
+                    holder: if holder.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (pid {holder})")
+                    },
+                }));
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(Locked::Err(Error::io(&path, e))),
+        }
+        let pid = format!("{}\n", std::process::id());
+        file.set_len(0)
+            .and_then(|()| file.write_all_at(pid.as_bytes(), 0))
+            .map_err(|e| Locked::Err(Error::io(&path, e)))?;
+        Ok(file)
+    }
+
+    /// Recovers every topic listed in `.topics/`.
+    fn load(&self) -> Result<()> {
+        let topics_dir = self.root.join(TOPICS_DIR);
+        let groups_dir = self.root.join(group::GROUPS_DIR);
+        for dir in [&topics_dir, &groups_dir] {
+            io(dir, fs::create_dir_all(dir))?;
+            fsutil::remove_tmp_files(dir)?;
+        }
+        let mut topics = self
+            .topics
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        for entry in io(&topics_dir, fs::read_dir(&topics_dir))? {
+            let path = io(&topics_dir, entry)?.path();
+            let Some(name) = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .and_then(|n| n.strip_suffix(TOPIC_SUFFIX))
+            else {
+                continue;
+            };
+            if config::validate_topic_name(name).is_err() {
+                ::log::warn!("ignoring {}: not a valid topic name", path.display());
+                continue;
+            }
+            let text = io(&path, fs::read_to_string(&path))?;
+            let config = config::parse_topic_file(&path, &text)?;
+            let topic = self.open_topic(name, config)?;
+            topics.insert(name.to_owned(), Arc::new(topic));
+        }
+        Ok(())
+    }
+
+    fn open_topic(&self, name: &str, config: TopicConfig) -> Result<Topic> {
+        let name: Arc<str> = name.into();
+        let config = Arc::new(config);
+        let partitions = (0..config.partitions)
+            .map(|p| PartitionHandle::open(&self.root, &name, p, &config))
+            .collect::<Result<Vec<_>>>()?;
+        Ok(Topic {
+            name,
+            config,
+            partitions,
+        })
+    }
+
     pub fn path(&self) -> &Path {
-        todo!()
+        &self.root
     }
+
+    fn topic(&self, name: &str) -> Result<Arc<Topic>> {
+        self.topics
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::UnknownTopic(name.to_owned()))
+    }
+
+    fn all_topics(&self) -> Vec<Arc<Topic>> {
+        self.topics
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .values()
+            .cloned()
+            .collect()
+    }
+
+    /// Creates the topic's partition directories, then writes its metadata
+    /// file atomically: the topic exists once that file does.
     pub fn create_topic(&self, name: &str, config: TopicConfig) -> Result<()> {
-        todo!()
+        config::validate_topic_name(name)?;
+        config::validate(&config)?;
+        let mut topics = self
+            .topics
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if topics.contains_key(name) {
+            return Err(Error::TopicExists(name.to_owned()));
+        }
+        let text = config::render_topic_file(&config);
+        let topic = self.open_topic(name, config)?;
+        for p in 0..topic.config.partitions {
+            fsutil::sync_dir(&self.root.join(partition::segment_dir_name(name, p)))?;
+        }
+        fsutil::sync_dir(&self.root)?;
+        let path = self
+            .root
+            .join(TOPICS_DIR)
+            .join(format!("{name}{TOPIC_SUFFIX}"));
+        fsutil::write_atomic(&path, text.as_bytes())?;
+        topics.insert(name.to_owned(), Arc::new(topic));
+        Ok(())
     }
+
     pub fn topics(&self) -> Vec<String> {
-        todo!()
+        let mut names: Vec<String> = self
+            .topics
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .keys()
+            .cloned()
+            .collect();
+        names.sort_unstable();
+        names
     }
+
     pub fn topic_config(&self, topic: &str) -> Result<TopicConfig> {
-        todo!()
+        Ok(TopicConfig::clone(&self.topic(topic)?.config))
     }
+
     pub fn partition_count(&self, topic: &str) -> Result<u32> {
-        todo!()
+        Ok(self.topic(topic)?.partitions.len() as u32)
     }
+
     /// Appends the batch to one partition; returns the offset of its first record.
     pub fn append(&self, topic: &str, partition: u32, batch: &RecordBatchBuilder) -> Result<u64> {
-        todo!()
+        let t = self.topic(topic)?;
+        let first = lock(&t.partition(partition)?.state).append(batch)?;
+        if !batch.is_empty() {
+            self.bump_append_sequence();
+        }
+        Ok(first)
     }
+
     /// Reads up to `max_records` (and about `max_bytes`, at least one record)
     /// from `offset` on. Reading at the end offset returns an empty batch.
+    ///
+    /// `next_offset` is past the last record returned; when the read reached
+    /// the log end it is the end offset (compaction may leave offsets with
+    /// no record before it).
     pub fn read(
         &self,
         topic: &str,
@@ -193,102 +488,213 @@ impl Log {
         max_records: usize,
         max_bytes: usize,
     ) -> Result<ReadBatch> {
-        todo!()
+        self.topic(topic)?
+            .partition(partition)?
+            .read(offset, max_records, max_bytes)
     }
+
     pub fn log_start_offset(&self, topic: &str, partition: u32) -> Result<u64> {
-        todo!()
+        Ok(lock(&self.topic(topic)?.partition(partition)?.state).log_start_offset())
     }
+
     pub fn end_offset(&self, topic: &str, partition: u32) -> Result<u64> {
-        todo!()
+        Ok(lock(&self.topic(topic)?.partition(partition)?.state).end_offset())
     }
+
     /// End offsets of every partition of the topic, indexed by partition.
     pub fn end_offsets(&self, topic: &str) -> Result<Vec<u64>> {
-        todo!()
+        Ok(self
+            .topic(topic)?
+            .partitions
+            .iter()
+            .map(|p| lock(&p.state).end_offset())
+            .collect())
     }
+
     /// fsyncs every partition that has appends not yet flushed.
     pub fn flush(&self) -> Result<()> {
-        todo!()
+        let mut first_error = None;
+        for topic in self.all_topics() {
+            for p in &topic.partitions {
+                if let Err(e) = p.flush() {
+                    first_error.get_or_insert(e);
+                }
+            }
+        }
+        first_error.map_or(Ok(()), Err)
     }
+
     /// Closes the active segment of a partition and starts a new one.
+    /// A no-op while the active segment is empty.
     pub fn roll(&self, topic: &str, partition: u32) -> Result<()> {
-        todo!()
+        lock(&self.topic(topic)?.partition(partition)?.state).roll()
     }
+
     /// Deletes whole closed segments past `retention.ms` / `retention.bytes`
     /// of topics whose policy includes delete; returns the number deleted.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<u64> {
-        todo!()
+        let mut deleted = 0;
+        for topic in self.all_topics() {
+            if !topic.config.cleanup_policy.delete {
+                continue;
+            }
+            for p in &topic.partitions {
+                deleted += p.enforce_retention(now_ms)?;
+            }
+        }
+        Ok(deleted)
     }
-    /// Compacts the closed segments of a `compact` topic.
+
+    /// Compacts the closed segments of a `compact` topic; a topic without
+    /// `compact` in its `cleanup.policy` is an `Error::Config`.
     pub fn compact(&self, topic: &str, now_ms: i64) -> Result<CompactionStats> {
-        todo!()
+        let t = self.topic(topic)?;
+        if !t.config.cleanup_policy.compact {
+            return Err(Error::Config(format!(
+                "topic '{topic}' has cleanup.policy=delete; only compacted topics can be compacted"
+            )));
+        }
+        let mut total = CompactionStats::default();
+        for p in &t.partitions {
+            let s = p.compact(now_ms)?;
+            total.segments_cleaned += s.segments_cleaned;
+            total.records_removed += s.records_removed;
+            total.tombstones_removed += s.tombstones_removed;
+        }
+        Ok(total)
     }
+
+    fn group_slot(&self, group_id: &str) -> Arc<Mutex<Option<GroupOffsets>>> {
+        Arc::clone(lock(&self.groups).entry(group_id.to_owned()).or_default())
+    }
+
+    fn group_path(&self, group_id: &str) -> PathBuf {
+        self.root
+            .join(group::GROUPS_DIR)
+            .join(group::file_name(group_id))
+    }
+
+    /// The group's offsets, read from disk on first use.
+    fn load_group<'a>(
+        &self,
+        group_id: &str,
+        slot: &'a mut Option<GroupOffsets>,
+    ) -> Result<&'a mut GroupOffsets> {
+        if slot.is_none() {
+            let path = self.group_path(group_id);
+            let offsets = match fs::read(&path) {
+                Ok(bytes) => group::decode(&path, &bytes, group_id)?,
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => GroupOffsets::new(),
+                Err(e) => return Err(Error::io(&path, e)),
+            };
+            *slot = Some(offsets);
+        }
+        Ok(slot.as_mut().expect("loaded above"))
+    }
+
     /// Durably and atomically records a group's offsets (merged with the
     /// offsets it committed before for other partitions).
     pub fn commit_offsets(&self, group_id: &str, offsets: &[CommittedOffset]) -> Result<()> {
-        todo!()
+        if group_id.is_empty() {
+            return Err(Error::Config(
+                "committing offsets needs a non-empty group id".into(),
+            ));
+        }
+        for o in offsets {
+            self.topic(&o.topic)?.partition(o.partition)?;
+        }
+        let slot = self.group_slot(group_id);
+        let mut slot = lock(&slot);
+        let mut merged = self.load_group(group_id, &mut slot)?.clone();
+        for o in offsets {
+            merged.insert(
+                (o.topic.clone(), o.partition),
+                (o.offset, o.metadata.clone()),
+            );
+        }
+        fsutil::write_atomic(
+            &self.group_path(group_id),
+            &group::encode(group_id, &merged),
+        )?;
+        *slot = Some(merged);
+        Ok(())
     }
+
+    /// The group's committed offsets sorted by topic and partition; empty
+    /// for a group that never committed.
     pub fn committed_offsets(&self, group_id: &str) -> Result<Vec<CommittedOffset>> {
-        todo!()
+        let slot = self.group_slot(group_id);
+        let mut slot = lock(&slot);
+        Ok(group::to_committed(self.load_group(group_id, &mut slot)?))
     }
+
+    fn bump_append_sequence(&self) {
+        self.append_seq.fetch_add(1, Ordering::SeqCst);
+        // Waiters register before they check the counter, so either they see
+        // the new value or this sees them (both orders are SeqCst).
+        if self.waiters.load(Ordering::SeqCst) > 0 {
+            let _guard = lock(&self.seq_lock);
+            self.seq_cond.notify_all();
+        }
+    }
+
     /// A counter bumped by every append, for waiting on new data.
     pub fn append_sequence(&self) -> u64 {
-        todo!()
+        self.append_seq.load(Ordering::SeqCst)
     }
+
     /// Blocks until the append counter moves past `seen` or the timeout
     /// passes; returns the counter.
     pub fn wait_for_appends(&self, seen: u64, timeout: Duration) -> u64 {
-        todo!()
+        let current = self.append_sequence();
+        if current > seen || timeout.is_zero() {
+            return current;
+        }
+        let deadline = Instant::now().checked_add(timeout);
+        let mut guard = lock(&self.seq_lock);
+        self.waiters.fetch_add(1, Ordering::SeqCst);
+        let result = loop {
+            let current = self.append_sequence();
+            if current > seen {
+                break current;
+            }
+            let now = Instant::now();
+            let wait = match deadline {
+                Some(d) if d <= now => break current,
+                Some(d) => d - now,
+                None => Duration::from_secs(3600),
+            };
+            guard = self
+                .seq_cond
+                .wait_timeout(guard, wait)
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .0;
+        };
+        self.waiters.fetch_sub(1, Ordering::SeqCst);
+        drop(guard);
+        result
     }
 }
 
-/// Records one partition returned by [`Consumer::poll`].
-#[derive(Debug, Clone)]
-pub struct PolledBatch {
-    pub topic: String,
-    pub partition: u32,
-    pub batch: ReadBatch,
-}
-
-/// A consumer of a group, assigned every partition of its topics.
-#[derive(Debug)]
-pub struct Consumer {}
-
-impl Consumer {
-    pub fn new(
-        log: Arc<Log>,
-        group_id: &str,
-        topics: &[String],
-        reset: OffsetReset,
-    ) -> Result<Self> {
-        todo!()
-    }
-    pub fn group_id(&self) -> &str {
-        todo!()
-    }
-    pub fn assignment(&self) -> Vec<(String, u32)> {
-        todo!()
-    }
-    /// Up to `max_records` in total, one batch per partition that had data,
-    /// partitions visited round-robin across calls; waits up to `timeout`
-    /// when there is nothing to read.
-    pub fn poll(&mut self, max_records: usize, timeout: Duration) -> Result<Vec<PolledBatch>> {
-        todo!()
-    }
-    pub fn position(&self, topic: &str, partition: u32) -> Result<u64> {
-        todo!()
-    }
-    pub fn seek(&mut self, topic: &str, partition: u32, offset: u64) -> Result<()> {
-        todo!()
-    }
-    /// Commits the current position of every assigned partition.
-    pub fn commit(&mut self) -> Result<()> {
-        todo!()
-    }
-    /// Commits explicit offsets (with metadata, e.g. stream time).
-    pub fn commit_offsets(&mut self, offsets: &[CommittedOffset]) -> Result<()> {
-        todo!()
-    }
-    pub fn committed(&self) -> Result<Vec<CommittedOffset>> {
-        todo!()
+impl Drop for Log {
+    fn drop(&mut self) {
+        if let Err(e) = self.flush() {
+            ::log::warn!(
+                "flushing embedded log {} on close: {e}",
+                self.root.display()
+            );
+        }
+        // Release the lock file while holding the registry, so that `open`
+        // never sees this log gone from the registry but its lock still held
+        // for longer than this.
+        let mut registry = lock(&REGISTRY);
+        self.lock_file = None;
+        let me: *const Log = self;
+        if registry
+            .get(&self.root)
+            .is_some_and(|w| std::ptr::eq(w.as_ptr(), me))
+        {
+            registry.remove(&self.root);
+        }
     }
 }
