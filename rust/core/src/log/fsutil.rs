@@ -19,10 +19,20 @@ pub(crate) fn sync_dir(dir: &Path) -> Result<()> {
     io(dir, File::open(dir).and_then(|d| d.sync_all()))
 }
 
+/// FNV-1a: a stable 64-bit hash that needs no dependency.
+pub(crate) fn fnv1a(bytes: &[u8]) -> u64 {
+    bytes.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, &b| {
+        (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
+    })
+}
+
+/// A hidden temp name next to `path` that fits any file name length.
 pub(crate) fn tmp_path(path: &Path) -> PathBuf {
-    let mut name = path.as_os_str().to_owned();
-    name.push(TMP_SUFFIX);
-    PathBuf::from(name)
+    let name = path.file_name().expect("a file path");
+    path.with_file_name(format!(
+        ".{:016x}{TMP_SUFFIX}",
+        fnv1a(name.as_encoded_bytes())
+    ))
 }
 
 /// Replaces `path` with `bytes` atomically: write a temp file, fsync it,

@@ -36,10 +36,7 @@ pub(crate) fn file_name(group: &str) -> String {
         }
     }
     if name.len() > MAX_NAME {
-        // FNV-1a: a stable hash that needs no dependency.
-        let hash = group.bytes().fold(0xcbf2_9ce4_8422_2325u64, |h, b| {
-            (h ^ u64::from(b)).wrapping_mul(0x0000_0100_0000_01b3)
-        });
+        let hash = crate::log::fsutil::fnv1a(group.as_bytes());
         name.truncate(MAX_NAME - 17);
         // Do not cut a %XX escape in half.
         if let Some(p) = name.rfind('%').filter(|&p| p + 3 > name.len()) {

@@ -209,7 +209,8 @@ pub struct CompactionStats {
 
 const LOCK_FILE: &str = ".lock";
 const TOPICS_DIR: &str = ".topics";
-const TOPIC_SUFFIX: &str = ".properties";
+/// Short enough that a 249-character topic name still fits a file name.
+const TOPIC_SUFFIX: &str = ".conf";
 /// How long `open` waits for a handle of this process that is being dropped
 /// to release the lock file.
 const SELF_LOCK_WAIT: Duration = Duration::from_secs(10);

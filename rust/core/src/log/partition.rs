@@ -140,7 +140,7 @@ impl PartitionHandle {
                     view.expect = None;
                 }
                 SegmentRead::EndOfSegment => {
-                    let next = lock(&self.state).view_after(view.base);
+                    let next = lock(&self.state).view_after(&view, st.target);
                     let Some(next) = next else {
                         reached_end = view.log_end;
                         break;
@@ -506,8 +506,25 @@ impl Partition {
         view
     }
 
-    fn view_after(&self, base: u64) -> Option<SegmentView> {
-        let i = self.segments.partition_point(|s| s.base <= base);
+    /// Where a read that consumed `view` goes on: the rest of the same
+    /// segment if appends grew it meanwhile, else the next segment.
+    fn view_after(&self, view: &SegmentView, target: u64) -> Option<SegmentView> {
+        let i = self.segments.partition_point(|s| s.base <= view.base);
+        if let Some(seg) = i.checked_sub(1).map(|i| &self.segments[i])
+            && seg.base == view.base
+        {
+            if Arc::ptr_eq(&seg.file, &view.file) {
+                if seg.size > view.end {
+                    return Some(self.view_of(seg, view.end));
+                }
+            } else if seg.last_offset.is_some_and(|o| o >= target) {
+                // Compaction replaced the file: find the place again by offset.
+                let (start, expect) = seg.lookup(target);
+                let mut next = self.view_of(seg, start);
+                next.expect = expect;
+                return Some(next);
+            }
+        }
         self.segments.get(i).map(|s| self.view_of(s, 0))
     }
 
