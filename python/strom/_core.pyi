@@ -141,6 +141,17 @@ def partition_for_key(key: bytes, num_partitions: int) -> int: ...
 
 # --- serdes: batch codecs of the built-in formats -----------------------------
 
+__all__ += [
+    "decode_doubles",
+    "decode_ints",
+    "decode_longs",
+    "decode_strings",
+    "encode_doubles",
+    "encode_ints",
+    "encode_longs",
+    "encode_strings",
+]
+
 def encode_strings(values: list[str | None]) -> list[bytes | None]: ...
 def decode_strings(values: list[bytes | None]) -> list[str | None]: ...
 def encode_longs(values: list[int | None]) -> list[bytes | None]: ...
@@ -151,6 +162,8 @@ def encode_doubles(values: list[float | None]) -> list[bytes | None]: ...
 def decode_doubles(values: list[bytes | None]) -> list[float | None]: ...
 
 # --- state stores ---------------------------------------------------------------
+
+__all__ += ["NativeKeyValueStore"]
 
 @final
 class NativeKeyValueStore:

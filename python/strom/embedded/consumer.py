@@ -131,6 +131,7 @@ class EmbeddedConsumer:
         self.close()
 
     def __repr__(self) -> str:
-        if self._native is None:
+        native = getattr(self, "_native", None)  # None too if __init__ raised
+        if native is None:
             return "EmbeddedConsumer(closed)"
-        return f"EmbeddedConsumer(group_id={self._native.group_id!r})"
+        return f"EmbeddedConsumer(group_id={native.group_id!r})"

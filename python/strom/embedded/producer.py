@@ -27,7 +27,9 @@ class EmbeddedProducer:
     Created by :meth:`EmbeddedLog.producer`. Records are buffered and appended
     in batches (about 1 MiB per partition) and by :meth:`flush`, which also
     fsyncs: a record is durable once a ``flush()`` after its ``produce`` has
-    returned. Closing the producer (or leaving its ``with`` block) flushes.
+    returned. Closing the producer (or leaving its ``with`` block) flushes;
+    records still buffered when an unclosed producer is garbage-collected are
+    dropped, as they were never acknowledged.
 
     Partitioning is Kafka's default: an explicit ``partition`` wins; otherwise
     a record with a key goes to ``murmur2(key) % partitions`` (the same
@@ -112,7 +114,11 @@ class EmbeddedProducer:
         self.native.produce_columns(topic, keys, values, timestamps, partitions)
 
     def flush(self) -> None:
-        """Appends everything buffered and fsyncs the log."""
+        """Appends everything buffered and fsyncs the log.
+
+        If an append fails, the other partitions are still appended, the batch
+        that failed is dropped and the first error is raised.
+        """
         self.native.flush()
 
     def close(self) -> None:

@@ -831,6 +831,12 @@ impl NativeConsumer {
         max_records: usize,
         timeout: f64,
     ) -> PyResult<Vec<PolledBatch>> {
+        if max_records == 0 {
+            return Err(to_py_err(
+                py,
+                Error::Config("max_records must be at least 1".to_owned()),
+            ));
+        }
         let timeout = parse_timeout(py, timeout)?;
         let deadline = Instant::now() + timeout;
         loop {
