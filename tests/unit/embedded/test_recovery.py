@@ -31,16 +31,29 @@ def test_a_torn_tail_is_truncated_on_reopen(log: EmbeddedLog, log_path: str) -> 
 
     out = run_python(
         """
+        import logging
         from strom.embedded import EmbeddedLog
+        warnings = []
+        class Keep(logging.Handler):
+            def emit(self, record):
+                if record.levelno >= logging.WARNING:
+                    warnings.append([record.name, record.getMessage()])
+        logging.getLogger("strom").addHandler(Keep())
         log = EmbeddedLog(sys.argv[1])
         before = [r.offset for r in log.read("torn", 0, 0, 100)]
         with log.producer() as producer:
             producer.produce("torn", None, b"after recovery")
-        return {"before": before, "end": log.end_offsets("torn")[0]}
+        return {"before": before, "end": log.end_offsets("torn")[0], "warnings": warnings}
         """,
         log_path,
     )
-    assert out == {"before": list(range(9)), "end": 10}
+    assert out["before"] == list(range(9))
+    assert out["end"] == 10
+    # The core's log::warn! reached Python's logging under "strom".
+    [(logger, message)] = out["warnings"]
+    assert logger.startswith("strom._core.strom_core.log")  # strom_core::log::…
+    assert "torn tail" in message
+    assert active.name in message
     reopened = EmbeddedLog(log_path)
     records = reopened.read("torn", 0, 0, 100)
     assert [r.offset for r in records] == list(range(10))
