@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 from pathlib import Path
 
@@ -284,3 +285,40 @@ def test_flush_makes_data_visible_to_a_new_process(log: EmbeddedLog, log_path: s
         log_path,
     )
     assert out == [[0, 42, "v"]]
+
+
+def test_a_producer_shared_by_threads_keeps_each_threads_order(log: EmbeddedLog) -> None:
+    log.create_topic("t", partitions=2)
+    producer = log.producer()
+    per_thread, threads = 3000, 4
+    value = b"x" * 500  # enough bytes to cross the append threshold while threads race
+    errors: list[BaseException] = []
+
+    def run(n: int) -> None:
+        try:
+            for i in range(per_thread):
+                producer.produce("t", None, value + f"{n}:{i}".encode(), partition=i % 2)
+                if i % 500 == 0:
+                    producer.flush()
+        except BaseException as e:  # surfaced below
+            errors.append(e)
+
+    workers = [threading.Thread(target=run, args=(n,)) for n in range(threads)]
+    for w in workers:
+        w.start()
+    for w in workers:
+        w.join(timeout=60)
+    producer.flush()
+    assert errors == []
+    for partition in range(2):
+        seen: dict[int, list[int]] = {n: [] for n in range(threads)}
+        offset = 0
+        while offset < log.end_offsets("t")[partition]:
+            batch = log.read_batch("t", partition, offset, 5000)
+            for v in batch.values():
+                assert v is not None
+                n, i = v[len(value) :].decode().split(":")
+                seen[int(n)].append(int(i))
+            offset = batch.next_offset
+        expected = [i for i in range(per_thread) if i % 2 == partition]
+        assert seen == {n: expected for n in range(threads)}
