@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import threading
 import time
 from pathlib import Path
@@ -322,3 +323,20 @@ def test_a_producer_shared_by_threads_keeps_each_threads_order(log: EmbeddedLog)
             offset = batch.next_offset
         expected = [i for i in range(per_thread) if i % 2 == partition]
         assert seen == {n: expected for n in range(threads)}
+
+
+def test_reading_leaves_the_garbage_collector_as_it_was(log: EmbeddedLog) -> None:
+    # Large reads pause the cyclic GC while they build records; it must come back.
+    log.create_topic("t")
+    with log.producer() as producer:
+        producer.produce_batch("t", [(None, b"v", 1)] * 1000)
+    assert gc.isenabled()
+    assert len(log.read("t", 0, 0, 1000)) == 1000
+    assert len(log.read_batch("t", 0, 0, 1000).headers()) == 1000
+    assert gc.isenabled()
+    gc.disable()
+    try:
+        assert len(log.read("t", 0, 0, 1000)) == 1000
+        assert not gc.isenabled()
+    finally:
+        gc.enable()
