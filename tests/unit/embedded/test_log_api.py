@@ -340,3 +340,11 @@ def test_reading_leaves_the_garbage_collector_as_it_was(log: EmbeddedLog) -> Non
         assert not gc.isenabled()
     finally:
         gc.enable()
+
+
+def test_io_errors_are_oserrors_with_errno_and_path(tmp_path: Path) -> None:
+    blocker = tmp_path / "a-file"
+    blocker.write_bytes(b"")
+    with pytest.raises(NotADirectoryError) as info:
+        EmbeddedLog(blocker / "log")
+    assert info.value.filename == str(blocker / "log")
