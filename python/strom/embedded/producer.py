@@ -34,8 +34,9 @@ class EmbeddedProducer:
     Partitioning is Kafka's default: an explicit ``partition`` wins; otherwise
     a record with a key goes to ``murmur2(key) % partitions`` (the same
     partition Kafka's Java producer picks), and records with a null key are
-    spread round-robin over the partitions (Kafka's producer uses sticky
-    batches for those instead; either way no partition is favoured).
+    spread round-robin over the partitions from a random start (Kafka's
+    producer uses sticky batches for those instead; either way no partition
+    is favoured).
 
     Thread-safe; records of one partition are appended in the order they were
     produced.

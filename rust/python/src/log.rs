@@ -9,8 +9,8 @@
 //! deadlock with a thread logging under that lock.
 
 use std::collections::HashMap;
-use std::collections::hash_map::DefaultHasher;
-use std::hash::{Hash, Hasher};
+use std::collections::hash_map::{DefaultHasher, RandomState};
+use std::hash::{BuildHasher, Hash, Hasher};
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -519,9 +519,11 @@ struct TopicBuffers {
 
 impl TopicBuffers {
     fn new(count: u32) -> Self {
+        // Start anywhere, so that short-lived producers do not all favour partition 0.
+        let start = RandomState::new().build_hasher().finish() % u64::from(count.max(1));
         Self {
             partitions: (0..count).map(|_| PartitionBuffer::default()).collect(),
-            round_robin: 0,
+            round_robin: start as u32,
         }
     }
 
