@@ -857,6 +857,7 @@ fn parse_timeout(py: Python<'_>, seconds: f64) -> PyResult<Duration> {
 pub struct NativeConsumer {
     // Locked only while detached (a poll holds it while it waits).
     consumer: Mutex<Consumer>,
+    group_id: String,
 }
 
 impl NativeConsumer {
@@ -915,12 +916,13 @@ impl NativeConsumer {
             .py_err(py)?;
         Ok(Self {
             consumer: Mutex::new(consumer),
+            group_id: group_id.to_owned(),
         })
     }
 
     #[getter]
-    fn group_id(&self, py: Python<'_>) -> PyResult<String> {
-        self.with(py, |c| Ok(c.group_id().to_owned()))
+    fn group_id(&self) -> &str {
+        &self.group_id
     }
 
     fn assignment(&self, py: Python<'_>) -> PyResult<Vec<(String, u32)>> {
