@@ -24,6 +24,7 @@ import fcntl
 import hashlib
 import json
 import os
+import shlex
 import shutil
 import signal
 import socket
@@ -52,7 +53,8 @@ HOST = "127.0.0.1"
 STATE_FILE = "cluster.json"
 
 # Small, fast-starting JVMs: two cores are shared by up to four brokers and the
-# tests. Serial GC and C1-only JIT cut startup CPU; peak speed does not matter.
+# tests. Serial GC and C1-only JIT cut startup CPU; peak speed does not matter
+# for tests (benchmarks can pass their own via STROM_KAFKA_JVM_OPTS or jvm_opts).
 JVM_OPTS = (
     "-XX:+UseSerialGC",
     "-XX:TieredStopAtLevel=1",
@@ -390,7 +392,12 @@ class KafkaCluster:
         broker_config: Mapping[str, str] | None = None,
         start_timeout: float = DEFAULT_START_TIMEOUT,
         detach: bool = False,
+        jvm_opts: Sequence[str] | None = None,
     ) -> None:
+        if jvm_opts is None:
+            env = os.environ.get("STROM_KAFKA_JVM_OPTS")
+            jvm_opts = shlex.split(env) if env is not None else JVM_OPTS
+        self.jvm_opts = list(jvm_opts)
         self.base_dir = Path(base_dir).resolve()
         self.version = version
         self.heap = heap
@@ -595,7 +602,7 @@ class KafkaCluster:
             java_executable(),
             f"-Xmx{self.heap}",
             "-Xms64m",
-            *JVM_OPTS,
+            *self.jvm_opts,
             f"-Dlog4j2.configurationFile={LOG4J2_CONFIG}",
             "-cp",
             f"{libs}/*",
