@@ -2,6 +2,10 @@
 
 from __future__ import annotations
 
+import gc
+import signal
+import subprocess
+import sys
 import threading
 import time
 
@@ -169,3 +173,38 @@ def test_a_blocking_poll_releases_the_gil_and_wakes_on_produce(log: EmbeddedLog)
     assert result == [[b"wake up"]]
     assert time.monotonic() - begin < 10, "woke by timeout, not by the append"
     assert spins > 1000
+
+
+def test_ctrl_c_interrupts_a_blocking_poll(log: EmbeddedLog, log_path: str) -> None:
+    log.create_topic("quiet")
+    log.close()
+    gc.collect()
+    child = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            "import sys, time\n"
+            "from strom.embedded import EmbeddedLog\n"
+            "consumer = EmbeddedLog(sys.argv[1]).consumer('g', ['quiet'])\n"
+            "print('polling', flush=True)\n"
+            "start = time.monotonic()\n"
+            "try:\n"
+            "    consumer.poll(timeout=60)\n"
+            "    print('timed out', flush=True)\n"
+            "except KeyboardInterrupt:\n"
+            "    print(f'interrupted after {time.monotonic() - start:.1f}s', flush=True)\n",
+            log_path,
+        ],
+        stdout=subprocess.PIPE,
+        text=True,
+    )
+    try:
+        assert child.stdout is not None
+        assert child.stdout.readline().strip() == "polling"
+        time.sleep(0.5)  # let it block in the poll; the test holds if it has not yet
+        child.send_signal(signal.SIGINT)
+        out, _ = child.communicate(timeout=20)
+    finally:
+        child.kill()
+    assert out.startswith("interrupted after")
+    assert float(out.split()[-1].rstrip("s")) < 10
