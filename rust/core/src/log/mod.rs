@@ -250,6 +250,8 @@ pub struct Log {
     root: PathBuf,
     /// Holds the exclusive lock while the log is open; taken in `drop`.
     lock_file: Option<File>,
+    /// In `REGISTRY` (a log that failed to open never is).
+    registered: bool,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
     groups: Mutex<HashMap<String, Arc<Mutex<Option<GroupOffsets>>>>>,
     append_seq: AtomicU64,
@@ -279,7 +281,8 @@ impl Log {
                 return Ok(log);
             }
             match Self::open_new(&root) {
-                Ok(log) => {
+                Ok(mut log) => {
+                    log.registered = true;
                     let log = Arc::new(log);
                     registry.insert(root, Arc::downgrade(&log));
                     return Ok(log);
@@ -304,6 +307,7 @@ impl Log {
         let log = Log {
             root: root.to_path_buf(),
             lock_file: Some(lock_file),
+            registered: false,
             topics: RwLock::new(HashMap::new()),
             groups: Mutex::new(HashMap::new()),
             append_seq: AtomicU64::new(0),
@@ -684,6 +688,10 @@ impl Drop for Log {
                 "flushing embedded log {} on close: {e}",
                 self.root.display()
             );
+        }
+        if !self.registered {
+            // `open` failed and holds the registry.
+            return;
         }
         // Release the lock file while holding the registry, so that `open`
         // never sees this log gone from the registry but its lock still held
