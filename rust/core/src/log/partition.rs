@@ -35,6 +35,9 @@ pub(crate) fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
 pub(crate) struct PartitionHandle {
     pub state: Mutex<Partition>,
     cleaner: Mutex<()>,
+    /// Held across a flush's fsyncs: a flush that finds nothing left to do
+    /// must not return while another one is still making that data durable.
+    flusher: Mutex<()>,
 }
 
 #[derive(Debug)]
@@ -96,6 +99,7 @@ impl PartitionHandle {
         Ok(PartitionHandle {
             state: Mutex::new(state),
             cleaner: Mutex::new(()),
+            flusher: Mutex::new(()),
         })
     }
 
@@ -162,6 +166,7 @@ impl PartitionHandle {
     /// fsyncs the active segment and its index if anything was appended
     /// since the last flush, and the directory if segments were created.
     pub fn flush(&self) -> Result<()> {
+        let _flusher = lock(&self.flusher);
         let (dir, log_file, log_path, index_file, index_path, dir_dirty) = {
             let mut p = lock(&self.state);
             if !p.unflushed && !p.dir_dirty {
