@@ -20,9 +20,10 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Message, Producer, TopicPartition
+from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
 from tests.kafka_harness import REPO_ROOT, KafkaCluster, metadata_brokers, pid_alive
+from tests.support import wait_until
 
 from strom._core import partition_for_key
 
@@ -263,15 +264,23 @@ def test_consume_transform_produce_commits_offsets_in_the_transaction(
             )
             producer.commit_transaction(TIMEOUT)
             seen += len(msgs)
-        committed = consumer.committed(
-            [TopicPartition(source, 0), TopicPartition(source, 1)], timeout=10
-        )
+
+        per_partition = {
+            p: sum(1 for k, _ in inputs if partition_for_key(k, 2) == p) for p in (0, 1)
+        }
+        partitions = [TopicPartition(source, 0), TopicPartition(source, 1)]
+
+        # The offsets went into the group through the transaction, not a consumer
+        # commit; they become stable once the coordinator has written the markers.
+        def committed() -> dict[int, int]:
+            try:
+                return {tp.partition: tp.offset for tp in consumer.committed(partitions, 5)}
+            except KafkaException:
+                return {}
+
+        wait_until(lambda: committed() == per_partition, TIMEOUT, "transactional offsets")
     finally:
         consumer.close()
-
-    per_partition = {p: sum(1 for k, _ in inputs if partition_for_key(k, 2) == p) for p in (0, 1)}
-    # The offsets went into the group through the transaction, not a consumer commit.
-    assert {tp.partition: tp.offset for tp in committed} == per_partition
     outputs = consume(
         kafka.bootstrap_servers,
         sink,

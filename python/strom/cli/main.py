@@ -26,7 +26,7 @@ def word_count_topology(
     (
         builder.stream(input_topic, key_serde=serdes.String(), value_serde=serdes.String())
         .flat_map_values(lambda line: line.lower().split())
-        .group_by(lambda _key, word: word, key_serde=serdes.String())
+        .group_by(lambda _key, word: word, key_serde=serdes.String(), value_serde=serdes.String())
         .count(materialized="counts")
         .to_stream()
         .to(output_topic, key_serde=serdes.String(), value_serde=serdes.Long())

@@ -3,8 +3,8 @@
 //! A value that cannot be converted fails the whole call; the Python layer
 //! then finds the culprit record to name it in its error.
 
-use pyo3::exceptions::PyTypeError;
 use pyo3::IntoPyObjectExt;
+use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList, PyString};
 

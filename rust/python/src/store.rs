@@ -30,7 +30,10 @@ fn entries<'py, 'a>(
 ) -> PyResult<Bound<'py, PyList>> {
     let out = PyList::empty(py);
     for (k, v) in iter {
-        out.append(PyTuple::new(py, [PyBytes::new(py, k), PyBytes::new(py, v)])?)?;
+        out.append(PyTuple::new(
+            py,
+            [PyBytes::new(py, k), PyBytes::new(py, v)],
+        )?)?;
     }
     Ok(out)
 }
@@ -121,7 +124,7 @@ impl NativeKeyValueStore {
         let mut encoded = Vec::with_capacity(key_slices.len());
         let counts = kernels::count(
             &mut self.store(),
-            key_slices.iter().map(|b| b.as_bytes()),
+            key_slices.iter().map(PyBytesMethods::as_bytes),
             &mut encoded,
         )
         .map_err(|e| to_py_err(py, e))?;
