@@ -81,6 +81,49 @@ impl InMemoryKeyValueStore {
     }
 }
 
+impl super::KeyValueBytes for InMemoryKeyValueStore {
+    fn get(&self, key: &[u8]) -> crate::Result<Option<Vec<u8>>> {
+        Ok(InMemoryKeyValueStore::get(self, key).map(<[u8]>::to_vec))
+    }
+
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> crate::Result<()> {
+        InMemoryKeyValueStore::put(self, key, value);
+        Ok(())
+    }
+
+    fn range(
+        &self,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        reverse: bool,
+    ) -> crate::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let mut out: Vec<_> = InMemoryKeyValueStore::range(self, from, to)
+            .map(|(k, v)| (k.to_vec(), v.to_vec()))
+            .collect();
+        if reverse {
+            out.reverse();
+        }
+        Ok(out)
+    }
+
+    fn prefix_scan(&self, prefix: &[u8]) -> crate::Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        Ok(self
+            .map
+            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix))
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect())
+    }
+
+    fn approximate_num_entries(&self) -> usize {
+        self.len()
+    }
+
+    fn flush(&mut self) -> crate::Result<()> {
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

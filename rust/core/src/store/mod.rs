@@ -1,8 +1,42 @@
 //! Native state stores: bytes in, bytes out (the typed layer lives in Python,
 //! like Kafka Streams' metered layer), and the kernels that update a store
 //! for a whole batch of records in one call.
+//!
+//! Every key-value flavour implements [`KeyValueBytes`]; window and session
+//! stores are built from time segments, each segment one such store, so that
+//! retention drops whole segments.
 
 pub mod kernels;
 pub mod kv;
 
 pub use kv::InMemoryKeyValueStore;
+
+use crate::error::Result;
+
+/// The interface shared by the in-memory and persistent key-value stores.
+///
+/// Keys are ordered by their bytes (unsigned lexicographic), as in Kafka's
+/// stores. Scans return snapshots, so callers may write while they iterate.
+pub trait KeyValueBytes: Send {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
+
+    /// Stores `value`, or deletes the key when `value` is None.
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()>;
+
+    /// Entries with `from <= key <= to` (either bound open when None), in key
+    /// order, or in reverse key order when `reverse`.
+    fn range(
+        &self,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+
+    /// Entries whose key starts with `prefix`, in key order.
+    fn prefix_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>>;
+
+    fn approximate_num_entries(&self) -> usize;
+
+    /// Makes every write so far durable (a no-op in memory).
+    fn flush(&mut self) -> Result<()>;
+}
