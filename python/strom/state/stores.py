@@ -1,0 +1,168 @@
+"""The ``Stores`` factory: store suppliers (which kind, persistent or in memory)
+and builders (serdes, caching, logging), as in Kafka Streams."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+from datetime import timedelta
+from typing import Any, Literal
+
+from strom.errors import TopologyError
+from strom.serdes import Serde
+
+__all__ = ["StoreBuilder", "StoreSupplier", "Stores"]
+
+StoreKind = Literal["key_value", "window", "session"]
+Duration = int | timedelta
+
+
+def to_millis(value: Duration, what: str) -> int:
+    """Durations are int milliseconds or timedelta; negative ones are errors."""
+    if isinstance(value, timedelta):
+        millis = int(value.total_seconds() * 1000)
+    elif isinstance(value, int) and not isinstance(value, bool):
+        millis = value
+    else:
+        raise TopologyError(f"{what} must be int milliseconds or a timedelta, got {value!r}")
+    if millis < 0:
+        raise TopologyError(f"{what} must not be negative, got {millis} ms")
+    return millis
+
+
+def _check_name(name: str) -> str:
+    if not isinstance(name, str) or not name:
+        raise TopologyError(f"a store name must be a non-empty string, got {name!r}")
+    return name
+
+
+@dataclass(frozen=True)
+class StoreSupplier:
+    """What kind of store to make and where it keeps its data."""
+
+    name: str
+    kind: StoreKind
+    persistent: bool
+    retention_ms: int | None = None
+    window_size_ms: int | None = None
+    retain_duplicates: bool = False
+
+    @property
+    def segment_interval_ms(self) -> int | None:
+        """Kafka's segment interval for segmented stores: max(retention / 2, 60 s)."""
+        if self.retention_ms is None:
+            return None
+        return max(self.retention_ms // 2, 60_000)
+
+
+@dataclass(frozen=True)
+class StoreBuilder:
+    """A supplier plus serdes, caching and changelog settings. The ``with_*``
+    methods return a new builder, so chains read like Kafka's."""
+
+    supplier: StoreSupplier
+    key_serde: Serde[Any] | None
+    value_serde: Serde[Any] | None
+    caching: bool = False
+    logging: bool = True
+    log_config: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def name(self) -> str:
+        return self.supplier.name
+
+    def with_caching_enabled(self) -> StoreBuilder:
+        return replace(self, caching=True)
+
+    def with_caching_disabled(self) -> StoreBuilder:
+        return replace(self, caching=False)
+
+    def with_logging_enabled(self, config: dict[str, str] | None = None) -> StoreBuilder:
+        """Backs the store with ``<application.id>-<store>-changelog``;
+        ``config`` adds topic configs for it."""
+        return replace(self, logging=True, log_config=dict(config or {}))
+
+    def with_logging_disabled(self) -> StoreBuilder:
+        return replace(self, logging=False, log_config={})
+
+
+class Stores:
+    """Factory of store suppliers and builders (Kafka's ``Stores``)."""
+
+    @staticmethod
+    def persistent_key_value_store(name: str) -> StoreSupplier:
+        return StoreSupplier(_check_name(name), "key_value", persistent=True)
+
+    @staticmethod
+    def in_memory_key_value_store(name: str) -> StoreSupplier:
+        return StoreSupplier(_check_name(name), "key_value", persistent=False)
+
+    @staticmethod
+    def _window(
+        name: str,
+        retention: Duration,
+        window_size: Duration,
+        retain_duplicates: bool,
+        persistent: bool,
+    ) -> StoreSupplier:
+        retention_ms = to_millis(retention, "retention")
+        size_ms = to_millis(window_size, "window_size")
+        if size_ms > retention_ms:
+            raise TopologyError(
+                f"store {name!r}: the retention ({retention_ms} ms) must be at least "
+                f"the window size ({size_ms} ms)"
+            )
+        return StoreSupplier(
+            _check_name(name), "window", persistent, retention_ms, size_ms, retain_duplicates
+        )
+
+    @staticmethod
+    def persistent_window_store(
+        name: str, retention: Duration, window_size: Duration, retain_duplicates: bool = False
+    ) -> StoreSupplier:
+        return Stores._window(name, retention, window_size, retain_duplicates, persistent=True)
+
+    @staticmethod
+    def in_memory_window_store(
+        name: str, retention: Duration, window_size: Duration, retain_duplicates: bool = False
+    ) -> StoreSupplier:
+        return Stores._window(name, retention, window_size, retain_duplicates, persistent=False)
+
+    @staticmethod
+    def persistent_session_store(name: str, retention: Duration) -> StoreSupplier:
+        return StoreSupplier(_check_name(name), "session", True, to_millis(retention, "retention"))
+
+    @staticmethod
+    def in_memory_session_store(name: str, retention: Duration) -> StoreSupplier:
+        return StoreSupplier(_check_name(name), "session", False, to_millis(retention, "retention"))
+
+    @staticmethod
+    def _builder(
+        supplier: StoreSupplier,
+        kind: StoreKind,
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+    ) -> StoreBuilder:
+        if supplier.kind != kind:
+            raise TopologyError(
+                f"store {supplier.name!r} is a {supplier.kind} store; "
+                f"use Stores.{supplier.kind}_store_builder"
+            )
+        return StoreBuilder(supplier, key_serde, value_serde)
+
+    @staticmethod
+    def key_value_store_builder(
+        supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
+    ) -> StoreBuilder:
+        return Stores._builder(supplier, "key_value", key_serde, value_serde)
+
+    @staticmethod
+    def window_store_builder(
+        supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
+    ) -> StoreBuilder:
+        return Stores._builder(supplier, "window", key_serde, value_serde)
+
+    @staticmethod
+    def session_store_builder(
+        supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
+    ) -> StoreBuilder:
+        return Stores._builder(supplier, "session", key_serde, value_serde)
