@@ -38,8 +38,9 @@ def generate_lines(count: int, seed: int = 7) -> list[str]:
     """Lines of 4 to 12 words drawn from a skewed vocabulary (a few words are common)."""
     rng = random.Random(seed)
     vocabulary = sorted(
-        {"".join(rng.choices(_SYLLABLES, k=rng.randint(1, 4))) for _ in range(5_000)}
+        {"".join(rng.choices(_SYLLABLES, k=rng.randint(2, 4))) for _ in range(5_000)}
     )
+    rng.shuffle(vocabulary)  # which words are common is random, not alphabetical
     weights = [1 / (rank + 1) for rank in range(len(vocabulary))]
     words = rng.choices(vocabulary, weights=weights, k=count * 8)
     lines, at = [], 0
