@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
-from types import TracebackType
 from typing import NamedTuple
 
 from strom._core import ConsumedRecord, NativeConsumer, NativeLog, RecordBatch
+from strom.embedded._closeable import Closeable
 from strom.errors import StromError
 
 __all__ = ["EmbeddedConsumer", "OffsetAndMetadata"]
@@ -37,7 +37,7 @@ def _seconds(timeout: float | timedelta) -> float:
     return timeout.total_seconds() if isinstance(timeout, timedelta) else float(timeout)
 
 
-class EmbeddedConsumer:
+class EmbeddedConsumer(Closeable):
     """A member of a consumer group, assigned every partition of its topics.
 
     Created by :meth:`EmbeddedLog.consumer`. Positions start at the group's
@@ -118,17 +118,6 @@ class EmbeddedConsumer:
     def close(self) -> None:
         """Releases the consumer (it does not commit). Idempotent."""
         self._native = None
-
-    def __enter__(self) -> EmbeddedConsumer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         native = getattr(self, "_native", None)  # None too if __init__ raised

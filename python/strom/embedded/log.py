@@ -5,10 +5,10 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Iterable, Mapping
-from types import TracebackType
 from typing import NamedTuple
 
 from strom._core import ConsumedRecord, NativeLog, RecordBatch
+from strom.embedded._closeable import Closeable
 from strom.embedded.consumer import EmbeddedConsumer, OffsetAndMetadata, to_offset_tuples
 from strom.embedded.producer import EmbeddedProducer
 from strom.errors import ConfigError, StromError
@@ -40,7 +40,7 @@ def _config_value(key: str, value: str | int | bool) -> str:
     raise ConfigError(f"topic config {key!r}: expected str or int, got {type(value).__name__}")
 
 
-class EmbeddedLog:
+class EmbeddedLog(Closeable):
     """Kafka's log on local disk: topics of partitions of append-only segments.
 
     Every handle on the same directory in one process shares one open log, so
@@ -81,17 +81,6 @@ class EmbeddedLog:
     def close(self) -> None:
         """Releases this handle; the log closes once no handle uses it any more."""
         self._native = None
-
-    def __enter__(self) -> EmbeddedLog:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         state = "" if self._native is not None else ", closed"

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from types import TracebackType
 from typing import TypeAlias
 
 from strom._core import NativeLog, NativeProducer
+from strom.embedded._closeable import Closeable
 from strom.errors import ConfigError, StromError
 
 __all__ = ["EmbeddedProducer", "Headers", "ProducerRecord"]
@@ -21,7 +21,7 @@ ProducerRecord: TypeAlias = (
 """``(key, value)`` or ``(key, value, timestamp_ms)``, as ``produce_batch`` takes them."""
 
 
-class EmbeddedProducer:
+class EmbeddedProducer(Closeable):
     """Appends records to the embedded log, batched per partition.
 
     Created by :meth:`EmbeddedLog.producer`. Records are buffered and appended
@@ -127,17 +127,6 @@ class EmbeddedProducer:
         if self._native is not None:
             self._native.flush()
             self._native = None
-
-    def __enter__(self) -> EmbeddedProducer:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
 
     def __repr__(self) -> str:
         return "EmbeddedProducer(closed)" if self._native is None else "EmbeddedProducer()"
