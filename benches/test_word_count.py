@@ -6,6 +6,8 @@ import itertools
 import tempfile
 from typing import Any
 
+import pytest
+
 from strom import KafkaStreams, serdes
 from strom.cli.main import generate_lines, word_count_topology
 from strom.embedded import EmbeddedLog
@@ -14,6 +16,7 @@ LINES = 100_000
 _runs = itertools.count()
 
 
+@pytest.mark.benchmark(group="runtime")
 def test_word_count_throughput(benchmark: Any) -> None:
     lines = serdes.String().serialize_batch("t", generate_lines(LINES))
     words = sum(len(line.split()) for line in lines if line)
