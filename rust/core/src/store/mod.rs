@@ -6,9 +6,11 @@
 //! stores are built from time segments, each segment one such store, so that
 //! retention drops whole segments.
 
+pub mod cache;
 pub mod kernels;
 pub mod kv;
 
+pub use cache::{CachingKeyValueStore, ThreadCache};
 pub use kv::InMemoryKeyValueStore;
 
 use crate::error::Result;

@@ -1,0 +1,1091 @@
+//! The record cache: Kafka Streams' `ThreadCache` / `NamedCache` and the
+//! caching key-value store built on them.
+//!
+//! One [`ThreadCache`] per stream thread holds, within one byte budget
+//! (`statestore.cache.max.bytes`), one named cache per (task, store). Writes
+//! land in the cache as *dirty* entries; reads count as use. When a put takes
+//! the thread cache over budget, the least recently used entries of the named
+//! cache that was put into are evicted; evicting a dirty entry flushes that
+//! whole named cache (the evicted entry first, then every other dirty entry in
+//! last-update order). A commit flushes every named cache. Flushed entries are
+//! what a caching store writes to its underlying store, logs to its changelog
+//! and forwards downstream, so the cache decides *when* and *in which order*
+//! updates are emitted, exactly as in Kafka Streams.
+//!
+//! Size accounting follows Kafka's `LRUNode.size()`: key bytes + value bytes +
+//! [`ENTRY_OVERHEAD_BYTES`] (three 8-byte references of the LRU node, the dirty
+//! flag, and the record context's timestamp, offset and partition). Kafka also
+//! counts the topic name and headers of the record context; strom's cache keeps
+//! only the timestamp, so its sizes equal Kafka's for an empty topic name and
+//! no headers (which is what Kafka's own cache tests use).
+//!
+//! Data structure: each named cache is a slab of nodes threaded by two
+//! intrusive doubly linked lists (LRU order and dirty order), plus an ordered
+//! index for range scans. A `hashlink::LinkedHashMap` would give one of the two
+//! orders; we need both orders and the key order over the same entries, so a
+//! small slab keeps each key stored twice (slab + index) instead of three
+//! times, with O(1) touch/dirty-append and no extra dependency.
+
+use std::cmp::Ordering;
+use std::collections::{BTreeMap, HashMap};
+use std::fmt;
+use std::ops::Bound;
+use std::sync::{Arc, Mutex, MutexGuard};
+
+use super::KeyValueBytes;
+use crate::error::{Error, Result};
+
+/// Bytes counted per cache entry on top of its key and value: Kafka's
+/// `LRUNode` (3 × 8) + `LRUCacheEntry` dirty flag (1) + record context
+/// timestamp (8), offset (8) and partition (4).
+pub const ENTRY_OVERHEAD_BYTES: u64 = 45;
+
+/// The bytes one entry counts against the budget.
+pub fn entry_size(key: &[u8], value: Option<&[u8]>) -> u64 {
+    (key.len() + value.map_or(0, <[u8]>::len)) as u64 + ENTRY_OVERHEAD_BYTES
+}
+
+/// A write leaving the cache, in emission order: by eviction or by flush.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DirtyEntry {
+    pub key: Vec<u8>,
+    /// None for a delete (tombstone).
+    pub value: Option<Vec<u8>>,
+    /// Timestamp of the record that last wrote the entry.
+    pub timestamp: i64,
+}
+
+/// A cached entry as seen by [`ThreadCache::get`]. `value` None is a cached
+/// delete: the key is known to be absent, the store below must not be asked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct CachedEntry<'a> {
+    pub value: Option<&'a [u8]>,
+    pub timestamp: i64,
+    pub dirty: bool,
+}
+
+impl CachedEntry<'_> {
+    pub fn is_tombstone(&self) -> bool {
+        self.value.is_none()
+    }
+}
+
+/// Handle of a named cache inside a [`ThreadCache`]. Slots are reused, so a
+/// generation makes a handle of a closed cache stale rather than aliased.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct NamedCacheId {
+    slot: u32,
+    generation: u32,
+}
+
+/// Thread-level counters, as Kafka's `ThreadCache` keeps them.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    pub puts: u64,
+    pub gets: u64,
+    pub evicts: u64,
+    pub flushes: u64,
+}
+
+/// Per named cache counters (Kafka's hit-ratio metric is hits / (hits + misses)).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NamedCacheStats {
+    pub hits: u64,
+    pub misses: u64,
+    pub overwrites: u64,
+    pub flushes: u64,
+}
+
+// ---------------------------------------------------------------------------
+// Slab with two intrusive lists
+
+const NIL: usize = usize::MAX;
+
+#[derive(Debug, Clone, Copy)]
+struct Link {
+    prev: usize,
+    next: usize,
+}
+
+const UNLINKED: Link = Link {
+    prev: NIL,
+    next: NIL,
+};
+
+/// Ends of one list; `head` is the oldest (next to evict / to flush first).
+#[derive(Debug, Clone, Copy)]
+struct Ends {
+    head: usize,
+    tail: usize,
+}
+
+const EMPTY: Ends = Ends {
+    head: NIL,
+    tail: NIL,
+};
+
+#[derive(Debug, Clone, Copy)]
+enum Chain {
+    Lru,
+    Dirty,
+}
+
+#[derive(Debug)]
+struct Node {
+    key: Vec<u8>,
+    value: Option<Vec<u8>>,
+    timestamp: i64,
+    /// Member of the dirty list exactly when true.
+    dirty: bool,
+    lru: Link,
+    dirty_link: Link,
+}
+
+impl Node {
+    fn link(&mut self, chain: Chain) -> &mut Link {
+        match chain {
+            Chain::Lru => &mut self.lru,
+            Chain::Dirty => &mut self.dirty_link,
+        }
+    }
+
+    fn size(&self) -> u64 {
+        entry_size(&self.key, self.value.as_deref())
+    }
+}
+
+fn unlink(nodes: &mut [Node], ends: &mut Ends, i: usize, chain: Chain) {
+    let Link { prev, next } = *nodes[i].link(chain);
+    if prev == NIL {
+        ends.head = next;
+    } else {
+        nodes[prev].link(chain).next = next;
+    }
+    if next == NIL {
+        ends.tail = prev;
+    } else {
+        nodes[next].link(chain).prev = prev;
+    }
+    *nodes[i].link(chain) = UNLINKED;
+}
+
+fn push_back(nodes: &mut [Node], ends: &mut Ends, i: usize, chain: Chain) {
+    let tail = ends.tail;
+    *nodes[i].link(chain) = Link {
+        prev: tail,
+        next: NIL,
+    };
+    if tail == NIL {
+        ends.head = i;
+    } else {
+        nodes[tail].link(chain).next = i;
+    }
+    ends.tail = i;
+}
+
+// ---------------------------------------------------------------------------
+// NamedCache
+
+#[derive(Debug)]
+struct NamedCache {
+    name: String,
+    index: BTreeMap<Vec<u8>, usize>,
+    nodes: Vec<Node>,
+    free: Vec<usize>,
+    lru: Ends,
+    dirty: Ends,
+    size_bytes: u64,
+    stats: NamedCacheStats,
+}
+
+impl NamedCache {
+    fn new(name: &str) -> Self {
+        NamedCache {
+            name: name.to_owned(),
+            index: BTreeMap::new(),
+            nodes: Vec::new(),
+            free: Vec::new(),
+            lru: EMPTY,
+            dirty: EMPTY,
+            size_bytes: 0,
+            stats: NamedCacheStats::default(),
+        }
+    }
+
+    fn len(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Looks a key up, counting a hit or a miss, and marks it most recently used.
+    fn get(&mut self, key: &[u8]) -> Option<usize> {
+        let Some(&i) = self.index.get(key) else {
+            self.stats.misses += 1;
+            return None;
+        };
+        self.stats.hits += 1;
+        self.touch(i);
+        Some(i)
+    }
+
+    fn touch(&mut self, i: usize) {
+        unlink(&mut self.nodes, &mut self.lru, i, Chain::Lru);
+        push_back(&mut self.nodes, &mut self.lru, i, Chain::Lru);
+    }
+
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64, dirty: bool) -> Result<()> {
+        if let Some(&i) = self.index.get(key) {
+            // A clean write over a dirty one would lose an update (Kafka throws too).
+            if !dirty && self.nodes[i].dirty {
+                return Err(Error::Store(format!(
+                    "clean entry put over a dirty entry for the same key in cache '{}'",
+                    self.name
+                )));
+            }
+            self.stats.overwrites += 1;
+            let node = &mut self.nodes[i];
+            self.size_bytes -= node.size();
+            match (&mut node.value, value) {
+                (Some(buf), Some(v)) => {
+                    buf.clear();
+                    buf.extend_from_slice(v);
+                }
+                (slot, v) => *slot = v.map(<[u8]>::to_vec),
+            }
+            node.timestamp = timestamp;
+            let was_dirty = node.dirty;
+            node.dirty = dirty;
+            self.size_bytes += node.size();
+            self.touch(i);
+            if dirty {
+                // Remove then append: dirty order is last-update order.
+                if was_dirty {
+                    unlink(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
+                }
+                push_back(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
+            }
+        } else {
+            let node = Node {
+                key: key.to_vec(),
+                value: value.map(<[u8]>::to_vec),
+                timestamp,
+                dirty,
+                lru: UNLINKED,
+                dirty_link: UNLINKED,
+            };
+            self.size_bytes += node.size();
+            let i = if let Some(i) = self.free.pop() {
+                self.nodes[i] = node;
+                i
+            } else {
+                self.nodes.push(node);
+                self.nodes.len() - 1
+            };
+            self.index.insert(key.to_vec(), i);
+            push_back(&mut self.nodes, &mut self.lru, i, Chain::Lru);
+            if dirty {
+                push_back(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
+            }
+        }
+        Ok(())
+    }
+
+    /// Takes node `i` out of the index, both lists and the size.
+    fn remove(&mut self, i: usize) -> Node {
+        unlink(&mut self.nodes, &mut self.lru, i, Chain::Lru);
+        if self.nodes[i].dirty {
+            unlink(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
+        }
+        let node = std::mem::replace(
+            &mut self.nodes[i],
+            Node {
+                key: Vec::new(),
+                value: None,
+                timestamp: 0,
+                dirty: false,
+                lru: UNLINKED,
+                dirty_link: UNLINKED,
+            },
+        );
+        self.index.remove(&node.key);
+        self.free.push(i);
+        self.size_bytes -= node.size();
+        node
+    }
+
+    /// Evicts the least recently used entry; a dirty one flushes the cache.
+    fn evict(&mut self, out: &mut Vec<DirtyEntry>) {
+        let i = self.lru.head;
+        if i == NIL {
+            return;
+        }
+        let node = self.remove(i);
+        if node.dirty {
+            self.flush(
+                Some(DirtyEntry {
+                    key: node.key,
+                    value: node.value,
+                    timestamp: node.timestamp,
+                }),
+                out,
+            );
+        }
+    }
+
+    /// Emits `evicted` (already out of the cache) then every dirty entry in
+    /// dirty order, marks them clean and drops the flushed deletes.
+    fn flush(&mut self, evicted: Option<DirtyEntry>, out: &mut Vec<DirtyEntry>) {
+        self.stats.flushes += 1;
+        if evicted.is_none() && self.dirty.head == NIL {
+            return;
+        }
+        out.extend(evicted);
+        let mut tombstones = Vec::new();
+        let mut i = self.dirty.head;
+        while i != NIL {
+            let node = &mut self.nodes[i];
+            let next = node.dirty_link.next;
+            node.dirty_link = UNLINKED;
+            node.dirty = false;
+            out.push(DirtyEntry {
+                key: node.key.clone(),
+                value: node.value.clone(),
+                timestamp: node.timestamp,
+            });
+            if node.value.is_none() {
+                tombstones.push(i);
+            }
+            i = next;
+        }
+        self.dirty = EMPTY;
+        // A flushed delete has reached the store; caching it would only cost budget.
+        for i in tombstones {
+            self.remove(i);
+        }
+    }
+
+    /// Cached entries with keys in range, in key order (reversed when asked),
+    /// each counted as a use in iteration order as Kafka's cache iterator does.
+    fn scan(
+        &mut self,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        reverse: bool,
+        prefix: Option<&[u8]>,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        let range = self.index.range::<[u8], _>((lower, upper));
+        let mut hits: Vec<usize> = match prefix {
+            Some(p) => range
+                .take_while(|(k, _)| k.starts_with(p))
+                .map(|(_, &i)| i)
+                .collect(),
+            None => range.map(|(_, &i)| i).collect(),
+        };
+        if reverse {
+            hits.reverse();
+        }
+        hits.into_iter()
+            .map(|i| {
+                self.stats.hits += 1;
+                self.touch(i);
+                let node = &self.nodes[i];
+                (node.key.clone(), node.value.clone())
+            })
+            .collect()
+    }
+
+    fn clear(&mut self) {
+        self.index.clear();
+        self.nodes.clear();
+        self.free.clear();
+        self.lru = EMPTY;
+        self.dirty = EMPTY;
+        self.size_bytes = 0;
+    }
+}
+
+// ---------------------------------------------------------------------------
+// ThreadCache
+
+#[derive(Debug)]
+struct Slot {
+    generation: u32,
+    cache: Option<NamedCache>,
+}
+
+/// The record cache of one stream thread: named caches sharing one byte budget.
+pub struct ThreadCache {
+    max_bytes: u64,
+    /// Sum of the named caches' sizes.
+    size_bytes: u64,
+    slots: Vec<Slot>,
+    free_slots: Vec<u32>,
+    names: HashMap<String, NamedCacheId>,
+    stats: CacheStats,
+}
+
+impl fmt::Debug for ThreadCache {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let caches: Vec<(&str, usize, u64)> = self
+            .slots
+            .iter()
+            .filter_map(|s| s.cache.as_ref())
+            .map(|c| (c.name.as_str(), c.len(), c.size_bytes))
+            .collect();
+        f.debug_struct("ThreadCache")
+            .field("max_bytes", &self.max_bytes)
+            .field("size_bytes", &self.size_bytes)
+            .field("caches", &caches)
+            .field("stats", &self.stats)
+            .finish_non_exhaustive()
+    }
+}
+
+fn named_mut(slots: &mut [Slot], id: NamedCacheId) -> Option<&mut NamedCache> {
+    let slot = slots.get_mut(id.slot as usize)?;
+    if slot.generation == id.generation {
+        slot.cache.as_mut()
+    } else {
+        None
+    }
+}
+
+fn closed(id: NamedCacheId) -> Error {
+    Error::Store(format!("named cache {id:?} is closed"))
+}
+
+impl ThreadCache {
+    /// A cache of at most `max_bytes` (Kafka's `statestore.cache.max.bytes`
+    /// divided among the stream threads); 0 disables caching in effect:
+    /// every put is evicted (and a dirty one flushed) at once.
+    pub fn new(max_bytes: u64) -> Self {
+        ThreadCache {
+            max_bytes,
+            size_bytes: 0,
+            slots: Vec::new(),
+            free_slots: Vec::new(),
+            names: HashMap::new(),
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// Kafka's namespace of a store's cache: `<task id>-<store name>`.
+    pub fn namespace(task_id: &str, store_name: &str) -> String {
+        format!("{task_id}-{store_name}")
+    }
+
+    /// The named cache for `namespace`, created empty if it is not open.
+    pub fn named(&mut self, namespace: &str) -> NamedCacheId {
+        if let Some(&id) = self.names.get(namespace) {
+            return id;
+        }
+        let cache = Some(NamedCache::new(namespace));
+        let id = if let Some(slot) = self.free_slots.pop() {
+            let s = &mut self.slots[slot as usize];
+            s.cache = cache;
+            NamedCacheId {
+                slot,
+                generation: s.generation,
+            }
+        } else {
+            self.slots.push(Slot {
+                generation: 0,
+                cache,
+            });
+            NamedCacheId {
+                slot: (self.slots.len() - 1) as u32,
+                generation: 0,
+            }
+        };
+        self.names.insert(namespace.to_owned(), id);
+        id
+    }
+
+    /// The open named cache for `namespace`, if any.
+    pub fn find(&self, namespace: &str) -> Option<NamedCacheId> {
+        self.names.get(namespace).copied()
+    }
+
+    /// Looks `key` up; a hit becomes the most recently used entry.
+    pub fn get(&mut self, id: NamedCacheId, key: &[u8]) -> Option<CachedEntry<'_>> {
+        self.stats.gets += 1;
+        let cache = named_mut(&mut self.slots, id)?;
+        let i = cache.get(key)?;
+        let node = &cache.nodes[i];
+        Some(CachedEntry {
+            value: node.value.as_deref(),
+            timestamp: node.timestamp,
+            dirty: node.dirty,
+        })
+    }
+
+    /// Caches `value` for `key` (None caches a delete) as the most recently
+    /// used entry; a dirty entry moves to the end of the dirty order. Returns
+    /// what the evictions this put caused flushed, in emission order (mostly
+    /// nothing). Fails on a closed cache, or on a clean put over a dirty entry.
+    pub fn put(
+        &mut self,
+        id: NamedCacheId,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+        dirty: bool,
+    ) -> Result<Vec<DirtyEntry>> {
+        let mut out = Vec::new();
+        self.put_into(id, key, value, timestamp, dirty, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`put`](Self::put), appending the flushed entries to `out`.
+    pub fn put_into(
+        &mut self,
+        id: NamedCacheId,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+        dirty: bool,
+        out: &mut Vec<DirtyEntry>,
+    ) -> Result<()> {
+        self.stats.puts += 1;
+        let cache = named_mut(&mut self.slots, id).ok_or_else(|| closed(id))?;
+        let before = cache.size_bytes;
+        cache.put(key, value, timestamp, dirty)?;
+        self.size_bytes = self.size_bytes - before + cache.size_bytes;
+        // Evict from this cache only; once it is empty the budget may stay
+        // exceeded by other caches, which their own puts will shrink.
+        while self.size_bytes > self.max_bytes && cache.len() > 0 {
+            let before = cache.size_bytes;
+            cache.evict(out);
+            self.size_bytes = self.size_bytes - before + cache.size_bytes;
+            self.stats.evicts += 1;
+        }
+        Ok(())
+    }
+
+    /// Flushes every dirty entry of the named cache, in dirty order, marking
+    /// them clean; flushed deletes leave the cache. Nothing for a closed cache.
+    pub fn flush(&mut self, id: NamedCacheId) -> Vec<DirtyEntry> {
+        let mut out = Vec::new();
+        self.stats.flushes += 1;
+        if let Some(cache) = named_mut(&mut self.slots, id) {
+            let before = cache.size_bytes;
+            cache.flush(None, &mut out);
+            self.size_bytes = self.size_bytes - before + cache.size_bytes;
+        }
+        out
+    }
+
+    /// Cached entries (deletes as None) with `from <= key <= to` (either bound
+    /// open when None), in key order or reverse key order. Each one counts as
+    /// a use, in that order. An inverted range is empty.
+    pub fn range(
+        &mut self,
+        id: NamedCacheId,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        reverse: bool,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        if matches!((from, to), (Some(f), Some(t)) if f > t) {
+            return Vec::new();
+        }
+        let lower = from.map_or(Bound::Unbounded, Bound::Included);
+        let upper = to.map_or(Bound::Unbounded, Bound::Included);
+        named_mut(&mut self.slots, id)
+            .map_or_else(Vec::new, |c| c.scan(lower, upper, reverse, None))
+    }
+
+    /// Cached entries whose key starts with `prefix`, in key order; each one
+    /// counts as a use.
+    pub fn prefix_scan(
+        &mut self,
+        id: NamedCacheId,
+        prefix: &[u8],
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        named_mut(&mut self.slots, id).map_or_else(Vec::new, |c| {
+            c.scan(
+                Bound::Included(prefix),
+                Bound::Unbounded,
+                false,
+                Some(prefix),
+            )
+        })
+    }
+
+    /// Sets a new budget. Shrinking evicts round-robin over the named caches
+    /// (one entry each per turn) until the cache fits, as Kafka does when
+    /// threads are added; returns what each dirty eviction flushed, per named
+    /// cache, in emission order. The owner of each named cache must write
+    /// those entries to its store (see [`CachingKeyValueStore::write_flushed`]).
+    pub fn resize(&mut self, max_bytes: u64) -> Vec<(NamedCacheId, Vec<DirtyEntry>)> {
+        let shrink = max_bytes < self.max_bytes;
+        self.max_bytes = max_bytes;
+        let mut flushed = Vec::new();
+        if !shrink {
+            return flushed;
+        }
+        let slots = self.slots.len();
+        let mut slot = 0;
+        while self.size_bytes > self.max_bytes {
+            // Terminates: size > 0 means some open cache holds an entry.
+            let s = &mut self.slots[slot];
+            let id = NamedCacheId {
+                slot: slot as u32,
+                generation: s.generation,
+            };
+            slot = (slot + 1) % slots;
+            let Some(cache) = s.cache.as_mut() else {
+                continue;
+            };
+            if cache.len() == 0 {
+                continue;
+            }
+            let before = cache.size_bytes;
+            let mut out = Vec::new();
+            cache.evict(&mut out);
+            self.size_bytes = self.size_bytes - before + cache.size_bytes;
+            self.stats.evicts += 1;
+            if !out.is_empty() {
+                flushed.push((id, out));
+            }
+        }
+        flushed
+    }
+
+    /// Drops every entry of the named cache, dirty ones included, without
+    /// flushing (Kafka's `clear`, used when a task's uncommitted state is
+    /// thrown away).
+    pub fn clear(&mut self, id: NamedCacheId) {
+        if let Some(cache) = named_mut(&mut self.slots, id) {
+            self.size_bytes -= cache.size_bytes;
+            cache.clear();
+        }
+    }
+
+    /// Drops the named cache and its entries, without flushing; `id` goes stale.
+    pub fn close(&mut self, id: NamedCacheId) {
+        let Some(slot) = self.slots.get_mut(id.slot as usize) else {
+            return;
+        };
+        if slot.generation != id.generation {
+            return;
+        }
+        if let Some(cache) = slot.cache.take() {
+            self.size_bytes -= cache.size_bytes;
+            self.names.remove(&cache.name);
+            slot.generation = slot.generation.wrapping_add(1);
+            self.free_slots.push(id.slot);
+        }
+    }
+
+    /// Whether `id` names an open cache.
+    pub fn is_open(&self, id: NamedCacheId) -> bool {
+        self.slots
+            .get(id.slot as usize)
+            .is_some_and(|s| s.generation == id.generation && s.cache.is_some())
+    }
+
+    /// Bytes counted over all named caches.
+    pub fn size_bytes(&self) -> u64 {
+        self.size_bytes
+    }
+
+    pub fn max_bytes(&self) -> u64 {
+        self.max_bytes
+    }
+
+    /// Entries in the named cache (0 when closed).
+    pub fn len(&self, id: NamedCacheId) -> usize {
+        self.slots
+            .get(id.slot as usize)
+            .filter(|s| s.generation == id.generation)
+            .and_then(|s| s.cache.as_ref())
+            .map_or(0, NamedCache::len)
+    }
+
+    /// Bytes counted in the named cache (0 when closed).
+    pub fn named_size_bytes(&self, id: NamedCacheId) -> u64 {
+        self.slots
+            .get(id.slot as usize)
+            .filter(|s| s.generation == id.generation)
+            .and_then(|s| s.cache.as_ref())
+            .map_or(0, |c| c.size_bytes)
+    }
+
+    /// Entries over all named caches.
+    pub fn num_entries(&self) -> usize {
+        self.slots
+            .iter()
+            .filter_map(|s| s.cache.as_ref())
+            .map(NamedCache::len)
+            .sum()
+    }
+
+    pub fn stats(&self) -> CacheStats {
+        self.stats
+    }
+
+    pub fn named_stats(&self, id: NamedCacheId) -> Option<NamedCacheStats> {
+        self.slots
+            .get(id.slot as usize)
+            .filter(|s| s.generation == id.generation)
+            .and_then(|s| s.cache.as_ref())
+            .map(|c| c.stats)
+    }
+}
+
+// ---------------------------------------------------------------------------
+// CachingKeyValueStore
+
+/// One thread cache shared by the caching stores of one stream thread. The
+/// stores of a thread are used by one thread at a time; the mutex makes them
+/// `Send` for the bindings.
+pub type SharedThreadCache = Arc<Mutex<ThreadCache>>;
+
+/// Wraps a thread cache for sharing.
+pub fn shared(cache: ThreadCache) -> SharedThreadCache {
+    Arc::new(Mutex::new(cache))
+}
+
+/// An update that reached the underlying store on a flush or an eviction,
+/// ready to be logged to the changelog and forwarded downstream (Kafka's
+/// `Record<key, Change<new, old>>` with the cached record's timestamp).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct FlushedEntry {
+    pub key: Vec<u8>,
+    /// None for a delete.
+    pub new_value: Option<Vec<u8>>,
+    /// The store's value before this write (None when absent, or when old
+    /// values are not sent and the update is not a delete).
+    pub old_value: Option<Vec<u8>>,
+    pub timestamp: i64,
+}
+
+/// Kafka's `CachingKeyValueStore`: reads and writes go through a named cache
+/// of a shared [`ThreadCache`]; the underlying store sees only flushed entries.
+///
+/// Every call that can evict (`get`, `put`, `put_if_absent`, `delete`,
+/// `put_batch`) appends what eviction flushed to a caller's `flushed` vector,
+/// in emission order; `flush` returns what it flushed. Each entry has already
+/// been written to the underlying store; the caller logs and forwards it.
+pub struct CachingKeyValueStore<S: KeyValueBytes> {
+    inner: S,
+    cache: SharedThreadCache,
+    id: NamedCacheId,
+    send_old_values: bool,
+    closed: bool,
+}
+
+fn lock(cache: &SharedThreadCache) -> Result<MutexGuard<'_, ThreadCache>> {
+    cache
+        .lock()
+        .map_err(|_| Error::Store("thread cache lock poisoned by a panic".into()))
+}
+
+/// The flush listener of Kafka's caching store: reads the old value before
+/// writing, and skips deletes of keys the store never had (nothing to write,
+/// nothing to forward).
+fn write_through<S: KeyValueBytes>(
+    inner: &mut S,
+    send_old_values: bool,
+    dirty: Vec<DirtyEntry>,
+    out: &mut Vec<FlushedEntry>,
+) -> Result<()> {
+    for entry in dirty {
+        let old_value = if send_old_values || entry.value.is_none() {
+            inner.get(&entry.key)?
+        } else {
+            None
+        };
+        if entry.value.is_none() && old_value.is_none() {
+            continue;
+        }
+        inner.put(&entry.key, entry.value.as_deref())?;
+        out.push(FlushedEntry {
+            key: entry.key,
+            new_value: entry.value,
+            old_value: if send_old_values { old_value } else { None },
+            timestamp: entry.timestamp,
+        });
+    }
+    Ok(())
+}
+
+/// Merges cached entries over stored ones, both in the same key order: the
+/// cache wins on equal keys and its deletes hide stored entries (Kafka's
+/// `MergedSortedCacheKeyValueBytesStoreIterator`, as fixed by KAFKA-18326).
+fn merge(
+    cached: Vec<(Vec<u8>, Option<Vec<u8>>)>,
+    stored: Vec<(Vec<u8>, Vec<u8>)>,
+    reverse: bool,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out = Vec::with_capacity(cached.len() + stored.len());
+    let mut cached = cached.into_iter().peekable();
+    let mut stored = stored.into_iter().peekable();
+    loop {
+        let order = match (cached.peek(), stored.peek()) {
+            (None, None) => break,
+            (Some(_), None) => Ordering::Less,
+            (None, Some(_)) => Ordering::Greater,
+            (Some((c, _)), Some((s, _))) if reverse => s.cmp(c),
+            (Some((c, _)), Some((s, _))) => c.cmp(s),
+        };
+        if order == Ordering::Greater {
+            out.extend(stored.next());
+            continue;
+        }
+        if order == Ordering::Equal {
+            stored.next();
+        }
+        if let Some((key, Some(value))) = cached.next() {
+            out.push((key, value));
+        }
+    }
+    out
+}
+
+impl<S: KeyValueBytes> CachingKeyValueStore<S> {
+    /// Wraps `inner` with a new named cache `namespace` (see
+    /// [`ThreadCache::namespace`]) in `cache`. Fails if that named cache is
+    /// already open, since two stores must never share one.
+    pub fn new(inner: S, cache: SharedThreadCache, namespace: &str) -> Result<Self> {
+        let id = {
+            let mut guard = lock(&cache)?;
+            if guard.find(namespace).is_some() {
+                return Err(Error::Store(format!(
+                    "named cache '{namespace}' is already in use"
+                )));
+            }
+            guard.named(namespace)
+        };
+        Ok(CachingKeyValueStore {
+            inner,
+            cache,
+            id,
+            send_old_values: true,
+            closed: false,
+        })
+    }
+
+    /// Whether flushed entries carry the store's previous value (default
+    /// true). Without it only deletes read the store before writing, as in
+    /// Kafka when no downstream processor needs old values.
+    pub fn set_send_old_values(&mut self, send_old_values: bool) {
+        self.send_old_values = send_old_values;
+    }
+
+    pub fn named_cache(&self) -> NamedCacheId {
+        self.id
+    }
+
+    pub fn thread_cache(&self) -> &SharedThreadCache {
+        &self.cache
+    }
+
+    /// The underlying store (it holds only flushed state).
+    pub fn inner(&self) -> &S {
+        &self.inner
+    }
+
+    fn check_open(&self) -> Result<()> {
+        if self.closed {
+            Err(Error::Store("caching store is closed".into()))
+        } else {
+            Ok(())
+        }
+    }
+
+    /// Reads through the cache. A miss that the store answers caches the
+    /// value as a clean entry, which may evict (hence `flushed`).
+    pub fn get(&mut self, key: &[u8], flushed: &mut Vec<FlushedEntry>) -> Result<Option<Vec<u8>>> {
+        self.check_open()?;
+        let mut cache = lock(&self.cache)?;
+        if let Some(entry) = cache.get(self.id, key) {
+            return Ok(entry.value.map(<[u8]>::to_vec));
+        }
+        let Some(value) = self.inner.get(key)? else {
+            return Ok(None);
+        };
+        let dirty = cache.put(self.id, key, Some(&value), -1, false)?;
+        write_through(&mut self.inner, self.send_old_values, dirty, flushed)?;
+        Ok(Some(value))
+    }
+
+    /// Reads through the cache without filling it: Kafka's read from a thread
+    /// other than the stream thread (interactive queries). A hit still counts
+    /// as a use.
+    pub fn get_no_fill(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        self.check_open()?;
+        if let Some(entry) = lock(&self.cache)?.get(self.id, key) {
+            return Ok(entry.value.map(<[u8]>::to_vec));
+        }
+        self.inner.get(key)
+    }
+
+    /// Writes `value` (None deletes) into the cache as a dirty entry carrying
+    /// the record's `timestamp`.
+    pub fn put(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+        flushed: &mut Vec<FlushedEntry>,
+    ) -> Result<()> {
+        self.check_open()?;
+        let dirty = lock(&self.cache)?.put(self.id, key, value, timestamp, true)?;
+        write_through(&mut self.inner, self.send_old_values, dirty, flushed)
+    }
+
+    /// Puts each `(key, value, timestamp)` in order under one lock; the
+    /// flushed entries of all of them are appended in emission order.
+    pub fn put_batch<'a>(
+        &mut self,
+        entries: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)>,
+        flushed: &mut Vec<FlushedEntry>,
+    ) -> Result<()> {
+        self.check_open()?;
+        let mut cache = lock(&self.cache)?;
+        let mut dirty = Vec::new();
+        for (key, value, timestamp) in entries {
+            cache.put_into(self.id, key, value, timestamp, true, &mut dirty)?;
+            if !dirty.is_empty() {
+                // Written at once so the store is current for any later read.
+                write_through(
+                    &mut self.inner,
+                    self.send_old_values,
+                    std::mem::take(&mut dirty),
+                    flushed,
+                )?;
+            }
+        }
+        Ok(())
+    }
+
+    /// Puts `value` unless the key has a value; returns the existing value.
+    pub fn put_if_absent(
+        &mut self,
+        key: &[u8],
+        value: &[u8],
+        timestamp: i64,
+        flushed: &mut Vec<FlushedEntry>,
+    ) -> Result<Option<Vec<u8>>> {
+        let existing = self.get(key, flushed)?;
+        if existing.is_none() {
+            self.put(key, Some(value), timestamp, flushed)?;
+        }
+        Ok(existing)
+    }
+
+    /// Caches a delete; returns the value the key had.
+    pub fn delete(
+        &mut self,
+        key: &[u8],
+        timestamp: i64,
+        flushed: &mut Vec<FlushedEntry>,
+    ) -> Result<Option<Vec<u8>>> {
+        let existing = self.get(key, flushed)?;
+        self.put(key, None, timestamp, flushed)?;
+        Ok(existing)
+    }
+
+    /// Entries with `from <= key <= to` (either bound open when None), cache
+    /// over store, in key order or reverse key order; a snapshot.
+    pub fn range(
+        &self,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check_open()?;
+        if matches!((from, to), (Some(f), Some(t)) if f > t) {
+            return Ok(Vec::new());
+        }
+        let cached = lock(&self.cache)?.range(self.id, from, to, reverse);
+        let stored = self.inner.range(from, to, reverse)?;
+        Ok(merge(cached, stored, reverse))
+    }
+
+    /// Every entry, cache over store.
+    pub fn all(&self, reverse: bool) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.range(None, None, reverse)
+    }
+
+    /// Entries whose key starts with `prefix`, cache over store, in key order.
+    pub fn prefix_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check_open()?;
+        let cached = lock(&self.cache)?.prefix_scan(self.id, prefix);
+        let stored = self.inner.prefix_scan(prefix)?;
+        Ok(merge(cached, stored, false))
+    }
+
+    /// The underlying store's estimate (cached-only keys are not counted, as
+    /// in Kafka).
+    pub fn approximate_num_entries(&self) -> usize {
+        self.inner.approximate_num_entries()
+    }
+
+    /// Flushes the named cache into the underlying store (Kafka's
+    /// `flushCache`, the first step of a commit); returns the flushed entries.
+    pub fn flush_cache(&mut self) -> Result<Vec<FlushedEntry>> {
+        self.check_open()?;
+        let dirty = lock(&self.cache)?.flush(self.id);
+        let mut out = Vec::with_capacity(dirty.len());
+        write_through(&mut self.inner, self.send_old_values, dirty, &mut out)?;
+        Ok(out)
+    }
+
+    /// [`flush_cache`](Self::flush_cache), then makes the underlying store durable.
+    pub fn flush(&mut self) -> Result<Vec<FlushedEntry>> {
+        let out = self.flush_cache()?;
+        self.inner.flush()?;
+        Ok(out)
+    }
+
+    /// Writes entries a [`ThreadCache::resize`] flushed from this store's
+    /// named cache; appends them as flushed.
+    pub fn write_flushed(
+        &mut self,
+        dirty: Vec<DirtyEntry>,
+        flushed: &mut Vec<FlushedEntry>,
+    ) -> Result<()> {
+        self.check_open()?;
+        write_through(&mut self.inner, self.send_old_values, dirty, flushed)
+    }
+
+    /// Drops cached entries, dirty ones included, without writing them.
+    pub fn clear_cache(&mut self) -> Result<()> {
+        self.check_open()?;
+        lock(&self.cache)?.clear(self.id);
+        Ok(())
+    }
+
+    /// Flushes the cache into the store, then releases the named cache;
+    /// returns the flushed entries. Later calls fail.
+    pub fn close(&mut self) -> Result<Vec<FlushedEntry>> {
+        let out = self.flush()?;
+        lock(&self.cache)?.close(self.id);
+        self.closed = true;
+        Ok(out)
+    }
+}
+
+impl<S: KeyValueBytes> Drop for CachingKeyValueStore<S> {
+    /// A store dropped without `close` gives its budget back. Its unflushed
+    /// writes are lost as in a crash: they were never logged nor committed,
+    /// so reprocessing the uncommitted input produces them again.
+    fn drop(&mut self) {
+        if !self.closed
+            && let Ok(mut cache) = self.cache.lock()
+        {
+            cache.close(self.id);
+        }
+    }
+}
+
+impl<S: KeyValueBytes> fmt::Debug for CachingKeyValueStore<S> {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("CachingKeyValueStore")
+            .field("named_cache", &self.id)
+            .field("send_old_values", &self.send_old_values)
+            .field("closed", &self.closed)
+            .finish_non_exhaustive()
+    }
+}
