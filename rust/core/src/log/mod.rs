@@ -8,7 +8,7 @@
 
 mod config;
 mod consumer;
-mod format;
+pub(crate) mod format;
 mod fsutil;
 mod group;
 mod partition;

@@ -9,9 +9,11 @@
 pub mod cache;
 pub mod kernels;
 pub mod kv;
+pub mod persistent;
 
 pub use cache::{CachingKeyValueStore, ThreadCache};
 pub use kv::InMemoryKeyValueStore;
+pub use persistent::{PersistentKeyValueStore, PersistentStoreOptions};
 
 use crate::error::Result;
 

@@ -1,0 +1,486 @@
+//! The persistent key-value store: a log-structured table on local disk.
+//!
+//! Writes append CRC-framed records (the embedded log's frame format) to
+//! segment files; an in-memory ordered index maps every live key to where its
+//! latest value is. Keys and the index live in RAM, values on disk.
+//!
+//! [`commit`](PersistentKeyValueStore::commit) appends a *commit marker*
+//! carrying caller metadata (the changelog offset, processors' stream time)
+//! and makes data and metadata durable in one step, as Kafka 4.3's KIP-1035
+//! asks of stores that manage their own offsets. [`open`](PersistentKeyValueStore::open)
+//! restores the store exactly as of its last commit marker and returns its
+//! metadata; whatever was written after it is cut away.
+//!
+//! The on-disk format, recovery and compaction rules are in `store/README.md`.
+
+mod files;
+mod recovery;
+mod segments;
+
+use std::collections::BTreeMap;
+use std::fs::{self, File};
+use std::ops::Bound;
+use std::path::{Path, PathBuf};
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use self::files::{io, list_segments, read_manifest, remove_if_exists, sync_dir, take_lock};
+use self::recovery::COMMIT_HEADER;
+use self::segments::{SegmentLog, data_frame_size};
+use crate::error::{Error, Result};
+use crate::log::Header;
+use crate::log::format::MIN_FRAME;
+
+/// The timestamp of records written without one (Kafka's `NO_TIMESTAMP`).
+pub const NO_TIMESTAMP: i64 = -1;
+
+/// Tuning of a [`PersistentKeyValueStore`].
+#[derive(Debug, Clone, PartialEq)]
+pub struct PersistentStoreOptions {
+    /// A segment rolls when the next frame would take it past this size
+    /// (a larger frame gets a segment of its own). 64 MiB.
+    pub segment_bytes: u64,
+    /// Appends collect in a buffer in front of the active segment, written to
+    /// the file when it reaches this size and at `flush`/`commit`. 1 MiB.
+    pub write_buffer_bytes: usize,
+    /// `commit` compacts only stores whose segments hold at least this many
+    /// bytes. 16 MiB; `u64::MAX` turns automatic compaction off.
+    pub compact_min_bytes: u64,
+    /// `commit` compacts when at least this fraction of the bytes are dead
+    /// (overwritten or deleted entries, tombstones, old commit markers). 0.5.
+    pub compact_dead_ratio: f64,
+}
+
+impl Default for PersistentStoreOptions {
+    fn default() -> Self {
+        PersistentStoreOptions {
+            segment_bytes: 64 << 20,
+            write_buffer_bytes: 1 << 20,
+            compact_min_bytes: 16 << 20,
+            compact_dead_ratio: 0.5,
+        }
+    }
+}
+
+impl PersistentStoreOptions {
+    fn validate(&self) -> Result<()> {
+        let max_segment = i32::MAX as u64;
+        if !(MIN_FRAME as u64..=max_segment).contains(&self.segment_bytes) {
+            return Err(Error::Config(format!(
+                "segment_bytes must be between {MIN_FRAME} and {max_segment}, not {}",
+                self.segment_bytes
+            )));
+        }
+        if !(self.compact_dead_ratio > 0.0 && self.compact_dead_ratio <= 1.0) {
+            return Err(Error::Config(format!(
+                "compact_dead_ratio must be in (0, 1], not {}",
+                self.compact_dead_ratio
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// Where a key's latest value is: 12 bytes per live key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+struct Location {
+    /// Index into the log's segments.
+    seg: u32,
+    /// Byte position of the frame in the segment.
+    pos: u32,
+    value_len: u32,
+}
+
+/// A persistent, log-structured key-value store in one directory.
+///
+/// RAM: every live key plus about 40 bytes of index per key (the key's heap
+/// allocation, a 16-byte boxed slice, a 12-byte location, B-tree node
+/// slack). Values stay on disk and are read back per access.
+pub struct PersistentKeyValueStore {
+    dir: PathBuf,
+    options: PersistentStoreOptions,
+    index: BTreeMap<Box<[u8]>, Location>,
+    log: SegmentLog,
+    /// Bytes of the frames the index points to.
+    live_bytes: u64,
+    /// Metadata of the last commit marker.
+    committed: Option<Vec<u8>>,
+    /// Writes since the last commit.
+    dirty: bool,
+    /// Holds the directory's exclusive lock while the store is open.
+    _lock: File,
+}
+
+impl std::fmt::Debug for PersistentKeyValueStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PersistentKeyValueStore")
+            .field("dir", &self.dir)
+            .field("entries", &self.index.len())
+            .field("segments", &self.log.segments.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl PersistentKeyValueStore {
+    /// Opens (or creates) the store in `dir`, as of its last commit marker,
+    /// and returns that marker's metadata (None: no commit yet, the store is
+    /// empty). Everything written after the last commit is discarded. Fails
+    /// with `Error::Store` if another instance holds the directory.
+    pub fn open(
+        dir: impl AsRef<Path>,
+        options: PersistentStoreOptions,
+    ) -> Result<(Self, Option<Vec<u8>>)> {
+        options.validate()?;
+        let dir = dir.as_ref().to_path_buf();
+        io(&dir, fs::create_dir_all(&dir))?;
+        let lock = take_lock(&dir)?;
+        let started = Instant::now();
+        let recovered = loop {
+            let base = read_manifest(&dir)?;
+            let mut files = list_segments(&dir)?;
+            // Segments below the manifest's base were replaced by a compaction
+            // whose old files were not all removed before a crash.
+            let stale = files.partition_point(|(b, _)| *b < base);
+            for (_, path) in files.drain(..stale) {
+                ::log::info!("removing compacted segment {}", path.display());
+                remove_if_exists(&path)?;
+            }
+            if stale > 0 {
+                sync_dir(&dir)?;
+            }
+            let r = recovery::recover(&dir, base, files)?;
+            match r.compaction_base {
+                // A compaction committed its output but did not switch the
+                // manifest: finish it and read the store again from there.
+                Some(c) if c > base => files::write_manifest(&dir, c)?,
+                _ => break r,
+            }
+        };
+        let live_bytes = recovered
+            .index
+            .iter()
+            .map(|(k, loc)| data_frame_size(k.len(), loc.value_len as usize) as u64)
+            .sum();
+        let log = SegmentLog::new(
+            &dir,
+            options.segment_bytes,
+            options.write_buffer_bytes,
+            recovered.segments,
+            recovered.next_seq,
+        )?;
+        ::log::debug!(
+            "opened state store {} with {} entries in {:?}",
+            dir.display(),
+            recovered.index.len(),
+            started.elapsed()
+        );
+        let committed = recovered.committed;
+        let store = PersistentKeyValueStore {
+            dir,
+            options,
+            index: recovered.index,
+            log,
+            live_bytes,
+            committed: committed.clone(),
+            dirty: false,
+            _lock: lock,
+        };
+        Ok((store, committed))
+    }
+
+    /// Removes the store directory and everything in it. Fails if the store
+    /// is open.
+    pub fn destroy(dir: impl AsRef<Path>) -> Result<()> {
+        let dir = dir.as_ref();
+        match fs::symlink_metadata(dir) {
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+            Err(e) => return Err(Error::io(dir, e)),
+            Ok(_) => {}
+        }
+        let lock = take_lock(dir)?;
+        io(dir, fs::remove_dir_all(dir))?;
+        drop(lock);
+        Ok(())
+    }
+
+    pub fn dir(&self) -> &Path {
+        &self.dir
+    }
+
+    pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.index.get(key) {
+            Some(loc) => Ok(Some(self.log.read_value(key, *loc)?.0)),
+            None => Ok(None),
+        }
+    }
+
+    /// The value and the timestamp it was written with.
+    pub fn get_with_timestamp(&self, key: &[u8]) -> Result<Option<(Vec<u8>, i64)>> {
+        match self.index.get(key) {
+            Some(loc) => Ok(Some(self.log.read_value(key, *loc)?)),
+            None => Ok(None),
+        }
+    }
+
+    /// Stores `value`, or deletes the key when `value` is None.
+    pub fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        self.put_with_timestamp(key, value, NO_TIMESTAMP)
+    }
+
+    /// Stores `value` with a record timestamp, or deletes the key when `value` is None.
+    pub fn put_with_timestamp(
+        &mut self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+    ) -> Result<()> {
+        if let Some(v) = value {
+            // Append first: if it fails, the index is unchanged.
+            let (seg, pos, size) = self.log.append(Some(key), Some(v), timestamp, &[])?;
+            let loc = Location {
+                seg,
+                pos,
+                value_len: v.len() as u32,
+            };
+            self.live_bytes += size as u64;
+            if let Some(slot) = self.index.get_mut(key) {
+                self.live_bytes -= data_frame_size(key.len(), slot.value_len as usize) as u64;
+                *slot = loc;
+            } else {
+                self.index.insert(key.into(), loc);
+            }
+        } else {
+            // A key that is not in the index has no live value anywhere in
+            // the log (a tombstone already follows any older one).
+            let Some(old) = self.index.get(key).copied() else {
+                return Ok(());
+            };
+            self.log.append(Some(key), None, timestamp, &[])?;
+            self.index.remove(key);
+            self.live_bytes -= data_frame_size(key.len(), old.value_len as usize) as u64;
+        }
+        self.dirty = true;
+        Ok(())
+    }
+
+    /// Writes `(key, value or None to delete, timestamp)` entries in order.
+    pub fn write_batch<'a>(
+        &mut self,
+        entries: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)>,
+    ) -> Result<()> {
+        for (key, value, timestamp) in entries {
+            self.put_with_timestamp(key, value, timestamp)?;
+        }
+        Ok(())
+    }
+
+    /// Stores `value` unless the key has a value; returns that value if so.
+    pub fn put_if_absent(&mut self, key: &[u8], value: &[u8]) -> Result<Option<Vec<u8>>> {
+        if let Some(existing) = self.get(key)? {
+            return Ok(Some(existing));
+        }
+        self.put(key, Some(value))?;
+        Ok(None)
+    }
+
+    /// Deletes the key and returns its old value.
+    pub fn delete(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let old = self.get(key)?;
+        if old.is_some() {
+            self.put(key, None)?;
+        }
+        Ok(old)
+    }
+
+    /// Entries with `from <= key <= to` (either bound open when None), in key
+    /// order, or in reverse key order when `reverse`. An inverted range is empty.
+    pub fn range(
+        &self,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        if matches!((from, to), (Some(f), Some(t)) if f > t) {
+            return Ok(Vec::new());
+        }
+        let bounds = (
+            from.map_or(Bound::Unbounded, Bound::Included),
+            to.map_or(Bound::Unbounded, Bound::Included),
+        );
+        let entries = self.index.range::<[u8], _>(bounds);
+        if reverse {
+            self.read_entries(entries.rev())
+        } else {
+            self.read_entries(entries)
+        }
+    }
+
+    /// Entries whose key starts with `prefix`, in key order.
+    pub fn prefix_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let entries = self
+            .index
+            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
+            .take_while(|(k, _)| k.starts_with(prefix));
+        self.read_entries(entries)
+    }
+
+    fn read_entries<'a>(
+        &self,
+        entries: impl Iterator<Item = (&'a Box<[u8]>, &'a Location)>,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        entries
+            .map(|(k, loc)| Ok((k.to_vec(), self.log.read_value(k, *loc)?.0)))
+            .collect()
+    }
+
+    /// The number of live keys (exact here).
+    pub fn approximate_num_entries(&self) -> usize {
+        self.index.len()
+    }
+
+    /// Bytes of the segment files (buffered appends included).
+    pub fn size_on_disk(&self) -> u64 {
+        self.log.size_on_disk()
+    }
+
+    /// The metadata of the last commit (the one `open` would return now).
+    pub fn committed_metadata(&self) -> Option<&[u8]> {
+        self.committed.as_deref()
+    }
+
+    /// Whether anything was written since the last commit.
+    pub fn has_uncommitted_writes(&self) -> bool {
+        self.dirty
+    }
+
+    /// Writes buffered appends to the files and fsyncs them. This is not a
+    /// commit: `open` still discards everything after the last commit marker.
+    pub fn flush(&mut self) -> Result<()> {
+        self.log.sync()
+    }
+
+    /// Makes every write so far and `metadata` durable in one atomic step:
+    /// `open` returns the store as of the last completed commit and its
+    /// metadata. Compacts afterwards when enough of the log is dead.
+    pub fn commit(&mut self, metadata: &[u8]) -> Result<()> {
+        self.commit_marker(metadata, None)?;
+        if self.should_compact() {
+            self.compact_now()?;
+        }
+        Ok(())
+    }
+
+    /// Data first, then the marker: fsyncing the data before the marker is
+    /// even written means a commit marker found on disk proves that
+    /// everything before it was durable, so any bad frame before it is
+    /// corruption, never a torn write.
+    fn commit_marker(&mut self, metadata: &[u8], compaction_base: Option<u64>) -> Result<()> {
+        self.log.sync()?;
+        let base = compaction_base.map(u64::to_be_bytes);
+        let header = Header {
+            key: COMMIT_HEADER,
+            value: base.as_ref().map(|b| &b[..]),
+        };
+        self.log.append(None, Some(metadata), now_ms(), &[header])?;
+        self.log.sync()?;
+        self.committed = Some(metadata.to_vec());
+        self.dirty = false;
+        Ok(())
+    }
+
+    fn should_compact(&self) -> bool {
+        let total = self.log.total_bytes;
+        let dead = total.saturating_sub(self.live_bytes);
+        total >= self.options.compact_min_bytes
+            && dead as f64 >= self.options.compact_dead_ratio * total as f64
+    }
+
+    /// Rewrites the live entries into fresh segments and drops the old ones
+    /// (see "Compaction" in `store/README.md`). Needs every write committed.
+    pub fn compact(&mut self) -> Result<()> {
+        if self.dirty {
+            return Err(Error::Store(format!(
+                "state store {}: compact() needs every write committed first",
+                self.dir.display()
+            )));
+        }
+        self.compact_now()
+    }
+
+    fn compact_now(&mut self) -> Result<()> {
+        // Nothing committed and nothing written: the store is empty.
+        let Some(metadata) = self.committed.clone() else {
+            return Ok(());
+        };
+        let started = Instant::now();
+        let before = self.log.total_bytes;
+        self.log.roll()?;
+        let first_new = self.log.segments.len() - 1;
+        let base = self.log.segments[first_new].base;
+        // The copies are uncommitted until the compaction's own commit marker.
+        self.dirty = true;
+        let mut frame = Vec::new();
+        for (key, loc) in &mut self.index {
+            self.log.read_frame_into(key, *loc, &mut frame)?;
+            let (seg, pos) = self.log.append_copy(&frame)?;
+            loc.seg = seg;
+            loc.pos = pos;
+        }
+        self.commit_marker(&metadata, Some(base))?;
+        // From here on the new segments are the store; a crash before the
+        // manifest names them makes `open` finish the switch.
+        files::write_manifest(&self.dir, base)?;
+        let old = self.log.forget_first(first_new);
+        for loc in self.index.values_mut() {
+            loc.seg -= first_new as u32;
+        }
+        for seg in &old {
+            remove_if_exists(&seg.path)?;
+        }
+        sync_dir(&self.dir)?;
+        ::log::debug!(
+            "compacted state store {}: {before} -> {} bytes, {} entries, in {:?}",
+            self.dir.display(),
+            self.log.total_bytes,
+            self.index.len(),
+            started.elapsed()
+        );
+        Ok(())
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map_or(0, |d| i64::try_from(d.as_millis()).unwrap_or(i64::MAX))
+}
+
+impl super::KeyValueBytes for PersistentKeyValueStore {
+    fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        PersistentKeyValueStore::get(self, key)
+    }
+
+    fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
+        PersistentKeyValueStore::put(self, key, value)
+    }
+
+    fn range(
+        &self,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        reverse: bool,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        PersistentKeyValueStore::range(self, from, to, reverse)
+    }
+
+    fn prefix_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        PersistentKeyValueStore::prefix_scan(self, prefix)
+    }
+
+    fn approximate_num_entries(&self) -> usize {
+        self.index.len()
+    }
+
+    fn flush(&mut self) -> Result<()> {
+        PersistentKeyValueStore::flush(self)
+    }
+}

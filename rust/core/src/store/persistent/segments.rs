@@ -1,0 +1,303 @@
+//! The store's log: append-only segment files of CRC-framed records, the
+//! write buffer in front of the active segment, and reads of single frames.
+
+use std::fs::{File, OpenOptions};
+use std::os::unix::fs::FileExt;
+use std::path::{Path, PathBuf};
+
+use super::Location;
+use super::files::{io, segment_name, sync_dir};
+use crate::error::{Error, Result};
+use crate::log::Header;
+use crate::log::format::{self, BODY_AT, CRC_AT, MAX_FRAME, MIN_FRAME, OFFSET_AT};
+
+/// Where the key length field of a frame is; the key follows it.
+pub(super) const KEY_LEN_AT: usize = BODY_AT + 8;
+
+/// The size of a data frame (no headers) with this key and value length.
+#[inline]
+pub(super) fn data_frame_size(key_len: usize, value_len: usize) -> usize {
+    MIN_FRAME + key_len + value_len
+}
+
+pub(super) struct Segment {
+    /// The sequence number of the segment's first frame, which names the file.
+    pub base: u64,
+    pub path: PathBuf,
+    pub file: File,
+    /// Bytes in the file (the write buffer comes after them).
+    pub len: u64,
+}
+
+impl Segment {
+    pub fn open(base: u64, path: PathBuf) -> Result<Self> {
+        let file = io(&path, OpenOptions::new().read(true).write(true).open(&path))?;
+        let len = io(&path, file.metadata())?.len();
+        Ok(Segment {
+            base,
+            path,
+            file,
+            len,
+        })
+    }
+
+    fn create(dir: &Path, base: u64) -> Result<Self> {
+        let path = dir.join(segment_name(base));
+        // Names only grow and everything after the last commit is removed on
+        // open, so a file of this name can only be a leftover: replace it.
+        let file = io(
+            &path,
+            OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create(true)
+                .truncate(true)
+                .open(&path),
+        )?;
+        Ok(Segment {
+            base,
+            path,
+            file,
+            len: 0,
+        })
+    }
+}
+
+/// Appends frames and reads them back.
+pub(super) struct SegmentLog {
+    dir: PathBuf,
+    segment_bytes: u64,
+    write_buffer_bytes: usize,
+    /// Oldest first; never empty, the last one is the active segment.
+    pub segments: Vec<Segment>,
+    /// The active segment's tail that is not in its file yet; reads consult it.
+    buf: Vec<u8>,
+    /// The sequence number (frame offset field) of the next frame.
+    pub next_seq: u64,
+    /// Bytes of all frames in `segments`, buffered ones included.
+    pub total_bytes: u64,
+    /// The first segment written since the last fsync.
+    unsynced_from: Option<usize>,
+    /// Segment files were created since the directory was last fsynced.
+    dir_unsynced: bool,
+}
+
+impl SegmentLog {
+    /// A log over recovered segments (possibly none: then segment `next_seq`
+    /// is created).
+    pub fn new(
+        dir: &Path,
+        segment_bytes: u64,
+        write_buffer_bytes: usize,
+        mut segments: Vec<Segment>,
+        next_seq: u64,
+    ) -> Result<Self> {
+        let mut dir_unsynced = false;
+        if segments.is_empty() {
+            segments.push(Segment::create(dir, next_seq)?);
+            dir_unsynced = true;
+        }
+        let total_bytes = segments.iter().map(|s| s.len).sum();
+        Ok(SegmentLog {
+            dir: dir.to_path_buf(),
+            segment_bytes,
+            write_buffer_bytes,
+            segments,
+            buf: Vec::with_capacity(write_buffer_bytes.min(1 << 20)),
+            next_seq,
+            total_bytes,
+            unsynced_from: None,
+            dir_unsynced,
+        })
+    }
+
+    fn active(&self) -> &Segment {
+        self.segments
+            .last()
+            .expect("a log always has an active segment")
+    }
+
+    fn active_index(&self) -> usize {
+        self.segments.len() - 1
+    }
+
+    /// The active segment's size, buffered bytes included.
+    fn active_len(&self) -> u64 {
+        self.active().len + self.buf.len() as u64
+    }
+
+    /// Where the next frame of `size` bytes goes, rolling first if it would
+    /// take a non-empty active segment past `segment_bytes`.
+    fn make_room(&mut self, size: usize) -> Result<(u32, u32)> {
+        let len = self.active_len();
+        if len > 0 && len + size as u64 > self.segment_bytes {
+            self.roll()?;
+        }
+        let pos = self.active_len();
+        // segment_bytes < 2^31, so a frame never starts past u32 positions.
+        let pos = u32::try_from(pos).expect("segment positions fit u32");
+        Ok((self.active_index() as u32, pos))
+    }
+
+    /// Appends one frame; returns its segment, position and size.
+    pub fn append(
+        &mut self,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        timestamp: i64,
+        headers: &[Header<'_>],
+    ) -> Result<(u32, u32, usize)> {
+        let len = |b: Option<&[u8]>| b.map_or(0, <[u8]>::len);
+        let headers_len: usize = headers.iter().map(|h| 8 + h.key.len() + len(h.value)).sum();
+        let size = MIN_FRAME
+            .saturating_add(len(key))
+            .saturating_add(len(value))
+            .saturating_add(headers_len);
+        if size > MAX_FRAME {
+            return Err(Error::Store(format!(
+                "record of {size} bytes exceeds the 2 GiB frame limit"
+            )));
+        }
+        let (seg, pos) = self.make_room(size)?;
+        let start = self.buf.len();
+        format::encode_frame(&mut self.buf, timestamp, key, value, headers);
+        format::finish_frame(&mut self.buf[start..], self.next_seq);
+        self.appended(size)?;
+        Ok((seg, pos, size))
+    }
+
+    /// Appends a copy of a verified frame under the next sequence number.
+    pub fn append_copy(&mut self, frame: &[u8]) -> Result<(u32, u32)> {
+        let (seg, pos) = self.make_room(frame.len())?;
+        let start = self.buf.len();
+        self.buf.extend_from_slice(frame);
+        let copy = &mut self.buf[start..];
+        copy[OFFSET_AT..BODY_AT].copy_from_slice(&self.next_seq.to_be_bytes());
+        let crc = format::frame_crc(copy);
+        copy[CRC_AT..OFFSET_AT].copy_from_slice(&crc.to_be_bytes());
+        self.appended(frame.len())?;
+        Ok((seg, pos))
+    }
+
+    fn appended(&mut self, size: usize) -> Result<()> {
+        self.next_seq += 1;
+        self.total_bytes += size as u64;
+        self.unsynced_from.get_or_insert(self.active_index());
+        if self.buf.len() >= self.write_buffer_bytes {
+            self.write_buffer()?;
+        }
+        Ok(())
+    }
+
+    /// Closes the active segment and starts a new one named by the next
+    /// sequence number. Nothing is fsynced here: `sync` does that at commit.
+    pub fn roll(&mut self) -> Result<()> {
+        self.write_buffer()?;
+        let segment = Segment::create(&self.dir, self.next_seq)?;
+        self.segments.push(segment);
+        self.dir_unsynced = true;
+        Ok(())
+    }
+
+    /// Writes the buffered tail into the active segment's file.
+    pub fn write_buffer(&mut self) -> Result<()> {
+        if self.buf.is_empty() {
+            return Ok(());
+        }
+        let active = self.segments.last_mut().expect("an active segment");
+        io(
+            &active.path,
+            active.file.write_all_at(&self.buf, active.len),
+        )?;
+        active.len += self.buf.len() as u64;
+        self.buf.clear();
+        Ok(())
+    }
+
+    /// Writes the buffer and fsyncs every segment written since the last
+    /// sync, then the directory if segment files were created.
+    pub fn sync(&mut self) -> Result<()> {
+        self.write_buffer()?;
+        if let Some(from) = self.unsynced_from.take() {
+            for s in &self.segments[from..] {
+                io(&s.path, s.file.sync_data())?;
+            }
+        }
+        if self.dir_unsynced {
+            sync_dir(&self.dir)?;
+            self.dir_unsynced = false;
+        }
+        Ok(())
+    }
+
+    /// Reads the data frame at `loc` (whose key is `key`) into `out` and
+    /// checks it: CRC, key and value length.
+    pub fn read_frame_into(&self, key: &[u8], loc: Location, out: &mut Vec<u8>) -> Result<()> {
+        let size = data_frame_size(key.len(), loc.value_len as usize);
+        let seg = &self.segments[loc.seg as usize];
+        let pos = u64::from(loc.pos);
+        out.clear();
+        if loc.seg as usize == self.active_index() && pos >= seg.len {
+            // Still in the write buffer: no syscall.
+            let start = (pos - seg.len) as usize;
+            out.extend_from_slice(&self.buf[start..start + size]);
+        } else {
+            out.resize(size, 0);
+            io(&seg.path, seg.file.read_exact_at(out, pos))?;
+        }
+        check_frame(out, key, loc.value_len as usize, &seg.path, pos)
+    }
+
+    /// The value and timestamp of the data frame at `loc`.
+    pub fn read_value(&self, key: &[u8], loc: Location) -> Result<(Vec<u8>, i64)> {
+        let mut v = Vec::new();
+        self.read_frame_into(key, loc, &mut v)?;
+        let timestamp = format::i64_at(&v, BODY_AT);
+        // Reuse the read buffer: move the value to its front.
+        let value_at = KEY_LEN_AT + 4 + key.len() + 4;
+        v.copy_within(value_at..value_at + loc.value_len as usize, 0);
+        v.truncate(loc.value_len as usize);
+        Ok((v, timestamp))
+    }
+
+    /// Drops the first `n` segments from the log (their files are the
+    /// caller's to remove) and returns them.
+    pub fn forget_first(&mut self, n: usize) -> Vec<Segment> {
+        assert!(n < self.segments.len(), "the active segment stays");
+        let old: Vec<Segment> = self.segments.drain(..n).collect();
+        self.total_bytes -= old.iter().map(|s| s.len).sum::<u64>();
+        self.unsynced_from = self.unsynced_from.map(|i| i.saturating_sub(n));
+        old
+    }
+
+    /// Size of the segment files once the buffer is written.
+    pub fn size_on_disk(&self) -> u64 {
+        self.segments.iter().map(|s| s.len).sum::<u64>() + self.buf.len() as u64
+    }
+}
+
+fn check_frame(
+    frame: &[u8],
+    key: &[u8],
+    value_len: usize,
+    path: &Path,
+    position: u64,
+) -> Result<()> {
+    let reason = if !format::crc_ok(frame) {
+        "CRC mismatch"
+    } else if format::i32_at(frame, KEY_LEN_AT) != key.len() as i32
+        || &frame[KEY_LEN_AT + 4..KEY_LEN_AT + 4 + key.len()] != key
+    {
+        "the frame holds another key than the index says"
+    } else if format::i32_at(frame, KEY_LEN_AT + 4 + key.len()) != value_len as i32 {
+        "the frame holds another value length than the index says"
+    } else {
+        return Ok(());
+    };
+    Err(Error::CorruptLog {
+        path: path.to_path_buf(),
+        position,
+        offset: Some(format::u64_at(frame, OFFSET_AT)),
+        reason: reason.to_owned(),
+    })
+}
