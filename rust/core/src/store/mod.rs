@@ -10,10 +10,12 @@ pub mod cache;
 pub mod kernels;
 pub mod kv;
 pub mod persistent;
+pub mod segments;
 
 pub use cache::{CachingKeyValueStore, ThreadCache};
 pub use kv::InMemoryKeyValueStore;
 pub use persistent::{PersistentKeyValueStore, PersistentStoreOptions};
+pub use segments::{InMemorySegmentFactory, PutOutcome, SegmentFactory, Segments};
 
 use crate::error::Result;
 
