@@ -11,11 +11,13 @@ pub mod kernels;
 pub mod kv;
 pub mod persistent;
 pub mod segments;
+pub mod window;
 
 pub use cache::{CachingKeyValueStore, ThreadCache};
 pub use kv::InMemoryKeyValueStore;
 pub use persistent::{PersistentKeyValueStore, PersistentStoreOptions};
 pub use segments::{InMemorySegmentFactory, PutOutcome, SegmentFactory, Segments};
+pub use window::{InMemoryWindowStore, WindowEntry, WindowStore};
 
 use crate::error::Result;
 
