@@ -1,0 +1,1139 @@
+//! The record cache against Kafka Streams' behaviour. Scenarios follow
+//! Kafka's `ThreadCacheTest`, `NamedCacheTest` and
+//! `CachingInMemoryKeyValueStoreTest` (named per test); the two seeded random
+//! tests check the cache against a naive transcription of Kafka's algorithm
+//! and the caching store against plain ordered maps.
+
+use std::collections::BTreeMap;
+
+use strom_core::store::cache::{
+    CachingKeyValueStore, DirtyEntry, ENTRY_OVERHEAD_BYTES, FlushedEntry, NamedCacheId,
+    ThreadCache, entry_size, shared,
+};
+use strom_core::store::{InMemoryKeyValueStore, KeyValueBytes};
+
+fn dirty(key: &[u8], value: Option<&[u8]>, timestamp: i64) -> DirtyEntry {
+    DirtyEntry {
+        key: key.to_vec(),
+        value: value.map(<[u8]>::to_vec),
+        timestamp,
+    }
+}
+
+fn keys(entries: &[DirtyEntry]) -> Vec<&[u8]> {
+    entries.iter().map(|e| e.key.as_slice()).collect()
+}
+
+/// Size of an entry with a 1-byte key and a 1-byte value, as in Kafka's tests.
+const SMALL: u64 = 47;
+
+// ---------------------------------------------------------------------------
+// ThreadCache / NamedCache
+
+/// `ThreadCacheTest.shouldCalculateSizeInBytes`, `shouldResizeAndShrink`;
+/// `NamedCacheTest.shouldKeepTrackOfSize`: the same byte counts as Kafka.
+#[test]
+fn sizes_match_kafka_and_shrinking_evicts() {
+    assert_eq!(entry_size(&[1], Some(&[0])), SMALL);
+    assert_eq!(entry_size(b"key", None), 3 + ENTRY_OVERHEAD_BYTES);
+
+    let mut cache = ThreadCache::new(10_000);
+    let a = cache.named(&ThreadCache::namespace("0_0", "a"));
+    let b = cache.named(&ThreadCache::namespace("0_0", "b"));
+    for k in 1..=3u8 {
+        assert!(
+            cache
+                .put(a, &[k], Some(&[0]), -1, false)
+                .unwrap()
+                .is_empty()
+        );
+    }
+    assert_eq!(cache.size_bytes(), 141);
+    assert_eq!(cache.named_size_bytes(a), 141);
+
+    // Clean entries leave silently, least recently used first.
+    assert!(cache.resize(100).is_empty());
+    assert_eq!(cache.size_bytes(), 94);
+    assert!(cache.get(a, &[1]).is_none());
+    assert!(cache.get(a, &[2]).is_some());
+
+    // Over budget because of `a`, a put into `b` can only evict from `b`.
+    assert!(
+        cache
+            .put(b, &[4], Some(&[0]), -1, false)
+            .unwrap()
+            .is_empty()
+    );
+    assert_eq!(cache.size_bytes(), 94);
+    assert_eq!(cache.len(b), 0);
+    assert_eq!(cache.len(a), 2);
+    assert_eq!(cache.max_bytes(), 100);
+}
+
+/// `NamedCache.put` ("remove then add" keeps arrival order) and
+/// `ThreadCacheTest.shouldFlushDirtyEntriesForNamespace`.
+#[test]
+fn dirty_order_is_last_update_order() {
+    let mut cache = ThreadCache::new(100_000);
+    let ns1 = cache.named("0_0-s1");
+    let ns2 = cache.named("0_0-s2");
+    cache.put(ns1, b"a", Some(b"1"), 1, true).unwrap();
+    cache.put(ns1, b"b", Some(b"2"), 2, true).unwrap();
+    cache.put(ns1, b"c", Some(b"3"), 3, true).unwrap();
+    cache.put(ns2, b"x", Some(b"9"), 9, true).unwrap();
+    cache.put(ns1, b"a", Some(b"4"), 4, true).unwrap();
+    // A read moves the entry in LRU order only, not in dirty order.
+    assert_eq!(cache.get(ns1, b"b").unwrap().value, Some(&b"2"[..]));
+
+    let flushed = cache.flush(ns1);
+    assert_eq!(
+        flushed,
+        vec![
+            dirty(b"b", Some(b"2"), 2),
+            dirty(b"c", Some(b"3"), 3),
+            dirty(b"a", Some(b"4"), 4),
+        ]
+    );
+    assert!(cache.flush(ns1).is_empty());
+    let a = cache.get(ns1, b"a").unwrap();
+    assert!(!a.dirty);
+    assert_eq!(a.value, Some(&b"4"[..]));
+    assert_eq!(cache.flush(ns2), vec![dirty(b"x", Some(b"9"), 9)]);
+}
+
+/// `ThreadCacheTest.shouldNotFlushCleanEntriesForNamespace`.
+#[test]
+fn clean_entries_are_never_flushed() {
+    let mut cache = ThreadCache::new(100_000);
+    let ns = cache.named("ns");
+    for k in 0..3u8 {
+        cache.put(ns, &[k], Some(&[k]), -1, false).unwrap();
+    }
+    assert!(cache.flush(ns).is_empty());
+    assert_eq!(cache.len(ns), 3);
+}
+
+/// `NamedCacheTest.shouldFlushDirtEntriesOnEviction`: the evicted entry first,
+/// then the other dirty entries in dirty order; only that named cache.
+#[test]
+fn evicting_a_dirty_entry_flushes_the_named_cache() {
+    let mut cache = ThreadCache::new(4 * SMALL);
+    let ns = cache.named("ns");
+    let other = cache.named("other");
+    cache.put(other, b"x", Some(b"x"), 0, true).unwrap();
+    cache.put(ns, b"a", Some(b"a"), 1, true).unwrap();
+    cache.put(ns, b"c", Some(b"c"), 3, true).unwrap();
+    cache.put(ns, b"b", Some(b"b"), -1, false).unwrap();
+    cache.get(ns, b"a").unwrap();
+    // LRU order c, b, a; dirty order a, c.
+    let flushed = cache.put(ns, b"d", Some(b"d"), 4, true).unwrap();
+    assert_eq!(
+        flushed,
+        vec![
+            dirty(b"c", Some(b"c"), 3),
+            dirty(b"a", Some(b"a"), 1),
+            dirty(b"d", Some(b"d"), 4),
+        ]
+    );
+    assert!(cache.get(ns, b"c").is_none());
+    assert!(!cache.get(ns, b"d").unwrap().dirty);
+    assert_eq!(cache.len(ns), 3);
+    assert_eq!(cache.size_bytes(), 4 * SMALL);
+    assert_eq!(cache.flush(other), vec![dirty(b"x", Some(b"x"), 0)]);
+}
+
+/// `ThreadCacheTest.evict`: a budget of one entry; each dirty eviction flushes
+/// the evicted entry and the newly put one, the next eviction is silent.
+#[test]
+fn one_entry_budget_evicts_on_every_put() {
+    let mut cache = ThreadCache::new(entry_size(b"K1", Some(b"V1")));
+    let ns = cache.named("ns");
+    let mut flushed = Vec::new();
+    for i in 1..=5 {
+        let k = format!("K{i}");
+        let v = format!("V{i}");
+        flushed.extend(
+            cache
+                .put(ns, k.as_bytes(), Some(v.as_bytes()), i, true)
+                .unwrap(),
+        );
+    }
+    assert_eq!(keys(&flushed), vec![&b"K1"[..], b"K2", b"K3", b"K4"]);
+    assert_eq!(cache.stats().evicts, 4);
+    assert_eq!(cache.stats().puts, 5);
+    assert_eq!(cache.flush(ns), vec![dirty(b"K5", Some(b"V5"), 5)]);
+}
+
+/// `ThreadCacheTest.shouldEvictImmediatelyIfCacheSizeIsZero` / `…IsVerySmall`,
+/// `shouldNotForwardCleanEntryOnEviction`.
+#[test]
+fn tiny_budgets_evict_at_once_and_clean_evictions_are_silent() {
+    for budget in [0, 1] {
+        let mut cache = ThreadCache::new(budget);
+        let ns = cache.named("ns");
+        assert!(
+            cache
+                .put(ns, &[1], Some(&[0]), 0, false)
+                .unwrap()
+                .is_empty()
+        );
+        assert_eq!(cache.len(ns), 0);
+        let flushed = cache.put(ns, &[0], Some(&[5]), 7, true).unwrap();
+        assert_eq!(flushed, vec![dirty(&[0], Some(&[5]), 7)]);
+        assert!(cache.flush(ns).is_empty());
+        assert_eq!(cache.size_bytes(), 0);
+    }
+}
+
+/// `NamedCacheTest.shouldKeepTrackOfMostRecentlyAndLeastRecentlyUsed`: a read
+/// makes an entry the most recently used.
+#[test]
+fn get_updates_lru_order() {
+    let mut cache = ThreadCache::new(3 * SMALL);
+    let ns = cache.named("ns");
+    for k in 1..=3u8 {
+        cache.put(ns, &[k], Some(&[k]), 0, false).unwrap();
+    }
+    assert!(cache.get(ns, &[1]).is_some());
+    cache.put(ns, &[4], Some(&[4]), 0, false).unwrap();
+    assert!(cache.get(ns, &[2]).is_none());
+    for k in [1u8, 3, 4] {
+        assert!(cache.get(ns, &[k]).is_some(), "key {k}");
+    }
+    let stats = cache.named_stats(ns).unwrap();
+    assert_eq!((stats.hits, stats.misses), (4, 1));
+}
+
+/// Kafka's cache iterator reads each key through `NamedCache.get`, so a scan
+/// counts as a use in key order (`ThreadCache.MemoryLRUCacheBytesIterator`).
+#[test]
+fn range_scans_count_as_use_in_key_order() {
+    let mut cache = ThreadCache::new(3 * SMALL);
+    let ns = cache.named("ns");
+    for k in [b"c", b"b", b"a"] {
+        cache.put(ns, k, Some(b"v"), 0, false).unwrap();
+    }
+    let scanned = cache.range(ns, None, None, false);
+    let scanned: Vec<&[u8]> = scanned.iter().map(|(k, _)| k.as_slice()).collect();
+    assert_eq!(scanned, vec![&b"a"[..], b"b", b"c"]);
+    // Without the scan "c" would be the eldest; after it, "a" is.
+    cache.put(ns, b"d", Some(b"v"), 0, false).unwrap();
+    assert!(cache.get(ns, b"a").is_none());
+    assert!(cache.get(ns, b"c").is_some());
+
+    let rev = cache.range(ns, Some(b"b"), Some(b"d"), true);
+    let rev: Vec<&[u8]> = rev.iter().map(|(k, _)| k.as_slice()).collect();
+    assert_eq!(rev, vec![&b"d"[..], b"c", b"b"]);
+    assert!(cache.range(ns, Some(b"d"), Some(b"b"), false).is_empty());
+}
+
+/// `ThreadCacheTest.shouldNotLoopForEverWhenEvictingAndCurrentCacheIsEmpty`:
+/// eviction stops once the cache that was put into is empty.
+#[test]
+fn eviction_only_from_the_named_cache_put_into() {
+    let mut cache = ThreadCache::new(100);
+    let a = cache.named("a");
+    let b = cache.named("b");
+    cache.put(a, &[1], Some(&[1]), 1, true).unwrap();
+    cache.put(a, &[2], Some(&[2]), 2, true).unwrap();
+    let big = vec![7u8; 100];
+    let flushed = cache.put(b, &[9], Some(&big), 9, true).unwrap();
+    assert_eq!(flushed, vec![dirty(&[9], Some(&big), 9)]);
+    assert_eq!(cache.len(b), 0);
+    assert_eq!(cache.len(a), 2);
+    assert_eq!(cache.size_bytes(), 2 * SMALL);
+    assert_eq!(keys(&cache.flush(a)), vec![&[1u8][..], &[2]]);
+}
+
+/// `NamedCacheTest.shouldRemoveDeletedValuesOnFlush`: a cached delete hides
+/// the key until flushed, then leaves the cache.
+#[test]
+fn tombstones_are_cached_until_flushed() {
+    let mut cache = ThreadCache::new(100_000);
+    let ns = cache.named("ns");
+    cache.put(ns, &[0], None, 5, true).unwrap();
+    cache.put(ns, &[1], Some(&[20]), 6, true).unwrap();
+    let tomb = cache.get(ns, &[0]).unwrap();
+    assert!(tomb.is_tombstone() && tomb.dirty);
+    assert_eq!(
+        cache.flush(ns),
+        vec![dirty(&[0], None, 5), dirty(&[1], Some(&[20]), 6)]
+    );
+    assert_eq!(cache.len(ns), 1);
+    assert!(cache.get(ns, &[0]).is_none());
+    assert_eq!(cache.size_bytes(), SMALL);
+}
+
+/// `NamedCacheTest.shouldThrowIllegalStateExceptionWhenTryingToOverwriteDirtyEntryWithCleanEntry`.
+#[test]
+fn clean_put_over_dirty_entry_is_refused() {
+    let mut cache = ThreadCache::new(100_000);
+    let ns = cache.named("ns");
+    cache.put(ns, &[0], Some(&[10]), 1, true).unwrap();
+    let err = cache.put(ns, &[0], Some(&[11]), 2, false).unwrap_err();
+    assert!(err.to_string().contains("dirty"), "{err}");
+    let entry = cache.get(ns, &[0]).unwrap();
+    assert_eq!((entry.value, entry.dirty), (Some(&[10u8][..]), true));
+    cache.flush(ns);
+    cache.put(ns, &[0], Some(&[11]), 2, false).unwrap();
+}
+
+/// `ThreadCacheTest.shouldCleanupNamedCacheOnClose`; sizes go back to zero.
+#[test]
+fn flush_and_close_bring_the_size_back_to_zero() {
+    let mut cache = ThreadCache::new(100_000);
+    let a = cache.named("a");
+    let b = cache.named("b");
+    for i in 0..50u8 {
+        cache.put(a, &[i], Some(&[i; 3]), i.into(), true).unwrap();
+        cache
+            .put(b, &[i, i], (i % 3 != 0).then_some(&[i][..]), 0, true)
+            .unwrap();
+    }
+    assert_eq!(cache.flush(a).len(), 50);
+    assert_eq!(cache.flush(b).len(), 50);
+    assert_eq!(cache.num_entries(), 50 + 33);
+    cache.close(a);
+    assert_eq!(cache.num_entries(), 33);
+    cache.close(b);
+    assert_eq!(cache.size_bytes(), 0);
+    assert_eq!(cache.num_entries(), 0);
+
+    // Closed handles go stale, even when the slot is reused.
+    assert!(!cache.is_open(a));
+    assert!(cache.put(a, &[1], Some(&[1]), 0, true).is_err());
+    assert!(cache.get(a, &[1]).is_none());
+    let a2 = cache.named("a");
+    assert_ne!(a, a2);
+    assert_eq!(cache.len(a), 0);
+    assert_eq!(cache.find("a"), Some(a2));
+    assert_eq!(cache.find("b"), None);
+}
+
+/// `ThreadCache.clear` (Kafka's `clearCache`): dirty writes are dropped unflushed.
+#[test]
+fn clear_drops_dirty_entries_without_flushing() {
+    let mut cache = ThreadCache::new(100_000);
+    let ns = cache.named("ns");
+    cache.put(ns, b"k", Some(b"v"), 0, true).unwrap();
+    cache.clear(ns);
+    assert_eq!(cache.size_bytes(), 0);
+    assert!(cache.flush(ns).is_empty());
+    assert!(cache.is_open(ns));
+}
+
+/// `ThreadCache.resize`: round-robin eviction over the named caches; dirty
+/// evictions flush their own cache only.
+#[test]
+fn shrinking_evicts_round_robin_and_reports_flushes_per_cache() {
+    let mut cache = ThreadCache::new(100_000);
+    let a = cache.named("a");
+    let b = cache.named("b");
+    for k in 0..3u8 {
+        cache.put(a, &[k], Some(&[k]), k.into(), true).unwrap();
+        cache.put(b, &[k], Some(&[k]), k.into(), false).unwrap();
+    }
+    let flushed = cache.resize(4 * SMALL);
+    // a evicts 0 (flushing 0, 1, 2), b evicts 0 silently.
+    assert_eq!(flushed.len(), 1);
+    assert_eq!(flushed[0].0, a);
+    assert_eq!(keys(&flushed[0].1), vec![&[0u8][..], &[1], &[2]]);
+    assert_eq!((cache.len(a), cache.len(b)), (2, 2));
+    assert!(cache.resize(1_000_000).is_empty());
+}
+
+// ---------------------------------------------------------------------------
+// CachingKeyValueStore
+
+fn store_with(
+    budget: u64,
+    pairs: &[(&[u8], &[u8])],
+) -> CachingKeyValueStore<InMemoryKeyValueStore> {
+    let mut inner = InMemoryKeyValueStore::new();
+    for (k, v) in pairs {
+        inner.put(k, Some(v));
+    }
+    CachingKeyValueStore::new(inner, shared(ThreadCache::new(budget)), "0_0-store").unwrap()
+}
+
+fn flushed(key: &[u8], new: Option<&[u8]>, old: Option<&[u8]>, ts: i64) -> FlushedEntry {
+    FlushedEntry {
+        key: key.to_vec(),
+        new_value: new.map(<[u8]>::to_vec),
+        old_value: old.map(<[u8]>::to_vec),
+        timestamp: ts,
+    }
+}
+
+fn pairs(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<(&str, &str)> {
+    entries
+        .iter()
+        .map(|(k, v)| {
+            (
+                std::str::from_utf8(k).unwrap(),
+                std::str::from_utf8(v).unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// `CachingInMemoryKeyValueStoreTest.shouldPutGetToFromCache`.
+#[test]
+fn writes_stay_in_the_cache_until_flushed() {
+    let mut store = store_with(100_000, &[]);
+    let mut out = Vec::new();
+    store.put(b"key", Some(b"value"), 10, &mut out).unwrap();
+    store.put(b"key2", Some(b"value2"), 11, &mut out).unwrap();
+    assert_eq!(
+        store.get(b"key", &mut out).unwrap(),
+        Some(b"value".to_vec())
+    );
+    assert!(out.is_empty());
+    assert_eq!(store.inner().approximate_num_entries(), 0);
+    assert_eq!(
+        store.flush().unwrap(),
+        vec![
+            flushed(b"key", Some(b"value"), None, 10),
+            flushed(b"key2", Some(b"value2"), None, 11),
+        ]
+    );
+    assert_eq!(store.approximate_num_entries(), 2);
+}
+
+/// `CachingInMemoryKeyValueStoreTest.shouldFlushEvictedItemsIntoUnderlyingStore`,
+/// `shouldForwardDirtyItemToListenerWhenEvicted`.
+#[test]
+fn evicted_items_reach_the_underlying_store() {
+    let mut store = store_with(10 * SMALL, &[]);
+    let mut out = Vec::new();
+    let mut added = 0;
+    while out.is_empty() {
+        let k = [b'0' + added];
+        store.put(&k, Some(&k), 0, &mut out).unwrap();
+        added += 1;
+    }
+    assert_eq!(added, 11);
+    assert_eq!(out.len(), 11);
+    assert_eq!(store.inner().approximate_num_entries(), 11);
+    assert_eq!(store.inner().get(b"0"), Some(&b"0"[..]));
+}
+
+/// `CachingInMemoryKeyValueStoreTest.shouldForwardOldValuesWhenEnabled` /
+/// `shouldNotForwardOldValuesWhenDisabled` / `shouldAvoidFlushingDeletionsWithoutDirtyKeys`.
+#[test]
+fn flushes_carry_old_values_and_skip_deletes_of_absent_keys() {
+    for send_old in [true, false] {
+        let mut store = store_with(100_000, &[]);
+        store.set_send_old_values(send_old);
+        let old = |v: &'static [u8]| send_old.then_some(v);
+        let mut out = Vec::new();
+        store.put(b"1", Some(b"a"), 1, &mut out).unwrap();
+        assert_eq!(
+            store.flush().unwrap(),
+            vec![flushed(b"1", Some(b"a"), None, 1)]
+        );
+        store.put(b"1", Some(b"b"), 2, &mut out).unwrap();
+        store.put(b"1", Some(b"c"), 3, &mut out).unwrap();
+        assert_eq!(
+            store.flush().unwrap(),
+            vec![flushed(b"1", Some(b"c"), old(b"a"), 3)]
+        );
+        store.put(b"1", None, 4, &mut out).unwrap();
+        assert_eq!(
+            store.flush().unwrap(),
+            vec![flushed(b"1", None, old(b"c"), 4)]
+        );
+        store.put(b"1", Some(b"a"), 5, &mut out).unwrap();
+        store.put(b"1", Some(b"b"), 6, &mut out).unwrap();
+        store.put(b"1", None, 7, &mut out).unwrap();
+        assert!(store.flush().unwrap().is_empty());
+        assert!(out.is_empty());
+        assert_eq!(store.inner().approximate_num_entries(), 0);
+    }
+}
+
+/// `CachingInMemoryKeyValueStoreTest.shouldDeleteItemsFromCache` /
+/// `shouldNotShowItemsDeletedFromCacheButFlushedToStoreBeforeDelete`.
+#[test]
+fn cached_deletes_hide_the_underlying_value() {
+    let mut store = store_with(100_000, &[(b"a", b"a")]);
+    let mut out = Vec::new();
+    assert_eq!(
+        store.delete(b"a", 3, &mut out).unwrap(),
+        Some(b"a".to_vec())
+    );
+    assert_eq!(store.get(b"a", &mut out).unwrap(), None);
+    assert_eq!(store.get_no_fill(b"a").unwrap(), None);
+    assert!(
+        store
+            .range(Some(b"a"), Some(b"b"), false)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(
+        store
+            .range(Some(b"a"), Some(b"b"), true)
+            .unwrap()
+            .is_empty()
+    );
+    assert!(store.all(false).unwrap().is_empty());
+    assert!(store.all(true).unwrap().is_empty());
+    assert_eq!(store.inner().get(b"a"), Some(&b"a"[..]));
+
+    assert_eq!(
+        store.flush().unwrap(),
+        vec![flushed(b"a", None, Some(b"a"), 3)]
+    );
+    assert_eq!(store.inner().get(b"a"), None);
+    let cache = store.thread_cache().lock().unwrap();
+    assert_eq!(cache.len(store.named_cache()), 0);
+    assert_eq!(cache.size_bytes(), 0);
+}
+
+/// `CachingInMemoryKeyValueStoreTest.shouldIterateAllStoredItems`,
+/// `shouldIterateOverRange`, `shouldReverseIterate*`, `shouldGetRecordsWithPrefixKey*`:
+/// the cache over the store in key order (`MergedSortedCacheKeyValueBytesStoreIterator`;
+/// deletes hide store entries wherever they sit, as fixed by KAFKA-18326).
+#[test]
+fn scans_merge_the_cache_over_the_store() {
+    let mut store = store_with(
+        100_000,
+        &[(b"a", b"1"), (b"c", b"1"), (b"e", b"1"), (b"g", b"1")],
+    );
+    let mut out = Vec::new();
+    store.put(b"b", Some(b"2"), 0, &mut out).unwrap();
+    store.put(b"c", Some(b"2"), 0, &mut out).unwrap();
+    store.put(b"e", None, 0, &mut out).unwrap();
+    store.put(b"f", Some(b"2"), 0, &mut out).unwrap();
+    store.put(b"h", None, 0, &mut out).unwrap();
+
+    let all = store.all(false).unwrap();
+    assert_eq!(
+        pairs(&all),
+        vec![("a", "1"), ("b", "2"), ("c", "2"), ("f", "2"), ("g", "1")]
+    );
+    let mut rev = store.all(true).unwrap();
+    rev.reverse();
+    assert_eq!(rev, all);
+    assert_eq!(
+        pairs(&store.range(Some(b"b"), Some(b"f"), false).unwrap()),
+        vec![("b", "2"), ("c", "2"), ("f", "2")]
+    );
+    assert_eq!(
+        pairs(&store.range(Some(b"d"), None, true).unwrap()),
+        vec![("g", "1"), ("f", "2")]
+    );
+    assert!(
+        store
+            .range(Some(b"f"), Some(b"b"), false)
+            .unwrap()
+            .is_empty()
+    );
+
+    let mut store = store_with(100_000, &[(b"p11", b"2"), (b"k1", b"1"), (b"abcdd", b"1")]);
+    store
+        .put_batch(
+            [
+                (&b"p2"[..], Some(&b"2"[..]), 0),
+                (b"p1", Some(b"2"), 0),
+                (b"p0", Some(b"2"), 0),
+                (b"abcd", Some(b"2"), 0),
+                (b"abce", Some(b"2"), 0),
+                (b"abc", Some(b"2"), 0),
+            ],
+            &mut out,
+        )
+        .unwrap();
+    assert_eq!(
+        pairs(&store.prefix_scan(b"p1").unwrap()),
+        vec![("p1", "2"), ("p11", "2")]
+    );
+    assert_eq!(
+        pairs(&store.prefix_scan(b"abcd").unwrap()),
+        vec![("abcd", "2"), ("abcdd", "1")]
+    );
+    assert!(out.is_empty());
+}
+
+/// `CachingKeyValueStore.getInternal`: a miss answered by the store is cached
+/// as a clean entry, which can evict (and so flush) dirty ones.
+#[test]
+fn a_read_miss_fills_the_cache_and_may_flush() {
+    let mut store = store_with(2 * SMALL, &[(b"y", b"1"), (b"z", b"1")]);
+    let mut out = Vec::new();
+    store.put(b"x", Some(b"9"), 5, &mut out).unwrap();
+    assert_eq!(store.get(b"y", &mut out).unwrap(), Some(b"1".to_vec()));
+    assert!(out.is_empty());
+    assert_eq!(store.get(b"z", &mut out).unwrap(), Some(b"1".to_vec()));
+    assert_eq!(out, vec![flushed(b"x", Some(b"9"), None, 5)]);
+    assert_eq!(store.inner().get(b"x"), Some(&b"9"[..]));
+    // Reads that must not fill the cache (interactive queries) leave it alone.
+    let cache = store.thread_cache().clone();
+    let id = store.named_cache();
+    let before = cache.lock().unwrap().len(id);
+    assert_eq!(store.get_no_fill(b"x").unwrap(), Some(b"9".to_vec()));
+    assert_eq!(cache.lock().unwrap().len(id), before);
+}
+
+/// `CachingKeyValueStore.putIfAbsent` reads through the cache.
+#[test]
+fn put_if_absent_sees_cache_and_store() {
+    let mut store = store_with(100_000, &[(b"s", b"stored")]);
+    let mut out = Vec::new();
+    assert_eq!(
+        store.put_if_absent(b"s", b"new", 0, &mut out).unwrap(),
+        Some(b"stored".to_vec())
+    );
+    assert_eq!(
+        store.put_if_absent(b"n", b"new", 1, &mut out).unwrap(),
+        None
+    );
+    assert_eq!(
+        store.put_if_absent(b"n", b"newer", 2, &mut out).unwrap(),
+        Some(b"new".to_vec())
+    );
+    assert_eq!(
+        store.flush().unwrap(),
+        vec![flushed(b"n", Some(b"new"), None, 1)]
+    );
+}
+
+/// `CachingInMemoryKeyValueStoreTest.shouldClearNamespaceCacheOnClose`,
+/// `shouldThrowIfTrying*ClosedCachingStore`.
+#[test]
+fn close_flushes_releases_the_cache_and_closes_the_store() {
+    let cache = shared(ThreadCache::new(100_000));
+    let mut store =
+        CachingKeyValueStore::new(InMemoryKeyValueStore::new(), cache.clone(), "t-s").unwrap();
+    assert!(CachingKeyValueStore::new(InMemoryKeyValueStore::new(), cache.clone(), "t-s").is_err());
+    let mut out = Vec::new();
+    store.put(b"a", Some(b"a"), 1, &mut out).unwrap();
+    assert_eq!(cache.lock().unwrap().num_entries(), 1);
+    assert_eq!(
+        store.close().unwrap(),
+        vec![flushed(b"a", Some(b"a"), None, 1)]
+    );
+    assert_eq!(cache.lock().unwrap().num_entries(), 0);
+    assert_eq!(cache.lock().unwrap().size_bytes(), 0);
+    assert_eq!(store.inner().get(b"a"), Some(&b"a"[..]));
+    assert!(store.get(b"a", &mut out).is_err());
+    assert!(store.put(b"a", None, 2, &mut out).is_err());
+    assert!(store.range(None, None, false).is_err());
+    assert!(store.flush().is_err());
+
+    // Dropping an unclosed store gives its named cache back.
+    let mut other =
+        CachingKeyValueStore::new(InMemoryKeyValueStore::new(), cache.clone(), "t-s").unwrap();
+    other.put(b"b", Some(b"b"), 1, &mut out).unwrap();
+    drop(other);
+    assert_eq!(cache.lock().unwrap().size_bytes(), 0);
+    assert_eq!(cache.lock().unwrap().find("t-s"), None);
+}
+
+/// A batch is the same as its puts one by one, flushes included.
+#[test]
+fn put_batch_equals_single_puts() {
+    let records: Vec<(Vec<u8>, Option<Vec<u8>>, i64)> = (0..200i64)
+        .map(|i| {
+            let k = vec![b'k', (i * 7 % 13) as u8];
+            let v = (i % 5 != 0).then(|| i.to_be_bytes().to_vec());
+            (k, v, i)
+        })
+        .collect();
+    let mut one = store_with(5 * 60, &[]);
+    let mut batch = store_with(5 * 60, &[]);
+    let mut out_one = Vec::new();
+    for (k, v, t) in &records {
+        one.put(k, v.as_deref(), *t, &mut out_one).unwrap();
+    }
+    let mut out_batch = Vec::new();
+    batch
+        .put_batch(
+            records
+                .iter()
+                .map(|(k, v, t)| (k.as_slice(), v.as_deref(), *t)),
+            &mut out_batch,
+        )
+        .unwrap();
+    assert!(!out_one.is_empty());
+    assert_eq!(out_one, out_batch);
+    assert_eq!(one.all(false).unwrap(), batch.all(false).unwrap());
+}
+
+/// `ThreadCache.resize` flushes go to their stores through `write_flushed`.
+#[test]
+fn resize_flushes_are_written_by_their_store() {
+    let cache = shared(ThreadCache::new(100_000));
+    let mut store =
+        CachingKeyValueStore::new(InMemoryKeyValueStore::new(), cache.clone(), "t-s").unwrap();
+    let mut out = Vec::new();
+    store.put(b"a", Some(b"1"), 1, &mut out).unwrap();
+    store.put(b"b", Some(b"2"), 2, &mut out).unwrap();
+    let evicted = cache.lock().unwrap().resize(SMALL);
+    assert_eq!(evicted.len(), 1);
+    let (id, entries) = evicted.into_iter().next().unwrap();
+    assert_eq!(id, store.named_cache());
+    store.write_flushed(entries, &mut out).unwrap();
+    assert_eq!(
+        out,
+        vec![
+            flushed(b"a", Some(b"1"), None, 1),
+            flushed(b"b", Some(b"2"), None, 2)
+        ]
+    );
+    assert_eq!(store.inner().approximate_num_entries(), 2);
+    assert_eq!(store.get(b"a", &mut out).unwrap(), Some(b"1".to_vec()));
+}
+
+// ---------------------------------------------------------------------------
+// Seeded random tests
+
+/// splitmix64: deterministic, no dependency.
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    fn below(&mut self, n: u64) -> u64 {
+        self.next() % n
+    }
+
+    fn pct(&mut self, p: u64) -> bool {
+        self.below(100) < p
+    }
+
+    fn key(&mut self, space: u64) -> Vec<u8> {
+        // Variable-length keys so prefixes and byte order matter.
+        let k = self.below(space) as u8;
+        if k.is_multiple_of(3) {
+            vec![k % 4]
+        } else {
+            vec![k % 4, k]
+        }
+    }
+
+    fn value(&mut self) -> Vec<u8> {
+        let len = self.below(24) as usize;
+        (0..len).map(|_| self.next() as u8).collect()
+    }
+
+    fn bound(&mut self, space: u64) -> Option<Vec<u8>> {
+        self.pct(70).then(|| self.key(space))
+    }
+}
+
+/// key, value (None: delete), timestamp, dirty
+type RefEntry = (Vec<u8>, Option<Vec<u8>>, i64, bool);
+
+/// Kafka's `NamedCache`/`ThreadCache` algorithm written the slow, obvious way:
+/// vectors in LRU order (front = eldest) and dirty order.
+#[derive(Default)]
+struct RefNamed {
+    lru: Vec<RefEntry>,
+    dirty: Vec<Vec<u8>>,
+}
+
+impl RefNamed {
+    fn size(&self) -> u64 {
+        self.lru
+            .iter()
+            .map(|(k, v, _, _)| entry_size(k, v.as_deref()))
+            .sum()
+    }
+
+    fn pos(&self, key: &[u8]) -> Option<usize> {
+        self.lru.iter().position(|e| e.0 == key)
+    }
+
+    fn flush(&mut self, evicted: Option<DirtyEntry>, out: &mut Vec<DirtyEntry>) {
+        if let Some(e) = evicted {
+            self.dirty.retain(|k| *k != e.key);
+            out.push(e);
+        }
+        let mut deleted = Vec::new();
+        for key in std::mem::take(&mut self.dirty) {
+            let p = self.pos(&key).unwrap();
+            let e = &mut self.lru[p];
+            e.3 = false;
+            out.push(dirty(&e.0, e.1.as_deref(), e.2));
+            if e.1.is_none() {
+                deleted.push(key);
+            }
+        }
+        self.lru.retain(|e| !deleted.contains(&e.0));
+    }
+
+    fn evict(&mut self, out: &mut Vec<DirtyEntry>) {
+        let (k, v, t, d) = self.lru.remove(0);
+        if d {
+            self.flush(Some(dirty(&k, v.as_deref(), t)), out);
+        }
+    }
+}
+
+struct RefCache {
+    max: u64,
+    caches: Vec<RefNamed>,
+}
+
+impl RefCache {
+    fn size(&self) -> u64 {
+        self.caches.iter().map(RefNamed::size).sum()
+    }
+
+    fn put(
+        &mut self,
+        ns: usize,
+        key: &[u8],
+        value: Option<&[u8]>,
+        t: i64,
+        d: bool,
+    ) -> Option<Vec<DirtyEntry>> {
+        let c = &mut self.caches[ns];
+        if let Some(p) = c.pos(key) {
+            if c.lru[p].3 && !d {
+                return None;
+            }
+            c.lru.remove(p);
+        }
+        c.lru.push((key.to_vec(), value.map(<[u8]>::to_vec), t, d));
+        if d {
+            c.dirty.retain(|k| k != key);
+            c.dirty.push(key.to_vec());
+        }
+        let mut out = Vec::new();
+        while self.size() > self.max && !self.caches[ns].lru.is_empty() {
+            self.caches[ns].evict(&mut out);
+        }
+        Some(out)
+    }
+
+    fn get(&mut self, ns: usize, key: &[u8]) -> Option<(Option<Vec<u8>>, i64, bool)> {
+        let c = &mut self.caches[ns];
+        let p = c.pos(key)?;
+        let e = c.lru.remove(p);
+        let seen = (e.1.clone(), e.2, e.3);
+        c.lru.push(e);
+        Some(seen)
+    }
+
+    fn range(
+        &mut self,
+        ns: usize,
+        from: Option<&[u8]>,
+        to: Option<&[u8]>,
+        reverse: bool,
+    ) -> Vec<(Vec<u8>, Option<Vec<u8>>)> {
+        if matches!((from, to), (Some(f), Some(t)) if f > t) {
+            return Vec::new();
+        }
+        let mut ks: Vec<Vec<u8>> = self.caches[ns]
+            .lru
+            .iter()
+            .map(|e| e.0.clone())
+            .filter(|k| {
+                from.is_none_or(|f| k.as_slice() >= f) && to.is_none_or(|t| k.as_slice() <= t)
+            })
+            .collect();
+        ks.sort();
+        if reverse {
+            ks.reverse();
+        }
+        ks.iter()
+            .map(|k| (k.clone(), self.get(ns, k).unwrap().0))
+            .collect()
+    }
+
+    fn resize(&mut self, max: u64) -> Vec<(usize, Vec<DirtyEntry>)> {
+        let shrink = max < self.max;
+        self.max = max;
+        let mut flushed = Vec::new();
+        let mut ns = 0;
+        while shrink && self.size() > self.max {
+            let this = ns;
+            ns = (ns + 1) % self.caches.len();
+            if self.caches[this].lru.is_empty() {
+                continue;
+            }
+            let mut out = Vec::new();
+            self.caches[this].evict(&mut out);
+            if !out.is_empty() {
+                flushed.push((this, out));
+            }
+        }
+        flushed
+    }
+}
+
+/// Random operations on a `ThreadCache` with three named caches and a tiny
+/// budget, compared step by step with the reference transcription: every
+/// emitted entry, in order, every read, every size.
+#[test]
+fn random_operations_match_kafkas_algorithm() {
+    for seed in 0..40u64 {
+        let mut rng = Rng(seed);
+        let budget = 150 + rng.below(500);
+        let mut cache = ThreadCache::new(budget);
+        let names = ["0_0-a", "0_1-a", "1_0-b"];
+        let mut ids: Vec<NamedCacheId> = names.iter().map(|n| cache.named(n)).collect();
+        let mut model = RefCache {
+            max: budget,
+            caches: (0..3).map(|_| RefNamed::default()).collect(),
+        };
+        for step in 0..3_000 {
+            let ns = rng.below(3) as usize;
+            let id = ids[ns];
+            let ctx = format!("seed {seed} step {step}");
+            match rng.below(100) {
+                0..=44 => {
+                    let key = rng.key(24);
+                    let value = rng.pct(80).then(|| rng.value());
+                    let d = rng.pct(85);
+                    let t = step;
+                    let got = cache.put(id, &key, value.as_deref(), t, d);
+                    match model.put(ns, &key, value.as_deref(), t, d) {
+                        Some(expected) => assert_eq!(got.unwrap(), expected, "{ctx}"),
+                        None => assert!(got.is_err(), "{ctx}"),
+                    }
+                }
+                45..=69 => {
+                    let key = rng.key(24);
+                    let got = cache
+                        .get(id, &key)
+                        .map(|e| (e.value.map(<[u8]>::to_vec), e.timestamp, e.dirty));
+                    assert_eq!(got, model.get(ns, &key), "{ctx}");
+                }
+                70..=79 => {
+                    let (from, to) = (rng.bound(24), rng.bound(24));
+                    let reverse = rng.pct(50);
+                    assert_eq!(
+                        cache.range(id, from.as_deref(), to.as_deref(), reverse),
+                        model.range(ns, from.as_deref(), to.as_deref(), reverse),
+                        "{ctx}"
+                    );
+                }
+                80..=84 => {
+                    let prefix = vec![rng.below(4) as u8];
+                    let upper = vec![prefix[0], u8::MAX];
+                    assert_eq!(
+                        cache.prefix_scan(id, &prefix),
+                        model.range(ns, Some(&prefix), Some(&upper), false),
+                        "{ctx}"
+                    );
+                }
+                85..=94 => {
+                    let mut expected = Vec::new();
+                    model.caches[ns].flush(None, &mut expected);
+                    assert_eq!(cache.flush(id), expected, "{ctx}");
+                }
+                95..=97 => {
+                    let max = 100 + rng.below(600);
+                    let got: Vec<(usize, Vec<DirtyEntry>)> = cache
+                        .resize(max)
+                        .into_iter()
+                        .map(|(id, es)| (ids.iter().position(|i| *i == id).unwrap(), es))
+                        .collect();
+                    assert_eq!(got, model.resize(max), "{ctx}");
+                }
+                _ => {
+                    // Close and reopen: the cache comes back empty, in the same slot.
+                    cache.close(id);
+                    ids[ns] = cache.named(names[ns]);
+                    model.caches[ns] = RefNamed::default();
+                }
+            }
+            assert_eq!(cache.size_bytes(), model.size(), "{ctx}");
+            for (i, id) in ids.iter().enumerate() {
+                assert_eq!(cache.len(*id), model.caches[i].lru.len(), "{ctx}");
+                assert_eq!(cache.named_size_bytes(*id), model.caches[i].size(), "{ctx}");
+            }
+        }
+    }
+}
+
+type Model = BTreeMap<Vec<u8>, Vec<u8>>;
+
+fn contents(store: &InMemoryKeyValueStore) -> Model {
+    store
+        .range(None, None)
+        .map(|(k, v)| (k.to_vec(), v.to_vec()))
+        .collect()
+}
+
+fn model_range(
+    model: &Model,
+    from: Option<&[u8]>,
+    to: Option<&[u8]>,
+    reverse: bool,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
+    let mut out: Vec<_> = model
+        .iter()
+        .filter(|(k, _)| {
+            from.is_none_or(|f| k.as_slice() >= f) && to.is_none_or(|t| k.as_slice() <= t)
+        })
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect();
+    if matches!((from, to), (Some(f), Some(t)) if f > t) {
+        out.clear();
+    }
+    if reverse {
+        out.reverse();
+    }
+    out
+}
+
+/// Applies flushed entries to the model of the underlying store, checking
+/// each old value against it first.
+fn apply(flushed_model: &mut Model, entries: &[FlushedEntry], send_old: bool, ctx: &str) {
+    for e in entries {
+        let before = flushed_model.get(&e.key).cloned();
+        if send_old {
+            assert_eq!(e.old_value, before, "{ctx}: old value of {:?}", e.key);
+        } else {
+            assert_eq!(e.old_value, None, "{ctx}");
+        }
+        assert!(
+            e.new_value.is_some() || before.is_some(),
+            "{ctx}: delete of an absent key emitted"
+        );
+        match &e.new_value {
+            Some(v) => flushed_model.insert(e.key.clone(), v.clone()),
+            None => flushed_model.remove(&e.key),
+        };
+    }
+}
+
+/// Two caching stores over in-memory stores sharing one tiny thread cache:
+/// reads always equal a plain map of everything written; the flushed
+/// entries, applied in order, always reproduce the underlying store; after
+/// a final flush the underlying store equals the map.
+#[test]
+fn random_caching_store_reads_like_a_map_and_flushes_reproduce_the_store() {
+    for seed in 0..30u64 {
+        let mut rng = Rng(1000 + seed);
+        let send_old = seed % 3 != 2;
+        let cache = shared(ThreadCache::new(100 + rng.below(400)));
+        let mut stores: Vec<_> = ["0_0-s", "0_1-s"]
+            .iter()
+            .map(|ns| {
+                let mut s =
+                    CachingKeyValueStore::new(InMemoryKeyValueStore::new(), cache.clone(), ns)
+                        .unwrap();
+                s.set_send_old_values(send_old);
+                s
+            })
+            .collect();
+        let mut models = [Model::new(), Model::new()];
+        let mut flushed_models = [Model::new(), Model::new()];
+
+        for step in 0..2_500i64 {
+            let n = rng.below(2) as usize;
+            let ctx = format!("seed {seed} step {step} store {n}");
+            let store = &mut stores[n];
+            let model = &mut models[n];
+            let mut out = Vec::new();
+            match rng.below(100) {
+                0..=34 => {
+                    let key = rng.key(30);
+                    let value = rng.value();
+                    store.put(&key, Some(&value), step, &mut out).unwrap();
+                    model.insert(key, value);
+                }
+                35..=44 => {
+                    let key = rng.key(30);
+                    let old = store.delete(&key, step, &mut out).unwrap();
+                    assert_eq!(old, model.remove(&key), "{ctx}");
+                }
+                45..=49 => {
+                    let key = rng.key(30);
+                    let value = rng.value();
+                    let old = store.put_if_absent(&key, &value, step, &mut out).unwrap();
+                    assert_eq!(old.as_ref(), model.get(&key), "{ctx}");
+                    model.entry(key).or_insert(value);
+                }
+                50..=54 => {
+                    let batch: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..rng.below(8))
+                        .map(|_| (rng.key(30), rng.pct(75).then(|| rng.value())))
+                        .collect();
+                    store
+                        .put_batch(
+                            batch
+                                .iter()
+                                .map(|(k, v)| (k.as_slice(), v.as_deref(), step)),
+                            &mut out,
+                        )
+                        .unwrap();
+                    for (k, v) in batch {
+                        match v {
+                            Some(v) => model.insert(k, v),
+                            None => model.remove(&k),
+                        };
+                    }
+                }
+                55..=69 => {
+                    let key = rng.key(30);
+                    assert_eq!(
+                        store.get(&key, &mut out).unwrap().as_ref(),
+                        model.get(&key),
+                        "{ctx}"
+                    );
+                }
+                70..=74 => {
+                    let key = rng.key(30);
+                    assert_eq!(
+                        store.get_no_fill(&key).unwrap().as_ref(),
+                        model.get(&key),
+                        "{ctx}"
+                    );
+                }
+                75..=84 => {
+                    let (from, to) = (rng.bound(30), rng.bound(30));
+                    let reverse = rng.pct(50);
+                    assert_eq!(
+                        store
+                            .range(from.as_deref(), to.as_deref(), reverse)
+                            .unwrap(),
+                        model_range(model, from.as_deref(), to.as_deref(), reverse),
+                        "{ctx}"
+                    );
+                }
+                85..=87 => {
+                    let prefix = vec![rng.below(4) as u8];
+                    let upper = vec![prefix[0], u8::MAX];
+                    assert_eq!(
+                        store.prefix_scan(&prefix).unwrap(),
+                        model_range(model, Some(&prefix), Some(&upper), false),
+                        "{ctx}"
+                    );
+                }
+                88..=96 => out = store.flush().unwrap(),
+                _ => {
+                    let evicted = cache.lock().unwrap().resize(60 + rng.below(500));
+                    for (id, entries) in evicted {
+                        let m = stores.iter().position(|s| s.named_cache() == id).unwrap();
+                        let mut written = Vec::new();
+                        stores[m].write_flushed(entries, &mut written).unwrap();
+                        apply(&mut flushed_models[m], &written, send_old, &ctx);
+                    }
+                }
+            }
+            apply(&mut flushed_models[n], &out, send_old, &ctx);
+            for (s, fm) in stores.iter().zip(&flushed_models) {
+                assert_eq!(&contents(s.inner()), fm, "{ctx}");
+            }
+        }
+        for (n, store) in stores.iter_mut().enumerate() {
+            let out = store.close().unwrap();
+            apply(&mut flushed_models[n], &out, send_old, "close");
+            assert_eq!(flushed_models[n], models[n], "seed {seed}");
+            assert_eq!(contents(store.inner()), models[n], "seed {seed}");
+        }
+        assert_eq!(cache.lock().unwrap().size_bytes(), 0);
+    }
+}
