@@ -630,6 +630,14 @@ fn close_flushes_releases_the_cache_and_closes_the_store() {
     assert_eq!(cache.lock().unwrap().find("t-s"), None);
 }
 
+/// The bindings move stores and the shared cache across threads.
+#[test]
+fn caching_store_and_shared_cache_are_send() {
+    fn assert_send<T: Send>() {}
+    assert_send::<CachingKeyValueStore<InMemoryKeyValueStore>>();
+    assert_send::<strom_core::store::cache::SharedThreadCache>();
+}
+
 /// A batch is the same as its puts one by one, flushes included.
 #[test]
 fn put_batch_equals_single_puts() {

@@ -766,6 +766,10 @@ pub struct FlushedEntry {
 /// `put_batch`) appends what eviction flushed to a caller's `flushed` vector,
 /// in emission order; `flush` returns what it flushed. Each entry has already
 /// been written to the underlying store; the caller logs and forwards it.
+///
+/// If the underlying store fails while flushed entries are written, the cache
+/// has already marked them clean: as in Kafka, the task must then be closed
+/// dirty and its state restored from the changelog.
 pub struct CachingKeyValueStore<S: KeyValueBytes> {
     inner: S,
     cache: SharedThreadCache,
@@ -1058,12 +1062,14 @@ impl<S: KeyValueBytes> CachingKeyValueStore<S> {
     }
 
     /// Flushes the cache into the store, then releases the named cache;
-    /// returns the flushed entries. Later calls fail.
+    /// returns the flushed entries. Later calls fail. The named cache is
+    /// released even when the flush fails (as Kafka closes every layer).
     pub fn close(&mut self) -> Result<Vec<FlushedEntry>> {
-        let out = self.flush()?;
-        lock(&self.cache)?.close(self.id);
+        self.check_open()?;
+        let flushed = self.flush();
         self.closed = true;
-        Ok(out)
+        lock(&self.cache)?.close(self.id);
+        flushed
     }
 }
 
