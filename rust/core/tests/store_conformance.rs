@@ -213,7 +213,7 @@ fn tombstones_delete_and_values_may_be_empty() {
     });
 }
 
-/// SplitMix64: a seeded generator with no dependency.
+/// `SplitMix64`: a seeded generator with no dependency.
 struct Rng(u64);
 
 impl Rng {
