@@ -11,12 +11,14 @@ pub mod kernels;
 pub mod kv;
 pub mod persistent;
 pub mod segments;
+pub mod session;
 pub mod window;
 
 pub use cache::{CachingKeyValueStore, ThreadCache};
 pub use kv::InMemoryKeyValueStore;
 pub use persistent::{PersistentKeyValueStore, PersistentStoreOptions};
 pub use segments::{InMemorySegmentFactory, PutOutcome, SegmentFactory, Segments};
+pub use session::{InMemorySessionStore, SessionEntry, SessionStore};
 pub use window::{InMemoryWindowStore, WindowEntry, WindowStore};
 
 use crate::error::Result;
