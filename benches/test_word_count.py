@@ -31,10 +31,11 @@ def test_word_count_throughput(benchmark: Any) -> None:
         return (path,), {}
 
     def run(path: str) -> None:
-        KafkaStreams(
+        with KafkaStreams(
             word_count_topology(),
             {"application.id": f"bench-{next(_runs)}", "bootstrap.servers": f"embedded:{path}"},
-        ).run_until_end()
+        ) as app:
+            app.run_until_end()
 
     benchmark.pedantic(run, setup=setup, rounds=3)
     benchmark.extra_info["records_per_s"] = LINES / benchmark.stats.stats.median

@@ -25,8 +25,9 @@ def main() -> None:
     app = KafkaStreams(
         topology, {"application.id": "wordcount", "bootstrap.servers": f"embedded:{path}"}
     )
-    app.run_until_end()
-    counts = {kv.key: kv.value for kv in app.store("counts").all()}
+    with app:
+        app.run_until_end()
+        counts = {kv.key: kv.value for kv in app.store("counts").all()}
     long = serdes.Long()
     print(
         "counts:",

@@ -92,9 +92,8 @@ _KEYS: dict[str, _Key] = {
     "commit.interval.ms": _Key(30_000, _positive_int("commit.interval.ms"), "commit period"),
     "num.stream.threads": _Key(1, _positive_int("num.stream.threads", 1), "threads per app"),
     "num.standby.replicas": _Key(0, _positive_int("num.standby.replicas"), "standby tasks"),
-    "state.dir": _Key(
-        str(Path(tempfile.gettempdir()) / "strom-streams"), _non_empty("state.dir"), "local state"
-    ),
+    # None: beside the embedded log (PATH/.state), else tempdir/strom-streams.
+    "state.dir": _Key(None, _non_empty("state.dir"), "local state"),
     "statestore.cache.max.bytes": _Key(
         10 * 1024 * 1024, _positive_int("statestore.cache.max.bytes"), "record cache size"
     ),
@@ -160,6 +159,16 @@ class StreamsConfig(Mapping[str, Any]):
     @property
     def application_id(self) -> str:
         return str(self.require("application.id"))
+
+    @property
+    def state_dir(self) -> Path:
+        """Where tasks keep local state (``state.dir``, or its default)."""
+        if self._values["state.dir"] is not None:
+            return Path(self._values["state.dir"])
+        embedded = self.embedded_path
+        if embedded is not None:
+            return Path(embedded) / ".state"
+        return Path(tempfile.gettempdir()) / "strom-streams"
 
     @property
     def embedded_path(self) -> str | None:

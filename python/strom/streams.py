@@ -88,7 +88,8 @@ class KafkaStreams:
             self._set_state(State.REBALANCING)
             try:
                 self._runtime = EmbeddedRuntime(self._topology._internal, self.config, self._path)
-            except BaseException:
+            except BaseException as exc:
+                self.exception = exc
                 self._set_state(State.ERROR)
                 raise
             self._set_state(State.RUNNING)
@@ -134,19 +135,23 @@ class KafkaStreams:
 
     def run_until_end(self, timeout: float | timedelta | None = None) -> None:
         """Processes everything up to the input end offsets as of this call,
-        commits, and closes: a bounded batch run."""
+        commits, and returns: a bounded batch run. The app stays open (its
+        stores queryable, and another call processes what arrived since)
+        until ``close()``."""
         seconds = _seconds(timeout)
         deadline = None if seconds is None else time.monotonic() + seconds
-        runtime = self._open()
+        if self._thread is not None:
+            raise StromError("run_until_end cannot be used on an app started with start()")
+        runtime = self._runtime if self._state is State.RUNNING else self._open()
+        assert runtime is not None
         try:
             runtime.run_until_end(deadline)
         except BaseException as exc:
             self.exception = exc
             self._set_state(State.PENDING_ERROR)
             self._set_state(State.ERROR)
-            runtime.consumer.close()
+            runtime.abort()
             raise
-        self.close()
 
     def close(self, timeout: float | timedelta | None = None) -> bool:
         """Stops processing, commits, and releases resources. Returns whether
@@ -162,8 +167,11 @@ class KafkaStreams:
         if self._thread is not None:
             self._thread.join(_seconds(timeout))
             stopped = not self._thread.is_alive()
-        if stopped and self._runtime is not None and not failed:
-            self._runtime.close()
+        if stopped and self._runtime is not None:
+            if failed:
+                self._runtime.abort()
+            else:
+                self._runtime.close()
         if not failed:
             self._set_state(State.NOT_RUNNING)
         return stopped

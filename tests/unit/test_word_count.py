@@ -56,13 +56,13 @@ def test_word_count_equals_counter(wc_log: EmbeddedLog, log_path: str) -> None:
     produce_lines(wc_log, lines)
     expected = Counter(word for line in lines for word in line.lower().split())
 
-    app = make_app(log_path)
-    app.run_until_end(timeout=120)
-
+    with make_app(log_path) as app:
+        app.run_until_end(timeout=120)
+        assert app.state is State.RUNNING
+        assert final_counts(wc_log) == dict(expected)
+        assert {kv.key: kv.value for kv in app.store("counts").all()} == dict(expected)
+        assert app.metrics()["records-processed"] >= len(lines)
     assert app.state is State.NOT_RUNNING
-    assert final_counts(wc_log) == dict(expected)
-    assert {kv.key: kv.value for kv in app.store("counts").all()} == dict(expected)
-    assert app.metrics()["records-processed"] >= len(lines)
     # The group_by went through a repartition topic; the store has a changelog.
     topics = set(wc_log.topics())
     assert f"{APP}-counts-repartition" in topics
@@ -73,7 +73,8 @@ def test_word_count_equals_counter(wc_log: EmbeddedLog, log_path: str) -> None:
 
 def test_output_is_partitioned_by_murmur2_of_the_key(wc_log: EmbeddedLog, log_path: str) -> None:
     produce_lines(wc_log, ["a b c d e f g h i j k l m n o p"])
-    make_app(log_path).run_until_end(timeout=60)
+    with make_app(log_path) as app:
+        app.run_until_end(timeout=60)
     for partition, end in wc_log.end_offsets("word-counts").items():
         for record in wc_log.read("word-counts", partition, 0, end):
             assert record.key is not None
@@ -84,27 +85,41 @@ def test_restart_continues_from_committed_offsets(wc_log: EmbeddedLog, log_path:
     lines = generate_lines(2_000, seed=5)
     first, second = lines[:1200], lines[1200:]
     produce_lines(wc_log, first)
-    make_app(log_path).run_until_end(timeout=120)
+    with make_app(log_path) as app:
+        app.run_until_end(timeout=120)
     assert final_counts(wc_log) == dict(Counter(w for line in first for w in line.split()))
 
     produce_lines(wc_log, second)
-    app = make_app(log_path)
-    app.run_until_end(timeout=120)
-    expected = Counter(w for line in lines for w in line.split())
-    # Counts restored from the changelog, input resumed after the commit: no double counting.
-    assert final_counts(wc_log) == dict(expected)
-    assert {kv.key: kv.value for kv in app.store("counts").all()} == dict(expected)
-    # The second run read only the new lines (plus their words through the repartition topic).
-    second_words = sum(len(line.split()) for line in second)
-    assert app.metrics()["records-processed"] == len(second) + second_words
+    with make_app(log_path) as app:
+        app.run_until_end(timeout=120)
+        expected = Counter(w for line in lines for w in line.split())
+        # Stores reopened as of their commit, input resumed after it: no double counting.
+        assert final_counts(wc_log) == dict(expected)
+        assert {kv.key: kv.value for kv in app.store("counts").all()} == dict(expected)
+        # The second run read only the new lines (and their words, repartitioned).
+        second_words = sum(len(line.split()) for line in second)
+        assert app.metrics()["records-processed"] == len(second) + second_words
 
 
 def test_rerun_with_nothing_new_emits_nothing(wc_log: EmbeddedLog, log_path: str) -> None:
     produce_lines(wc_log, ["one two two"])
-    make_app(log_path).run_until_end(timeout=60)
+    with make_app(log_path) as app:
+        app.run_until_end(timeout=60)
     ends = wc_log.end_offsets("word-counts")
-    make_app(log_path).run_until_end(timeout=60)
+    with make_app(log_path) as app:
+        app.run_until_end(timeout=60)
     assert wc_log.end_offsets("word-counts") == ends
+
+
+def test_run_until_end_again_processes_what_arrived_since(
+    wc_log: EmbeddedLog, log_path: str
+) -> None:
+    with make_app(log_path) as app:
+        produce_lines(wc_log, ["x y"])
+        app.run_until_end(timeout=60)
+        produce_lines(wc_log, ["y z"])
+        app.run_until_end(timeout=60)
+        assert final_counts(wc_log) == {"x": 1, "y": 2, "z": 1}
 
 
 def test_start_and_close_in_the_background(wc_log: EmbeddedLog, log_path: str) -> None:
@@ -144,8 +159,10 @@ def test_describe_shows_the_repartition_split() -> None:
 
 def test_missing_input_topic_is_a_clear_error(log: EmbeddedLog, log_path: str) -> None:
     log.create_topic("word-counts")
+    app = make_app(log_path)
     with pytest.raises(TopologyError, match="text-input"):
-        make_app(log_path).run_until_end(timeout=10)
+        app.run_until_end(timeout=10)
+    assert app.state is State.ERROR
 
 
 def test_bad_config_is_a_clear_error(log_path: str) -> None:
@@ -179,3 +196,4 @@ def test_user_callback_error_names_node_and_record(wc_log: EmbeddedLog, log_path
         app.run_until_end(timeout=30)
     assert isinstance(info.value.__cause__, ValueError)
     assert app.state is State.ERROR
+    app.close()

@@ -71,12 +71,12 @@ def demo(args: argparse.Namespace) -> int:
         word_count_topology(),
         {"application.id": "strom-demo-wordcount", "bootstrap.servers": f"embedded:{path}"},
     )
-    started = time.perf_counter()
-    app.run_until_end()
-    elapsed = time.perf_counter() - started
-    counts = sorted(((kv.value, kv.key) for kv in app.store("counts").all()), reverse=True)[
-        : args.top
-    ]
+    with app:
+        started = time.perf_counter()
+        app.run_until_end()
+        elapsed = time.perf_counter() - started
+        counts = sorted(((kv.value, kv.key) for kv in app.store("counts").all()), reverse=True)
+    counts = counts[: args.top]
 
     print(f"\ntop {len(counts)} words:")
     for count, word in counts:

@@ -11,7 +11,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from strom.embedded import EmbeddedLog
+from strom.embedded import EmbeddedConsumer, EmbeddedLog
 from strom.errors import TopologyError
 from strom.internals.task import RecordCollector, StreamTask
 
@@ -21,8 +21,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.runtime")
 
-RESTORE_BATCH = 50_000
-
 
 class EmbeddedRuntime:
     def __init__(self, builder: InternalTopologyBuilder, config: StreamsConfig, path: str) -> None:
@@ -30,6 +28,7 @@ class EmbeddedRuntime:
         self.config = config
         self.app_id = config.application_id
         self.log = EmbeddedLog(path)
+        self.state_dir = config.state_dir / self.app_id
         self.subtopologies = builder.subtopologies()
         self._partitions: dict[str, int] = {}
         self.tasks: dict[str, StreamTask] = {}
@@ -38,12 +37,17 @@ class EmbeddedRuntime:
         self._prepare_topics()
         self.producer = self.log.producer()
         self.collector = RecordCollector(self.producer, self.partition_count)
-        self._create_tasks()
-        self.consumer = self.log.consumer(
-            self.app_id,
-            sorted(self._input_topics()),
-            offset_reset=config["auto.offset.reset"],
-        )
+        self.consumer: EmbeddedConsumer | None = None
+        try:
+            self._create_tasks()
+            self.consumer = self.log.consumer(
+                self.app_id,
+                sorted(self._input_topics()),
+                offset_reset=config["auto.offset.reset"],
+            )
+        except BaseException:
+            self.abort()  # release the stores opened so far
+            raise
 
     # --- topics ---------------------------------------------------------------
     def topic_name(self, topic: str) -> str:
@@ -122,36 +126,32 @@ class EmbeddedRuntime:
         for sub in self.subtopologies:
             for partition in range(self._task_count(sub, self._counts)):
                 task = StreamTask(
-                    sub, partition, self.builder, self.config, self.collector, self.topic_name
+                    sub,
+                    partition,
+                    self.builder,
+                    self.config,
+                    self.collector,
+                    self.topic_name,
+                    self.state_dir,
                 )
-                self._restore(task)
+                task.state.restore(
+                    self.log, lambda name, k, v, t=task: t.stores[name].restore(k, v)
+                )
                 self.tasks[task.task_id] = task
                 for topic in sub.source_topics:
                     name = self.topic_name(topic)
                     if partition < self.partition_count(name):
                         self._task_by_input[(name, partition)] = task
 
-    def _restore(self, task: StreamTask) -> None:
-        """Rebuilds each logged store of the task from its changelog."""
-        for store_name, topic in task.changelogs.items():
-            store = task.stores[store_name]
-            offset = self.log.log_start_offsets(topic)[task.partition]
-            end = self.log.end_offsets(topic)[task.partition]
-            restored = 0
-            while offset < end:
-                records = self.log.read_batch(topic, task.partition, offset, RESTORE_BATCH)
-                if not len(records):
-                    break
-                store.restore(records.keys(), records.values())
-                restored += len(records)
-                offset = records.next_offset
-            if restored:
-                log.info("task %s restored %d record(s) of %s", task.task_id, restored, store_name)
-
     # --- the loop -------------------------------------------------------------
+    @property
+    def input(self) -> EmbeddedConsumer:
+        assert self.consumer is not None, "the runtime is closed"
+        return self.consumer
+
     def poll_once(self, timeout: float) -> int:
         """Polls once and processes what came; returns the number of records."""
-        batches = self.consumer.poll_batches(self.config["poll.max.records"], timeout)
+        batches = self.input.poll_batches(self.config["poll.max.records"], timeout)
         count = 0
         for records in batches:
             self._task_by_input[(records.topic, records.partition)].process(records)
@@ -164,22 +164,31 @@ class EmbeddedRuntime:
             self.commit()
 
     def commit(self) -> None:
+        """Flush nodes, make output and changelogs durable, commit the stores
+        with the changelog offsets they reflect, then the input offsets."""
         for task in self.tasks.values():
             task.flush()
         self.collector.flush()
-        self.consumer.commit()
+        for task in self.tasks.values():
+            if task.changelogs or task.state.stores:
+                ends = {
+                    topic: self.log.end_offsets(topic)[task.partition]
+                    for topic in task.changelogs.values()
+                }
+                task.commit_state(ends)
+        self.input.commit()
         self._last_commit = time.monotonic()
 
     def caught_up(self, targets: dict[tuple[str, int], int]) -> bool:
         """True once every input is consumed up to ``targets`` (external
         topics, as of the start) and every repartition topic to its end."""
         for (topic, partition), end in targets.items():
-            if self.consumer.position(topic, partition) < end:
+            if self.input.position(topic, partition) < end:
                 return False
         for topic in self.builder.repartition_topics:
             name = self.topic_name(topic)
             for partition, end in self.log.end_offsets(name).items():
-                if self.consumer.position(name, partition) < end:
+                if self.input.position(name, partition) < end:
                     return False
         return True
 
@@ -207,17 +216,30 @@ class EmbeddedRuntime:
         self.commit()
 
     def metrics(self) -> dict[str, Any]:
-        totals = {"records-processed": 0, "dropped-records": 0, "skipped-records": 0}
+        totals = {
+            "records-processed": 0,
+            "dropped-records": 0,
+            "skipped-records": 0,
+            "restored-records": 0,
+        }
         for task in self.tasks.values():
             totals["records-processed"] += task.metrics.records_processed
             totals["dropped-records"] += task.metrics.dropped_records
             totals["skipped-records"] += task.metrics.skipped_records
+            totals["restored-records"] += task.state.restored_records
         return totals
 
     def close(self) -> None:
         try:
             self.commit()
         finally:
-            for task in self.tasks.values():
-                task.close()
+            self.abort()
+
+    def abort(self) -> None:
+        """Releases tasks and clients without committing (after a failure:
+        uncommitted work is redone from the last commit on restart)."""
+        for task in self.tasks.values():
+            task.close()
+        self.tasks.clear()
+        if self.consumer is not None:
             self.consumer.close()

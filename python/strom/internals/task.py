@@ -5,11 +5,13 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import ConfigError, SerializationError
 from strom.internals.batch import Batch
 from strom.internals.processors import Node, PassThrough, SinkNode
+from strom.internals.state_manager import StateManager
 from strom.internals.topology_builder import (
     InternalTopologyBuilder,
     ProcessorDef,
@@ -77,31 +79,36 @@ class StreamTask:
         config: StreamsConfig,
         collector: RecordCollector,
         topic_name: Callable[[str], str],
+        state_dir: Path,
     ) -> None:
         self.task_id = f"{subtopology.id}_{partition}"
         self.partition = partition
         self.config = config
         self.collector = collector
         self.metrics = TaskMetrics()
-        self.stream_time = -1
         self._topic_name = topic_name
         self.stores: dict[str, KeyValueStore[Any, Any]] = {}
         self.changelogs: dict[str, str] = {}
+        self.state = StateManager(self.task_id, state_dir / self.task_id, partition)
         app_id = config.application_id
         for store_name in subtopology.stores:
             store_def = builder.stores[store_name]
-            changelog = None
-            if store_def.logged:
-                topic = f"{app_id}-{store_name}-changelog"
-                self.changelogs[store_name] = topic
-                changelog = self._changelog_writer(topic)
+            changelog_topic = f"{app_id}-{store_name}-changelog" if store_def.logged else None
+            native = self.state.open_key_value(store_name, store_def.persistent, changelog_topic)
+            writer = None
+            if changelog_topic is not None:
+                self.changelogs[store_name] = changelog_topic
+                writer = self._changelog_writer(changelog_topic)
             self.stores[store_name] = KeyValueStore(
                 store_name,
                 self._serde(store_def.key_serde, "default.key.serde", store_name),
                 self._serde(store_def.value_serde, "default.value.serde", store_name),
-                changelog,
+                writer,
                 clock=lambda: self.stream_time,
+                native=native,
             )
+        # Stream time survives restarts through the stores' commits.
+        self.stream_time = self.state.stream_time
 
         # Fresh node instances per task, wired like the definitions.
         self.nodes: dict[str, Node] = {}
@@ -169,9 +176,18 @@ class StreamTask:
         for node in self.nodes.values():
             node.flush()
 
+    def commit_state(self, changelog_ends: dict[str, int]) -> None:
+        """After the output is durable: commits the stores with the changelog
+        offsets they reflect (``changelog_ends`` by changelog topic)."""
+        self.state.stream_time = self.stream_time
+        self.state.commit(
+            {store: changelog_ends[topic] for store, topic in self.changelogs.items()}
+        )
+
     def close(self) -> None:
         for node in self.nodes.values():
             node.close()
+        self.state.close()
 
     # --- input --------------------------------------------------------------
     def _deserialize(self, records: RecordBatch, source: SourceDef) -> Batch | None:

@@ -54,6 +54,7 @@ class StoreDef:
     key_serde: Serde[Any] | None
     value_serde: Serde[Any] | None
     logged: bool = True
+    persistent: bool = True
     processors: list[str] = field(default_factory=list)
 
 

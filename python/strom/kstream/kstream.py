@@ -216,7 +216,13 @@ class KGroupedStream:
             parent = builder.repartition(store_name, parent, key_serde, self._value_serde)
         builder.internal.add_processor(agg_name, lambda: p.KStreamCount(store_name), parent)
         builder.internal.add_store(
-            StoreDef(store_name, key_serde, mat.value_serde or Long(), logged=mat.logging),
+            StoreDef(
+                store_name,
+                key_serde,
+                mat.value_serde or Long(),
+                logged=mat.logging,
+                persistent=not mat.in_memory,
+            ),
             agg_name,
         )
         return KTable(builder, agg_name, key_serde, mat.value_serde or Long(), store_name)

@@ -30,11 +30,12 @@ class KeyValueStore(Generic[K, V]):
         value_serde: Serde[V],
         changelog: ChangelogSink | None = None,
         clock: Callable[[], int] | None = None,
+        native: _core.NativeKeyValueStore | None = None,
     ) -> None:
         self.name = name
         self.key_serde = key_serde
         self.value_serde = value_serde
-        self.native = _core.NativeKeyValueStore()
+        self.native = native if native is not None else _core.NativeKeyValueStore()
         self._changelog = changelog
         self._clock = clock or (lambda: 0)
 

@@ -1,7 +1,7 @@
 //! Batch kernels: one call updates a store for a whole batch of records, in
 //! record order, so the result equals Kafka Streams' record-at-a-time run.
 
-use super::kv::InMemoryKeyValueStore;
+use super::KeyValueBytes;
 use crate::error::Result;
 use crate::serde::codec::decode_long;
 
@@ -9,20 +9,20 @@ use crate::serde::codec::decode_long;
 /// record. Values are stored as Kafka `LongSerializer` bytes; the new
 /// serialized values are appended to `encoded` (for the changelog).
 pub fn count<'k>(
-    store: &mut InMemoryKeyValueStore,
+    store: &mut dyn KeyValueBytes,
     keys: impl IntoIterator<Item = &'k [u8]>,
     encoded: &mut Vec<[u8; 8]>,
 ) -> Result<Vec<i64>> {
     let keys = keys.into_iter();
     let mut counts = Vec::with_capacity(keys.size_hint().0);
     for key in keys {
-        let current = match store.get(key) {
-            Some(bytes) => decode_long(bytes)?,
+        let current = match store.get(key)? {
+            Some(bytes) => decode_long(&bytes)?,
             None => 0,
         };
         let next = current + 1;
         let bytes = next.to_be_bytes();
-        store.put(key, Some(&bytes));
+        store.put(key, Some(&bytes))?;
         counts.push(next);
         encoded.push(bytes);
     }
@@ -32,6 +32,7 @@ pub fn count<'k>(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::InMemoryKeyValueStore;
 
     #[test]
     fn count_follows_record_order() {

@@ -1,0 +1,122 @@
+"""Local state of the word count: persistent stores under
+``<state.dir>/<application.id>/<task>/<store>``, committed with the changelog
+offset they reflect, restored from the changelog when missing or corrupt."""
+
+from __future__ import annotations
+
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+from strom import KafkaStreams, StreamsBuilder, serdes
+from strom.cli.main import generate_lines, word_count_topology
+from strom.embedded import EmbeddedLog
+from strom.errors import StoreError
+from strom.kstream import Materialized
+
+APP = "state-test"
+
+
+@pytest.fixture
+def wc_log(log: EmbeddedLog) -> EmbeddedLog:
+    log.create_topic("text-input", partitions=2)
+    log.create_topic("word-counts", partitions=2)
+    return log
+
+
+def produce(log: EmbeddedLog, lines: list[str]) -> None:
+    with log.producer() as producer:
+        producer.produce_batch("text-input", [(None, line.encode()) for line in lines])
+
+
+def app_for(log_path: str, topology: object = None, **extra: object) -> KafkaStreams:
+    return KafkaStreams(
+        topology or word_count_topology(),  # type: ignore[arg-type]
+        {"application.id": APP, "bootstrap.servers": f"embedded:{log_path}", **extra},
+    )
+
+
+def store_dirs(log_path: str) -> list[Path]:
+    return sorted((Path(log_path) / ".state" / APP).glob("*/counts"))
+
+
+def run(log_path: str, topology: object = None, **extra: object) -> tuple[dict[str, int], dict]:
+    with app_for(log_path, topology, **extra) as app:
+        app.run_until_end(timeout=120)
+        return {kv.key: kv.value for kv in app.store("counts").all()}, app.metrics()
+
+
+LINES = generate_lines(1_500, seed=9)
+EXPECTED = dict(Counter(w for line in LINES for w in line.split()))
+
+
+def test_reopened_stores_need_no_replay(wc_log: EmbeddedLog, log_path: str) -> None:
+    produce(wc_log, LINES)
+    counts, metrics = run(log_path)
+    assert counts == EXPECTED and metrics["restored-records"] == 0
+    # The store of sub-topology 1 lives in one directory per task.
+    assert [p.parent.name for p in store_dirs(log_path)] == ["1_0", "1_1"]
+    counts, metrics = run(log_path)
+    assert counts == EXPECTED
+    assert metrics["restored-records"] == 0  # committed offset == changelog end
+
+
+def test_deleted_local_state_is_restored_from_the_changelog(
+    wc_log: EmbeddedLog, log_path: str
+) -> None:
+    produce(wc_log, LINES)
+    run(log_path)
+    changelog_records = sum(wc_log.end_offsets(f"{APP}-counts-changelog").values())
+    for path in store_dirs(log_path):
+        for file in path.iterdir():
+            file.unlink()
+        path.rmdir()
+    counts, metrics = run(log_path)
+    assert counts == EXPECTED
+    assert metrics["restored-records"] == changelog_records
+
+
+def test_corrupt_local_state_is_wiped_and_restored(wc_log: EmbeddedLog, log_path: str) -> None:
+    produce(wc_log, LINES)
+    run(log_path)
+    segment = max(
+        (f for f in store_dirs(log_path)[0].iterdir() if f.stat().st_size > 100),
+        key=lambda f: f.stat().st_size,
+    )
+    data = bytearray(segment.read_bytes())
+    data[40] ^= 0xFF  # inside the first committed frame
+    segment.write_bytes(bytes(data))
+    counts, metrics = run(log_path)
+    assert counts == EXPECTED
+    assert metrics["restored-records"] > 0
+
+
+def test_two_instances_never_share_a_task_directory(wc_log: EmbeddedLog, log_path: str) -> None:
+    produce(wc_log, ["a b"])
+    with app_for(log_path) as first:
+        first.run_until_end(timeout=60)
+        with pytest.raises(StoreError, match="locked"):
+            app_for(log_path).run_until_end(timeout=60)
+
+
+def test_in_memory_stores_are_rebuilt_from_the_changelog(
+    wc_log: EmbeddedLog, log_path: str
+) -> None:
+    builder = StreamsBuilder()
+    (
+        builder.stream("text-input", key_serde=serdes.String(), value_serde=serdes.String())
+        .flat_map_values(str.split)
+        .group_by(lambda _k, w: w, key_serde=serdes.String(), value_serde=serdes.String())
+        .count(Materialized("counts", in_memory=True))
+        .to_stream()
+        .to("word-counts", key_serde=serdes.String(), value_serde=serdes.Long())
+    )
+    produce(wc_log, LINES)
+    counts, _ = run(log_path, builder.build())
+    assert counts == EXPECTED and store_dirs(log_path) == []
+    counts, metrics = run(log_path, builder.build())
+    assert counts == EXPECTED
+    assert metrics["restored-records"] == sum(
+        wc_log.end_offsets(f"{APP}-counts-changelog").values()
+    )
