@@ -939,3 +939,12 @@ fn random_operations_match_a_brute_force_model() {
         run_random_model(seed + 100, true);
     }
 }
+
+// The Python bindings hold stores across threads (the GIL is released).
+#[test]
+fn stores_are_send() {
+    fn assert_send<T: Send>() {}
+    assert_send::<InMemoryWindowStore>();
+    assert_send::<strom_core::store::InMemorySessionStore>();
+    assert_send::<WindowStore<SharedDisk>>();
+}

@@ -20,6 +20,13 @@
 //!
 //! Timestamps are never negative: Kafka's `Window` rejects negative starts,
 //! and the key schemas' scan bounds assume it.
+//!
+//! A persistent [`SegmentFactory`] keeps each segment in its own directory,
+//! named `<store>.<segment start>` by [`segment_name`] as Kafka names them;
+//! `existing` parses those names back into ids (start / interval) and
+//! `destroy` deletes the directory. Observed stream time is not stored in the
+//! segments: the caller commits it with its offsets and hands it back through
+//! `restore_observed_stream_time` after reopening, before processing.
 
 use std::collections::BTreeMap;
 
