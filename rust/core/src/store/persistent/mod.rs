@@ -14,6 +14,8 @@
 //! The on-disk format, recovery and compaction rules are in `store/README.md`.
 
 mod files;
+mod key;
+mod mmap;
 mod recovery;
 mod segments;
 
@@ -24,6 +26,7 @@ use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use self::files::{io, list_segments, read_manifest, remove_if_exists, sync_dir, take_lock};
+use self::key::IndexKey;
 use self::recovery::COMMIT_HEADER;
 use self::segments::{SegmentLog, data_frame_size};
 use crate::error::{Error, Result};
@@ -98,7 +101,7 @@ struct Location {
 pub struct PersistentKeyValueStore {
     dir: PathBuf,
     options: PersistentStoreOptions,
-    index: BTreeMap<Box<[u8]>, Location>,
+    index: BTreeMap<IndexKey, Location>,
     log: SegmentLog,
     /// Bytes of the frames the index points to.
     live_bytes: u64,
@@ -206,17 +209,25 @@ impl PersistentKeyValueStore {
         &self.dir
     }
 
+    #[inline]
+    fn location(&self, key: &[u8]) -> Option<Location> {
+        match IndexKey::inline(key) {
+            Some(k) => self.index.get(&k).copied(),
+            None => self.index.get(key).copied(),
+        }
+    }
+
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        match self.index.get(key) {
-            Some(loc) => Ok(Some(self.log.read_value(key, *loc)?.0)),
+        match self.location(key) {
+            Some(loc) => Ok(Some(self.log.read_value(key, loc)?.0)),
             None => Ok(None),
         }
     }
 
     /// The value and the timestamp it was written with.
     pub fn get_with_timestamp(&self, key: &[u8]) -> Result<Option<(Vec<u8>, i64)>> {
-        match self.index.get(key) {
-            Some(loc) => Ok(Some(self.log.read_value(key, *loc)?)),
+        match self.location(key) {
+            Some(loc) => Ok(Some(self.log.read_value(key, loc)?)),
             None => Ok(None),
         }
     }
@@ -242,16 +253,21 @@ impl PersistentKeyValueStore {
                 value_len: v.len() as u32,
             };
             self.live_bytes += size as u64;
-            if let Some(slot) = self.index.get_mut(key) {
-                self.live_bytes -= data_frame_size(key.len(), slot.value_len as usize) as u64;
-                *slot = loc;
+            let old = if let Some(k) = IndexKey::inline(key) {
+                // One search; the inline key costs no allocation.
+                self.index.insert(k, loc)
+            } else if let Some(slot) = self.index.get_mut(key) {
+                Some(std::mem::replace(slot, loc))
             } else {
-                self.index.insert(key.into(), loc);
+                self.index.insert(key.into(), loc)
+            };
+            if let Some(old) = old {
+                self.live_bytes -= data_frame_size(key.len(), old.value_len as usize) as u64;
             }
         } else {
             // A key that is not in the index has no live value anywhere in
             // the log (a tombstone already follows any older one).
-            let Some(old) = self.index.get(key).copied() else {
+            let Some(old) = self.location(key) else {
                 return Ok(());
             };
             self.log.append(Some(key), None, timestamp, &[])?;
@@ -325,7 +341,7 @@ impl PersistentKeyValueStore {
 
     fn read_entries<'a>(
         &self,
-        entries: impl Iterator<Item = (&'a Box<[u8]>, &'a Location)>,
+        entries: impl Iterator<Item = (&'a IndexKey, &'a Location)>,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         entries
             .map(|(k, loc)| Ok((k.to_vec(), self.log.read_value(k, *loc)?.0)))

@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 
 use super::Location;
 use super::files::{MANIFEST_FILE, io, remove_if_exists, sync_dir};
+use super::key::IndexKey;
 use super::segments::{KEY_LEN_AT, Segment};
 use crate::error::{Error, Result};
 use crate::log::format::{self, FrameView, LENGTH_SIZE, MIN_FRAME};
@@ -150,7 +151,7 @@ pub(super) struct Recovered {
     /// The segments up to the one holding the last commit marker (truncated
     /// right after it); empty when there is no commit marker.
     pub segments: Vec<Segment>,
-    pub index: BTreeMap<Box<[u8]>, Location>,
+    pub index: BTreeMap<IndexKey, Location>,
     pub next_seq: u64,
     /// The metadata of the last commit marker.
     pub committed: Option<Vec<u8>>,
@@ -181,9 +182,9 @@ pub(super) fn recover(dir: &Path, base: u64, files: Vec<(u64, PathBuf)>) -> Resu
         .map(|(b, path)| Segment::open(b, path))
         .collect::<Result<Vec<_>>>()?;
 
-    let mut index: BTreeMap<Box<[u8]>, Location> = BTreeMap::new();
+    let mut index: BTreeMap<IndexKey, Location> = BTreeMap::new();
     // Updates since the last commit marker, applied when the next one is read.
-    let mut pending: Vec<(Box<[u8]>, Option<Location>)> = Vec::new();
+    let mut pending: Vec<(IndexKey, Option<Location>)> = Vec::new();
     let mut commit: Option<CommitPoint> = None;
     let mut committed: Option<Vec<u8>> = None;
     let mut compaction_base = None;
@@ -257,7 +258,7 @@ pub(super) fn recover(dir: &Path, base: u64, files: Vec<(u64, PathBuf)>) -> Resu
                     for (key, loc) in pending.drain(..) {
                         match loc {
                             Some(loc) => index.insert(key, loc),
-                            None => index.remove(&key),
+                            None => index.remove(&*key),
                         };
                     }
                     commit = Some(CommitPoint {

@@ -7,6 +7,7 @@ use std::path::{Path, PathBuf};
 
 use super::Location;
 use super::files::{io, segment_name, sync_dir};
+use super::mmap::Map;
 use crate::error::{Error, Result};
 use crate::log::Header;
 use crate::log::format::{self, BODY_AT, CRC_AT, MAX_FRAME, MIN_FRAME, OFFSET_AT};
@@ -27,6 +28,8 @@ pub(super) struct Segment {
     pub file: File,
     /// Bytes in the file (the write buffer comes after them).
     pub len: u64,
+    /// Closed segments are read through a memory map.
+    map: Option<Map>,
 }
 
 impl Segment {
@@ -38,6 +41,7 @@ impl Segment {
             path,
             file,
             len,
+            map: None,
         })
     }
 
@@ -59,6 +63,7 @@ impl Segment {
             path,
             file,
             len: 0,
+            map: None,
         })
     }
 }
@@ -96,6 +101,10 @@ impl SegmentLog {
         if segments.is_empty() {
             segments.push(Segment::create(dir, next_seq)?);
             dir_unsynced = true;
+        }
+        let closed = segments.len() - 1;
+        for s in &mut segments[..closed] {
+            s.map = Map::new(&s.file, s.len);
         }
         let total_bytes = segments.iter().map(|s| s.len).sum();
         Ok(SegmentLog {
@@ -193,6 +202,8 @@ impl SegmentLog {
     /// sequence number. Nothing is fsynced here: `sync` does that at commit.
     pub fn roll(&mut self) -> Result<()> {
         self.write_buffer()?;
+        let closing = self.segments.last_mut().expect("an active segment");
+        closing.map = Map::new(&closing.file, closing.len);
         let segment = Segment::create(&self.dir, self.next_seq)?;
         self.segments.push(segment);
         self.dir_unsynced = true;
@@ -230,34 +241,53 @@ impl SegmentLog {
         Ok(())
     }
 
-    /// Reads the data frame at `loc` (whose key is `key`) into `out` and
-    /// checks it: CRC, key and value length.
-    pub fn read_frame_into(&self, key: &[u8], loc: Location, out: &mut Vec<u8>) -> Result<()> {
+    /// Calls `f` with the data frame at `loc` (whose key is `key`) once it
+    /// is checked: CRC, key and value length.
+    fn with_frame<T>(&self, key: &[u8], loc: Location, f: impl FnOnce(&[u8]) -> T) -> Result<T> {
         let size = data_frame_size(key.len(), loc.value_len as usize);
         let seg = &self.segments[loc.seg as usize];
         let pos = u64::from(loc.pos);
-        out.clear();
+        let start = pos as usize;
+        let check = |frame: &[u8]| check_frame(frame, key, loc.value_len as usize, &seg.path, pos);
+        if let Some(map) = &seg.map {
+            let Some(frame) = map.bytes().get(start..start + size) else {
+                return Err(Error::CorruptLog {
+                    path: seg.path.clone(),
+                    position: pos,
+                    offset: None,
+                    reason: "the index points past the end of the segment".into(),
+                });
+            };
+            check(frame)?;
+            return Ok(f(frame));
+        }
         if loc.seg as usize == self.active_index() && pos >= seg.len {
             // Still in the write buffer: no syscall.
-            let start = (pos - seg.len) as usize;
-            out.extend_from_slice(&self.buf[start..start + size]);
-        } else {
-            out.resize(size, 0);
-            io(&seg.path, seg.file.read_exact_at(out, pos))?;
+            let frame = &self.buf[(pos - seg.len) as usize..][..size];
+            check(frame)?;
+            return Ok(f(frame));
         }
-        check_frame(out, key, loc.value_len as usize, &seg.path, pos)
+        let mut frame = vec![0u8; size];
+        io(&seg.path, seg.file.read_exact_at(&mut frame, pos))?;
+        check(&frame)?;
+        Ok(f(&frame))
+    }
+
+    /// Copies the checked data frame at `loc` into `out`.
+    pub fn read_frame_into(&self, key: &[u8], loc: Location, out: &mut Vec<u8>) -> Result<()> {
+        self.with_frame(key, loc, |frame| {
+            out.clear();
+            out.extend_from_slice(frame);
+        })
     }
 
     /// The value and timestamp of the data frame at `loc`.
     pub fn read_value(&self, key: &[u8], loc: Location) -> Result<(Vec<u8>, i64)> {
-        let mut v = Vec::new();
-        self.read_frame_into(key, loc, &mut v)?;
-        let timestamp = format::i64_at(&v, BODY_AT);
-        // Reuse the read buffer: move the value to its front.
         let value_at = KEY_LEN_AT + 4 + key.len() + 4;
-        v.copy_within(value_at..value_at + loc.value_len as usize, 0);
-        v.truncate(loc.value_len as usize);
-        Ok((v, timestamp))
+        self.with_frame(key, loc, |frame| {
+            let value = frame[value_at..value_at + loc.value_len as usize].to_vec();
+            (value, format::i64_at(frame, BODY_AT))
+        })
     }
 
     /// Drops the first `n` segments from the log (their files are the
