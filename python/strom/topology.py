@@ -2,16 +2,99 @@
 
 from __future__ import annotations
 
-from strom.internals.topology_builder import InternalTopologyBuilder
+from collections.abc import Callable
+from typing import Any
+
+from strom.errors import TopologyError
+from strom.internals.processor_node import ProcessorAdapter
+from strom.internals.topology_builder import InternalTopologyBuilder, StoreDef
+from strom.processor.api import Processor
+from strom.serdes import Serde
+from strom.state.stores import StoreBuilder
 
 __all__ = ["Topology"]
 
 
 class Topology:
-    """A processor topology, built by ``StreamsBuilder.build()``."""
+    """A processor topology: built by ``StreamsBuilder.build()``, or by hand
+    with the Processor API (``add_source``, ``add_processor``, ``add_sink``,
+    ``add_state_store``)."""
 
     def __init__(self, internal: InternalTopologyBuilder | None = None) -> None:
         self._internal = internal if internal is not None else InternalTopologyBuilder()
+
+    def add_source(
+        self,
+        name: str,
+        *topics: str,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        timestamp_extractor: Callable[[Any, int], int] | None = None,
+        offset_reset: str | None = None,
+    ) -> Topology:
+        """A source node reading ``topics``."""
+        self._internal.add_source(
+            name, list(topics), key_serde, value_serde, timestamp_extractor, offset_reset
+        )
+        return self
+
+    def add_processor(
+        self, name: str, supplier: Callable[[], Processor[Any, Any]], *parents: str
+    ) -> Topology:
+        """A processor node; ``supplier()`` makes a new ``Processor`` for each task."""
+        if not callable(supplier):
+            raise TopologyError(
+                f"processor {name!r} needs a supplier: a callable returning a Processor"
+            )
+        self._internal.add_processor(name, lambda: ProcessorAdapter(supplier), *parents)
+        return self
+
+    def add_sink(
+        self,
+        name: str,
+        topic: str,
+        *parents: str,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        partitioner: Callable[[Any, Any, int], int] | None = None,
+    ) -> Topology:
+        """A sink node writing to ``topic``; ``partitioner(key, value, n)`` picks the partition."""
+        self._internal.add_sink(
+            name,
+            topic,
+            *parents,
+            key_serde=key_serde,
+            value_serde=value_serde,
+            partitioner=partitioner,
+        )
+        return self
+
+    def add_state_store(self, builder: StoreBuilder, *processor_names: str) -> Topology:
+        """Adds a store (from ``Stores.key_value_store_builder(...)``) and
+        connects it to the named processors."""
+        supplier = builder.supplier
+        if supplier.kind != "key_value":
+            raise TopologyError(
+                f"store {builder.name!r}: only key-value stores can be added to a topology so far"
+            )
+        self._internal.add_store(
+            StoreDef(
+                builder.name,
+                builder.key_serde,
+                builder.value_serde,
+                logged=builder.logging,
+                persistent=supplier.persistent,
+            ),
+            *processor_names,
+        )
+        return self
+
+    def connect_processor_and_state_stores(
+        self, processor_name: str, *store_names: str
+    ) -> Topology:
+        """Gives a processor access to stores added before."""
+        self._internal.connect_processor_and_stores([processor_name], list(store_names))
+        return self
 
     def describe(self) -> str:
         """Sub-topologies with their sources, processors (and stores) and sinks,

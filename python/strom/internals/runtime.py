@@ -156,6 +156,10 @@ class EmbeddedRuntime:
         for records in batches:
             self._task_by_input[(records.topic, records.partition)].process(records)
             count += len(records)
+        for task in self.tasks.values():
+            task.maybe_punctuate_wall_clock()
+        if any(task.commit_requested for task in self.tasks.values()):
+            self.commit()
         return count
 
     def maybe_commit(self) -> None:
@@ -176,6 +180,7 @@ class EmbeddedRuntime:
                     for topic in task.changelogs.values()
                 }
                 task.commit_state(ends)
+            task.commit_requested = False
         self.input.commit()
         self._last_commit = time.monotonic()
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -10,6 +11,7 @@ from typing import TYPE_CHECKING, Any
 
 from strom.errors import ConfigError, SerializationError
 from strom.internals.batch import Batch
+from strom.internals.processor_node import PunctuationQueue
 from strom.internals.processors import Node, PassThrough, SinkNode
 from strom.internals.state_manager import StateManager
 from strom.internals.topology_builder import (
@@ -90,6 +92,11 @@ class StreamTask:
         self.stores: dict[str, KeyValueStore[Any, Any]] = {}
         self.changelogs: dict[str, str] = {}
         self.state = StateManager(self.task_id, state_dir / self.task_id, partition)
+        self.stream_time_punctuations = PunctuationQueue()
+        self.wall_clock_punctuations = PunctuationQueue()
+        self.commit_requested = False
+        # The timestamp of the record (or punctuation) being processed.
+        self.current_timestamp = -1
         app_id = config.application_id
         for store_name in subtopology.stores:
             store_def = builder.stores[store_name]
@@ -104,13 +111,18 @@ class StreamTask:
                 self._serde(store_def.key_serde, "default.key.serde", store_name),
                 self._serde(store_def.value_serde, "default.value.serde", store_name),
                 writer,
-                clock=lambda: self.stream_time,
+                clock=lambda: self.current_timestamp,
                 native=native,
             )
         # Stream time survives restarts through the stores' commits.
         self.stream_time = self.state.stream_time
 
         # Fresh node instances per task, wired like the definitions.
+        self.node_stores = {
+            name: list(node_def.stores)
+            for name in subtopology.nodes
+            if isinstance(node_def := builder.nodes[name], ProcessorDef)
+        }
         self.nodes: dict[str, Node] = {}
         self.sources: dict[str, tuple[Node, SourceDef]] = {}
         for name in subtopology.nodes:
@@ -171,6 +183,13 @@ class StreamTask:
             return
         self.metrics.records_processed += len(batch)
         node.process(batch)
+        self.stream_time_punctuations.may_punctuate(self.stream_time)
+
+    def wall_clock_ms(self) -> int:
+        return time.time_ns() // 1_000_000
+
+    def maybe_punctuate_wall_clock(self) -> bool:
+        return self.wall_clock_punctuations.may_punctuate(self.wall_clock_ms())
 
     def flush(self) -> None:
         for node in self.nodes.values():

@@ -1,0 +1,211 @@
+"""Runs a user's Processor inside the batch engine: records go in one at a
+time, what it forwards is collected per child and passed on as batches."""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import TYPE_CHECKING, Any
+
+from strom.errors import StoreError, TaskError, TopologyError
+from strom.internals.batch import Batch
+from strom.internals.processors import Node
+from strom.processor.api import (
+    Cancellable,
+    Processor,
+    ProcessorContext,
+    PunctuationType,
+    Record,
+    RecordMetadata,
+)
+
+if TYPE_CHECKING:
+    from strom.internals.task import StreamTask
+
+
+@dataclass(order=True)
+class _Schedule(Cancellable):
+    """One scheduled punctuation (Kafka's ``PunctuationSchedule``)."""
+
+    timestamp: int
+    seq: int
+    interval: int = field(compare=False)
+    callback: Callable[[int], None] = field(compare=False)
+    node: ProcessorAdapter = field(compare=False)
+    cancelled: bool = field(default=False, compare=False)
+
+    def cancel(self) -> None:
+        self.cancelled = True
+
+    def next(self, now: int) -> int:
+        """The next time to fire: one interval on, or, after missed
+        punctuations, the next multiple of the interval after ``now``."""
+        next_time = self.timestamp + self.interval
+        if now >= next_time:
+            missed = (now - self.timestamp) // self.interval
+            next_time = self.timestamp + (missed + 1) * self.interval
+        return next_time
+
+
+class PunctuationQueue:
+    """Schedules of one punctuation type in one task, earliest first."""
+
+    _seq = itertools.count()
+
+    def __init__(self) -> None:
+        self._heap: list[_Schedule] = []
+
+    def add(self, schedule: _Schedule) -> None:
+        heapq.heappush(self._heap, schedule)
+
+    def may_punctuate(self, now: int) -> bool:
+        """Fires every schedule due at ``now`` (passing ``now``) and reschedules it."""
+        punctuated = False
+        while self._heap and self._heap[0].timestamp <= now:
+            schedule = heapq.heappop(self._heap)
+            if schedule.cancelled:
+                continue
+            schedule.node.punctuate(schedule.callback, now)
+            if not schedule.cancelled:
+                schedule.timestamp = schedule.next(now)
+                schedule.seq = next(self._seq)
+                heapq.heappush(self._heap, schedule)
+            punctuated = True
+        return punctuated
+
+
+def _millis(interval: int | timedelta) -> int:
+    millis = int(interval.total_seconds() * 1000) if isinstance(interval, timedelta) else interval
+    if not isinstance(millis, int) or millis < 1:
+        raise TopologyError(f"a punctuation interval must be at least 1 ms, got {interval!r}")
+    return millis
+
+
+class _NodeContext(ProcessorContext):
+    def __init__(self, task: StreamTask, node: ProcessorAdapter) -> None:
+        self._task = task
+        self._node = node
+
+    @property
+    def application_id(self) -> str:
+        return self._task.config.application_id
+
+    @property
+    def task_id(self) -> str:
+        return self._task.task_id
+
+    def forward(self, record: Record[Any, Any], child: str | None = None) -> None:
+        self._node.collect(record, child)
+
+    def schedule(
+        self,
+        interval: int | timedelta,
+        punctuation_type: PunctuationType,
+        callback: Callable[[int], None],
+    ) -> Cancellable:
+        millis = _millis(interval)
+        if punctuation_type is PunctuationType.STREAM_TIME:
+            # Aligned to 0: fires as soon as there is data, then at multiples.
+            start, queue = 0, self._task.stream_time_punctuations
+        else:
+            start, queue = (
+                self.current_system_time_ms() + millis,
+                self._task.wall_clock_punctuations,
+            )
+        schedule = _Schedule(start, next(PunctuationQueue._seq), millis, callback, self._node)
+        queue.add(schedule)
+        return schedule
+
+    def get_state_store(self, name: str) -> Any:
+        if name not in self._node.store_names:
+            raise StoreError(
+                f"processor {self._node.name!r} has no access to state store {name!r}; "
+                f"connect them with add_state_store(builder, {self._node.name!r})"
+            )
+        return self._task.stores[name]
+
+    def commit(self) -> None:
+        self._task.commit_requested = True
+
+    def record_metadata(self) -> RecordMetadata | None:
+        return self._node.current
+
+    def current_stream_time_ms(self) -> int:
+        return self._task.stream_time
+
+    def current_system_time_ms(self) -> int:
+        return self._task.wall_clock_ms()
+
+
+class ProcessorAdapter(Node):
+    """A node that runs a user ``Processor`` record by record."""
+
+    def __init__(self, supplier: Callable[[], Processor[Any, Any]]) -> None:
+        super().__init__()
+        self.supplier = supplier
+        self.store_names: list[str] = []
+        self.current: RecordMetadata | None = None
+        self._out: dict[str, tuple[list[Any], list[Any], list[int], list[int]]] = {}
+        self._origin: tuple[str, int, int] = ("", -1, -1)
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.store_names = task.node_stores.get(self.name, [])
+        self.by_name = {child.name: child for child in self.children}
+        processor = self.supplier()
+        if not isinstance(processor, Processor):
+            raise TopologyError(
+                f"the supplier of processor {self.name!r} returned {processor!r}, not a Processor"
+            )
+        self.processor: Processor[Any, Any] = processor
+        processor.init(_NodeContext(task, self))
+
+    def collect(self, record: Record[Any, Any], child: str | None) -> None:
+        if child is not None and child not in self.by_name:
+            raise TopologyError(f"processor {self.name!r} has no child named {child!r}")
+        for name in [child] if child is not None else list(self.by_name):
+            keys, values, stamps, offsets = self._out.setdefault(name, ([], [], [], []))
+            keys.append(record.key)
+            values.append(record.value)
+            stamps.append(record.timestamp)
+            offsets.append(self._origin[2])
+
+    def _emit(self) -> None:
+        topic, partition, _ = self._origin
+        out, self._out = self._out, {}
+        for name, (keys, values, stamps, offsets) in out.items():
+            self.by_name[name].process(Batch(topic, partition, keys, values, stamps, offsets))
+
+    def process(self, batch: Batch) -> None:
+        process = self.processor.process
+        keys, values, stamps, offsets = batch.keys, batch.values, batch.timestamps, batch.offsets
+        i = 0
+        try:
+            for i in range(len(keys)):
+                self._origin = (batch.topic, batch.partition, offsets[i])
+                self.current = RecordMetadata(batch.topic, batch.partition, offsets[i])
+                self.task.current_timestamp = stamps[i]
+                process(Record(keys[i], values[i], stamps[i]))
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        finally:
+            self.current = None
+        self._emit()
+
+    def punctuate(self, callback: Callable[[int], None], timestamp: int) -> None:
+        self._origin = ("", -1, -1)
+        self.task.current_timestamp = timestamp
+        try:
+            callback(timestamp)
+        except Exception as exc:
+            raise TaskError(
+                f"task {self.task.task_id} node {self.name!r} failed in a punctuation at "
+                f"{timestamp}: {type(exc).__name__}: {exc}"
+            ) from exc
+        self._emit()
+
+    def close(self) -> None:
+        self.processor.close()

@@ -1,0 +1,119 @@
+"""The Processor API: records, processors, their context and punctuation."""
+
+from __future__ import annotations
+
+import enum
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+from datetime import timedelta
+from typing import Any, Generic, TypeVar
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+Headers = list[tuple[str, bytes | None]]
+
+
+@dataclass(frozen=True, slots=True)
+class Record(Generic[K, V]):
+    """A record as processors see it (Kafka's ``api.Record``)."""
+
+    key: K
+    value: V
+    timestamp: int
+    headers: Headers | None = None
+
+    def with_key(self, key: Any) -> Record[Any, V]:
+        return replace(self, key=key)
+
+    def with_value(self, value: Any) -> Record[K, Any]:
+        return replace(self, value=value)
+
+    def with_timestamp(self, timestamp: int) -> Record[K, V]:
+        return replace(self, timestamp=timestamp)
+
+    def with_headers(self, headers: Headers | None) -> Record[K, V]:
+        return replace(self, headers=headers)
+
+
+@dataclass(frozen=True, slots=True)
+class RecordMetadata:
+    """Where the record being processed came from."""
+
+    topic: str
+    partition: int
+    offset: int
+
+
+class PunctuationType(enum.Enum):
+    """When a scheduled punctuation fires: as stream time (record timestamps)
+    or wall-clock time passes its schedule."""
+
+    STREAM_TIME = "STREAM_TIME"
+    WALL_CLOCK_TIME = "WALL_CLOCK_TIME"
+
+
+class Cancellable(ABC):
+    """Returned by ``ProcessorContext.schedule``."""
+
+    @abstractmethod
+    def cancel(self) -> None: ...
+
+
+class ProcessorContext(ABC):
+    """What a processor can do besides receiving records."""
+
+    @property
+    @abstractmethod
+    def application_id(self) -> str: ...
+
+    @property
+    @abstractmethod
+    def task_id(self) -> str: ...
+
+    @abstractmethod
+    def forward(self, record: Record[Any, Any], child: str | None = None) -> None:
+        """Sends a record to every child, or to the child named ``child``."""
+
+    @abstractmethod
+    def schedule(
+        self,
+        interval: int | timedelta,
+        punctuation_type: PunctuationType,
+        callback: Callable[[int], None],
+    ) -> Cancellable:
+        """Calls ``callback(timestamp)`` every ``interval`` of stream or
+        wall-clock time, as Kafka's ``schedule`` does."""
+
+    @abstractmethod
+    def get_state_store(self, name: str) -> Any:
+        """A state store connected to this processor."""
+
+    @abstractmethod
+    def commit(self) -> None:
+        """Requests a commit as soon as possible."""
+
+    @abstractmethod
+    def record_metadata(self) -> RecordMetadata | None:
+        """Topic, partition and offset of the record being processed (None in
+        a punctuation)."""
+
+    @abstractmethod
+    def current_stream_time_ms(self) -> int: ...
+
+    @abstractmethod
+    def current_system_time_ms(self) -> int: ...
+
+
+class Processor(ABC, Generic[K, V]):
+    """A node of a topology that receives records one at a time."""
+
+    def init(self, context: ProcessorContext) -> None:
+        """Called once before the first record, with the processor's context."""
+
+    @abstractmethod
+    def process(self, record: Record[K, V]) -> None: ...
+
+    def close(self) -> None:
+        """Called when the task closes."""

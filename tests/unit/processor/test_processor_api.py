@@ -1,0 +1,202 @@
+"""The Processor API on the embedded runtime: Kafka's classic word count
+processor, forwarding to named children, punctuation and the context."""
+
+from __future__ import annotations
+
+import threading
+from typing import Any
+
+import pytest
+from tests.support import wait_until
+
+from strom import KafkaStreams, Topology, serdes
+from strom.embedded import EmbeddedLog
+from strom.errors import StoreError, TopologyError
+from strom.processor import Processor, ProcessorContext, PunctuationType, Record, RecordMetadata
+from strom.state.stores import Stores
+
+
+class WordCountProcessor(Processor[str, str]):
+    """Kafka's Processor API example: counts words into "Counts" and, every
+    second of stream time, forwards every count and deletes it."""
+
+    def init(self, context: ProcessorContext) -> None:
+        self.context = context
+        self.store = context.get_state_store("Counts")
+        context.schedule(1000, PunctuationType.STREAM_TIME, self.punctuate)
+
+    def punctuate(self, timestamp: int) -> None:
+        for entry in self.store.all():
+            self.context.forward(Record(entry.key, str(entry.value), timestamp))
+            self.store.delete(entry.key)
+
+    def process(self, record: Record[str, str]) -> None:
+        for word in record.value.lower().split():
+            self.store.put(word, (self.store.get(word) or 0) + 1)
+
+
+def word_count_topology() -> Topology:
+    return (
+        Topology()
+        .add_source("Source", "text-input", key_serde=serdes.String(), value_serde=serdes.String())
+        .add_processor("Process", WordCountProcessor, "Source")
+        .add_state_store(
+            Stores.key_value_store_builder(
+                Stores.persistent_key_value_store("Counts"), serdes.String(), serdes.Integer()
+            ),
+            "Process",
+        )
+        .add_sink(
+            "Sink", "word-counts", "Process", key_serde=serdes.String(), value_serde=serdes.String()
+        )
+    )
+
+
+@pytest.fixture
+def topics(log: EmbeddedLog) -> EmbeddedLog:
+    log.create_topic("text-input")
+    log.create_topic("word-counts")
+    return log
+
+
+def produce(log: EmbeddedLog, value: str, timestamp: int) -> None:
+    with log.producer() as producer:
+        producer.produce("text-input", None, value.encode(), timestamp=timestamp)
+
+
+def outputs(log: EmbeddedLog, topic: str = "word-counts") -> list[tuple[str, str, int]]:
+    end = log.end_offsets(topic)[0]
+    return [
+        (r.key.decode(), r.value.decode(), r.timestamp)  # type: ignore[union-attr]
+        for r in log.read(topic, 0, 0, end)
+    ]
+
+
+def config(log_path: str, **extra: Any) -> dict[str, Any]:
+    return {"application.id": "papi", "bootstrap.servers": f"embedded:{log_path}", **extra}
+
+
+def test_word_count_processor_punctuates_on_stream_time(topics: EmbeddedLog, log_path: str) -> None:
+    with KafkaStreams(word_count_topology(), config(log_path)) as app:
+        produce(topics, "a b a", 0)
+        app.run_until_end(timeout=30)
+        # Stream-time punctuation fires on the first record (aligned to 0).
+        assert outputs(topics) == [("a", "2", 0), ("b", "1", 0)]
+        produce(topics, "b c", 500)
+        app.run_until_end(timeout=30)
+        assert len(outputs(topics)) == 2  # next punctuation at 1000
+        produce(topics, "a", 1500)
+        app.run_until_end(timeout=30)
+        assert outputs(topics)[2:] == [("a", "1", 1500), ("b", "1", 1500), ("c", "1", 1500)]
+        produce(topics, "c c", 2600)
+        app.run_until_end(timeout=30)
+        # 2000 was due: fires once at stream time 2600, the next one is 3000.
+        assert outputs(topics)[5:] == [("c", "2", 2600)]
+        assert app.store("Counts").approximate_num_entries() == 0
+
+
+def test_describe_lists_the_store_on_its_processor() -> None:
+    text = word_count_topology().describe()
+    assert "Source: Source (topics: [text-input])" in text
+    assert "Processor: Process (stores: [Counts])" in text
+    assert "Sink: Sink (topic: word-counts)" in text
+
+
+class Router(Processor[str, str]):
+    def init(self, context: ProcessorContext) -> None:
+        self.context = context
+        self.seen: list[RecordMetadata | None] = []
+
+    def process(self, record: Record[str, str]) -> None:
+        self.seen.append(self.context.record_metadata())
+        child = "Even" if int(record.value) % 2 == 0 else "Odd"
+        self.context.forward(record.with_value(record.value + "!"), child)
+
+
+def test_forward_to_a_named_child_and_record_metadata(topics: EmbeddedLog, log_path: str) -> None:
+    topics.create_topic("odd")
+    routers: list[Router] = []
+
+    def supplier() -> Router:
+        routers.append(Router())
+        return routers[-1]
+
+    topology = (
+        Topology()
+        .add_source("S", "text-input", key_serde=serdes.String(), value_serde=serdes.String())
+        .add_processor("R", supplier, "S")
+        .add_sink(
+            "Even", "word-counts", "R", key_serde=serdes.String(), value_serde=serdes.String()
+        )
+        .add_sink("Odd", "odd", "R", key_serde=serdes.String(), value_serde=serdes.String())
+    )
+    with topics.producer() as producer:
+        producer.produce_batch("text-input", [(b"k", str(i).encode(), 10 + i) for i in range(5)])
+    with KafkaStreams(topology, config(log_path)) as app:
+        app.run_until_end(timeout=30)
+    assert [(v, ts) for _, v, ts in outputs(topics)] == [("0!", 10), ("2!", 12), ("4!", 14)]
+    assert [(v, ts) for _, v, ts in outputs(topics, "odd")] == [("1!", 11), ("3!", 13)]
+    assert routers[0].seen == [RecordMetadata("text-input", 0, i) for i in range(5)]
+
+
+def test_unconnected_store_and_unknown_child_are_clear_errors(
+    topics: EmbeddedLog, log_path: str
+) -> None:
+    class Peeker(Processor[str, str]):
+        def init(self, context: ProcessorContext) -> None:
+            context.get_state_store("Counts")
+
+        def process(self, record: Record[str, str]) -> None:
+            pass
+
+    topology = word_count_topology().add_processor("Peek", Peeker, "Source")
+    with pytest.raises(StoreError, match="'Peek' has no access to state store 'Counts'"):
+        KafkaStreams(topology, config(log_path)).run_until_end(timeout=30)
+
+    with pytest.raises(TopologyError, match="never added"):
+        Topology().add_source("S", "t").add_processor(
+            "P", Peeker, "S"
+        ).connect_processor_and_state_stores("P", "nope")
+    with pytest.raises(TopologyError, match="only key-value stores"):
+        Topology().add_source("S", "t").add_processor("P", Peeker, "S").add_state_store(
+            Stores.window_store_builder(Stores.in_memory_window_store("w", 10, 10), None, None), "P"
+        )
+
+
+def test_wall_clock_punctuation_and_requested_commit(topics: EmbeddedLog, log_path: str) -> None:
+    fired = threading.Event()
+
+    class Ticker(Processor[str, str]):
+        def init(self, context: ProcessorContext) -> None:
+            self.context = context
+            self.schedule = context.schedule(5, PunctuationType.WALL_CLOCK_TIME, self.tick)
+
+        def tick(self, timestamp: int) -> None:
+            self.context.forward(Record("tick", str(timestamp), timestamp))
+            self.schedule.cancel()  # once is enough
+            fired.set()
+
+        def process(self, record: Record[str, str]) -> None:
+            self.context.commit()
+
+    topology = (
+        Topology()
+        .add_source("S", "text-input", key_serde=serdes.String(), value_serde=serdes.String())
+        .add_processor("T", Ticker, "S")
+        .add_sink("K", "word-counts", "T", key_serde=serdes.String(), value_serde=serdes.String())
+    )
+    app = KafkaStreams(topology, config(log_path, **{"commit.interval.ms": 3_600_000}))
+    app.start()
+    try:
+        wait_until(fired.is_set, timeout=30, what="the wall-clock punctuation")
+        produce(topics, "x", 7)
+        # context.commit() commits long before commit.interval.ms.
+        wait_until(
+            lambda: topics.committed_offsets("papi").get(("text-input", 0), (None,))[0] == 1,
+            timeout=30,
+            what="the requested commit",
+        )
+    finally:
+        assert app.close(timeout=30)
+    ticks = [r for r in outputs(topics) if r[0] == "tick"]
+    assert len(ticks) == 1 and int(ticks[0][1]) > 1_600_000_000_000
