@@ -10,6 +10,7 @@ from strom.internals import processors as p
 from strom.internals.topology_builder import InternalTopologyBuilder
 from strom.kstream.kstream import KStream
 from strom.serdes import Serde
+from strom.state.stores import StoreBuilder
 from strom.topology import Topology
 
 __all__ = ["StreamsBuilder"]
@@ -84,6 +85,11 @@ class StreamsBuilder:
         )
         self.internal.add_source(source_name, [topic], key_serde, value_serde, internal=True)
         return source_name
+
+    def add_state_store(self, builder: StoreBuilder) -> StreamsBuilder:
+        """Adds a store that ``KStream.process`` calls can name."""
+        Topology(self.internal).add_state_store(builder)
+        return self
 
     def build(self) -> Topology:
         """The topology to run; sub-topologies split at repartition topics."""

@@ -6,12 +6,14 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from strom.internals import processors as p
+from strom.internals.processor_node import ProcessorAdapter
 from strom.internals.topology_builder import StoreDef
 from strom.kstream.materialized import Materialized
 from strom.serdes import Long, Serde
 
 if TYPE_CHECKING:
     from strom.builder import StreamsBuilder
+    from strom.processor.api import Processor
 
 Partitioner = Callable[[Any, Any, int], int]
 
@@ -153,6 +155,23 @@ class KStream:
             value_serde=value_serde or self._value_serde,
             partitioner=partitioner,
         )
+
+    def process(
+        self,
+        supplier: Callable[[], Processor[Any, Any]],
+        *store_names: str,
+        name: str | None = None,
+    ) -> KStream:
+        """Runs a Processor API ``Processor`` on each record, with access to
+        ``store_names`` (added with ``StreamsBuilder.add_state_store``); what
+        it forwards is the new stream (keys may have changed)."""
+        node_name = name or self._builder.new_name("KSTREAM-PROCESSOR-")
+        self._builder.internal.add_processor(
+            node_name, lambda: ProcessorAdapter(supplier), self._node
+        )
+        if store_names:
+            self._builder.internal.connect_processor_and_stores([node_name], list(store_names))
+        return KStream(self._builder, node_name, None, None, repartition_required=True)
 
     # --- grouping -------------------------------------------------------------
     def group_by(

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 from tests.support import wait_until
 
-from strom import KafkaStreams, Topology, serdes
+from strom import KafkaStreams, StreamsBuilder, Topology, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import StoreError, TopologyError
 from strom.processor import Processor, ProcessorContext, PunctuationType, Record, RecordMetadata
@@ -200,3 +200,25 @@ def test_wall_clock_punctuation_and_requested_commit(topics: EmbeddedLog, log_pa
         assert app.close(timeout=30)
     ticks = [r for r in outputs(topics) if r[0] == "tick"]
     assert len(ticks) == 1 and int(ticks[0][1]) > 1_600_000_000_000
+
+
+def test_kstream_process_uses_a_store_added_to_the_builder(
+    topics: EmbeddedLog, log_path: str
+) -> None:
+    builder = StreamsBuilder().add_state_store(
+        Stores.key_value_store_builder(
+            Stores.in_memory_key_value_store("Counts"), serdes.String(), serdes.Integer()
+        )
+    )
+    (
+        builder.stream("text-input", key_serde=serdes.String(), value_serde=serdes.String())
+        .process(WordCountProcessor, "Counts")
+        .to("word-counts", key_serde=serdes.String(), value_serde=serdes.String())
+    )
+    produce(topics, "x y x", 3)
+    with KafkaStreams(builder.build(), config(log_path)) as app:
+        app.run_until_end(timeout=30)
+    assert outputs(topics) == [("x", "2", 3), ("y", "1", 3)]
+    assert (
+        "Processor: KSTREAM-PROCESSOR-0000000001 (stores: [Counts])" in builder.build().describe()
+    )
