@@ -856,3 +856,45 @@ fn the_store_is_a_key_value_bytes() {
     boxed.put(b"k", Some(b"v")).unwrap();
     assert_eq!(boxed.get(b"k").unwrap(), Some(b"v".to_vec()));
 }
+
+/// The child half of `another_process_holding_the_store_is_refused`: keeps
+/// the store open until its stdin closes.
+#[test]
+fn store_lock_holder_child() {
+    let Ok(path) = std::env::var("STROM_STORE_LOCK_CHILD") else {
+        return;
+    };
+    let (_store, _) = open(Path::new(&path), opts());
+    println!("STORE-OPEN");
+    let mut rest = Vec::new();
+    std::io::Read::read_to_end(&mut std::io::stdin(), &mut rest).unwrap();
+}
+
+#[test]
+fn another_process_holding_the_store_is_refused() {
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let dir = TempDir::new().unwrap();
+    let mut child = Command::new(std::env::current_exe().unwrap())
+        .args(["--exact", "store_lock_holder_child", "--nocapture"])
+        .env("STROM_STORE_LOCK_CHILD", dir.path())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    // Kept open until the child exits: it prints more.
+    let mut lines = std::io::BufReader::new(child.stdout.take().unwrap()).lines();
+    assert!(
+        lines.any(|l| l.unwrap().contains("STORE-OPEN")),
+        "the child did not open the store"
+    );
+    let err = open_err(dir.path(), opts());
+    let msg = err.to_string();
+    assert!(matches!(err, Error::Store(_)), "{msg}");
+    assert!(msg.contains(&format!("(pid {})", child.id())), "{msg}");
+    drop(child.stdin.take());
+    assert!(child.wait().unwrap().success());
+    drop(lines);
+    open(dir.path(), opts());
+}
