@@ -95,9 +95,10 @@ struct Location {
 
 /// A persistent, log-structured key-value store in one directory.
 ///
-/// RAM: every live key plus about 40 bytes of index per key (the key's heap
-/// allocation, a 16-byte boxed slice, a 12-byte location, B-tree node
-/// slack). Values stay on disk and are read back per access.
+/// RAM: every live key plus about 40 bytes per key (a 24-byte key slot that
+/// holds keys up to 22 bytes inline, a 12-byte location, B-tree node slack;
+/// longer keys are boxed on the heap). Values stay on disk and are read back
+/// per access.
 pub struct PersistentKeyValueStore {
     dir: PathBuf,
     options: PersistentStoreOptions,
