@@ -63,6 +63,7 @@ class StreamsBuilder:
         parent: str,
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
+        num_partitions: int | None = None,
     ) -> str:
         """Inserts ``<prefix>-repartition``: a null-key filter and a sink in
         the parent's sub-topology, a source in a new one; returns the source."""
@@ -84,6 +85,8 @@ class StreamsBuilder:
             internal=True,
         )
         self.internal.add_source(source_name, [topic], key_serde, value_serde, internal=True)
+        if num_partitions is not None:
+            self.internal.repartition_partitions[topic] = num_partitions
         return source_name
 
     def add_state_store(self, builder: StoreBuilder) -> StreamsBuilder:

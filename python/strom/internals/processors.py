@@ -7,6 +7,7 @@ around them works on whole columns.
 from __future__ import annotations
 
 import logging
+import sys
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
@@ -185,6 +186,47 @@ class KStreamPeek(Node):
         except Exception as exc:
             raise self.callback_failed(batch, i, exc) from exc
         self.forward(batch)
+
+
+class KStreamBranch(Node):
+    """``split()``: each record goes to the child of the first predicate it
+    matches, else to the default branch (if any), else nowhere."""
+
+    def __init__(self, predicates: list[Callable[[Any, Any], bool]]) -> None:
+        super().__init__()
+        self.predicates = predicates
+
+    def process(self, batch: Batch) -> None:
+        routes: list[list[int]] = [[] for _ in range(len(self.predicates) + 1)]
+        keys, values = batch.keys, batch.values
+        i = 0
+        try:
+            for i in range(len(keys)):
+                for branch, predicate in enumerate(self.predicates):
+                    if predicate(keys[i], values[i]):
+                        routes[branch].append(i)
+                        break
+                else:
+                    routes[-1].append(i)
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        # Children are the branches in order, then the default branch.
+        for branch, child in enumerate(self.children):
+            indices = routes[branch] if branch < len(self.predicates) else routes[-1]
+            if indices:
+                child.process(batch.select(indices))
+
+
+class KStreamPrint(Node):
+    """``print()``: writes ``[label]: key, value`` lines to standard output."""
+
+    def __init__(self, label: str) -> None:
+        super().__init__()
+        self.label = label
+
+    def process(self, batch: Batch) -> None:
+        lines = [f"[{self.label}]: {k}, {v}" for k, v in zip(batch.keys, batch.values, strict=True)]
+        sys.stdout.write("\n".join(lines) + "\n")
 
 
 class DropNullKeys(Node):

@@ -83,7 +83,8 @@ class EmbeddedRuntime:
         # that input may itself be a repartition topic.
         counts = {t: self.log.partitions(t) for t in external}
         writers = {t: sub for sub in self.subtopologies for t in sub.sink_topics}
-        pending = set(self.builder.repartition_topics)
+        counts.update(self.builder.repartition_partitions)
+        pending = set(self.builder.repartition_topics) - set(counts)
         while pending:
             progressed = False
             for topic in sorted(pending):
@@ -184,26 +185,31 @@ class EmbeddedRuntime:
         self.input.commit()
         self._last_commit = time.monotonic()
 
+    def _fed_by_the_app(self) -> set[str]:
+        """Input topics this app also writes (repartition topics, and user
+        topics used with ``through``): consumed to their current end."""
+        sources = {t for sub in self.subtopologies for t in sub.source_topics}
+        sinks = {t for sub in self.subtopologies for t in sub.sink_topics}
+        return {self.topic_name(t) for t in sources & sinks}
+
     def caught_up(self, targets: dict[tuple[str, int], int]) -> bool:
-        """True once every input is consumed up to ``targets`` (external
-        topics, as of the start) and every repartition topic to its end."""
+        """True once every external input is consumed up to ``targets`` (its
+        end as of the start) and every topic the app feeds itself to its end."""
         for (topic, partition), end in targets.items():
             if self.input.position(topic, partition) < end:
                 return False
-        for topic in self.builder.repartition_topics:
-            name = self.topic_name(topic)
+        for name in self._fed_by_the_app():
             for partition, end in self.log.end_offsets(name).items():
                 if self.input.position(name, partition) < end:
                     return False
         return True
 
     def end_targets(self) -> dict[tuple[str, int], int]:
+        fed = self._fed_by_the_app()
         targets = {}
-        for sub in self.subtopologies:
-            for topic in sub.source_topics:
-                if topic not in self.builder.repartition_topics:
-                    for partition, end in self.log.end_offsets(topic).items():
-                        targets[(topic, partition)] = end
+        for name in self._input_topics() - fed:
+            for partition, end in self.log.end_offsets(name).items():
+                targets[(name, partition)] = end
         return targets
 
     def run_until_end(self, deadline: float | None) -> None:

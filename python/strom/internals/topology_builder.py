@@ -79,6 +79,8 @@ class InternalTopologyBuilder:
         self.nodes: dict[str, NodeDef] = {}
         self.stores: dict[str, StoreDef] = {}
         self.repartition_topics: set[str] = set()
+        # Repartition topics with a partition count chosen by the user.
+        self.repartition_partitions: dict[str, int] = {}
         self._topic_to_source: dict[str, str] = {}
 
     # --- building ----------------------------------------------------------

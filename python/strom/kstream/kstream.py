@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
+from strom.errors import TopologyError
 from strom.internals import processors as p
 from strom.internals.processor_node import ProcessorAdapter
 from strom.internals.topology_builder import StoreDef
@@ -137,6 +138,63 @@ class KStream:
         """Calls ``action(key, value)`` for each record (a terminal operation)."""
         self._then("KSTREAM-FOREACH-", lambda: p.KStreamPeek(action), name=name)
 
+    def print(self, *, label: str | None = None, name: str | None = None) -> None:
+        """Prints ``[label]: key, value`` for each record (for debugging)."""
+        node_name = name or self._builder.new_name("KSTREAM-PRINTER-")
+        text = label or self._node
+        self._builder.internal.add_processor(node_name, lambda: p.KStreamPrint(text), self._node)
+
+    def merge(self, other: KStream, *, name: str | None = None) -> KStream:
+        """The records of both streams (no order between them is promised)."""
+        node_name = name or self._builder.new_name("KSTREAM-MERGE-")
+        self._builder.internal.add_processor(node_name, p.PassThrough, self._node, other._node)
+        return KStream(
+            self._builder,
+            node_name,
+            self._key_serde if self._key_serde == other._key_serde else None,
+            self._value_serde if self._value_serde == other._value_serde else None,
+            self._repartition_required or other._repartition_required,
+        )
+
+    def split(self, name: str | None = None) -> BranchedKStream:
+        """Routes each record to the first branch whose predicate matches:
+        ``split().branch(pred).branch(pred2).default_branch()``."""
+        return BranchedKStream(self, name or self._builder.new_name("KSTREAM-BRANCH-"))
+
+    def through(
+        self,
+        topic: str,
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        partitioner: Partitioner | None = None,
+    ) -> KStream:
+        """Writes to ``topic`` (which must exist) and reads it back as a new
+        stream: a user-managed repartition."""
+        self.to(topic, key_serde=key_serde, value_serde=value_serde, partitioner=partitioner)
+        return self._builder.stream(
+            topic,
+            key_serde=key_serde or self._key_serde,
+            value_serde=value_serde or self._value_serde,
+        )
+
+    def repartition(
+        self,
+        *,
+        num_partitions: int | None = None,
+        name: str | None = None,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+    ) -> KStream:
+        """Goes through the internal topic ``<application.id>-<name>-repartition``
+        (partitioned by key with murmur2), starting a new sub-topology."""
+        if num_partitions is not None and num_partitions < 1:
+            raise TopologyError(f"num_partitions must be at least 1, got {num_partitions}")
+        prefix = name or self._builder.new_name("KSTREAM-REPARTITION-")
+        keys, values = key_serde or self._key_serde, value_serde or self._value_serde
+        source = self._builder.repartition(prefix, self._node, keys, values, num_partitions)
+        return KStream(self._builder, source, keys, values)
+
     def to(
         self,
         topic: str,
@@ -204,6 +262,58 @@ class KStream:
             value_serde or self._value_serde,
             self._repartition_required,
         )
+
+
+class BranchedKStream:
+    """The branches of ``KStream.split()``, keyed as Kafka keys them: the
+    split's name followed by the branch name (or its 1-based index; the
+    default branch's index is 0)."""
+
+    def __init__(self, stream: KStream, name: str) -> None:
+        self._stream = stream
+        self._name = name
+        self._predicates: list[Callable[[Any, Any], bool]] = []
+        self._branches: dict[str, KStream] = {}
+        self._done = False
+        builder = stream._builder
+        builder.internal.add_processor(
+            name, lambda: p.KStreamBranch(self._predicates), stream._node
+        )
+
+    def _add(self, name: str | None, index: int) -> KStream:
+        if self._done:
+            raise TopologyError(
+                f"split {self._name!r} is closed; it already has its default branch"
+            )
+        child = self._name + (name if name is not None else str(index))
+        builder = self._stream._builder
+        builder.new_name("")  # Kafka spends an index per branch
+        builder.internal.add_processor(child, p.PassThrough, self._name)
+        stream = self._stream
+        branch = KStream(
+            builder, child, stream._key_serde, stream._value_serde, stream._repartition_required
+        )
+        self._branches[child] = branch
+        return branch
+
+    def branch(
+        self, predicate: Callable[[Any, Any], bool], name: str | None = None
+    ) -> BranchedKStream:
+        """Records for which ``predicate(key, value)`` holds (and no earlier one did)."""
+        self._predicates.append(predicate)
+        self._add(name, len(self._predicates))
+        return self
+
+    def default_branch(self, name: str | None = None) -> dict[str, KStream]:
+        """The records no predicate matched, and the finished branches."""
+        self._add(name, 0)
+        self._done = True
+        return dict(self._branches)
+
+    def no_default_branch(self) -> dict[str, KStream]:
+        """Finishes the split; records no predicate matched are dropped."""
+        self._done = True
+        return dict(self._branches)
 
 
 class KGroupedStream:

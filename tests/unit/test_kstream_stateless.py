@@ -1,0 +1,184 @@
+"""The stateless KStream operations on the embedded runtime."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import pytest
+
+from strom import KafkaStreams, StreamsBuilder, serdes
+from strom._core import partition_for_key
+from strom.embedded import EmbeddedLog
+from strom.errors import TopologyError
+from strom.kstream import KStream
+
+S = serdes.String()
+RECORDS = [("a", "1"), ("b", "2"), (None, "3"), ("c", "4"), ("a", "5")]
+
+
+def run(
+    log: EmbeddedLog,
+    log_path: str,
+    build: Callable[[KStream], KStream | None],
+    partitions: int = 1,
+) -> list[tuple[Any, Any, int]]:
+    """Pipes RECORDS (timestamps 100, 101, …) through ``build`` and returns
+    what reached topic "out" (in partition then offset order)."""
+    log.create_topic("in", partitions=partitions)
+    log.create_topic("out", partitions=partitions)
+    with log.producer() as producer:
+        for i, (k, v) in enumerate(RECORDS):
+            producer.produce(
+                "in", None if k is None else k.encode(), v.encode(), timestamp=100 + i, partition=0
+            )
+    builder = StreamsBuilder()
+    out = build(builder.stream("in", key_serde=S, value_serde=S))
+    if out is not None:
+        out.to("out", key_serde=S, value_serde=S)
+    with KafkaStreams(
+        builder.build(), {"application.id": "ops", "bootstrap.servers": f"embedded:{log_path}"}
+    ) as app:
+        app.run_until_end(timeout=30)
+    return [
+        (None if r.key is None else r.key.decode(), r.value.decode(), r.timestamp)  # type: ignore[union-attr]
+        for partition, end in log.end_offsets("out").items()
+        for r in log.read("out", partition, 0, max(end, 1))
+    ]
+
+
+@pytest.mark.parametrize(
+    ("build", "expected"),
+    [
+        (lambda s: s.filter(lambda k, v: int(v) % 2 == 1), [("a", "1"), (None, "3"), ("a", "5")]),
+        (lambda s: s.filter_not(lambda k, v: int(v) % 2 == 1), [("b", "2"), ("c", "4")]),
+        (
+            lambda s: s.map_values(lambda v: v * 2),
+            [("a", "11"), ("b", "22"), (None, "33"), ("c", "44"), ("a", "55")],
+        ),
+        (
+            lambda s: s.map(lambda k, v: (v, k or "-")),
+            [("1", "a"), ("2", "b"), ("3", "-"), ("4", "c"), ("5", "a")],
+        ),
+        (
+            lambda s: s.select_key(lambda k, v: v),
+            [("1", "1"), ("2", "2"), ("3", "3"), ("4", "4"), ("5", "5")],
+        ),
+        (
+            lambda s: s.flat_map(lambda k, v: [(k, v)] * int(v) if int(v) < 3 else []),
+            [("a", "1"), ("b", "2"), ("b", "2")],
+        ),
+        (
+            lambda s: s.flat_map_values(lambda v: [] if v == "3" else [v, "x"]),
+            [
+                ("a", "1"),
+                ("a", "x"),
+                ("b", "2"),
+                ("b", "x"),
+                ("c", "4"),
+                ("c", "x"),
+                ("a", "5"),
+                ("a", "x"),
+            ],
+        ),
+    ],
+)
+def test_stateless_operation(
+    log: EmbeddedLog,
+    log_path: str,
+    build: Callable[[KStream], KStream],
+    expected: list[tuple[Any, Any]],
+) -> None:
+    out = run(log, log_path, build)
+    assert [(k, v) for k, v, _ in out] == expected
+    # Timestamps are the input records' own.
+    assert all(100 <= ts <= 104 for _, _, ts in out)
+
+
+def test_peek_and_foreach_see_every_record(log: EmbeddedLog, log_path: str) -> None:
+    peeked: list[tuple[Any, Any]] = []
+    each: list[tuple[Any, Any]] = []
+
+    def build(s: KStream) -> KStream:
+        s.foreach(lambda k, v: each.append((k, v)))
+        return s.peek(lambda k, v: peeked.append((k, v)))
+
+    out = run(log, log_path, build)
+    assert peeked == each == RECORDS
+    assert [(k, v) for k, v, _ in out] == RECORDS
+
+
+def test_split_routes_to_the_first_matching_branch(log: EmbeddedLog, log_path: str) -> None:
+    seen: dict[str, list[str]] = {}
+
+    def build(s: KStream) -> None:
+        branches = (
+            s.split(name="route-")
+            .branch(lambda k, v: int(v) < 3, name="small")
+            .branch(lambda k, v: int(v) < 5)
+            .default_branch(name="rest")
+        )
+        assert list(branches) == ["route-small", "route-2", "route-rest"]
+        for name, branch in branches.items():
+            branch.foreach(lambda k, v, name=name: seen.setdefault(name, []).append(v))
+
+    run(log, log_path, build)
+    assert seen == {"route-small": ["1", "2"], "route-2": ["3", "4"], "route-rest": ["5"]}
+
+
+def test_split_names_follow_kafka_without_names() -> None:
+    builder = StreamsBuilder()
+    branches = builder.stream("in").split().branch(lambda k, v: True).no_default_branch()
+    assert list(branches) == ["KSTREAM-BRANCH-00000000011"]
+    with pytest.raises(TopologyError, match="already has its default branch"):
+        split = builder.stream("in2").split()
+        split.default_branch()
+        split.branch(lambda k, v: True)
+
+
+def test_merge_combines_both_streams(log: EmbeddedLog, log_path: str) -> None:
+    def build(s: KStream) -> KStream:
+        odd = s.filter(lambda k, v: int(v) % 2 == 1).map_values(lambda v: "odd" + v)
+        even = s.filter(lambda k, v: int(v) % 2 == 0)
+        return odd.merge(even)
+
+    out = run(log, log_path, build)
+    assert sorted(v for _, v, _ in out) == ["2", "4", "odd1", "odd3", "odd5"]
+
+
+def test_repartition_moves_records_to_the_murmur2_partition_of_their_new_key(
+    log: EmbeddedLog, log_path: str
+) -> None:
+    out = run(
+        log,
+        log_path,
+        lambda s: s.select_key(lambda k, v: "key" + v).repartition(
+            name="by-value", num_partitions=3, key_serde=S
+        ),
+        partitions=2,
+    )
+    assert sorted(v for _, v, _ in out) == ["1", "2", "3", "4", "5"]
+    assert log.partitions("ops-by-value-repartition") == 3
+    # Read back from the repartition topic: each key on its murmur2 partition.
+    for partition, end in log.end_offsets("ops-by-value-repartition").items():
+        for record in log.read("ops-by-value-repartition", partition, 0, max(end, 1)):
+            assert record.key is not None
+            assert partition_for_key(record.key, 3) == partition
+
+
+def test_through_writes_and_reads_back_a_user_topic(log: EmbeddedLog, log_path: str) -> None:
+    log.create_topic("mid", partitions=1)
+
+    out = run(log, log_path, lambda s: s.through("mid").map_values(str.upper))
+    assert [v for _, v, _ in out] == ["1", "2", "3", "4", "5"]
+    assert sum(log.end_offsets("mid").values()) == 5
+
+
+def test_print_writes_label_key_value(
+    log: EmbeddedLog, log_path: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    def build(s: KStream) -> None:
+        s.print(label="dbg")
+
+    run(log, log_path, build)
+    assert capsys.readouterr().out.splitlines() == [f"[dbg]: {k}, {v}" for k, v in RECORDS]
