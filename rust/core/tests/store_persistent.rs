@@ -344,6 +344,29 @@ fn a_missing_segment_is_corrupt_log() {
 }
 
 #[test]
+fn a_missing_first_segment_is_corrupt_log_with_or_without_compaction() {
+    for compacted in [false, true] {
+        let dir = TempDir::new().unwrap();
+        {
+            let (mut s, _) = open(dir.path(), small());
+            fill(&mut s, &mut Model::new(), 0..100, 0);
+            s.commit(b"c1").unwrap();
+            if compacted {
+                s.compact().unwrap();
+            }
+        }
+        let segs = segments(dir.path());
+        assert!(segs.len() > 2);
+        fs::remove_file(&segs[0]).unwrap();
+        let err = open_err(dir.path(), small());
+        assert!(
+            matches!(&err, Error::CorruptLog { path, position: 0, .. } if *path == segs[1]),
+            "compacted: {compacted}: {err}"
+        );
+    }
+}
+
+#[test]
 fn corruption_found_by_a_read_is_corrupt_log() {
     let dir = TempDir::new().unwrap();
     let (mut s, _) = open(dir.path(), small());

@@ -188,11 +188,13 @@ pub(super) fn recover(dir: &Path, base: u64, files: Vec<(u64, PathBuf)>) -> Resu
     let mut commit: Option<CommitPoint> = None;
     let mut committed: Option<Vec<u8>> = None;
     let mut compaction_base = None;
-    let mut expected: Option<u64> = None;
+    // The store starts at segment `base` (0 until a compaction): a missing
+    // first segment is a jump like any other.
+    let mut expected = base;
     let mut bad: Option<BadPoint> = None;
 
     'segments: for (i, seg) in segments.iter().enumerate() {
-        let want = *expected.get_or_insert(seg.base);
+        let want = expected;
         if seg.base != want {
             bad = Some(BadPoint {
                 segment: i,
@@ -209,7 +211,7 @@ pub(super) fn recover(dir: &Path, base: u64, files: Vec<(u64, PathBuf)>) -> Resu
         let mut scanner = Scanner::new(&seg.file, &seg.path, seg.len);
         loop {
             let position = scanner.position();
-            let seq = expected.expect("set above");
+            let seq = expected;
             let fail = |reason: String| BadPoint {
                 segment: i,
                 position,
@@ -272,7 +274,7 @@ pub(super) fn recover(dir: &Path, base: u64, files: Vec<(u64, PathBuf)>) -> Resu
                     }
                 }
             }
-            expected = Some(seq + 1);
+            expected = seq + 1;
         }
     }
 
