@@ -112,7 +112,8 @@ impl SegmentLog {
             segment_bytes,
             write_buffer_bytes,
             segments,
-            buf: Vec::with_capacity(write_buffer_bytes.min(1 << 20)),
+            // Grows on demand: window stores keep many small stores open.
+            buf: Vec::new(),
             next_seq,
             total_bytes,
             unsynced_from: None,
@@ -229,6 +230,8 @@ impl SegmentLog {
     /// sync, then the directory if segment files were created.
     pub fn sync(&mut self) -> Result<()> {
         self.write_buffer()?;
+        // Idle stores (old window segments) should not keep a large buffer.
+        self.buf.shrink_to(64 << 10);
         if let Some(from) = self.unsynced_from.take() {
             for s in &self.segments[from..] {
                 io(&s.path, s.file.sync_data())?;
