@@ -51,10 +51,7 @@ class EmbeddedRuntime:
 
     # --- topics ---------------------------------------------------------------
     def topic_name(self, topic: str) -> str:
-        """Internal topics carry the application id as prefix, as in Kafka."""
-        if topic in self.builder.repartition_topics:
-            return f"{self.app_id}-{topic}"
-        return topic
+        return self.builder.physical_topic(self.app_id, topic)
 
     def partition_count(self, topic: str) -> int:
         if topic not in self._partitions:

@@ -7,7 +7,7 @@ import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strom.errors import ConfigError, SerializationError
 from strom.internals.batch import Batch
@@ -24,11 +24,25 @@ from strom.internals.topology_builder import (
 from strom.state.key_value import KeyValueStore
 
 if TYPE_CHECKING:
-    from strom._core import RecordBatch
     from strom.config import StreamsConfig
     from strom.serdes import Serde
 
 log = logging.getLogger("strom.task")
+
+
+class InputRecords(Protocol):
+    """Records of one input partition, columnar (the native ``RecordBatch``
+    has this shape; the test driver makes its own)."""
+
+    @property
+    def topic(self) -> str: ...
+    @property
+    def partition(self) -> int: ...
+    def __len__(self) -> int: ...
+    def keys(self) -> list[bytes | None]: ...
+    def values(self) -> list[bytes | None]: ...
+    def offsets(self) -> list[int]: ...
+    def timestamps(self) -> list[int]: ...
 
 
 @dataclass
@@ -82,6 +96,7 @@ class StreamTask:
         collector: RecordCollector,
         topic_name: Callable[[str], str],
         state_dir: Path,
+        wall_clock: Callable[[], int] | None = None,
     ) -> None:
         self.task_id = f"{subtopology.id}_{partition}"
         self.partition = partition
@@ -97,6 +112,7 @@ class StreamTask:
         self.commit_requested = False
         # The timestamp of the record (or punctuation) being processed.
         self.current_timestamp = -1
+        self._wall_clock = wall_clock or (lambda: time.time_ns() // 1_000_000)
         app_id = config.application_id
         for store_name in subtopology.stores:
             store_def = builder.stores[store_name]
@@ -176,7 +192,7 @@ class StreamTask:
     def partition_count(self, topic: str) -> int:
         return self.collector.partition_count(topic)
 
-    def process(self, records: RecordBatch) -> None:
+    def process(self, records: InputRecords) -> None:
         node, source = self.sources[records.topic]
         batch = self._deserialize(records, source)
         if batch is None:
@@ -186,7 +202,7 @@ class StreamTask:
         self.stream_time_punctuations.may_punctuate(self.stream_time)
 
     def wall_clock_ms(self) -> int:
-        return time.time_ns() // 1_000_000
+        return self._wall_clock()
 
     def maybe_punctuate_wall_clock(self) -> bool:
         return self.wall_clock_punctuations.may_punctuate(self.wall_clock_ms())
@@ -209,7 +225,7 @@ class StreamTask:
         self.state.close()
 
     # --- input --------------------------------------------------------------
-    def _deserialize(self, records: RecordBatch, source: SourceDef) -> Batch | None:
+    def _deserialize(self, records: InputRecords, source: SourceDef) -> Batch | None:
         topic, partition = records.topic, records.partition
         key_serde = self._serde(source.key_serde, "default.key.serde", source.name)
         value_serde = self._serde(source.value_serde, "default.value.serde", source.name)

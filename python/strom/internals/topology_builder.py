@@ -182,6 +182,12 @@ class InternalTopologyBuilder:
                 if processor not in self.stores[store].processors:
                     self.stores[store].processors.append(processor)
 
+    def physical_topic(self, application_id: str, topic: str) -> str:
+        """Internal topics carry the application id as prefix, as in Kafka."""
+        if topic in self.repartition_topics:
+            return f"{application_id}-{topic}"
+        return topic
+
     # --- compiling ---------------------------------------------------------
     def subtopologies(self) -> list[Subtopology]:
         """Connected groups of nodes (joined by edges and shared stores),

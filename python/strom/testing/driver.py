@@ -1,0 +1,309 @@
+"""TopologyTestDriver: runs a topology in-process, record by record, with no
+broker and no log, on the same tasks and nodes as the real runtime."""
+
+from __future__ import annotations
+
+import itertools
+import shutil
+import tempfile
+from collections import deque
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from strom.config import StreamsConfig
+from strom.errors import StoreError, TopologyError
+from strom.internals.task import RecordCollector, StreamTask
+from strom.keyvalue import KeyValue
+from strom.processor.api import Record
+from strom.serdes import Serde
+from strom.state.key_value import KeyValueStore
+from strom.topology import Topology
+
+__all__ = ["TestInputTopic", "TestOutputTopic", "TopologyTestDriver"]
+
+
+@dataclass
+class _Piped:
+    """One batch of serialized records, shaped like a native ``RecordBatch``."""
+
+    topic: str
+    partition: int
+    _keys: list[bytes | None]
+    _values: list[bytes | None]
+    _timestamps: list[int]
+    _offsets: list[int]
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def keys(self) -> list[bytes | None]:
+        return self._keys
+
+    def values(self) -> list[bytes | None]:
+        return self._values
+
+    def timestamps(self) -> list[int]:
+        return self._timestamps
+
+    def offsets(self) -> list[int]:
+        return self._offsets
+
+
+@dataclass(frozen=True)
+class _Output:
+    key: bytes | None
+    value: bytes | None
+    timestamp: int
+
+
+class _Collector(RecordCollector):
+    """Keeps what the tasks send until the driver routes it."""
+
+    def __init__(self) -> None:
+        super().__init__(None, lambda _topic: 1)
+        self.sent: deque[tuple[str, list[Any], list[Any], list[int]]] = deque()
+
+    def send(self, topic: str, keys: Any, values: Any, timestamps: Any, partitions: Any) -> None:
+        if keys:
+            self.sent.append((topic, list(keys), list(values), list(timestamps)))
+
+    def flush(self) -> None:
+        pass
+
+
+class TopologyTestDriver:
+    """Pipes records into a topology and reads what it writes, as Kafka's
+    ``TopologyTestDriver`` does: every topic has one partition, the driver
+    commits after every input record (so every update is emitted), fires
+    stream-time punctuation on each input, advances wall-clock time only in
+    ``advance_wall_clock_time``, and handles repartition topics in-process."""
+
+    def __init__(
+        self,
+        topology: Topology,
+        config: Mapping[str, Any] | None = None,
+        initial_wall_clock_ms: int = 0,
+    ) -> None:
+        self._state_root = Path(tempfile.mkdtemp(prefix="strom-test-driver-"))
+        props = {
+            "application.id": "topology-test-driver",
+            "bootstrap.servers": "test-driver:9092",
+            "state.dir": str(self._state_root),
+            **(config or {}),
+        }
+        self.config = StreamsConfig(props)
+        self._wall_clock = initial_wall_clock_ms
+        builder = topology._internal
+        self._builder = builder
+        app_id = self.config.application_id
+        self._collector = _Collector()
+        self._tasks: list[StreamTask] = []
+        self._task_of_topic: dict[str, StreamTask] = {}
+        self._internal: set[str] = set()
+        self._outputs: dict[str, deque[_Output]] = {}
+        self._offsets: dict[str, itertools.count[int]] = {}
+        try:
+            for sub in builder.subtopologies():
+                task = StreamTask(
+                    sub,
+                    0,
+                    builder,
+                    self.config,
+                    self._collector,
+                    lambda t: builder.physical_topic(app_id, t),
+                    self.config.state_dir / app_id,
+                    wall_clock=lambda: self._wall_clock,
+                )
+                self._tasks.append(task)
+                for topic in sub.source_topics:
+                    name = builder.physical_topic(app_id, topic)
+                    self._task_of_topic[name] = task
+                    if topic in builder.repartition_topics:
+                        self._internal.add(name)
+        except BaseException:
+            self.close()
+            raise
+        self._changelogs = {t for task in self._tasks for t in task.changelogs.values()}
+
+    # --- input and output ------------------------------------------------------
+    def create_input_topic(
+        self, topic: str, key_serde: Serde[Any], value_serde: Serde[Any]
+    ) -> TestInputTopic:
+        if topic not in self._task_of_topic or topic in self._internal:
+            raise TopologyError(f"topic {topic!r} is not an input of this topology")
+        return TestInputTopic(self, topic, key_serde, value_serde)
+
+    def create_output_topic(
+        self, topic: str, key_serde: Serde[Any], value_serde: Serde[Any]
+    ) -> TestOutputTopic:
+        return TestOutputTopic(self, topic, key_serde, value_serde)
+
+    def _pipe(self, topic: str, records: list[tuple[bytes | None, bytes | None, int]]) -> None:
+        """Processes records one at a time, each followed by everything it
+        caused (in-process hops through repartition topics) and a commit."""
+        for key, value, timestamp in records:
+            self._process(topic, [key], [value], [timestamp])
+            self._commit()
+
+    def _process(
+        self, topic: str, keys: list[Any], values: list[Any], timestamps: list[int]
+    ) -> None:
+        counter = self._offsets.setdefault(topic, itertools.count())
+        offsets = [next(counter) for _ in keys]
+        self._task_of_topic[topic].process(_Piped(topic, 0, keys, values, timestamps, offsets))
+        self._route()
+
+    def _route(self) -> None:
+        sent = self._collector.sent
+        while sent:
+            topic, keys, values, timestamps = sent.popleft()
+            if topic in self._changelogs:
+                continue
+            if topic not in self._internal:
+                queue = self._outputs.setdefault(topic, deque())
+                queue.extend(map(_Output, keys, values, timestamps))
+            if topic in self._task_of_topic:
+                # A repartition topic, or a user topic read back (through):
+                # one record at a time, as the broker would deliver them.
+                for k, v, ts in zip(keys, values, timestamps, strict=True):
+                    self._process(topic, [k], [v], [ts])
+
+    def _commit(self) -> None:
+        for task in self._tasks:
+            task.flush()
+        self._route()
+
+    def _output(self, topic: str) -> deque[_Output]:
+        return self._outputs.setdefault(topic, deque())
+
+    # --- time and state --------------------------------------------------------
+    def advance_wall_clock_time(self, ms: int) -> None:
+        """Moves the mock wall clock forward and fires due wall-clock punctuations."""
+        if ms < 0:
+            raise ValueError(f"wall-clock time cannot go back ({ms} ms)")
+        self._wall_clock += ms
+        for task in self._tasks:
+            task.maybe_punctuate_wall_clock()
+            self._route()
+        self._commit()
+
+    def get_key_value_store(self, name: str) -> KeyValueStore[Any, Any]:
+        for task in self._tasks:
+            if name in task.stores:
+                return task.stores[name]
+        raise StoreError(f"no key-value store named {name!r} in this topology")
+
+    def producer_wall_clock_ms(self) -> int:
+        return self._wall_clock
+
+    def close(self) -> None:
+        for task in self._tasks:
+            task.close()
+        self._tasks.clear()
+        shutil.rmtree(self._state_root, ignore_errors=True)
+
+    def __enter__(self) -> TopologyTestDriver:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+
+class TestInputTopic:
+    """Pipes typed records into one input topic of the driver."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(
+        self,
+        driver: TopologyTestDriver,
+        topic: str,
+        key_serde: Serde[Any],
+        value_serde: Serde[Any],
+    ) -> None:
+        self._driver = driver
+        self.topic = topic
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+
+    def _serialized(self, key: Any, value: Any, timestamp: int | None) -> tuple[Any, Any, int]:
+        return (
+            self._key_serde.serialize(self.topic, key),
+            self._value_serde.serialize(self.topic, value),
+            self._driver.producer_wall_clock_ms() if timestamp is None else timestamp,
+        )
+
+    def pipe_input(self, key: Any, value: Any = None, timestamp: int | None = None) -> None:
+        """One record; without a timestamp it gets the driver's wall-clock time."""
+        self._driver._pipe(self.topic, [self._serialized(key, value, timestamp)])
+
+    def pipe_value_list(self, values: Iterable[Any]) -> None:
+        self._driver._pipe(self.topic, [self._serialized(None, v, None) for v in values])
+
+    def pipe_key_value_list(self, pairs: Iterable[tuple[Any, Any] | KeyValue]) -> None:
+        self._driver._pipe(self.topic, [self._serialized(k, v, None) for k, v in pairs])
+
+    def pipe_records(self, records: Iterable[Record[Any, Any]]) -> None:
+        self._driver._pipe(
+            self.topic, [self._serialized(r.key, r.value, r.timestamp) for r in records]
+        )
+
+
+class TestOutputTopic:
+    """Reads, typed, what the topology wrote to one topic (a queue: reading consumes)."""
+
+    __test__ = False  # not a pytest test class
+
+    def __init__(
+        self,
+        driver: TopologyTestDriver,
+        topic: str,
+        key_serde: Serde[Any],
+        value_serde: Serde[Any],
+    ) -> None:
+        self._driver = driver
+        self.topic = topic
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+
+    def _next(self) -> _Output:
+        queue = self._driver._output(self.topic)
+        if not queue:
+            raise IndexError(f"empty topic: {self.topic}")
+        return queue.popleft()
+
+    def read_record(self) -> Record[Any, Any]:
+        out = self._next()
+        return Record(
+            self._key_serde.deserialize(self.topic, out.key),
+            self._value_serde.deserialize(self.topic, out.value),
+            out.timestamp,
+        )
+
+    def read_value(self) -> Any:
+        return self.read_record().value
+
+    def read_key_value(self) -> KeyValue:
+        record = self.read_record()
+        return KeyValue(record.key, record.value)
+
+    def read_records_to_list(self) -> list[Record[Any, Any]]:
+        return [self.read_record() for _ in range(self.get_queue_size())]
+
+    def read_values_to_list(self) -> list[Any]:
+        return [r.value for r in self.read_records_to_list()]
+
+    def read_key_values_to_list(self) -> list[KeyValue]:
+        return [KeyValue(r.key, r.value) for r in self.read_records_to_list()]
+
+    def read_key_values_to_map(self) -> dict[Any, Any]:
+        """The latest value per key (keys in first-seen order)."""
+        return {r.key: r.value for r in self.read_records_to_list()}
+
+    def get_queue_size(self) -> int:
+        return len(self._driver._output(self.topic))
+
+    def is_empty(self) -> bool:
+        return self.get_queue_size() == 0
