@@ -7,8 +7,10 @@ from typing import Any
 
 from strom.errors import TopologyError
 from strom.internals import processors as p
-from strom.internals.topology_builder import InternalTopologyBuilder
-from strom.kstream.kstream import KStream
+from strom.internals.table_processors import KTableSource
+from strom.internals.topology_builder import InternalTopologyBuilder, StoreDef
+from strom.kstream.kstream import KStream, KTable
+from strom.kstream.materialized import Materialized
 from strom.serdes import Serde
 from strom.state.stores import StoreBuilder
 from strom.topology import Topology
@@ -56,6 +58,37 @@ class StreamsBuilder:
             name, topic_list, key_serde, value_serde, timestamp_extractor, offset_reset
         )
         return KStream(self, name, key_serde, value_serde)
+
+    def table(
+        self,
+        topic: str,
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        materialized: Materialized | str | None = None,
+        timestamp_extractor: Callable[[Any, int], int] | None = None,
+        offset_reset: str | None = None,
+    ) -> KTable:
+        """A KTable over ``topic``: the latest value per key, None deletes
+        (records with a null key are skipped). It is materialized in a store
+        (``materialized``'s name, else ``<topic>-STATE-STORE-…``)."""
+        mat = Materialized.of(materialized)
+        store_name = mat.store_name or self.new_name(f"{topic}-STATE-STORE-")
+        keys, values = mat.key_serde or key_serde, mat.value_serde or value_serde
+        source = self.stream(
+            topic,
+            key_serde=keys,
+            value_serde=values,
+            timestamp_extractor=timestamp_extractor,
+            offset_reset=offset_reset,
+        )
+        name = self.new_name("KTABLE-SOURCE-")
+        self.internal.add_processor(name, lambda: KTableSource(store_name), source._node)
+        self.internal.add_store(
+            StoreDef(store_name, keys, values, logged=mat.logging, persistent=not mat.in_memory),
+            name,
+        )
+        return KTable(self, name, keys, values, store_name)
 
     def repartition(
         self,

@@ -264,10 +264,6 @@ class KStreamCount(Node):
         self.forward(batch.derive(batch.keys, counts, batch.timestamps, batch.offsets))
 
 
-class KTableToStream(PassThrough):
-    pass
-
-
 class SinkNode(Node):
     def __init__(
         self,

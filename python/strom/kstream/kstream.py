@@ -7,6 +7,7 @@ from typing import TYPE_CHECKING, Any
 
 from strom.errors import TopologyError
 from strom.internals import processors as p
+from strom.internals import table_processors as tp
 from strom.internals.processor_node import ProcessorAdapter
 from strom.internals.topology_builder import StoreDef
 from strom.kstream.materialized import Materialized
@@ -316,6 +317,44 @@ class BranchedKStream:
         return dict(self._branches)
 
 
+def _aggregation(
+    builder: StreamsBuilder,
+    parent: str,
+    *,
+    name_prefix: str,
+    materialized: Materialized | str | None,
+    key_serde: Serde[Any] | None,
+    value_serde: Serde[Any] | None,
+    result_serde: Serde[Any] | None,
+    repartition_serde: Serde[Any] | None,
+    repartition: bool,
+    node: Callable[[str], p.Node],
+) -> KTable:
+    """The shape every DSL aggregation shares: name the processor and its
+    store (Kafka's ``<PREFIX>-STATE-STORE-…`` unless materialized with a
+    name), repartition through ``<store>-repartition`` when the key changed,
+    add the store, and return the result table."""
+    mat = Materialized.of(materialized)
+    agg_name = builder.new_name(name_prefix)
+    store_name = mat.store_name or builder.new_name(f"{name_prefix}STATE-STORE-")
+    key_serde = mat.key_serde or key_serde
+    value_serde = mat.value_serde or result_serde
+    if repartition:
+        parent = builder.repartition(store_name, parent, key_serde, repartition_serde)
+    builder.internal.add_processor(agg_name, lambda: node(store_name), parent)
+    builder.internal.add_store(
+        StoreDef(
+            store_name,
+            key_serde,
+            value_serde,
+            logged=mat.logging,
+            persistent=not mat.in_memory,
+        ),
+        agg_name,
+    )
+    return KTable(builder, agg_name, key_serde, value_serde, store_name)
+
+
 class KGroupedStream:
     """A stream grouped by key, ready to aggregate (Kafka's ``KGroupedStream``)."""
 
@@ -333,28 +372,56 @@ class KGroupedStream:
         self._value_serde = value_serde
         self._repartition_required = repartition_required
 
-    def count(self, materialized: Materialized | str | None = None) -> KTable:
-        """Counts records per key into a KTable of ``int``."""
-        mat = Materialized.of(materialized)
-        builder = self._builder
-        agg_name = builder.new_name("KSTREAM-AGGREGATE-")
-        store_name = mat.store_name or builder.new_name("KSTREAM-AGGREGATE-STATE-STORE-")
-        key_serde = mat.key_serde or self._key_serde
-        parent = self._node
-        if self._repartition_required:
-            parent = builder.repartition(store_name, parent, key_serde, self._value_serde)
-        builder.internal.add_processor(agg_name, lambda: p.KStreamCount(store_name), parent)
-        builder.internal.add_store(
-            StoreDef(
-                store_name,
-                key_serde,
-                mat.value_serde or Long(),
-                logged=mat.logging,
-                persistent=not mat.in_memory,
-            ),
-            agg_name,
+    def _aggregate(
+        self,
+        prefix: str,
+        materialized: Materialized | str | None,
+        result_serde: Serde[Any] | None,
+        node: Callable[[str], p.Node],
+    ) -> KTable:
+        return _aggregation(
+            self._builder,
+            self._node,
+            name_prefix=prefix,
+            materialized=materialized,
+            key_serde=self._key_serde,
+            value_serde=self._value_serde,
+            result_serde=result_serde,
+            repartition_serde=self._value_serde,
+            repartition=self._repartition_required,
+            node=node,
         )
-        return KTable(builder, agg_name, key_serde, mat.value_serde or Long(), store_name)
+
+    def count(self, materialized: Materialized | str | None = None) -> KTable:
+        """Counts records per key (null keys are skipped) into a KTable of ``int``."""
+        return self._aggregate("KSTREAM-AGGREGATE-", materialized, Long(), p.KStreamCount)
+
+    def reduce(
+        self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
+    ) -> KTable:
+        """Combines each key's values: ``reducer(aggregate, value)``; the first
+        value is the first aggregate. Null keys and values are skipped."""
+        return self._aggregate(
+            "KSTREAM-REDUCE-",
+            materialized,
+            self._value_serde,
+            lambda store: tp.KStreamAggregate(store, None, lambda _k, v, agg: reducer(agg, v)),
+        )
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        materialized: Materialized | str | None = None,
+    ) -> KTable:
+        """``aggregator(key, value, aggregate)`` from ``initializer()`` per key.
+        The result serde comes from ``materialized`` (or default.value.serde)."""
+        return self._aggregate(
+            "KSTREAM-AGGREGATE-",
+            materialized,
+            None,
+            lambda store: tp.KStreamAggregate(store, initializer, aggregator),
+        )
 
 
 class KTable:
@@ -367,15 +434,152 @@ class KTable:
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
         store_name: str | None,
+        send_old: tp.SendOldValues | None = None,
     ) -> None:
         self._builder = builder
         self._node = node
         self._key_serde = key_serde
         self._value_serde = value_serde
         self.queryable_store_name = store_name
+        # Aggregations and sources compute old values from their store anyway.
+        self._send_old = send_old or tp.SendOldValues()
+
+    def _then(
+        self,
+        prefix: str,
+        node: Callable[[tp.SendOldValues], p.Node],
+        name: str | None,
+        value_serde_kept: bool,
+    ) -> KTable:
+        node_name = name or self._builder.new_name(prefix)
+        send_old = tp.SendOldValues(upstream=self._send_old)
+        self._builder.internal.add_processor(node_name, lambda: node(send_old), self._node)
+        return KTable(
+            self._builder,
+            node_name,
+            self._key_serde,
+            self._value_serde if value_serde_kept else None,
+            None,
+            send_old,
+        )
+
+    def filter(self, predicate: Callable[[Any, Any], bool], *, name: str | None = None) -> KTable:
+        """Keeps entries for which ``predicate(key, value)`` holds; an update
+        that fails it deletes the key downstream (a tombstone)."""
+        return self._then(
+            "KTABLE-FILTER-", lambda so: tp.KTableFilter(predicate, False, so), name, True
+        )
+
+    def filter_not(
+        self, predicate: Callable[[Any, Any], bool], *, name: str | None = None
+    ) -> KTable:
+        return self._then(
+            "KTABLE-FILTER-", lambda so: tp.KTableFilter(predicate, True, so), name, True
+        )
+
+    def map_values(self, mapper: Callable[[Any], Any], *, name: str | None = None) -> KTable:
+        """``mapper(value)`` for every entry; deletes stay deletes."""
+        return self._then(
+            "KTABLE-MAPVALUES-", lambda so: tp.KTableMapValues(mapper, so), name, False
+        )
 
     def to_stream(self, *, name: str | None = None) -> KStream:
-        """The table's updates as a stream."""
+        """The table's updates as a stream (deletes as None values)."""
         node_name = name or self._builder.new_name("KTABLE-TOSTREAM-")
-        self._builder.internal.add_processor(node_name, p.KTableToStream, self._node)
+        self._builder.internal.add_processor(node_name, tp.KTableToStream, self._node)
         return KStream(self._builder, node_name, self._key_serde, self._value_serde)
+
+    def group_by(
+        self,
+        selector: Callable[[Any, Any], tuple[Any, Any]],
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+    ) -> KGroupedTable:
+        """Re-keys the table with ``selector(key, value) -> (new_key, new_value)``
+        for an aggregation that retracts old values and adds new ones."""
+        self._send_old.enable()
+        node_name = self._builder.new_name("KTABLE-SELECT-")
+        self._builder.internal.add_processor(
+            node_name, lambda: tp.KTableRepartitionMap(selector), self._node
+        )
+        return KGroupedTable(self._builder, node_name, key_serde, value_serde)
+
+
+class KGroupedTable:
+    """A re-keyed table, ready to aggregate (Kafka's ``KGroupedTable``)."""
+
+    def __init__(
+        self,
+        builder: StreamsBuilder,
+        node: str,
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+    ) -> None:
+        self._builder = builder
+        self._node = node
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+
+    def _aggregate(
+        self,
+        prefix: str,
+        materialized: Materialized | str | None,
+        result_serde: Serde[Any] | None,
+        initializer: Callable[[], Any] | None,
+        adder: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any],
+    ) -> KTable:
+        inner = self._value_serde
+        return _aggregation(
+            self._builder,
+            self._node,
+            name_prefix=prefix,
+            materialized=materialized,
+            key_serde=self._key_serde,
+            value_serde=inner,
+            result_serde=result_serde,
+            repartition_serde=None if inner is None else tp.ChangeSerde(inner),
+            repartition=True,
+            node=lambda store: tp.KTableAggregate(store, initializer, adder, subtractor),
+        )
+
+    def count(self, materialized: Materialized | str | None = None) -> KTable:
+        """The number of entries per new key."""
+        return self._aggregate(
+            "KTABLE-AGGREGATE-",
+            materialized,
+            Long(),
+            lambda: 0,
+            lambda _k, _v, agg: agg + 1,
+            lambda _k, _v, agg: agg - 1,
+        )
+
+    def reduce(
+        self,
+        adder: Callable[[Any, Any], Any],
+        subtractor: Callable[[Any, Any], Any],
+        materialized: Materialized | str | None = None,
+    ) -> KTable:
+        """``adder(aggregate, new_value)`` and ``subtractor(aggregate, old_value)``."""
+        return self._aggregate(
+            "KTABLE-REDUCE-",
+            materialized,
+            self._value_serde,
+            None,
+            lambda _k, v, agg: adder(agg, v),
+            lambda _k, v, agg: subtractor(agg, v),
+        )
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        adder: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any],
+        materialized: Materialized | str | None = None,
+    ) -> KTable:
+        """``adder(key, new_value, aggregate)`` / ``subtractor(key, old_value,
+        aggregate)`` from ``initializer()`` per new key."""
+        return self._aggregate(
+            "KTABLE-AGGREGATE-", materialized, None, initializer, adder, subtractor
+        )

@@ -299,8 +299,13 @@ class TestOutputTopic:
         return [KeyValue(r.key, r.value) for r in self.read_records_to_list()]
 
     def read_key_values_to_map(self) -> dict[Any, Any]:
-        """The latest value per key (keys in first-seen order)."""
-        return {r.key: r.value for r in self.read_records_to_list()}
+        """The latest value per key, keys in last-update order (so the map
+        iterates like the table it describes)."""
+        latest: dict[Any, Any] = {}
+        for record in self.read_records_to_list():
+            latest.pop(record.key, None)
+            latest[record.key] = record.value
+        return latest
 
     def get_queue_size(self) -> int:
         return len(self._driver._output(self.topic))

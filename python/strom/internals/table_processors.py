@@ -1,0 +1,279 @@
+"""KTable nodes: batches carry changes (``values`` new, ``old_values`` old)
+and aggregations read-modify-write a store per record, as in Kafka Streams."""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Callable, Sequence
+from typing import TYPE_CHECKING, Any
+
+from strom.errors import SerializationError
+from strom.internals.processors import Node, log
+from strom.serdes import Serde
+
+if TYPE_CHECKING:
+    from strom.internals.batch import Batch
+    from strom.internals.task import StreamTask
+    from strom.state.key_value import KeyValueStore
+
+
+class SendOldValues:
+    """Whether a table's downstream needs old values (Kafka's
+    ``enableSendingOldValues``); set while the DSL is built, read by the nodes."""
+
+    def __init__(self, upstream: SendOldValues | None = None) -> None:
+        self.enabled = False
+        self.upstream = upstream
+
+    def enable(self) -> None:
+        self.enabled = True
+        if self.upstream is not None:
+            self.upstream.enable()
+
+
+def _old(batch: Batch) -> list[Any]:
+    return batch.old_values if batch.old_values is not None else [None] * len(batch)
+
+
+class _StoreNode(Node):
+    def __init__(self, store_name: str) -> None:
+        super().__init__()
+        self.store_name = store_name
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.store: KeyValueStore[Any, Any] = task.key_value_store(self.store_name)
+
+    def _put_each(
+        self, batch: Batch, keys: list[Any], update: Callable[[Any, Any, int], Any]
+    ) -> None:
+        """For each record: new = update(key, old, i); store it; forward the change."""
+        store = self.store
+        new_values: list[Any] = []
+        old_values: list[Any] = []
+        task = self.task
+        i = 0
+        try:
+            for i, key in enumerate(keys):
+                task.current_timestamp = batch.timestamps[i]
+                old = store.get(key)
+                new = update(key, old, i)
+                store.put(key, new)
+                new_values.append(new)
+                old_values.append(old)
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        self.forward(batch.derive(keys, new_values, batch.timestamps, batch.offsets, old_values))
+
+
+class KTableSource(_StoreNode):
+    """``builder.table``: the latest value per key; a None value deletes."""
+
+    def process(self, batch: Batch) -> None:
+        if None in batch.keys:
+            skipped = batch.keys.count(None)
+            self.task.metrics.dropped_records += skipped
+            log.debug("%s: skipped %d record(s) with a null key", self.name, skipped)
+            batch = batch.select([i for i, k in enumerate(batch.keys) if k is not None])
+        values = batch.values
+        self._put_each(batch, batch.keys, lambda _key, _old, i: values[i])
+
+
+class KTableFilter(Node):
+    def __init__(
+        self, predicate: Callable[[Any, Any], bool], negate: bool, send_old: SendOldValues
+    ) -> None:
+        super().__init__()
+        self.predicate = predicate
+        self.negate = negate
+        self.send_old = send_old
+
+    def _keep(self, key: Any, value: Any) -> Any:
+        if value is None or bool(self.predicate(key, value)) is self.negate:
+            return None
+        return value
+
+    def process(self, batch: Batch) -> None:
+        send_old = self.send_old.enabled
+        keys, out, olds, kept = batch.keys, [], [], []
+        i = 0
+        try:
+            for i, (key, new, old) in enumerate(zip(keys, batch.values, _old(batch), strict=True)):
+                new2 = self._keep(key, new)
+                old2 = self._keep(key, old) if send_old else None
+                # Kafka forwards a tombstone for a filtered-out update, unless
+                # old values are sent and there is nothing to retract.
+                if send_old and new2 is None and old2 is None:
+                    continue
+                kept.append(i)
+                out.append(new2)
+                olds.append(old2)
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        selected = batch.select(kept)
+        self.forward(
+            selected.derive(selected.keys, out, selected.timestamps, selected.offsets, olds)
+        )
+
+
+class KTableMapValues(Node):
+    def __init__(self, mapper: Callable[[Any], Any], send_old: SendOldValues) -> None:
+        super().__init__()
+        self.mapper = mapper
+        self.send_old = send_old
+
+    def process(self, batch: Batch) -> None:
+        fn, send_old = self.mapper, self.send_old.enabled
+        news: list[Any] = []
+        olds: list[Any] = []
+        try:
+            for new, old in zip(batch.values, _old(batch), strict=True):
+                news.append(None if new is None else fn(new))
+                olds.append(fn(old) if send_old and old is not None else None)
+        except Exception as exc:
+            raise self.callback_failed(batch, len(news), exc) from exc
+        self.forward(batch.derive(batch.keys, news, batch.timestamps, batch.offsets, olds))
+
+
+class KTableToStream(Node):
+    """The table's updates as a stream of new values (tombstones included)."""
+
+    def process(self, batch: Batch) -> None:
+        self.forward(batch.derive(batch.keys, batch.values, batch.timestamps, batch.offsets))
+
+
+class KTableRepartitionMap(Node):
+    """``KTable.group_by``: each change becomes a retraction of the old pair
+    and an addition of the new one (one record when the key stays)."""
+
+    def __init__(self, selector: Callable[[Any, Any], tuple[Any, Any]]) -> None:
+        super().__init__()
+        self.selector = selector
+
+    def process(self, batch: Batch) -> None:
+        fn = self.selector
+        keys: list[Any] = []
+        changes: list[tuple[Any, Any]] = []
+        stamps: list[int] = []
+        offsets: list[int] = []
+        i = 0
+        try:
+            for i, (key, new, old) in enumerate(
+                zip(batch.keys, batch.values, _old(batch), strict=True)
+            ):
+                new_pair = None if new is None else tuple(fn(key, new))
+                old_pair = None if old is None else tuple(fn(key, old))
+                new_ok = new_pair is not None and None not in new_pair
+                old_ok = old_pair is not None and None not in old_pair
+                if new_ok and old_ok and new_pair[0] == old_pair[0]:  # type: ignore[index]
+                    out = [(new_pair[0], (new_pair[1], old_pair[1]))]  # type: ignore[index]
+                else:
+                    out = []
+                    if old_ok:
+                        out.append((old_pair[0], (None, old_pair[1])))  # type: ignore[index]
+                    if new_ok:
+                        out.append((new_pair[0], (new_pair[1], None)))  # type: ignore[index]
+                for k, change in out:
+                    keys.append(k)
+                    changes.append(change)
+                    stamps.append(batch.timestamps[i])
+                    offsets.append(batch.offsets[i])
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        self.forward(batch.derive(keys, changes, stamps, offsets))
+
+
+class ChangeSerde(Serde[tuple[Any, Any]]):
+    """(new, old) pairs on a table's repartition topic: a flag byte (bit 0:
+    new present, bit 1: old present), the new value's length, both values."""
+
+    def __init__(self, inner: Serde[Any]) -> None:
+        self.inner = inner
+
+    def serialize(self, topic: str, data: tuple[Any, Any] | None) -> bytes | None:
+        if data is None:
+            return None
+        new = self.inner.serialize(topic, data[0])
+        old = self.inner.serialize(topic, data[1])
+        flags = (new is not None) | (old is not None) << 1
+        return struct.pack(">BI", flags, len(new or b"")) + (new or b"") + (old or b"")
+
+    def deserialize(self, topic: str, data: bytes | None) -> tuple[Any, Any] | None:
+        if data is None:
+            return None
+        if len(data) < 5:
+            raise SerializationError(f"a table change on {topic} needs 5 bytes, got {len(data)}")
+        flags, length = struct.unpack_from(">BI", data)
+        new = self.inner.deserialize(topic, data[5 : 5 + length]) if flags & 1 else None
+        old = self.inner.deserialize(topic, data[5 + length :]) if flags & 2 else None
+        return new, old
+
+
+class KTableAggregate(_StoreNode):
+    """``KGroupedTable.aggregate`` (and count, reduce): remove the old value,
+    then add the new one, as Kafka's KTableAggregate/KTableReduce do."""
+
+    def __init__(
+        self,
+        store_name: str,
+        initializer: Callable[[], Any] | None,
+        adder: Callable[[Any, Any, Any], Any],
+        subtractor: Callable[[Any, Any, Any], Any],
+    ) -> None:
+        super().__init__(store_name)
+        self.initializer = initializer
+        self.adder = adder
+        self.subtractor = subtractor
+
+    def process(self, batch: Batch) -> None:
+        changes: Sequence[tuple[Any, Any]] = batch.values
+
+        def update(key: Any, agg: Any, i: int) -> Any:
+            new, old = changes[i]
+            if old is not None and agg is not None:
+                agg = self.subtractor(key, old, agg)
+            if new is not None:
+                if agg is None:
+                    # reduce (no initializer): the first value is the aggregate
+                    if self.initializer is None:
+                        return new
+                    agg = self.initializer()
+                agg = self.adder(key, new, agg)
+            return agg
+
+        self._put_each(batch, batch.keys, update)
+
+
+class KStreamAggregate(_StoreNode):
+    """``KGroupedStream.reduce`` and ``aggregate`` with user functions, per
+    record over the store; null keys and (for reduce) null values are skipped."""
+
+    def __init__(
+        self,
+        store_name: str,
+        initializer: Callable[[], Any] | None,
+        aggregator: Callable[[Any, Any, Any], Any],
+    ) -> None:
+        super().__init__(store_name)
+        self.initializer = initializer
+        self.aggregator = aggregator
+
+    def process(self, batch: Batch) -> None:
+        keep = [
+            i
+            for i, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True))
+            if k is not None and v is not None
+        ]
+        if len(keep) < len(batch):
+            self.task.metrics.dropped_records += len(batch) - len(keep)
+            batch = batch.select(keep)
+        values = batch.values
+
+        def update(key: Any, agg: Any, i: int) -> Any:
+            if agg is None:
+                if self.initializer is None:
+                    return values[i]
+                agg = self.initializer()
+            return self.aggregator(key, values[i], agg)
+
+        self._put_each(batch, batch.keys, update)

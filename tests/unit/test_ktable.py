@@ -1,0 +1,114 @@
+"""KTable and the aggregations, on the TopologyTestDriver."""
+
+from __future__ import annotations
+
+from strom import KeyValue, StreamsBuilder, serdes
+from strom.kstream import Materialized
+from strom.testing import TopologyTestDriver
+
+S, L, INT = serdes.String(), serdes.Long(), serdes.Integer()
+RECORDS = [("Jack", 1), ("Lily", 2), ("Mike", 4), ("Jack", 3), ("Lily", 5)]
+
+
+def test_kstream_vs_ktable_grouped_sum() -> None:
+    """Issue acceptance: the same records summed as a stream (every record
+    adds) and as a table (an update retracts the old value, adds the new)."""
+    builder = StreamsBuilder()
+    (
+        builder.stream("stream-in", key_serde=S, value_serde=INT)
+        .group_by_key()
+        .reduce(lambda agg, v: agg + v, Materialized("stream-sums"))
+        .to_stream()
+        .to("stream-out")
+    )
+    (
+        builder.table("table-in", key_serde=S, value_serde=INT)
+        .group_by(lambda k, v: (k, v), key_serde=S, value_serde=INT)
+        .reduce(lambda agg, v: agg + v, lambda agg, v: agg - v, Materialized("table-sums"))
+        .to_stream()
+        .to("table-out")
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("stream-in", S, INT).pipe_key_value_list(RECORDS)
+        driver.create_input_topic("table-in", S, INT).pipe_key_value_list(RECORDS)
+        stream_out = driver.create_output_topic("stream-out", S, INT).read_key_values_to_map()
+        table_out = driver.create_output_topic("table-out", S, INT).read_key_values_to_map()
+        assert stream_out == {"Jack": 4, "Lily": 7, "Mike": 4}
+        assert table_out == {"Mike": 4, "Jack": 3, "Lily": 5}
+        # The table result iterates in last-update order.
+        assert list(table_out) == ["Mike", "Jack", "Lily"]
+        assert driver.get_key_value_store("table-sums").get("Jack") == 3
+
+
+def test_table_group_by_moves_values_between_keys() -> None:
+    """Kafka's KTableAggregate: a re-keyed update subtracts from the old group
+    and adds to the new one; a delete subtracts."""
+    builder = StreamsBuilder()
+    (
+        builder.table("users", key_serde=S, value_serde=S)
+        .group_by(lambda user, city: (city, user), key_serde=S, value_serde=S)
+        .count(Materialized("per-city"))
+        .to_stream()
+        .to("counts", value_serde=L)
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        users = driver.create_input_topic("users", S, S)
+        out = driver.create_output_topic("counts", S, L)
+        users.pipe_input("ann", "oslo", 1)
+        users.pipe_input("bob", "oslo", 2)
+        assert out.read_key_values_to_list() == [KeyValue("oslo", 1), KeyValue("oslo", 2)]
+        users.pipe_input("ann", "rome", 3)  # moves: oslo -1, rome +1
+        assert out.read_key_values_to_list() == [KeyValue("oslo", 1), KeyValue("rome", 1)]
+        users.pipe_input("bob", None, 4)  # delete
+        assert out.read_key_values_to_list() == [KeyValue("oslo", 0)]
+        users.pipe_input(None, "nowhere", 5)  # null keys are skipped by the table
+        assert out.is_empty()
+
+
+def test_table_filter_forwards_tombstones_and_map_values() -> None:
+    builder = StreamsBuilder()
+    table = builder.table("in", key_serde=S, value_serde=INT, materialized="source")
+    table.filter(lambda k, v: v > 1).map_values(lambda v: v * 10).to_stream().to(
+        "out", value_serde=INT
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        src = driver.create_input_topic("in", S, INT)
+        out = driver.create_output_topic("out", S, INT)
+        src.pipe_key_value_list([("a", 1), ("b", 2), ("b", 0), ("c", None)])
+        # Without a downstream needing old values, Kafka forwards a tombstone
+        # for every update that does not pass the filter.
+        assert out.read_key_values_to_list() == [
+            KeyValue("a", None),
+            KeyValue("b", 20),
+            KeyValue("b", None),
+            KeyValue("c", None),
+        ]
+        assert driver.get_key_value_store("source").get("b") == 0
+
+
+def test_grouped_stream_aggregate_and_reduce_skip_nulls() -> None:
+    builder = StreamsBuilder()
+    grouped = builder.stream("in", key_serde=S, value_serde=INT).group_by_key()
+    grouped.aggregate(
+        lambda: "", lambda k, v, agg: agg + str(v), Materialized("joined", value_serde=S)
+    ).to_stream().to("agg-out", value_serde=S)
+    grouped.reduce(max, "max").to_stream().to("max-out")
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("in", S, INT).pipe_key_value_list(
+            [("a", 3), ("a", 9), (None, 1), ("a", None), ("b", 2), ("a", 4)]
+        )
+        assert driver.create_output_topic("agg-out", S, S).read_key_values_to_list() == [
+            KeyValue("a", "3"),
+            KeyValue("a", "39"),
+            KeyValue("b", "2"),
+            KeyValue("a", "394"),
+        ]
+        assert driver.create_output_topic("max-out", S, INT).read_values_to_list() == [3, 9, 2, 9]
+
+
+def test_table_describe_names_follow_kafka() -> None:
+    builder = StreamsBuilder()
+    builder.table("t", key_serde=S, value_serde=S).to_stream().to("o")
+    text = builder.build().describe()
+    assert "Source: KSTREAM-SOURCE-0000000001 (topics: [t])" in text
+    assert "Processor: KTABLE-SOURCE-0000000002 (stores: [t-STATE-STORE-0000000000])" in text
