@@ -3,7 +3,9 @@ use pyo3::prelude::*;
 mod errors;
 mod log;
 mod serde;
+mod session;
 mod store;
+mod window;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -16,5 +18,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     log::register(m)?;
     serde::register(m)?;
     store::register(m)?;
+    window::register(m)?;
+    session::register(m)?;
     Ok(())
 }
