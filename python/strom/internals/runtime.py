@@ -101,7 +101,21 @@ class EmbeddedRuntime:
                     self._ensure_internal(
                         f"{self.app_id}-{store}-changelog", tasks, {"cleanup.policy": "compact"}
                     )
+        self._check_co_partitioning(counts)
         self._counts = counts
+
+    def _check_co_partitioning(self, counts: dict[str, int]) -> None:
+        """Inputs of a join must have equal partition counts (Kafka's rule),
+        checked before anything is processed."""
+        for sub in self.subtopologies:
+            joins = [n for n in self.builder.co_partitioned if n in sub.nodes]
+            sizes = {t: counts[t] for t in sub.source_topics}
+            if joins and len(set(sizes.values())) > 1:
+                listed = ", ".join(f"{t} ({n})" for t, n in sorted(sizes.items()))
+                raise TopologyError(
+                    f"join {joins[0]!r} needs co-partitioned inputs, but the topics "
+                    f"have different partition counts: {listed}; repartition one side"
+                )
 
     def _ensure_internal(self, topic: str, partitions: int, config: dict[str, str]) -> None:
         if topic in self.log.topics():

@@ -277,3 +277,84 @@ class KStreamAggregate(_StoreNode):
             return self.aggregator(key, values[i], agg)
 
         self._put_each(batch, batch.keys, update)
+
+
+# A table's value getter: given a task, a function from key to current value.
+# Stores answer directly; filtered and mapped tables compute through, as
+# Kafka's KTableValueGetter does.
+ValueGetterSupplier = Callable[["StreamTask"], Callable[[Any], Any]]
+
+
+def store_getter(store_name: str) -> ValueGetterSupplier:
+    def supplier(task: StreamTask) -> Callable[[Any], Any]:
+        return task.key_value_store(store_name).get
+
+    return supplier
+
+
+def filtered_getter(
+    parent: ValueGetterSupplier, predicate: Callable[[Any, Any], bool], negate: bool
+) -> ValueGetterSupplier:
+    def supplier(task: StreamTask) -> Callable[[Any], Any]:
+        get = parent(task)
+
+        def lookup(key: Any) -> Any:
+            value = get(key)
+            if value is None or bool(predicate(key, value)) is negate:
+                return None
+            return value
+
+        return lookup
+
+    return supplier
+
+
+def mapped_getter(parent: ValueGetterSupplier, mapper: Callable[[Any], Any]) -> ValueGetterSupplier:
+    def supplier(task: StreamTask) -> Callable[[Any], Any]:
+        get = parent(task)
+
+        def lookup(key: Any) -> Any:
+            value = get(key)
+            return None if value is None else mapper(value)
+
+        return lookup
+
+    return supplier
+
+
+class KStreamKTableJoin(Node):
+    """Stream records look up the table's current value for their key; only
+    stream records trigger output, at the stream record's timestamp. Inner:
+    no match, no output; left: the joiner gets None. Null keys are dropped."""
+
+    def __init__(
+        self, getter: ValueGetterSupplier, joiner: Callable[[Any, Any], Any], left: bool
+    ) -> None:
+        super().__init__()
+        self.getter = getter
+        self.joiner = joiner
+        self.left = left
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.lookup = self.getter(task)
+
+    def process(self, batch: Batch) -> None:
+        lookup, joiner, left = self.lookup, self.joiner, self.left
+        kept: list[int] = []
+        joined: list[Any] = []
+        i = 0
+        try:
+            for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
+                if key is None or value is None:
+                    self.task.metrics.dropped_records += 1
+                    continue
+                table_value = lookup(key)
+                if table_value is None and not left:
+                    continue
+                kept.append(i)
+                joined.append(joiner(value, table_value))
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        selected = batch.select(kept)
+        self.forward(selected.derive(selected.keys, joined, selected.timestamps, selected.offsets))

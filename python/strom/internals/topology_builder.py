@@ -81,6 +81,8 @@ class InternalTopologyBuilder:
         self.repartition_topics: set[str] = set()
         # Repartition topics with a partition count chosen by the user.
         self.repartition_partitions: dict[str, int] = {}
+        # Join nodes whose sub-topology's inputs must be co-partitioned.
+        self.co_partitioned: list[str] = []
         self._topic_to_source: dict[str, str] = {}
 
     # --- building ----------------------------------------------------------
@@ -181,6 +183,10 @@ class InternalTopologyBuilder:
                     node.stores.append(store)
                 if processor not in self.stores[store].processors:
                     self.stores[store].processors.append(processor)
+
+    def co_partition(self, node: str) -> None:
+        """Marks a join: its sub-topology's source topics need equal partition counts."""
+        self.co_partitioned.append(node)
 
     def physical_topic(self, application_id: str, topic: str) -> str:
         """Internal topics carry the application id as prefix, as in Kafka."""

@@ -232,6 +232,41 @@ class KStream:
             self._builder.internal.connect_processor_and_stores([node_name], list(store_names))
         return KStream(self._builder, node_name, None, None, repartition_required=True)
 
+    # --- joins ----------------------------------------------------------------
+    def join(
+        self, table: KTable, joiner: Callable[[Any, Any], Any], *, name: str | None = None
+    ) -> KStream:
+        """Inner KStream-KTable join: ``joiner(value, table_value)`` for each
+        stream record whose key is in the table (the table as of that record)."""
+        return self._table_join(table, joiner, left=False, name=name)
+
+    def left_join(
+        self, table: KTable, joiner: Callable[[Any, Any], Any], *, name: str | None = None
+    ) -> KStream:
+        """Left KStream-KTable join: like ``join``, but a stream record with no
+        table entry is joined with None."""
+        return self._table_join(table, joiner, left=True, name=name)
+
+    def _table_join(
+        self, table: KTable, joiner: Callable[[Any, Any], Any], *, left: bool, name: str | None
+    ) -> KStream:
+        if not isinstance(table, KTable):
+            raise TopologyError(f"a KStream joins a KTable here, not {type(table).__name__}")
+        if table._getter is None:
+            raise TopologyError("the table to join must be materialized (it has no store)")
+        builder = self._builder
+        node_name = name or builder.new_name("KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
+        parent = self._node
+        if self._repartition_required:
+            parent = builder.repartition(node_name, parent, self._key_serde, self._value_serde)
+        store, getter = table._getter
+        builder.internal.add_processor(
+            node_name, lambda: tp.KStreamKTableJoin(getter, joiner, left), parent
+        )
+        builder.internal.connect_processor_and_stores([node_name], [store])
+        builder.internal.co_partition(node_name)
+        return KStream(builder, node_name, self._key_serde, None)
+
     # --- grouping -------------------------------------------------------------
     def group_by(
         self,
@@ -435,6 +470,7 @@ class KTable:
         value_serde: Serde[Any] | None,
         store_name: str | None,
         send_old: tp.SendOldValues | None = None,
+        getter: tuple[str, tp.ValueGetterSupplier] | None = None,
     ) -> None:
         self._builder = builder
         self._node = node
@@ -443,6 +479,10 @@ class KTable:
         self.queryable_store_name = store_name
         # Aggregations and sources compute old values from their store anyway.
         self._send_old = send_old or tp.SendOldValues()
+        # (store the getter reads, getter): how joins read this table.
+        if getter is None and store_name is not None:
+            getter = (store_name, tp.store_getter(store_name))
+        self._getter = getter
 
     def _then(
         self,
@@ -450,6 +490,7 @@ class KTable:
         node: Callable[[tp.SendOldValues], p.Node],
         name: str | None,
         value_serde_kept: bool,
+        getter: Callable[[tp.ValueGetterSupplier], tp.ValueGetterSupplier],
     ) -> KTable:
         node_name = name or self._builder.new_name(prefix)
         send_old = tp.SendOldValues(upstream=self._send_old)
@@ -461,26 +502,39 @@ class KTable:
             self._value_serde if value_serde_kept else None,
             None,
             send_old,
+            None if self._getter is None else (self._getter[0], getter(self._getter[1])),
         )
 
     def filter(self, predicate: Callable[[Any, Any], bool], *, name: str | None = None) -> KTable:
         """Keeps entries for which ``predicate(key, value)`` holds; an update
         that fails it deletes the key downstream (a tombstone)."""
         return self._then(
-            "KTABLE-FILTER-", lambda so: tp.KTableFilter(predicate, False, so), name, True
+            "KTABLE-FILTER-",
+            lambda so: tp.KTableFilter(predicate, False, so),
+            name,
+            True,
+            lambda parent: tp.filtered_getter(parent, predicate, False),
         )
 
     def filter_not(
         self, predicate: Callable[[Any, Any], bool], *, name: str | None = None
     ) -> KTable:
         return self._then(
-            "KTABLE-FILTER-", lambda so: tp.KTableFilter(predicate, True, so), name, True
+            "KTABLE-FILTER-",
+            lambda so: tp.KTableFilter(predicate, True, so),
+            name,
+            True,
+            lambda parent: tp.filtered_getter(parent, predicate, True),
         )
 
     def map_values(self, mapper: Callable[[Any], Any], *, name: str | None = None) -> KTable:
         """``mapper(value)`` for every entry; deletes stay deletes."""
         return self._then(
-            "KTABLE-MAPVALUES-", lambda so: tp.KTableMapValues(mapper, so), name, False
+            "KTABLE-MAPVALUES-",
+            lambda so: tp.KTableMapValues(mapper, so),
+            name,
+            False,
+            lambda parent: tp.mapped_getter(parent, mapper),
         )
 
     def to_stream(self, *, name: str | None = None) -> KStream:
