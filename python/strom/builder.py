@@ -9,7 +9,7 @@ from strom.errors import TopologyError
 from strom.internals import processors as p
 from strom.internals.table_processors import KTableSource
 from strom.internals.topology_builder import InternalTopologyBuilder, StoreDef
-from strom.kstream.kstream import KStream, KTable
+from strom.kstream.kstream import GlobalKTable, KStream, KTable
 from strom.kstream.materialized import Materialized
 from strom.serdes import Serde
 from strom.state.stores import StoreBuilder
@@ -89,6 +89,32 @@ class StreamsBuilder:
             name,
         )
         return KTable(self, name, keys, values, store_name)
+
+    def global_table(
+        self,
+        topic: str,
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        materialized: Materialized | str | None = None,
+    ) -> GlobalKTable:
+        """A GlobalKTable over every partition of ``topic``, kept in the store
+        ``materialized`` names (else ``<topic>-STATE-STORE-…``)."""
+        mat = Materialized.of(materialized)
+        store_name = mat.store_name or self.new_name(f"{topic}-STATE-STORE-")
+        keys, values = mat.key_serde or key_serde, mat.value_serde or value_serde
+        source_name = self.new_name("KSTREAM-SOURCE-")
+        processor_name = self.new_name("KTABLE-SOURCE-")
+        self.internal.add_global_store(
+            StoreDef(store_name, keys, values, persistent=not mat.in_memory),
+            source_name,
+            topic,
+            keys,
+            values,
+            processor_name,
+            lambda: KTableSource(store_name),
+        )
+        return GlobalKTable(store_name, keys, values)
 
     def repartition(
         self,

@@ -188,7 +188,8 @@ class KafkaStreams:
         runtime = self._runtime
         if runtime is None:
             raise StoreError("the application has not started; there are no stores yet")
-        stores = [t.stores[name] for t in runtime.tasks.values() if name in t.stores]
+        tasks = [*runtime.tasks.values(), *([runtime.global_task] if runtime.global_task else [])]
+        stores = [t.stores[name] for t in tasks if name in t.stores]
         if not stores:
             raise StoreError(f"no state store named {name!r} in this topology")
         return ReadOnlyKeyValueView(name, stores)

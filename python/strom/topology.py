@@ -89,6 +89,38 @@ class Topology:
         )
         return self
 
+    def add_global_store(
+        self,
+        builder: StoreBuilder,
+        source_name: str,
+        topic: str,
+        processor_name: str,
+        state_update_supplier: Callable[[], Processor[Any, Any]],
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+    ) -> Topology:
+        """A global store: ``state_update_supplier()`` makes the processor that
+        writes every record of every partition of ``topic`` into it; every
+        processor may read it with ``get_state_store``."""
+        if builder.supplier.kind != "key_value":
+            raise TopologyError(f"global store {builder.name!r} must be a key-value store")
+        self._internal.add_global_store(
+            StoreDef(
+                builder.name,
+                builder.key_serde,
+                builder.value_serde,
+                persistent=builder.supplier.persistent,
+            ),
+            source_name,
+            topic,
+            key_serde,
+            value_serde,
+            processor_name,
+            lambda: ProcessorAdapter(state_update_supplier),
+        )
+        return self
+
     def connect_processor_and_state_stores(
         self, processor_name: str, *store_names: str
     ) -> Topology:

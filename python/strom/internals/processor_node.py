@@ -120,6 +120,8 @@ class _NodeContext(ProcessorContext):
         return schedule
 
     def get_state_store(self, name: str) -> Any:
+        if name in self._task.global_stores:
+            return self._task.global_stores[name]
         if name not in self._node.store_names:
             raise StoreError(
                 f"processor {self._node.name!r} has no access to state store {name!r}; "

@@ -38,6 +38,8 @@ class EmbeddedRuntime:
         self.producer = self.log.producer()
         self.collector = RecordCollector(self.producer, self.partition_count)
         self.consumer: EmbeddedConsumer | None = None
+        self.global_task: StreamTask | None = None
+        self._global_positions: dict[tuple[str, int], int] = {}
         try:
             self._create_tasks()
             self.consumer = self.log.consumer(
@@ -61,6 +63,47 @@ class EmbeddedRuntime:
     def _input_topics(self) -> set[str]:
         return {self.topic_name(t) for sub in self.subtopologies for t in sub.source_topics}
 
+    # --- global stores --------------------------------------------------------
+    def _create_global_task(self) -> None:
+        """Opens the global stores and bootstraps them to the end of their
+        topics before any task processes a record."""
+        sub = self.builder.global_subtopology()
+        if sub is None:
+            return
+        self.global_task = StreamTask(
+            sub,
+            0,
+            self.builder,
+            self.config,
+            self.collector,
+            self.topic_name,
+            self.state_dir,
+            task_id="global",
+        )
+        for store in self.global_task.stores.values():
+            store.native.clear()  # rebuilt from its topic on every start
+        for topic in sub.source_topics:
+            for partition, start in self.log.log_start_offsets(topic).items():
+                self._global_positions[(topic, partition)] = start
+        self.poll_global()
+
+    def poll_global(self) -> int:
+        """Applies what arrived on the global topics since the last call."""
+        if self.global_task is None:
+            return 0
+        applied = 0
+        for (topic, partition), start in self._global_positions.items():
+            position, end = start, self.log.end_offsets(topic)[partition]
+            while position < end:
+                records = self.log.read_batch(topic, partition, position, 10_000)
+                if not len(records):
+                    break
+                self.global_task.process(records)
+                applied += len(records)
+                position = records.next_offset
+            self._global_positions[(topic, partition)] = position
+        return applied
+
     def _prepare_topics(self) -> None:
         existing = set(self.log.topics())
         external = [
@@ -68,7 +111,7 @@ class EmbeddedRuntime:
             for sub in self.subtopologies
             for t in sub.source_topics + sub.sink_topics
             if t not in self.builder.repartition_topics
-        ]
+        ] + sorted(self.builder.global_topics)
         missing = sorted({t for t in external if t not in existing})
         if missing:
             raise TopologyError(
@@ -135,6 +178,8 @@ class EmbeddedRuntime:
 
     # --- tasks ------------------------------------------------------------------
     def _create_tasks(self) -> None:
+        self._create_global_task()
+        global_stores = {} if self.global_task is None else self.global_task.stores
         for sub in self.subtopologies:
             for partition in range(self._task_count(sub, self._counts)):
                 task = StreamTask(
@@ -145,6 +190,7 @@ class EmbeddedRuntime:
                     self.collector,
                     self.topic_name,
                     self.state_dir,
+                    global_stores=global_stores,
                 )
                 task.state.restore(
                     self.log, lambda name, k, v, t=task: t.stores[name].restore(k, v)
@@ -163,6 +209,7 @@ class EmbeddedRuntime:
 
     def poll_once(self, timeout: float) -> int:
         """Polls once and processes what came; returns the number of records."""
+        self.poll_global()
         batches = self.input.poll_batches(self.config["poll.max.records"], timeout)
         count = 0
         for records in batches:
@@ -263,5 +310,8 @@ class EmbeddedRuntime:
         for task in self.tasks.values():
             task.close()
         self.tasks.clear()
+        if self.global_task is not None:
+            self.global_task.close()
+            self.global_task = None
         if self.consumer is not None:
             self.consumer.close()

@@ -358,3 +358,47 @@ class KStreamKTableJoin(Node):
             raise self.callback_failed(batch, i, exc) from exc
         selected = batch.select(kept)
         self.forward(selected.derive(selected.keys, joined, selected.timestamps, selected.offsets))
+
+
+class KStreamGlobalKTableJoin(Node):
+    """Stream records look up ``key_selector(key, value)`` in a global store;
+    no co-partitioning is needed. Inner: no match (or a None selected key),
+    no output; left: the joiner gets None."""
+
+    def __init__(
+        self,
+        store_name: str,
+        key_selector: Callable[[Any, Any], Any],
+        joiner: Callable[[Any, Any], Any],
+        left: bool,
+    ) -> None:
+        super().__init__()
+        self.store_name = store_name
+        self.key_selector = key_selector
+        self.joiner = joiner
+        self.left = left
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.lookup = task.key_value_store(self.store_name).get
+
+    def process(self, batch: Batch) -> None:
+        lookup, select, joiner, left = self.lookup, self.key_selector, self.joiner, self.left
+        kept: list[int] = []
+        joined: list[Any] = []
+        i = 0
+        try:
+            for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
+                if value is None:
+                    self.task.metrics.dropped_records += 1
+                    continue
+                table_key = select(key, value)
+                table_value = None if table_key is None else lookup(table_key)
+                if table_value is None and not left:
+                    continue
+                kept.append(i)
+                joined.append(joiner(value, table_value))
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        selected = batch.select(kept)
+        self.forward(selected.derive(selected.keys, joined, selected.timestamps, selected.offsets))

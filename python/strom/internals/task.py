@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
-from strom.errors import ConfigError, SerializationError
+from strom.errors import ConfigError, SerializationError, StoreError
 from strom.internals.batch import Batch
 from strom.internals.processor_node import PunctuationQueue
 from strom.internals.processors import Node, PassThrough, SinkNode
@@ -97,8 +97,12 @@ class StreamTask:
         topic_name: Callable[[str], str],
         state_dir: Path,
         wall_clock: Callable[[], int] | None = None,
+        task_id: str | None = None,
+        global_stores: dict[str, KeyValueStore[Any, Any]] | None = None,
     ) -> None:
-        self.task_id = f"{subtopology.id}_{partition}"
+        self.task_id = task_id or f"{subtopology.id}_{partition}"
+        # Global stores belong to the global task; every task may read them.
+        self.global_stores = global_stores or {}
         self.partition = partition
         self.config = config
         self.collector = collector
@@ -187,7 +191,12 @@ class StreamTask:
 
     # --- runtime hooks ------------------------------------------------------
     def key_value_store(self, name: str) -> KeyValueStore[Any, Any]:
-        return self.stores[name]
+        store = self.stores.get(name)
+        if store is None:
+            store = self.global_stores.get(name)
+        if store is None:
+            raise StoreError(f"task {self.task_id} has no state store named {name!r}")
+        return store
 
     def partition_count(self, topic: str) -> int:
         return self.collector.partition_count(topic)

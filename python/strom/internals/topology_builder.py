@@ -83,6 +83,10 @@ class InternalTopologyBuilder:
         self.repartition_partitions: dict[str, int] = {}
         # Join nodes whose sub-topology's inputs must be co-partitioned.
         self.co_partitioned: list[str] = []
+        # Global stores and the topics that feed them: no tasks, every task
+        # reads them.
+        self.global_stores: set[str] = set()
+        self.global_topics: set[str] = set()
         self._topic_to_source: dict[str, str] = {}
 
     # --- building ----------------------------------------------------------
@@ -166,6 +170,25 @@ class InternalTopologyBuilder:
         self.stores[store.name] = store
         self.connect_processor_and_stores(processor_names, [store.name])
 
+    def add_global_store(
+        self,
+        store: StoreDef,
+        source_name: str,
+        topic: str,
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+        processor_name: str,
+        supplier: NodeSupplier,
+    ) -> None:
+        """A store fed by every partition of ``topic`` through a processor of
+        its own; the topic is its changelog, so the store is not logged."""
+        store.logged = False
+        self.add_source(source_name, [topic], key_serde, value_serde)
+        self.add_processor(processor_name, supplier, source_name)
+        self.add_store(store, processor_name)
+        self.global_stores.add(store.name)
+        self.global_topics.add(topic)
+
     def connect_processor_and_stores(
         self, processor_names: tuple[str, ...] | list[str], store_names: list[str]
     ) -> None:
@@ -174,6 +197,8 @@ class InternalTopologyBuilder:
             if not isinstance(node, ProcessorDef):
                 raise TopologyError(f"{processor!r} is not a processor of this topology")
             for store in store_names:
+                if store in self.global_stores:
+                    continue  # every processor may read a global store
                 if store not in self.stores:
                     raise TopologyError(
                         f"processor {processor!r} uses state store {store!r}, "
@@ -196,6 +221,27 @@ class InternalTopologyBuilder:
 
     # --- compiling ---------------------------------------------------------
     def subtopologies(self) -> list[Subtopology]:
+        """The sub-topologies that make tasks (global ones excluded)."""
+        return [sub for sub in self._all_subtopologies() if not self._is_global(sub)]
+
+    def global_subtopology(self) -> Subtopology | None:
+        """All global stores' sources and processors, run by one global task."""
+        parts = [sub for sub in self._all_subtopologies() if self._is_global(sub)]
+        if not parts:
+            return None
+        return Subtopology(
+            -1,
+            [n for sub in parts for n in sub.nodes],
+            [t for sub in parts for t in sub.source_topics],
+            [],
+            [s for sub in parts for s in sub.stores],
+            [],
+        )
+
+    def _is_global(self, sub: Subtopology) -> bool:
+        return any(t in self.global_topics for t in sub.source_topics)
+
+    def _all_subtopologies(self) -> list[Subtopology]:
         """Connected groups of nodes (joined by edges and shared stores),
         numbered in the order of their first node, as Kafka numbers them."""
         parent: dict[str, str] = {name: name for name in self.nodes}
@@ -251,8 +297,9 @@ class InternalTopologyBuilder:
     def describe(self) -> str:
         """Kafka's ``TopologyDescription`` text."""
         lines = ["Topologies:"]
-        for sub in self.subtopologies():
-            lines.append(f"   Sub-topology: {sub.id}")
+        for sub in self._all_subtopologies():
+            suffix = " for global store (will not generate tasks)" if self._is_global(sub) else ""
+            lines.append(f"   Sub-topology: {sub.id}{suffix}")
             for name in sub.nodes:
                 node = self.nodes[name]
                 if isinstance(node, SourceDef):

@@ -2,6 +2,7 @@
 
 from strom.kstream.kstream import (
     BranchedKStream,
+    GlobalKTable,
     KGroupedStream,
     KGroupedTable,
     KStream,
@@ -11,6 +12,7 @@ from strom.kstream.materialized import Materialized
 
 __all__ = [
     "BranchedKStream",
+    "GlobalKTable",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",

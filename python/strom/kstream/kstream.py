@@ -234,18 +234,62 @@ class KStream:
 
     # --- joins ----------------------------------------------------------------
     def join(
-        self, table: KTable, joiner: Callable[[Any, Any], Any], *, name: str | None = None
+        self,
+        other: KTable | GlobalKTable,
+        joiner_or_key_selector: Callable[[Any, Any], Any],
+        joiner: Callable[[Any, Any], Any] | None = None,
+        *,
+        name: str | None = None,
     ) -> KStream:
-        """Inner KStream-KTable join: ``joiner(value, table_value)`` for each
-        stream record whose key is in the table (the table as of that record)."""
-        return self._table_join(table, joiner, left=False, name=name)
+        """Inner join, in Kafka's argument order:
+
+        - ``join(table, joiner)``: ``joiner(value, table_value)`` for each
+          stream record whose key is in the table (as of that record);
+        - ``join(global_table, key_selector, joiner)``: looks up
+          ``key_selector(key, value)`` in the global table.
+        """
+        return self._join(other, joiner_or_key_selector, joiner, left=False, name=name)
 
     def left_join(
-        self, table: KTable, joiner: Callable[[Any, Any], Any], *, name: str | None = None
+        self,
+        other: KTable | GlobalKTable,
+        joiner_or_key_selector: Callable[[Any, Any], Any],
+        joiner: Callable[[Any, Any], Any] | None = None,
+        *,
+        name: str | None = None,
     ) -> KStream:
-        """Left KStream-KTable join: like ``join``, but a stream record with no
-        table entry is joined with None."""
-        return self._table_join(table, joiner, left=True, name=name)
+        """Left join: like ``join``, but a record with no match is joined with None."""
+        return self._join(other, joiner_or_key_selector, joiner, left=True, name=name)
+
+    def _join(
+        self,
+        other: KTable | GlobalKTable,
+        first: Callable[[Any, Any], Any],
+        second: Callable[[Any, Any], Any] | None,
+        *,
+        left: bool,
+        name: str | None,
+    ) -> KStream:
+        if isinstance(other, GlobalKTable):
+            if second is None:
+                raise TopologyError(
+                    "a join with a GlobalKTable takes (table, key_selector, joiner)"
+                )
+            node_name = name or self._builder.new_name(
+                "KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-"
+            )
+            store = other.queryable_store_name
+            self._builder.internal.add_processor(
+                node_name,
+                lambda: tp.KStreamGlobalKTableJoin(store, first, second, left),
+                self._node,
+            )
+            return KStream(
+                self._builder, node_name, self._key_serde, None, self._repartition_required
+            )
+        if second is not None:
+            raise TopologyError("a join with a KTable takes (table, joiner)")
+        return self._table_join(other, first, left=left, name=name)
 
     def _table_join(
         self, table: KTable, joiner: Callable[[Any, Any], Any], *, left: bool, name: str | None
@@ -558,6 +602,19 @@ class KTable:
             node_name, lambda: tp.KTableRepartitionMap(selector), self._node
         )
         return KGroupedTable(self._builder, node_name, key_serde, value_serde)
+
+
+class GlobalKTable:
+    """A table replicated in full to every instance (Kafka's ``GlobalKTable``):
+    bootstrapped from all partitions of its topic before processing starts,
+    readable by every task, joined with ``KStream.join(table, key_selector, joiner)``."""
+
+    def __init__(
+        self, store_name: str, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
+    ) -> None:
+        self.queryable_store_name = store_name
+        self._key_serde = key_serde
+        self._value_serde = value_serde
 
 
 class KGroupedTable:

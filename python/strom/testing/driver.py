@@ -105,6 +105,24 @@ class TopologyTestDriver:
         self._outputs: dict[str, deque[_Output]] = {}
         self._offsets: dict[str, itertools.count[int]] = {}
         try:
+            global_sub = builder.global_subtopology()
+            global_stores = {}
+            if global_sub is not None:
+                global_task = StreamTask(
+                    global_sub,
+                    0,
+                    builder,
+                    self.config,
+                    self._collector,
+                    lambda t: t,
+                    self.config.state_dir / app_id,
+                    wall_clock=lambda: self._wall_clock,
+                    task_id="global",
+                )
+                self._tasks.append(global_task)
+                global_stores = global_task.stores
+                for topic in global_sub.source_topics:
+                    self._task_of_topic[topic] = global_task
             for sub in builder.subtopologies():
                 task = StreamTask(
                     sub,
@@ -115,6 +133,7 @@ class TopologyTestDriver:
                     lambda t: builder.physical_topic(app_id, t),
                     self.config.state_dir / app_id,
                     wall_clock=lambda: self._wall_clock,
+                    global_stores=global_stores,
                 )
                 self._tasks.append(task)
                 for topic in sub.source_topics:
