@@ -13,6 +13,7 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import TaskError
+from strom.processor.api import RecordContext
 
 if TYPE_CHECKING:
     from strom.internals.batch import Batch
@@ -265,21 +266,43 @@ class KStreamCount(Node):
 
 
 class SinkNode(Node):
+    """Writes to its topic, or to the topic ``topic_extractor(key, value,
+    record_context)`` picks for each record."""
+
     def __init__(
         self,
         topic: str,
         key_serde: Any,
         value_serde: Any,
         partitioner: Callable[[Any, Any, int], int] | None,
+        topic_extractor: Callable[[Any, Any, RecordContext], str] | None = None,
     ) -> None:
         super().__init__()
         self.topic = topic
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.partitioner = partitioner
+        self.topic_extractor = topic_extractor
 
     def process(self, batch: Batch) -> None:
-        topic = self.topic
+        if self.topic_extractor is None:
+            self._send(self.topic, batch)
+            return
+        extract = self.topic_extractor
+        by_topic: dict[str, list[int]] = {}
+        i = 0
+        try:
+            for i, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True)):
+                context = RecordContext(
+                    batch.topic, batch.partition, batch.offsets[i], batch.timestamps[i]
+                )
+                by_topic.setdefault(extract(k, v, context), []).append(i)
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        for topic, indices in by_topic.items():
+            self._send(topic, batch.select(indices))
+
+    def _send(self, topic: str, batch: Batch) -> None:
         keys = self.key_serde.serialize_batch(topic, batch.keys)
         values = self.value_serde.serialize_batch(topic, batch.values)
         partitions = None

@@ -186,6 +186,7 @@ class StreamTask:
             self._serde(node_def.key_serde, "default.key.serde", node_def.name),
             self._serde(node_def.value_serde, "default.value.serde", node_def.name),
             node_def.partitioner,
+            node_def.topic_extractor,
         )
         return sink
 

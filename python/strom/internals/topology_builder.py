@@ -44,6 +44,8 @@ class SinkDef:
     key_serde: Serde[Any] | None
     value_serde: Serde[Any] | None
     partitioner: Callable[[Any, Any, int], int] | None = None
+    # Picks the topic per record; ``topic`` is then empty.
+    topic_extractor: Callable[..., str] | None = None
 
 
 @dataclass
@@ -150,10 +152,13 @@ class InternalTopologyBuilder:
         value_serde: Serde[Any] | None = None,
         partitioner: Callable[[Any, Any, int], int] | None = None,
         internal: bool = False,
+        topic_extractor: Callable[..., str] | None = None,
     ) -> None:
         self._check_new_name(name)
         self._check_parents(name, parents)
-        self.nodes[name] = SinkDef(name, topic, list(parents), key_serde, value_serde, partitioner)
+        self.nodes[name] = SinkDef(
+            name, topic, list(parents), key_serde, value_serde, partitioner, topic_extractor
+        )
         self._link(name, parents)
         if internal:
             self.repartition_topics.add(topic)
@@ -274,7 +279,11 @@ class InternalTopologyBuilder:
             if not sources:
                 raise TopologyError(f"nodes {names} are not connected to any source")
             topics = [t for s in sources for t in self._source(s).topics]
-            sinks = [self._sink(n).topic for n in names if isinstance(self.nodes[n], SinkDef)]
+            sinks = [
+                self._sink(n).topic
+                for n in names
+                if isinstance(self.nodes[n], SinkDef) and self._sink(n).topic_extractor is None
+            ]
             stores: list[str] = []
             for n in names:
                 node = self.nodes[n]
@@ -306,6 +315,8 @@ class InternalTopologyBuilder:
                     lines.append(f"    Source: {name} (topics: [{', '.join(node.topics)}])")
                 elif isinstance(node, ProcessorDef):
                     lines.append(f"    Processor: {name} (stores: [{', '.join(node.stores)}])")
+                elif node.topic_extractor is not None:
+                    lines.append(f"    Sink: {name} (extractor: {node.topic_extractor!r})")
                 else:
                     lines.append(f"    Sink: {name} (topic: {node.topic})")
                 if not isinstance(node, SinkDef):

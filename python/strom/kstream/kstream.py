@@ -15,7 +15,7 @@ from strom.serdes import Long, Serde
 
 if TYPE_CHECKING:
     from strom.builder import StreamsBuilder
-    from strom.processor.api import Processor
+    from strom.processor.api import Processor, RecordContext
 
 Partitioner = Callable[[Any, Any, int], int]
 
@@ -198,22 +198,42 @@ class KStream:
 
     def to(
         self,
-        topic: str,
+        topic: str | Callable[[Any, Any, RecordContext], str],
         *,
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
         partitioner: Partitioner | None = None,
         name: str | None = None,
     ) -> None:
-        """Writes the stream to ``topic`` (which must exist)."""
+        """Writes the stream to ``topic`` (which must exist), or to the topic
+        ``topic(key, value, record_context)`` returns for each record."""
+        extractor = None if isinstance(topic, str) else topic
         self._builder.internal.add_sink(
             name or self._builder.new_name("KSTREAM-SINK-"),
-            topic,
+            topic if isinstance(topic, str) else "",
             self._node,
             key_serde=key_serde or self._key_serde,
             value_serde=value_serde or self._value_serde,
             partitioner=partitioner,
+            topic_extractor=extractor,
         )
+
+    def to_table(self, materialized: Materialized | str | None = None) -> KTable:
+        """The stream as a table: the latest value per key, None deletes."""
+        builder = self._builder
+        mat = Materialized.of(materialized)
+        name = builder.new_name("KSTREAM-TOTABLE-")
+        store_name = mat.store_name or builder.new_name("KSTREAM-TOTABLE-STATE-STORE-")
+        keys, values = mat.key_serde or self._key_serde, mat.value_serde or self._value_serde
+        parent = self._node
+        if self._repartition_required:
+            parent = builder.repartition(name, parent, keys, values)
+        builder.internal.add_processor(name, lambda: tp.KTableSource(store_name), parent)
+        builder.internal.add_store(
+            StoreDef(store_name, keys, values, logged=mat.logging, persistent=not mat.in_memory),
+            name,
+        )
+        return KTable(builder, name, keys, values, store_name)
 
     def process(
         self,

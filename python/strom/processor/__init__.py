@@ -6,7 +6,9 @@ from strom.processor.api import (
     ProcessorContext,
     PunctuationType,
     Record,
+    RecordContext,
     RecordMetadata,
+    wallclock_timestamp_extractor,
 )
 
 __all__ = [
@@ -15,5 +17,7 @@ __all__ = [
     "ProcessorContext",
     "PunctuationType",
     "Record",
+    "RecordContext",
     "RecordMetadata",
+    "wallclock_timestamp_extractor",
 ]

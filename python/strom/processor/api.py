@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, replace
@@ -44,6 +45,22 @@ class RecordMetadata:
     topic: str
     partition: int
     offset: int
+
+
+@dataclass(frozen=True, slots=True)
+class RecordContext:
+    """What a topic-choosing function learns about the record being written."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+def wallclock_timestamp_extractor(_record: Any, _partition_time: int) -> int:
+    """A timestamp extractor that ignores the record: processing time
+    (Kafka's ``WallclockTimestampExtractor``)."""
+    return time.time_ns() // 1_000_000
 
 
 class PunctuationType(enum.Enum):

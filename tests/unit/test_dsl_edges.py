@@ -1,0 +1,142 @@
+"""Topic-choosing sinks, to_table, timestamps, and bad input."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from strom import KafkaStreams, KeyValue, StreamsBuilder, Topology, serdes
+from strom.embedded import EmbeddedLog
+from strom.errors import SerializationError, TopologyError
+from strom.processor import RecordContext, wallclock_timestamp_extractor
+from strom.testing import TopologyTestDriver
+
+S, L = serdes.String(), serdes.Long()
+
+
+def test_to_with_a_topic_choosing_function() -> None:
+    seen: list[RecordContext] = []
+
+    def choose(key: str, value: str, context: RecordContext) -> str:
+        seen.append(context)
+        return "long" if len(value) > 3 else "short"
+
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=S).to(choose)
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("in", S, S).pipe_key_value_list([("a", "hi"), ("b", "hello")])
+        assert driver.create_output_topic("short", S, S).read_values_to_list() == ["hi"]
+        assert driver.create_output_topic("long", S, S).read_values_to_list() == ["hello"]
+    assert [(c.topic, c.offset) for c in seen] == [("in", 0), ("in", 1)]
+
+
+def test_to_table_keeps_the_latest_value_and_deletes_on_none() -> None:
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=S).to_table("latest").to_stream().to("out")
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("in", S, S).pipe_key_value_list(
+            [("a", "1"), ("a", "2"), ("b", "3"), ("a", None)]
+        )
+        store = driver.get_key_value_store("latest")
+        assert (store.get("a"), store.get("b")) == (None, "3")
+        assert driver.create_output_topic("out", S, S).read_key_values_to_map() == {
+            "b": "3",
+            "a": None,
+        }
+
+
+def test_timestamp_extractor_gets_partition_time_and_negative_ones_are_dropped() -> None:
+    calls: list[tuple[Any, int]] = []
+
+    def from_value(record: Any, partition_time: int) -> int:
+        calls.append((record.value, partition_time))
+        return int(record.value)
+
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=S, timestamp_extractor=from_value).to("out")
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("in", S, S).pipe_value_list(["10", "-5", "7", "20"])
+        out = driver.create_output_topic("out", S, S).read_records_to_list()
+    assert [(r.value, r.timestamp) for r in out] == [("10", 10), ("7", 7), ("20", 20)]
+    # Partition time is the largest valid timestamp seen so far.
+    assert calls == [("10", -1), ("-5", 10), ("7", 10), ("20", 10)]
+
+
+def test_wallclock_timestamp_extractor() -> None:
+    builder = StreamsBuilder()
+    builder.stream(
+        "in", key_serde=S, value_serde=S, timestamp_extractor=wallclock_timestamp_extractor
+    ).to("out")
+    before = time.time_ns() // 1_000_000
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("in", S, S).pipe_input("k", "v", timestamp=1)
+        stamp = driver.create_output_topic("out", S, S).read_record().timestamp
+    assert before <= stamp <= time.time_ns() // 1_000_000
+
+
+def poison_app(log: EmbeddedLog, log_path: str, **config: Any) -> KafkaStreams:
+    log.create_topic("numbers")
+    log.create_topic("out")
+    with log.producer() as producer:
+        producer.produce_batch(
+            "numbers",
+            [(b"a", (1).to_bytes(8, "big")), (b"b", b"bad"), (b"c", (3).to_bytes(8, "big"))],
+        )
+    builder = StreamsBuilder()
+    builder.stream("numbers", key_serde=S, value_serde=L).map_values(lambda v: v * 2).to(
+        "out", value_serde=L
+    )
+    return KafkaStreams(
+        builder.build(),
+        {"application.id": "poison", "bootstrap.servers": f"embedded:{log_path}", **config},
+    )
+
+
+def test_undeserializable_record_fails_naming_topic_partition_offset(
+    log: EmbeddedLog, log_path: str
+) -> None:
+    app = poison_app(log, log_path)
+    with pytest.raises(SerializationError, match=r"value of record numbers-0@1.*not 8"):
+        app.run_until_end(timeout=30)
+    app.close()
+    # Nothing was committed past the poison record's batch: a rerun fails the same way.
+    assert log.committed_offsets("poison") == {}
+
+
+def test_log_and_continue_skips_and_counts_the_bad_record(log: EmbeddedLog, log_path: str) -> None:
+    with poison_app(
+        log, log_path, **{"deserialization.exception.handler": "log_and_continue"}
+    ) as app:
+        app.run_until_end(timeout=30)
+        assert app.metrics()["skipped-records"] == 1
+    values = [int.from_bytes(r.value or b"", "big") for r in log.read("out", 0, 0, 10)]
+    assert values == [2, 6]
+
+
+def test_duplicate_and_dangling_names_are_build_time_errors() -> None:
+    topology = Topology().add_source("S", "t", key_serde=S, value_serde=S)
+    with pytest.raises(TopologyError, match="already added"):
+        topology.add_source("S", "u")
+    with pytest.raises(TopologyError, match="already read by source"):
+        topology.add_source("S2", "t")
+    with pytest.raises(TopologyError, match="parent 'nope'"):
+        topology.add_sink("K", "out", "nope")
+    builder = StreamsBuilder()
+    stream = builder.stream("x", key_serde=S, value_serde=S)
+    stream.filter(lambda k, v: True, name="f")
+    with pytest.raises(TopologyError, match="'f' was already added"):
+        stream.map_values(str.upper, name="f")
+
+
+def test_driver_serialization_error_names_the_record() -> None:
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=L).to("out")
+    with TopologyTestDriver(builder.build()) as driver:
+        src = driver.create_input_topic("in", S, S)
+        with pytest.raises(SerializationError, match=r"record in-0@0"):
+            src.pipe_input("k", "text")
+        assert driver.create_output_topic("out", S, L).read_key_values_to_list() == []
+        driver.create_input_topic("in", S, L).pipe_input("k", 5)
+        assert driver.create_output_topic("out", S, L).read_key_value() == KeyValue("k", 5)
