@@ -140,3 +140,24 @@ def test_driver_serialization_error_names_the_record() -> None:
         assert driver.create_output_topic("out", S, L).read_key_values_to_list() == []
         driver.create_input_topic("in", S, L).pipe_input("k", 5)
         assert driver.create_output_topic("out", S, L).read_key_value() == KeyValue("k", 5)
+
+
+def test_source_offset_reset_overrides_the_app_default(log: EmbeddedLog, log_path: str) -> None:
+    for topic in ("old", "new", "out"):
+        log.create_topic(topic)
+    with log.producer() as producer:
+        producer.produce("old", b"k", b"before-old")
+        producer.produce("new", b"k", b"before-new")
+    builder = StreamsBuilder()
+    builder.stream("old", key_serde=S, value_serde=S).to("out")
+    builder.stream("new", key_serde=S, value_serde=S, offset_reset="latest").to("out")
+    config = {"application.id": "reset", "bootstrap.servers": f"embedded:{log_path}"}
+    with KafkaStreams(builder.build(), config) as app:
+        app.run_until_end(timeout=30)
+        with log.producer() as producer:
+            producer.produce("new", b"k", b"after-new")
+        app.run_until_end(timeout=30)
+    assert sorted((r.value or b"").decode() for r in log.read("out", 0, 0, 10)) == [
+        "after-new",
+        "before-old",
+    ]

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any
 from strom.embedded import EmbeddedConsumer, EmbeddedLog
 from strom.errors import TopologyError
 from strom.internals.task import RecordCollector, StreamTask
+from strom.internals.topology_builder import SourceDef
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
@@ -47,6 +48,7 @@ class EmbeddedRuntime:
                 sorted(self._input_topics()),
                 offset_reset=config["auto.offset.reset"],
             )
+            self._apply_source_offset_resets()
         except BaseException:
             self.abort()  # release the stores opened so far
             raise
@@ -62,6 +64,22 @@ class EmbeddedRuntime:
 
     def _input_topics(self) -> set[str]:
         return {self.topic_name(t) for sub in self.subtopologies for t in sub.source_topics}
+
+    def _apply_source_offset_resets(self) -> None:
+        """``stream(..., offset_reset=…)`` overrides ``auto.offset.reset`` for
+        that source's partitions that have no committed offset yet."""
+        committed = self.log.committed_offsets(self.app_id)
+        for node in self.builder.nodes.values():
+            if not isinstance(node, SourceDef) or node.offset_reset is None:
+                continue
+            for topic in node.topics:
+                name = self.topic_name(topic)
+                ends = self.log.end_offsets(name)
+                starts = self.log.log_start_offsets(name)
+                for partition in ends:
+                    if (name, partition) not in committed:
+                        target = ends if node.offset_reset == "latest" else starts
+                        self.input.seek(name, partition, target[partition])
 
     # --- global stores --------------------------------------------------------
     def _create_global_task(self) -> None:
