@@ -9,6 +9,7 @@ from strom.kstream.kstream import (
     KTable,
 )
 from strom.kstream.materialized import Materialized
+from strom.kstream.windowed import Window, Windowed
 
 __all__ = [
     "BranchedKStream",
@@ -18,4 +19,6 @@ __all__ = [
     "KStream",
     "KTable",
     "Materialized",
+    "Window",
+    "Windowed",
 ]
