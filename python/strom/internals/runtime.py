@@ -7,11 +7,12 @@ producer (append + fsync), then commit the consumed offsets.
 
 from __future__ import annotations
 
+import functools
 import logging
 import time
 from typing import TYPE_CHECKING, Any
 
-from strom.embedded import EmbeddedConsumer, EmbeddedLog
+from strom.embedded import EmbeddedConsumer, EmbeddedLog, OffsetAndMetadata
 from strom.errors import TopologyError
 from strom.internals.task import RecordCollector, StreamTask
 from strom.internals.topology_builder import SourceDef
@@ -41,6 +42,7 @@ class EmbeddedRuntime:
         self.consumer: EmbeddedConsumer | None = None
         self.global_task: StreamTask | None = None
         self._global_positions: dict[tuple[str, int], int] = {}
+        self._idle_since: dict[str, float] = {}
         try:
             self._create_tasks()
             self.consumer = self.log.consumer(
@@ -49,6 +51,10 @@ class EmbeddedRuntime:
                 offset_reset=config["auto.offset.reset"],
             )
             self._apply_source_offset_resets()
+            committed = self.log.committed_offsets(self.app_id)
+            times = {key: c.metadata for key, c in committed.items()}
+            for task in self.tasks.values():
+                task.restore_partition_times(times)
         except BaseException:
             self.abort()  # release the stores opened so far
             raise
@@ -229,15 +235,36 @@ class EmbeddedRuntime:
         """Polls once and processes what came; returns the number of records."""
         self.poll_global()
         batches = self.input.poll_batches(self.config["poll.max.records"], timeout)
-        count = 0
         for records in batches:
-            self._task_by_input[(records.topic, records.partition)].process(records)
-            count += len(records)
+            self._task_by_input[(records.topic, records.partition)].add_records(records)
+        count = 0
+        for task in self.tasks.values():
+            if task.all_inputs_queued():
+                self._idle_since.pop(task.task_id, None)  # the idle wait is over
+            count += task.process_ready(functools.partial(self._must_wait, task))
         for task in self.tasks.values():
             task.maybe_punctuate_wall_clock()
         if any(task.commit_requested for task in self.tasks.values()):
             self.commit()
         return count
+
+    def _must_wait(self, task: StreamTask, topic: str, partition: int) -> bool:
+        """Kafka's ``max.task.idle.ms`` for an input partition with nothing
+        queued: -1 never waits; otherwise wait while the partition has data
+        not fetched yet, and (when > 0) up to that long for new data."""
+        idle_ms = self.config["max.task.idle.ms"]
+        if idle_ms < 0 or partition >= self.partition_count(topic):
+            return False
+        if self.input.position(topic, partition) < self.log.end_offsets(topic)[partition]:
+            return True
+        if idle_ms == 0:
+            return False
+        now = time.monotonic()
+        since = self._idle_since.setdefault(task.task_id, now)
+        if (now - since) * 1000 >= idle_ms:
+            del self._idle_since[task.task_id]
+            return False
+        return True
 
     def maybe_commit(self) -> None:
         interval = self.config["commit.interval.ms"] / 1000
@@ -258,7 +285,15 @@ class EmbeddedRuntime:
                 }
                 task.commit_state(ends)
             task.commit_requested = False
-        self.input.commit()
+        # Only what was processed: queued records are fetched again after a
+        # restart. The partition time travels as offset metadata.
+        offsets = {
+            key: OffsetAndMetadata(offset, partition_time)
+            for task in self.tasks.values()
+            for key, (offset, partition_time) in task.committable_offsets().items()
+        }
+        if offsets:
+            self.input.commit(offsets)
         self._last_commit = time.monotonic()
 
     def _fed_by_the_app(self) -> set[str]:
@@ -278,7 +313,7 @@ class EmbeddedRuntime:
             for partition, end in self.log.end_offsets(name).items():
                 if self.input.position(name, partition) < end:
                     return False
-        return True
+        return not any(task.has_queued() for task in self.tasks.values())
 
     def end_targets(self) -> dict[tuple[str, int], int]:
         fed = self._fed_by_the_app()

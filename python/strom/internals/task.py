@@ -4,8 +4,9 @@ from __future__ import annotations
 
 import logging
 import time
+from collections import deque
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -43,6 +44,53 @@ class InputRecords(Protocol):
     def values(self) -> list[bytes | None]: ...
     def offsets(self) -> list[int]: ...
     def timestamps(self) -> list[int]: ...
+
+
+@dataclass
+class _Queued:
+    batch: Batch
+    end_offset: int  # the offset after the raw batch (records may have been dropped)
+    position: int = 0
+
+
+@dataclass
+class _Queue:
+    """One input partition's deserialized records waiting to be processed."""
+
+    partition_time: int = -1
+    batches: deque[_Queued] = field(default_factory=deque)
+    processed_to: int | None = None
+    skipped_to: int | None = None
+
+    def head_timestamp(self) -> int:
+        head = self.batches[0]
+        return head.batch.timestamps[head.position]
+
+    def take_run(self, bound: int | None) -> Batch:
+        """The head records up to the first one whose timestamp exceeds
+        ``bound`` (at least one record)."""
+        head = self.batches[0]
+        batch, start = head.batch, head.position
+        stop = len(batch)
+        if bound is not None:
+            stamps = batch.timestamps
+            stop = start + 1
+            while stop < len(batch) and stamps[stop] <= bound:
+                stop += 1
+        run = batch.select(list(range(start, stop)))
+        if stop == len(batch):
+            self.batches.popleft()
+            self.processed_to = head.end_offset
+        else:
+            head.position = stop
+            self.processed_to = batch.offsets[stop - 1] + 1
+        return run
+
+    def committable(self) -> int | None:
+        offsets = [o for o in (self.processed_to, self.skipped_to) if o is not None]
+        if not self.batches and offsets:
+            return max(offsets)
+        return self.processed_to
 
 
 @dataclass
@@ -111,6 +159,14 @@ class StreamTask:
         self.stores: dict[str, KeyValueStore[Any, Any]] = {}
         self.changelogs: dict[str, str] = {}
         self.state = StateManager(self.task_id, state_dir / self.task_id, partition)
+        self.queues: dict[tuple[str, int], _Queue] = {}
+        self._committed_times: dict[tuple[str, int], str] = {}
+        # This task's input partitions (a smaller topic may lack partition p).
+        self._input_partitions = [
+            (name, partition)
+            for name in map(topic_name, subtopology.source_topics)
+            if partition < collector.partition_count(name)
+        ]
         self.stream_time_punctuations = PunctuationQueue()
         self.wall_clock_punctuations = PunctuationQueue()
         self.commit_requested = False
@@ -202,14 +258,82 @@ class StreamTask:
     def partition_count(self, topic: str) -> int:
         return self.collector.partition_count(topic)
 
-    def process(self, records: InputRecords) -> None:
-        node, source = self.sources[records.topic]
-        batch = self._deserialize(records, source)
-        if batch is None:
+    # --- input: Kafka's PartitionGroup ----------------------------------------
+    def add_records(self, records: InputRecords) -> None:
+        """Deserializes a polled batch (timestamps extracted, bad records
+        handled) into its partition's queue."""
+        key = (records.topic, records.partition)
+        queue = self.queues.get(key)
+        if queue is None:
+            queue = self.queues[key] = _Queue(self._restored_partition_time(key))
+        offsets = records.offsets()
+        if not offsets:
             return
-        self.metrics.records_processed += len(batch)
-        node.process(batch)
-        self.stream_time_punctuations.may_punctuate(self.stream_time)
+        batch = self._deserialize(records, self.sources[records.topic][1], queue)
+        end = offsets[-1] + 1
+        if batch is None:
+            queue.skipped_to = end  # every record dropped: still consumed
+        else:
+            queue.batches.append(_Queued(batch, end))
+
+    def process(self, records: InputRecords) -> None:
+        """Queues the records and processes everything (the test driver and
+        the global task: nothing to wait for)."""
+        self.add_records(records)
+        self.process_ready(lambda _topic, _partition: False)
+
+    def process_ready(self, must_wait: Callable[[str, int], bool]) -> int:
+        """Processes queued records in timestamp order across the task's
+        partitions: always from the partition whose head record has the
+        smallest timestamp, as far as it stays the smallest. While an input
+        partition has nothing queued and ``must_wait(topic, partition)``, the
+        task waits (Kafka's ``max.task.idle.ms``). Returns records processed."""
+        processed = 0
+        while True:
+            ready = [(k, q) for k, q in self.queues.items() if q.batches]
+            if not ready:
+                return processed
+            for topic, partition in self._input_partitions:
+                queue = self.queues.get((topic, partition))
+                if (queue is None or not queue.batches) and must_wait(topic, partition):
+                    return processed
+            ready.sort(key=lambda kq: kq[1].head_timestamp())
+            (topic, _), queue = ready[0]
+            bound = ready[1][1].head_timestamp() if len(ready) > 1 else None
+            run = queue.take_run(bound)
+            node, _source = self.sources[topic]
+            self.metrics.records_processed += len(run)
+            processed += len(run)
+            self.stream_time = max(self.stream_time, *run.timestamps)
+            node.process(run)
+            self.stream_time_punctuations.may_punctuate(self.stream_time)
+
+    def all_inputs_queued(self) -> bool:
+        return all(
+            (queue := self.queues.get(key)) is not None and bool(queue.batches)
+            for key in self._input_partitions
+        )
+
+    def has_queued(self) -> bool:
+        return any(q.batches for q in self.queues.values())
+
+    def committable_offsets(self) -> dict[tuple[str, int], tuple[int, str]]:
+        """Per input partition: the offset after the last record processed
+        (or dropped), with the partition time as offset metadata."""
+        out = {}
+        for key, queue in self.queues.items():
+            offset = queue.committable()
+            if offset is not None:
+                out[key] = (offset, str(queue.partition_time))
+        return out
+
+    def restore_partition_times(self, committed: dict[tuple[str, int], str]) -> None:
+        """Partition times committed as offset metadata by an earlier run."""
+        self._committed_times = committed
+
+    def _restored_partition_time(self, key: tuple[str, int]) -> int:
+        raw = self._committed_times.get(key, "")
+        return int(raw) if raw.lstrip("-").isdigit() else -1
 
     def wall_clock_ms(self) -> int:
         return self._wall_clock()
@@ -235,7 +359,7 @@ class StreamTask:
         self.state.close()
 
     # --- input --------------------------------------------------------------
-    def _deserialize(self, records: InputRecords, source: SourceDef) -> Batch | None:
+    def _deserialize(self, records: InputRecords, source: SourceDef, queue: _Queue) -> Batch | None:
         topic, partition = records.topic, records.partition
         key_serde = self._serde(source.key_serde, "default.key.serde", source.name)
         value_serde = self._serde(source.value_serde, "default.value.serde", source.name)
@@ -255,7 +379,7 @@ class StreamTask:
 
         extractor = source.timestamp_extractor
         if extractor is not None:
-            partition_time = self.stream_time
+            partition_time = queue.partition_time
             extracted = []
             for i in range(len(keys)):
                 view = _ConsumedView(
@@ -282,7 +406,7 @@ class StreamTask:
             offsets = [offsets[i] for i in keep]
         if not keys:
             return None
-        self.stream_time = max(self.stream_time, *timestamps)
+        queue.partition_time = max(queue.partition_time, *timestamps)
         return Batch(topic, partition, keys, values, timestamps, offsets)
 
     def _deserialize_one_by_one(
