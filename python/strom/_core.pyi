@@ -178,10 +178,27 @@ class NativeKeyValueStore:
     @property
     def persistent(self) -> bool: ...
     def get(self, key: bytes) -> bytes | None: ...
+    def get_all(self, keys: list[bytes]) -> list[bytes | None]:
+        """The values of ``keys`` (None where absent), in order; one native
+        call that releases the GIL for the lookups."""
     def put(self, key: bytes, value: bytes | None) -> None: ...
     def put_if_absent(self, key: bytes, value: bytes) -> bytes | None: ...
     def delete(self, key: bytes) -> bytes | None: ...
-    def put_all(self, keys: list[bytes], values: list[bytes | None]) -> None: ...
+    def put_all(self, keys: list[bytes], values: list[bytes | None]) -> None:
+        """Puts (None: deletes) each pair; the store ends up as if they were
+        applied in order. Equal-length lists; releases the GIL for the writes."""
+    def restore_from_log(
+        self,
+        log: NativeLog,
+        topic: str,
+        partition: int,
+        from_offset: int,
+        to_offset: int | None = None,
+    ) -> tuple[int, int]:
+        """Replays ``topic``-``partition`` of the embedded log from
+        ``from_offset`` up to ``to_offset`` (default: the end offset now) into
+        the store natively, a None value deleting; returns ``(records_applied,
+        next_offset)``. A record without a key raises StoreError."""
     def range(
         self, key_from: bytes | None = None, key_to: bytes | None = None, reverse: bool = False
     ) -> list[tuple[bytes, bytes]]: ...

@@ -27,8 +27,6 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.state")
 
-RESTORE_BATCH = 50_000
-
 
 @dataclass
 class _OpenStore:
@@ -84,10 +82,13 @@ class StateManager:
     def _wipe(path: Path) -> None:
         shutil.rmtree(path, ignore_errors=True)
 
-    def restore(self, log_: EmbeddedLog, apply: Any) -> None:
+    def restore(self, log_: EmbeddedLog, apply: Any = None) -> None:
         """Replays each logged store's changelog from the offset it committed
-        (or from the start) to the end; ``apply(name, keys, values)``
-        writes a batch into the store without logging it again."""
+        (or from the start) to the end, natively: the records go from the
+        log's segments into the store without becoming Python objects, and
+        are not logged again. ``apply`` is accepted for older callers and
+        not used."""
+        del apply
         for name, store in self.stores.items():
             if store.changelog is None:
                 continue
@@ -113,14 +114,7 @@ class StateManager:
             elif len(store.native):
                 # Data without a commit we can trust: the changelog is the truth.
                 store.native.clear()
-            restored = 0
-            while offset < end:
-                records = log_.read_batch(topic, partition, offset, RESTORE_BATCH)
-                if not len(records):
-                    break
-                apply(name, records.keys(), records.values())
-                restored += len(records)
-                offset = records.next_offset
+            restored, _ = store.native.restore_from_log(log_.native, topic, partition, offset, end)
             self.restored_records += restored
             if restored:
                 log.info(

@@ -54,6 +54,11 @@ class KeyValueStore(Generic[K, V]):
     def get(self, key: K) -> V | None:
         return self.value_serde.deserialize(self.name, self.native.get(self._key(key)))
 
+    def get_all(self, keys: Sequence[K]) -> list[V | None]:
+        """The values of ``keys`` (None where absent), in order, in one native call."""
+        raw = self.native.get_all([self._key(k) for k in keys])
+        return self.value_serde.deserialize_batch(self.name, raw)
+
     def put(self, key: K, value: V | None) -> None:
         raw_key = self._key(key)
         raw_value = self.value_serde.serialize(self.name, value)

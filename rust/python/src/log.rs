@@ -347,7 +347,7 @@ fn record_batch(py: Python<'_>, polled: PolledBatch) -> RecordBatch {
 /// An open embedded log directory (shared by every handle in the process).
 #[pyclass(module = "strom._core", frozen)]
 pub struct NativeLog {
-    log: Arc<Log>,
+    pub(crate) log: Arc<Log>,
 }
 
 #[pymethods]

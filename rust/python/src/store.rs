@@ -1,17 +1,41 @@
 //! `NativeKeyValueStore`: the bytes-in/bytes-out key-value store (in memory,
 //! or persistent and log-structured) and the batch kernels that update it.
+//!
+//! Single-key calls run attached to the interpreter (they are short). Batch
+//! calls (`put_all`, `get_all`, `count`, scans, `commit`, `restore_from_log`)
+//! copy their arguments out of the Python objects into one contiguous buffer,
+//! then take the store's lock and do the native work detached, so other
+//! Python threads run meanwhile.
+//!
+//! Locking: the core logs through `pyo3_log`, which attaches. A thread that
+//! holds the store's lock while detached may therefore wait for the
+//! interpreter, so no thread may wait for the store's lock while attached:
+//! attached callers use `lock_py_attached` (try once, else detach to wait),
+//! detached callers lock inside the detached closure.
 
 use std::path::PathBuf;
-use std::sync::{Mutex, MutexGuard};
+use std::sync::{Mutex, MutexGuard, PoisonError};
 
+use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyTuple};
+use pyo3::sync::MutexExt;
+use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
+use strom_core::Error;
+use strom_core::log::Log;
 use strom_core::store::{
     InMemoryKeyValueStore, KeyValueBytes, PersistentKeyValueStore, PersistentStoreOptions, kernels,
 };
 
-use crate::errors::{IntoPyResult, new_error, to_py_err};
+use crate::errors::IntoPyResult;
+use crate::log::NativeLog;
+
+/// `restore_from_log` reads the changelog in batches of at most this many
+/// records (small enough that a batch stays in cache while it is sorted and
+/// applied: larger batches measured slower)…
+const RESTORE_BATCH_RECORDS: usize = 16 << 10;
+/// …and about this many bytes.
+const RESTORE_BATCH_BYTES: usize = 4 << 20;
 
 enum Backend {
     Memory(InMemoryKeyValueStore),
@@ -25,6 +49,13 @@ impl Backend {
             Backend::Persistent(store) => store.as_mut(),
         }
     }
+
+    fn kv_ref(&self) -> &dyn KeyValueBytes {
+        match self {
+            Backend::Memory(store) => store,
+            Backend::Persistent(store) => store.as_ref(),
+        }
+    }
 }
 
 #[pyclass(module = "strom._core", frozen)]
@@ -33,41 +64,247 @@ pub struct NativeKeyValueStore {
     inner: Mutex<Option<Backend>>,
 }
 
-struct Open<'a>(MutexGuard<'a, Option<Backend>>);
+fn closed() -> Error {
+    Error::Store("the store is closed".into())
+}
 
-impl Open<'_> {
-    fn kv(&mut self) -> &mut dyn KeyValueBytes {
-        self.0.as_mut().expect("checked when opened").kv()
-    }
+/// The open backend behind a held lock, or the "closed" error.
+fn backend<'a>(
+    guard: &'a mut MutexGuard<'_, Option<Backend>>,
+) -> strom_core::Result<&'a mut Backend> {
+    guard.as_mut().ok_or_else(closed)
 }
 
 impl NativeKeyValueStore {
-    fn open_store(&self, py: Python<'_>) -> PyResult<Open<'_>> {
+    /// Locks the store while attached (see the module docs) and runs `f`.
+    fn attached<T>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Backend) -> strom_core::Result<T>,
+    ) -> PyResult<T> {
         // A panic while holding the lock leaves a store we can still read.
-        let guard = self
+        let mut guard = self
             .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        if guard.is_none() {
-            return Err(new_error(py, "StoreError", "the store is closed".into()));
-        }
-        Ok(Open(guard))
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner);
+        backend(&mut guard).and_then(f).py_err(py)
+    }
+
+    /// Detaches, locks the store and runs `f`.
+    fn detached<T: Send>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Backend) -> strom_core::Result<T> + Send,
+    ) -> PyResult<T> {
+        py.detach(|| {
+            let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            backend(&mut guard).and_then(f)
+        })
+        .py_err(py)
     }
 }
 
-fn entries(py: Python<'_>, items: Vec<(Vec<u8>, Vec<u8>)>) -> PyResult<Bound<'_, PyList>> {
-    let out = PyList::empty(py);
-    for (k, v) in items {
-        out.append(PyTuple::new(
-            py,
-            [PyBytes::new(py, &k), PyBytes::new(py, &v)],
-        )?)?;
+/// Byte strings copied out of Python objects into one buffer.
+#[derive(Default)]
+struct Packed {
+    data: Vec<u8>,
+    /// `(start, len)` in `data`; None for a Python None.
+    spans: Vec<Option<(usize, usize)>>,
+}
+
+impl Packed {
+    fn with_capacity(items: usize, bytes: usize) -> Self {
+        Packed {
+            data: Vec::with_capacity(bytes),
+            spans: Vec::with_capacity(items),
+        }
     }
-    Ok(out)
+
+    fn push(&mut self, bytes: Option<&[u8]>) {
+        self.spans.push(bytes.map(|b| {
+            let start = self.data.len();
+            self.data.extend_from_slice(b);
+            (start, b.len())
+        }));
+    }
+
+    fn get(&self, i: usize) -> Option<&[u8]> {
+        self.spans[i].map(|(start, len)| &self.data[start..start + len])
+    }
+
+    /// Copies a list of `bytes` (and, when `allow_none`, `None`s); `what`
+    /// names the argument in a `TypeError`.
+    fn from_list(list: &Bound<'_, PyList>, allow_none: bool, what: &str) -> PyResult<Self> {
+        let n = list.len();
+        let mut packed = Packed::with_capacity(n, 0);
+        for (i, item) in list.iter().enumerate() {
+            if allow_none && item.is_none() {
+                packed.spans.push(None);
+                continue;
+            }
+            let Ok(bytes) = item.cast::<PyBytes>() else {
+                return Err(PyTypeError::new_err(format!(
+                    "{what}[{i}] must be bytes{}, not {}",
+                    if allow_none { " or None" } else { "" },
+                    item.get_type()
+                        .name()
+                        .map_or_else(|_| "?".to_owned(), |n| n.to_string())
+                )));
+            };
+            let bytes = bytes.as_bytes();
+            if packed.data.capacity() == 0 {
+                // Most batches hold items of similar sizes.
+                packed.data.reserve((n - i) * bytes.len().max(1));
+            }
+            packed.push(Some(bytes));
+        }
+        Ok(packed)
+    }
+
+    fn len(&self) -> usize {
+        self.spans.len()
+    }
+
+    fn iter(&self) -> impl Iterator<Item = Option<&[u8]>> {
+        (0..self.len()).map(|i| self.get(i))
+    }
+}
+
+fn entries<'py>(py: Python<'py>, items: &[(Vec<u8>, Vec<u8>)]) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(
+        py,
+        items
+            .iter()
+            .map(|(k, v)| PyTuple::new(py, [PyBytes::new(py, k), PyBytes::new(py, v)]))
+            .collect::<PyResult<Vec<_>>>()?,
+    )
 }
 
 fn opt_bytes(py: Python<'_>, value: Option<Vec<u8>>) -> Option<Bound<'_, PyBytes>> {
     value.map(|v| PyBytes::new(py, &v))
+}
+
+/// Batch loops prefetch the bytes of the item this many steps ahead.
+const PREFETCH_AHEAD: usize = 8;
+
+/// Batches at least this large are applied in key order (see [`key_order`]).
+const SORT_MIN_BATCH: usize = 256;
+
+/// The order in which to apply a batch of writes: by key, and by position
+/// among equal keys, so the store ends up exactly as if the writes were
+/// applied one after the other (if a write fails, some of the batch may be
+/// applied, as with any failed batch). Updating the ordered index in key
+/// order walks its nodes in order, so they are in cache when the next write
+/// needs them; on large batches of scattered keys that more than pays for
+/// the sort. Small batches keep their own order.
+fn key_order<'a>(n: usize, key: &impl Fn(usize) -> &'a [u8]) -> Vec<u32> {
+    if n < SORT_MIN_BATCH {
+        return (0..n as u32).collect();
+    }
+    // Sort on the first eight bytes (zero-padded, big-endian: the same order
+    // as the bytes) and compare whole keys only on a tie.
+    let prefix = |k: &[u8]| {
+        let mut p = [0u8; 8];
+        let len = k.len().min(8);
+        p[..len].copy_from_slice(&k[..len]);
+        u64::from_be_bytes(p)
+    };
+    let mut order: Vec<(u64, u32)> = (0..n).map(|i| (prefix(key(i)), i as u32)).collect();
+    order.sort_unstable_by(|a, b| {
+        a.0.cmp(&b.0)
+            .then_with(|| key(a.1 as usize).cmp(key(b.1 as usize)))
+            .then(a.1.cmp(&b.1))
+    });
+    order.into_iter().map(|(_, i)| i).collect()
+}
+
+/// Writes `(key(i), value(i))` for `i < n` (a None value deletes) in the
+/// order of [`key_order`], prefetching the bytes of the writes a few steps
+/// ahead (they are scattered over the batch once it is sorted).
+fn apply_in_key_order<'a>(
+    kv: &mut dyn KeyValueBytes,
+    n: usize,
+    key: impl Fn(usize) -> &'a [u8],
+    value: impl Fn(usize) -> Option<&'a [u8]>,
+) -> strom_core::Result<()> {
+    let order = key_order(n, &key);
+    for (j, &i) in order.iter().enumerate() {
+        if let Some(&next) = order.get(j + PREFETCH_AHEAD) {
+            prefetch(key(next as usize));
+            if let Some(v) = value(next as usize) {
+                prefetch(v);
+                prefetch(v.get(64..).unwrap_or_default());
+            }
+        }
+        kv.put(key(i as usize), value(i as usize))?;
+    }
+    Ok(())
+}
+
+/// Hints the CPU to fetch the first cache line of `bytes`.
+fn prefetch(bytes: &[u8]) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: SSE is part of the x86_64 baseline, and a prefetch is a hint
+    // that never faults, whatever the address.
+    unsafe {
+        std::arch::x86_64::_mm_prefetch::<{ std::arch::x86_64::_MM_HINT_T0 }>(
+            bytes.as_ptr().cast(),
+        );
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = bytes;
+}
+
+/// Replays `[from_offset, to_offset)` of a changelog partition into `kv`
+/// (None value = delete); returns the records applied and the offset to
+/// continue from.
+fn restore(
+    kv: &mut dyn KeyValueBytes,
+    log: &Log,
+    topic: &str,
+    partition: u32,
+    from_offset: u64,
+    to_offset: Option<u64>,
+) -> strom_core::Result<(u64, u64)> {
+    let end = match to_offset {
+        Some(end) => end,
+        None => log.end_offset(topic, partition)?,
+    };
+    let mut offset = from_offset;
+    let mut applied = 0u64;
+    while offset < end {
+        let batch = log.read(
+            topic,
+            partition,
+            offset,
+            RESTORE_BATCH_RECORDS,
+            RESTORE_BATCH_BYTES,
+        )?;
+        if batch.is_empty() {
+            break;
+        }
+        // Records at or past `end` are not applied; no record lies between
+        // the last one applied and `end`.
+        let n = batch.offsets.partition_point(|&o| o < end);
+        if let Some(i) = (0..n).find(|&i| batch.keys[i].is_none()) {
+            return Err(Error::Store(format!(
+                "changelog {topic}-{partition} holds a record without a key at offset {}",
+                batch.offsets[i]
+            )));
+        }
+        apply_in_key_order(
+            kv,
+            n,
+            |i| batch.key(i).unwrap_or_default(),
+            |i| batch.value(i),
+        )?;
+        applied += n as u64;
+        if n < batch.len() {
+            return Ok((applied, end));
+        }
+        offset = batch.next_offset;
+    }
+    Ok((applied, offset))
 }
 
 #[pymethods]
@@ -102,20 +339,46 @@ impl NativeKeyValueStore {
 
     #[getter]
     fn persistent(&self, py: Python<'_>) -> PyResult<bool> {
-        Ok(matches!(
-            self.open_store(py)?.0.as_ref(),
-            Some(Backend::Persistent(_))
-        ))
+        self.attached(py, |b| Ok(matches!(b, Backend::Persistent(_))))
     }
 
     fn get<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let value = self.open_store(py)?.kv().get(key).py_err(py)?;
+        let value = self.attached(py, |b| b.kv_ref().get(key))?;
         Ok(opt_bytes(py, value))
+    }
+
+    /// The values of `keys` (None where a key is absent), in order.
+    fn get_all<'py>(&self, keys: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+        let py = keys.py();
+        let keys = Packed::from_list(keys, false, "keys")?;
+        let values = self.detached(py, |b| {
+            let kv = b.kv_ref();
+            let key = |i: usize| keys.get(i).unwrap_or_default();
+            // Look up in key order (see `key_order`), answer in the callers'.
+            let mut values = vec![None; keys.len()];
+            let order = key_order(keys.len(), &key);
+            for (j, &i) in order.iter().enumerate() {
+                if let Some(&next) = order.get(j + PREFETCH_AHEAD) {
+                    prefetch(key(next as usize));
+                }
+                values[i as usize] = kv.get(key(i as usize))?;
+            }
+            Ok(values)
+        })?;
+        let list = PyList::new(
+            py,
+            values
+                .iter()
+                .map(|v| v.as_deref().map(|v| PyBytes::new(py, v))),
+        )?;
+        // A million small frees: not worth holding the interpreter for.
+        py.detach(move || drop(values));
+        Ok(list)
     }
 
     #[pyo3(signature = (key, value))]
     fn put(&self, py: Python<'_>, key: &[u8], value: Option<&[u8]>) -> PyResult<()> {
-        self.open_store(py)?.kv().put(key, value).py_err(py)
+        self.attached(py, |b| b.kv().put(key, value))
     }
 
     fn put_if_absent<'py>(
@@ -124,37 +387,72 @@ impl NativeKeyValueStore {
         key: &[u8],
         value: &[u8],
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let mut store = self.open_store(py)?;
-        let existing = store.kv().get(key).py_err(py)?;
-        if existing.is_none() {
-            store.kv().put(key, Some(value)).py_err(py)?;
-        }
+        let existing = self.attached(py, |b| {
+            let kv = b.kv();
+            let existing = kv.get(key)?;
+            if existing.is_none() {
+                kv.put(key, Some(value))?;
+            }
+            Ok(existing)
+        })?;
         Ok(opt_bytes(py, existing))
     }
 
     fn delete<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let mut store = self.open_store(py)?;
-        let existing = store.kv().get(key).py_err(py)?;
-        store.kv().put(key, None).py_err(py)?;
+        let existing = self.attached(py, |b| {
+            let kv = b.kv();
+            let existing = kv.get(key)?;
+            if existing.is_some() {
+                kv.put(key, None)?;
+            }
+            Ok(existing)
+        })?;
         Ok(opt_bytes(py, existing))
     }
 
     /// Puts (or, for a None value, deletes) each pair in order: a batch
-    /// write, and the restore path from a changelog.
+    /// write. The lists must have the same length.
     fn put_all(&self, keys: &Bound<'_, PyList>, values: &Bound<'_, PyList>) -> PyResult<()> {
         let py = keys.py();
-        let mut store = self.open_store(py)?;
-        let kv = store.kv();
-        for (k, v) in keys.iter().zip(values.iter()) {
-            let key = k.cast::<PyBytes>()?.as_bytes();
-            if v.is_none() {
-                kv.put(key, None).py_err(py)?;
-            } else {
-                kv.put(key, Some(v.cast::<PyBytes>()?.as_bytes()))
-                    .py_err(py)?;
-            }
+        if keys.len() != values.len() {
+            return Err(PyValueError::new_err(format!(
+                "put_all got {} keys and {} values",
+                keys.len(),
+                values.len()
+            )));
         }
-        Ok(())
+        let keys = Packed::from_list(keys, false, "keys")?;
+        let values = Packed::from_list(values, true, "values")?;
+        self.detached(py, |b| {
+            apply_in_key_order(
+                b.kv(),
+                keys.len(),
+                |i| keys.get(i).unwrap_or_default(),
+                |i| values.get(i),
+            )?;
+            Ok(())
+        })
+    }
+
+    /// Replays the records of `topic`-`partition` in the embedded log from
+    /// `from_offset` up to `to_offset` (default: the end offset now) into the
+    /// store, natively: a None value deletes the key. Returns the number of
+    /// records applied and the offset to continue from.
+    #[pyo3(signature = (log, topic, partition, from_offset, to_offset=None))]
+    fn restore_from_log(
+        &self,
+        log: &Bound<'_, NativeLog>,
+        topic: &Bound<'_, PyString>,
+        partition: u32,
+        from_offset: u64,
+        to_offset: Option<u64>,
+    ) -> PyResult<(u64, u64)> {
+        let py = log.py();
+        let log = &log.get().log;
+        let topic = topic.to_str()?;
+        self.detached(py, |b| {
+            restore(b.kv(), log, topic, partition, from_offset, to_offset)
+        })
     }
 
     /// A snapshot of `from <= key <= to` (None = open bound), so callers may
@@ -167,21 +465,17 @@ impl NativeKeyValueStore {
         key_to: Option<&[u8]>,
         reverse: bool,
     ) -> PyResult<Bound<'py, PyList>> {
-        let items = self
-            .open_store(py)?
-            .kv()
-            .range(key_from, key_to, reverse)
-            .py_err(py)?;
-        entries(py, items)
+        let items = self.detached(py, |b| b.kv_ref().range(key_from, key_to, reverse))?;
+        entries(py, &items)
     }
 
     fn prefix_scan<'py>(&self, py: Python<'py>, prefix: &[u8]) -> PyResult<Bound<'py, PyList>> {
-        let items = self.open_store(py)?.kv().prefix_scan(prefix).py_err(py)?;
-        entries(py, items)
+        let items = self.detached(py, |b| b.kv_ref().prefix_scan(prefix))?;
+        entries(py, &items)
     }
 
     fn approximate_num_entries(&self, py: Python<'_>) -> PyResult<usize> {
-        Ok(self.open_store(py)?.kv().approximate_num_entries())
+        self.attached(py, |b| Ok(b.kv_ref().approximate_num_entries()))
     }
 
     fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
@@ -190,31 +484,34 @@ impl NativeKeyValueStore {
 
     /// Deletes every entry.
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
-        let mut store = self.open_store(py)?;
-        let kv = store.kv();
-        for (key, _) in kv.range(None, None, false).py_err(py)? {
-            kv.put(&key, None).py_err(py)?;
-        }
-        Ok(())
+        self.detached(py, |b| {
+            let kv = b.kv();
+            for (key, _) in kv.range(None, None, false)? {
+                kv.put(&key, None)?;
+            }
+            Ok(())
+        })
     }
 
     /// Makes the writes so far durable together with `metadata` (the
     /// changelog offset and stream time they reflect). A no-op in memory.
     fn commit(&self, py: Python<'_>, metadata: &[u8]) -> PyResult<()> {
-        let mut store = self.open_store(py)?;
-        match store.0.as_mut() {
-            // fsync and maybe compaction: worth letting other threads run.
-            Some(Backend::Persistent(s)) => py.detach(|| s.commit(metadata)).py_err(py),
-            _ => Ok(()),
-        }
+        // fsync and maybe compaction: worth letting other threads run.
+        self.detached(py, |b| match b {
+            Backend::Persistent(s) => s.commit(metadata),
+            Backend::Memory(_) => Ok(()),
+        })
     }
 
     /// Releases the store (and, when persistent, its directory lock).
-    fn close(&self) {
-        self.inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    fn close(&self, py: Python<'_>) {
+        let backend = self
+            .inner
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner)
             .take();
+        // Dropping a persistent store closes its files: no interpreter needed.
+        py.detach(move || drop(backend));
     }
 
     /// The count kernel: returns the new counts (ints) and their Long-serde
@@ -224,22 +521,18 @@ impl NativeKeyValueStore {
         keys: &Bound<'py, PyList>,
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
         let py = keys.py();
-        let key_slices = keys
-            .iter()
-            .map(|k| k.cast_into::<PyBytes>().map_err(PyErr::from))
-            .collect::<PyResult<Vec<_>>>()?;
-        let mut encoded = Vec::with_capacity(key_slices.len());
-        let counts = kernels::count(
-            self.open_store(py)?.kv(),
-            key_slices.iter().map(PyBytesMethods::as_bytes),
-            &mut encoded,
-        )
-        .map_err(|e| to_py_err(py, e))?;
-        let encoded_list = PyList::empty(py);
-        for bytes in &encoded {
-            encoded_list.append(PyBytes::new(py, bytes))?;
-        }
-        Ok((PyList::new(py, counts)?, encoded_list))
+        let keys = Packed::from_list(keys, false, "keys")?;
+        let (counts, encoded) = self.detached(py, |b| {
+            let mut encoded = Vec::with_capacity(keys.len());
+            let counts = kernels::count(
+                b.kv(),
+                keys.iter().map(|k| k.expect("keys are never None")),
+                &mut encoded,
+            )?;
+            Ok((counts, encoded))
+        })?;
+        let encoded = PyList::new(py, encoded.iter().map(|b| PyBytes::new(py, b)))?;
+        Ok((PyList::new(py, counts)?, encoded))
     }
 }
 
