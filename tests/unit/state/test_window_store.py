@@ -5,6 +5,7 @@ keys, the changelog, commit and reopen, and a model-based property test."""
 from __future__ import annotations
 
 import tempfile
+import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -266,6 +267,25 @@ def test_closed_store_raises(make: Make) -> None:
         s.put("a", "x", 1)
     with pytest.raises(StoreError, match="closed"):
         list(s.all())
+
+
+def test_threads_share_a_store(make: Make) -> None:
+    """Single puts run attached and batches/scans detached; mixing them
+    across threads neither deadlocks nor loses writes."""
+    s = make(retention=10_000, window_size=10)
+
+    def work(n: int) -> None:
+        for i in range(100):
+            s.put(f"t{n}", str(i), i)
+            s.put_all([(f"u{n}", str(i), i)])
+            list(s.fetch_all(0, 10_000))
+
+    threads = [threading.Thread(target=work, args=(n,)) for n in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(list(s.all())) == 4 * 2 * 100
 
 
 # --- persistent only ----------------------------------------------------------------
