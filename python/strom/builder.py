@@ -13,7 +13,7 @@ from strom.kstream.kstream import GlobalKTable, KStream, KTable
 from strom.kstream.materialized import Materialized
 from strom.serdes import Serde
 from strom.state.stores import StoreBuilder
-from strom.topology import Topology
+from strom.topology import Topology, store_def
 
 __all__ = ["StreamsBuilder"]
 
@@ -150,7 +150,7 @@ class StreamsBuilder:
 
     def add_state_store(self, builder: StoreBuilder) -> StreamsBuilder:
         """Adds a store that ``KStream.process`` calls can name."""
-        Topology(self.internal).add_state_store(builder)
+        self.internal.add_store(store_def(builder))
         return self
 
     def build(self) -> Topology:

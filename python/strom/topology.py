@@ -15,6 +15,23 @@ from strom.state.stores import StoreBuilder
 __all__ = ["Topology"]
 
 
+def store_def(builder: StoreBuilder) -> StoreDef:
+    """The topology's description of the store a ``Stores`` builder makes."""
+    supplier = builder.supplier
+    return StoreDef(
+        builder.name,
+        builder.key_serde,
+        builder.value_serde,
+        logged=builder.logging,
+        persistent=supplier.persistent,
+        kind=supplier.kind,
+        retention_ms=supplier.retention_ms,
+        window_size_ms=supplier.window_size_ms,
+        retain_duplicates=supplier.retain_duplicates,
+        log_config=dict(builder.log_config),
+    )
+
+
 class Topology:
     """A processor topology: built by ``StreamsBuilder.build()``, or by hand
     with the Processor API (``add_source``, ``add_processor``, ``add_sink``,
@@ -70,23 +87,9 @@ class Topology:
         return self
 
     def add_state_store(self, builder: StoreBuilder, *processor_names: str) -> Topology:
-        """Adds a store (from ``Stores.key_value_store_builder(...)``) and
-        connects it to the named processors."""
-        supplier = builder.supplier
-        if supplier.kind != "key_value":
-            raise TopologyError(
-                f"store {builder.name!r}: only key-value stores can be added to a topology so far"
-            )
-        self._internal.add_store(
-            StoreDef(
-                builder.name,
-                builder.key_serde,
-                builder.value_serde,
-                logged=builder.logging,
-                persistent=supplier.persistent,
-            ),
-            *processor_names,
-        )
+        """Adds a store (from ``Stores.key_value_store_builder(...)``, or the
+        window and session builders) and connects it to the named processors."""
+        self._internal.add_store(store_def(builder), *processor_names)
         return self
 
     def add_global_store(
@@ -106,12 +109,7 @@ class Topology:
         if builder.supplier.kind != "key_value":
             raise TopologyError(f"global store {builder.name!r} must be a key-value store")
         self._internal.add_global_store(
-            StoreDef(
-                builder.name,
-                builder.key_serde,
-                builder.value_serde,
-                persistent=builder.supplier.persistent,
-            ),
+            store_def(builder),
             source_name,
             topic,
             key_serde,

@@ -127,7 +127,7 @@ class _NodeContext(ProcessorContext):
                 f"processor {self._node.name!r} has no access to state store {name!r}; "
                 f"connect them with add_state_store(builder, {self._node.name!r})"
             )
-        return self._task.stores[name]
+        return self._task.store(name)
 
     def commit(self) -> None:
         self._task.commit_requested = True

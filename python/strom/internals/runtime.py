@@ -15,13 +15,30 @@ from typing import TYPE_CHECKING, Any
 from strom.embedded import EmbeddedConsumer, EmbeddedLog, OffsetAndMetadata
 from strom.errors import TopologyError
 from strom.internals.task import RecordCollector, StreamTask
-from strom.internals.topology_builder import SourceDef
+from strom.internals.topology_builder import SourceDef, StoreDef
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
     from strom.internals.topology_builder import InternalTopologyBuilder, Subtopology
 
 log = logging.getLogger("strom.runtime")
+
+
+# Kafka's windowstore.changelog.additional.retention.ms default.
+CHANGELOG_ADDITIONAL_RETENTION_MS = 24 * 60 * 60 * 1000
+
+
+def changelog_config(store: StoreDef) -> dict[str, str]:
+    """Kafka's changelog topic configs: compacted for key-value stores;
+    compacted and deleted after the store's retention (plus a day) for window
+    and session stores; then the store's own ``log_config``."""
+    config = {"cleanup.policy": "compact"}
+    if store.kind != "key_value" and store.retention_ms is not None:
+        config = {
+            "cleanup.policy": "compact,delete",
+            "retention.ms": str(store.retention_ms + CHANGELOG_ADDITIONAL_RETENTION_MS),
+        }
+    return config | store.log_config
 
 
 class EmbeddedRuntime:
@@ -164,9 +181,10 @@ class EmbeddedRuntime:
         for sub in self.subtopologies:
             tasks = self._task_count(sub, counts)
             for store in sub.stores:
-                if self.builder.stores[store].logged:
+                store_def = self.builder.stores[store]
+                if store_def.logged:
                     self._ensure_internal(
-                        f"{self.app_id}-{store}-changelog", tasks, {"cleanup.policy": "compact"}
+                        f"{self.app_id}-{store}-changelog", tasks, changelog_config(store_def)
                     )
         self._check_co_partitioning(counts)
         self._counts = counts
@@ -183,6 +201,12 @@ class EmbeddedRuntime:
                     f"join {joins[0]!r} needs co-partitioned inputs, but the topics "
                     f"have different partition counts: {listed}; repartition one side"
                 )
+
+    def _changelog_range(self, topic: str, partition: int) -> tuple[int, int]:
+        return (
+            self.log.log_start_offsets(topic)[partition],
+            self.log.end_offsets(topic)[partition],
+        )
 
     def _ensure_internal(self, topic: str, partitions: int, config: dict[str, str]) -> None:
         if topic in self.log.topics():
@@ -215,10 +239,9 @@ class EmbeddedRuntime:
                     self.topic_name,
                     self.state_dir,
                     global_stores=global_stores,
+                    changelog_range=self._changelog_range,
                 )
-                task.state.restore(
-                    self.log, lambda name, k, v, t=task: t.stores[name].restore(k, v)
-                )
+                task.state.restore(self.log)
                 self.tasks[task.task_id] = task
                 for topic in sub.source_topics:
                     name = self.topic_name(topic)

@@ -15,6 +15,7 @@ from __future__ import annotations
 import json
 import logging
 import shutil
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -24,47 +25,130 @@ from strom.errors import CorruptLogError, StoreError
 
 if TYPE_CHECKING:
     from strom.embedded import EmbeddedLog
+    from strom.internals.topology_builder import StoreDef
 
 log = logging.getLogger("strom.state")
+
+RESTORE_BATCH = 50_000
+
+NativeStore = _core.NativeKeyValueStore | _core.NativeWindowStore | _core.NativeSessionStore
+# (topic, partition) -> (log start offset, end offset) of a changelog
+ChangelogRange = Callable[[str, int], tuple[int, int]]
+
+
+def _opener(store: StoreDef) -> Callable[[Path | None], tuple[NativeStore, bytes | None]]:
+    """Opens the native store ``store`` describes: in memory (path None) or
+    persistent in a directory, with its last commit's metadata."""
+    if store.kind == "window":
+        assert store.retention_ms is not None and store.window_size_ms is not None
+        args = (store.retention_ms, store.window_size_ms, None, store.retain_duplicates)
+        return lambda path: (
+            (_core.NativeWindowStore(*args), None)
+            if path is None
+            else _core.NativeWindowStore.open(path, *args)
+        )
+    if store.kind == "session":
+        assert store.retention_ms is not None
+        return lambda path: (
+            (_core.NativeSessionStore(store.retention_ms), None)  # type: ignore[arg-type]
+            if path is None
+            else _core.NativeSessionStore.open(path, store.retention_ms)  # type: ignore[arg-type]
+        )
+    return lambda path: (
+        (_core.NativeKeyValueStore(), None)
+        if path is None
+        else _core.NativeKeyValueStore.open(path)
+    )
 
 
 @dataclass
 class _OpenStore:
-    native: _core.NativeKeyValueStore
-    path: Path | None
+    native: NativeStore
+    persistent: bool
     changelog: str | None
-    committed: dict[str, Any] | None
+    restore_from: int | None  # None: from the changelog's start
 
 
 class StateManager:
-    def __init__(self, task_id: str, task_dir: Path, partition: int) -> None:
+    def __init__(
+        self,
+        task_id: str,
+        task_dir: Path,
+        partition: int,
+        changelog_range: ChangelogRange | None = None,
+    ) -> None:
         self.task_id = task_id
         self.task_dir = task_dir
         self.partition = partition
+        self._changelog_range = changelog_range
         self.stores: dict[str, _OpenStore] = {}
         self.stream_time = -1
         self.restored_records = 0
 
-    def open_key_value(
-        self, name: str, persistent: bool, changelog: str | None
-    ) -> _core.NativeKeyValueStore:
-        if not persistent:
-            native = _core.NativeKeyValueStore()
-            self.stores[name] = _OpenStore(native, None, changelog, None)
+    def open(self, store: StoreDef, changelog: str | None) -> NativeStore:
+        """Opens a store as of its last commit, or wipes it when that commit
+        cannot be trusted; ``restore`` then replays the changelog's tail."""
+        check_store_name(store.name)
+        opener = _opener(store)
+        if not store.persistent:
+            native, _ = opener(None)
+            self.stores[store.name] = _OpenStore(native, False, changelog, None)
             return native
-        path = self.task_dir / name
+        path = self.task_dir / store.name
         path.parent.mkdir(parents=True, exist_ok=True)
         try:
-            native, raw = _core.NativeKeyValueStore.open(str(path))
+            native, raw = opener(path)
         except CorruptLogError as exc:
-            log.warning("task %s: store %s is corrupt (%s); wiping it", self.task_id, name, exc)
-            self._wipe(path)
-            native, raw = _core.NativeKeyValueStore.open(str(path))
-        committed = self._parse(name, raw)
-        self.stores[name] = _OpenStore(native, path, changelog, committed)
+            log.warning(
+                "task %s: store %s is corrupt (%s); wiping it", self.task_id, store.name, exc
+            )
+            native, raw = self._wipe(opener, path, None)
+        committed = self._parse(store.name, raw)
+        restore_from = None
+        if changelog is not None:
+            restore_from = self._usable_offset(store.name, committed, changelog)
+            if restore_from is None and raw is not None:
+                # Local state we cannot line up with the changelog: rebuild it.
+                native, raw = self._wipe(opener, path, native)
+                committed = None
         if committed is not None:
             self.stream_time = max(self.stream_time, int(committed.get("stream_time", -1)))
+        self.stores[store.name] = _OpenStore(native, True, changelog, restore_from)
         return native
+
+    def _usable_offset(
+        self, name: str, committed: dict[str, Any] | None, changelog: str
+    ) -> int | None:
+        """The changelog offset a committed store can resume from, if any."""
+        if committed is None or self._changelog_range is None:
+            return None
+        if committed.get("changelog") != changelog:
+            return None
+        start, end = self._changelog_range(changelog, self.partition)
+        offset = int(committed["offset"])
+        if start <= offset <= end:
+            return offset
+        log.warning(
+            "task %s: store %s committed changelog offset %d outside [%d, %d]; restoring it "
+            "from scratch",
+            self.task_id,
+            name,
+            offset,
+            start,
+            end,
+        )
+        return None
+
+    def _wipe(
+        self,
+        opener: Callable[[Path | None], tuple[NativeStore, bytes | None]],
+        path: Path,
+        native: NativeStore | None,
+    ) -> tuple[NativeStore, bytes | None]:
+        if native is not None:
+            native.close()
+        shutil.rmtree(path, ignore_errors=True)
+        return opener(path)
 
     def _parse(self, name: str, raw: bytes | None) -> dict[str, Any] | None:
         if raw is None:
@@ -78,43 +162,34 @@ class StateManager:
             return None
         return meta
 
-    @staticmethod
-    def _wipe(path: Path) -> None:
-        shutil.rmtree(path, ignore_errors=True)
-
-    def restore(self, log_: EmbeddedLog, apply: Any = None) -> None:
+    def restore(self, log_: EmbeddedLog) -> None:
         """Replays each logged store's changelog from the offset it committed
-        (or from the start) to the end, natively: the records go from the
-        log's segments into the store without becoming Python objects, and
-        are not logged again. ``apply`` is accepted for older callers and
-        not used."""
-        del apply
+        (or from the start) to the end, without logging it again: natively for
+        key-value stores, in batches for window and session stores."""
         for name, store in self.stores.items():
             if store.changelog is None:
                 continue
             topic, partition = store.changelog, self.partition
-            start = log_.log_start_offsets(topic)[partition]
             end = log_.end_offsets(topic)[partition]
-            offset = start
-            committed = store.committed
-            if committed is not None and committed.get("changelog") == topic:
-                if start <= committed["offset"] <= end:
-                    offset = committed["offset"]
-                else:
-                    log.warning(
-                        "task %s: store %s committed changelog offset %d outside [%d, %d]; "
-                        "restoring it from scratch",
-                        self.task_id,
-                        name,
-                        committed["offset"],
-                        start,
-                        end,
-                    )
-                    store.native.clear()
-            elif len(store.native):
-                # Data without a commit we can trust: the changelog is the truth.
-                store.native.clear()
-            restored, _ = store.native.restore_from_log(log_.native, topic, partition, offset, end)
+            offset = store.restore_from
+            if offset is None:
+                offset = log_.log_start_offsets(topic)[partition]
+            restored = 0
+            if isinstance(store.native, _core.NativeKeyValueStore):
+                restored, _ = store.native.restore_from_log(
+                    log_.native, topic, partition, offset, end
+                )
+            else:
+                while offset < end:
+                    records = log_.read_batch(topic, partition, offset, RESTORE_BATCH)
+                    if not len(records):
+                        break
+                    keys = records.keys()
+                    if None in keys:
+                        raise StoreError(f"the changelog {topic} holds a record without a key")
+                    store.native.restore(keys, records.values())  # type: ignore[arg-type]
+                    restored += len(records)
+                    offset = records.next_offset
             self.restored_records += restored
             if restored:
                 log.info(
@@ -129,13 +204,11 @@ class StateManager:
         """Commits every persistent store with the changelog end offset its
         data now reflects and the task's stream time."""
         for name, store in self.stores.items():
-            if store.path is None:
+            if not store.persistent:
                 continue
-            meta: dict[str, Any] = {"stream_time": self.stream_time}
+            meta: dict[str, Any] = {"stream_time": self.stream_time, "offset": 0}
             if store.changelog is not None:
                 meta |= {"changelog": store.changelog, "offset": changelog_ends[name]}
-            else:
-                meta["offset"] = 0
             store.native.commit(json.dumps(meta).encode())
 
     def close(self) -> None:

@@ -14,15 +14,18 @@ from strom.errors import ConfigError, SerializationError, StoreError
 from strom.internals.batch import Batch
 from strom.internals.processor_node import PunctuationQueue
 from strom.internals.processors import Node, PassThrough, SinkNode
-from strom.internals.state_manager import StateManager
+from strom.internals.state_manager import ChangelogRange, StateManager
 from strom.internals.topology_builder import (
     InternalTopologyBuilder,
     ProcessorDef,
     SinkDef,
     SourceDef,
+    StoreDef,
     Subtopology,
 )
 from strom.state.key_value import KeyValueStore
+from strom.state.session import SessionStore
+from strom.state.window import WindowStore
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
@@ -146,7 +149,8 @@ class StreamTask:
         state_dir: Path,
         wall_clock: Callable[[], int] | None = None,
         task_id: str | None = None,
-        global_stores: dict[str, KeyValueStore[Any, Any]] | None = None,
+        global_stores: dict[str, Any] | None = None,
+        changelog_range: ChangelogRange | None = None,
     ) -> None:
         self.task_id = task_id or f"{subtopology.id}_{partition}"
         # Global stores belong to the global task; every task may read them.
@@ -156,9 +160,12 @@ class StreamTask:
         self.collector = collector
         self.metrics = TaskMetrics()
         self._topic_name = topic_name
-        self.stores: dict[str, KeyValueStore[Any, Any]] = {}
+        # Typed stores by name: KeyValueStore, WindowStore or SessionStore.
+        self.stores: dict[str, Any] = {}
         self.changelogs: dict[str, str] = {}
-        self.state = StateManager(self.task_id, state_dir / self.task_id, partition)
+        self.state = StateManager(
+            self.task_id, state_dir / self.task_id, partition, changelog_range
+        )
         self.queues: dict[tuple[str, int], _Queue] = {}
         self._committed_times: dict[tuple[str, int], str] = {}
         # This task's input partitions (a smaller topic may lack partition p).
@@ -177,19 +184,12 @@ class StreamTask:
         for store_name in subtopology.stores:
             store_def = builder.stores[store_name]
             changelog_topic = f"{app_id}-{store_name}-changelog" if store_def.logged else None
-            native = self.state.open_key_value(store_name, store_def.persistent, changelog_topic)
+            native = self.state.open(store_def, changelog_topic)
             writer = None
             if changelog_topic is not None:
                 self.changelogs[store_name] = changelog_topic
                 writer = self._changelog_writer(changelog_topic)
-            self.stores[store_name] = KeyValueStore(
-                store_name,
-                self._serde(store_def.key_serde, "default.key.serde", store_name),
-                self._serde(store_def.value_serde, "default.value.serde", store_name),
-                writer,
-                clock=lambda: self.current_timestamp,
-                native=native,
-            )
+            self.stores[store_name] = self._typed_store(store_def, native, writer)
         # Stream time survives restarts through the stores' commits.
         self.stream_time = self.state.stream_time
 
@@ -215,6 +215,18 @@ class StreamTask:
                 self.nodes[name].children = [self.nodes[c] for c in node_def.children]
         for node in self.nodes.values():
             node.init(self)
+
+    def _typed_store(self, store_def: StoreDef, native: Any, writer: Any) -> Any:
+        """The typed store over an opened native one (serdes in Python)."""
+        name = store_def.name
+        keys = self._serde(store_def.key_serde, "default.key.serde", name)
+        values = self._serde(store_def.value_serde, "default.value.serde", name)
+        clock = lambda: self.current_timestamp  # noqa: E731 - the changelog's timestamps
+        if store_def.kind == "window":
+            return WindowStore(name, keys, values, native, writer, clock)
+        if store_def.kind == "session":
+            return SessionStore(name, keys, values, native, writer, clock)
+        return KeyValueStore(name, keys, values, writer, clock=clock, native=native)
 
     def _serde(self, serde: Serde[Any] | None, default_key: str, where: str) -> Serde[Any]:
         chosen = serde if serde is not None else self.config[default_key]
@@ -247,12 +259,18 @@ class StreamTask:
         return sink
 
     # --- runtime hooks ------------------------------------------------------
-    def key_value_store(self, name: str) -> KeyValueStore[Any, Any]:
+    def store(self, name: str) -> Any:
         store = self.stores.get(name)
         if store is None:
             store = self.global_stores.get(name)
         if store is None:
             raise StoreError(f"task {self.task_id} has no state store named {name!r}")
+        return store
+
+    def key_value_store(self, name: str) -> KeyValueStore[Any, Any]:
+        store = self.store(name)
+        if not isinstance(store, KeyValueStore):
+            raise StoreError(f"state store {name!r} is not a key-value store")
         return store
 
     def partition_count(self, topic: str) -> int:

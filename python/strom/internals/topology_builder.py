@@ -50,7 +50,7 @@ class SinkDef:
 
 @dataclass
 class StoreDef:
-    """A key-value store: its serdes and whether it is backed by a changelog."""
+    """A store: its kind, serdes, flavour, and whether it has a changelog."""
 
     name: str
     key_serde: Serde[Any] | None
@@ -58,6 +58,11 @@ class StoreDef:
     logged: bool = True
     persistent: bool = True
     processors: list[str] = field(default_factory=list)
+    kind: str = "key_value"  # or "window", "session"
+    retention_ms: int | None = None
+    window_size_ms: int | None = None
+    retain_duplicates: bool = False
+    log_config: dict[str, str] = field(default_factory=dict)
 
 
 @dataclass

@@ -10,7 +10,7 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from strom.config import StreamsConfig
 from strom.errors import StoreError, TopologyError
@@ -19,9 +19,13 @@ from strom.keyvalue import KeyValue
 from strom.processor.api import Record
 from strom.serdes import Serde
 from strom.state.key_value import KeyValueStore
+from strom.state.session import SessionStore
+from strom.state.window import WindowStore
 from strom.topology import Topology
 
 __all__ = ["TestInputTopic", "TestOutputTopic", "TopologyTestDriver"]
+
+_S = TypeVar("_S")
 
 
 @dataclass
@@ -208,11 +212,21 @@ class TopologyTestDriver:
             self._route()
         self._commit()
 
-    def get_key_value_store(self, name: str) -> KeyValueStore[Any, Any]:
+    def _store(self, name: str, kind: type[_S]) -> _S:
         for task in self._tasks:
-            if name in task.stores:
-                return task.stores[name]
-        raise StoreError(f"no key-value store named {name!r} in this topology")
+            store = task.stores.get(name)
+            if isinstance(store, kind):
+                return store
+        raise StoreError(f"no {kind.__name__} named {name!r} in this topology")
+
+    def get_key_value_store(self, name: str) -> KeyValueStore[Any, Any]:
+        return self._store(name, KeyValueStore)
+
+    def get_window_store(self, name: str) -> WindowStore[Any, Any]:
+        return self._store(name, WindowStore)
+
+    def get_session_store(self, name: str) -> SessionStore[Any, Any]:
+        return self._store(name, SessionStore)
 
     def producer_wall_clock_ms(self) -> int:
         return self._wall_clock
