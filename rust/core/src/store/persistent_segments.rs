@@ -58,11 +58,11 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::persistent::files::take_lock;
 use super::segments::{SegmentFactory, segment_name};
 use super::{KeyValueBytes, PersistentKeyValueStore, PersistentStoreOptions};
 use crate::error::{Error, Result};
 
-const LOCK_FILE: &str = ".lock";
 const COMMIT_FILE: &str = "commit";
 const COMMIT_TMP: &str = ".commit.tmp";
 const RECORD_MAGIC: &[u8; 8] = b"STROMSG1";
@@ -262,7 +262,7 @@ impl PersistentSegmentFactory {
             })?
             .to_owned();
         io(&dir, fs::create_dir_all(&dir))?;
-        let lock_file = take_lock(&dir)?;
+        let lock_file = take_lock(&dir, "segmented store")?;
         let root = read_commit_file(&dir)?;
         if let Some(r) = &root
             && r.segment_interval != segment_interval_ms
@@ -303,7 +303,7 @@ impl PersistentSegmentFactory {
             Err(e) => return Err(Error::io(dir, e)),
             Ok(_) => {}
         }
-        let lock_file = take_lock(dir)?;
+        let lock_file = take_lock(dir, "segmented store")?;
         io(dir, fs::remove_dir_all(dir))?;
         drop(lock_file);
         Ok(())
@@ -580,49 +580,6 @@ fn remove_if_exists(path: &Path) -> Result<()> {
         Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(path, e)),
         _ => Ok(()),
     }
-}
-
-/// The store directory's exclusive lock (flock, so a second open in this
-/// process conflicts too), holding our pid for the error message.
-fn take_lock(dir: &Path) -> Result<File> {
-    let path = dir.join(LOCK_FILE);
-    let mut file = io(
-        &path,
-        OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path),
-    )?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            let holder = fs::read_to_string(&path).unwrap_or_default();
-            let holder = holder.trim();
-            let who = if holder == std::process::id().to_string() {
-                " in this process".to_owned()
-            } else if holder.is_empty() {
-                String::new()
-            } else {
-                format!(" (pid {holder})")
-            };
-            return Err(Error::Store(format!(
-                "segmented store {} is locked by another instance{who}; \
-                 two instances must never share a task's store",
-                dir.display()
-            )));
-        }
-        Err(fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
-    }
-    let pid = format!("{}\n", std::process::id());
-    io(
-        &path,
-        file.set_len(0)
-            .and_then(|()| file.write_all(pid.as_bytes()))
-            .and_then(|()| file.flush()),
-    )?;
-    Ok(file)
 }
 
 #[cfg(test)]

@@ -113,7 +113,8 @@ pub(super) fn write_manifest(dir: &Path, base: u64) -> Result<()> {
 
 /// Takes the exclusive lock of a store directory (flock: it also conflicts
 /// with another open of the same file in this process) and writes our pid.
-pub(super) fn take_lock(dir: &Path) -> Result<File> {
+/// `what` names the store in the error ("state directory", …).
+pub(crate) fn take_lock(dir: &Path, what: &str) -> Result<File> {
     let path = dir.join(LOCK_FILE);
     let mut file = io(
         &path,
@@ -137,7 +138,7 @@ pub(super) fn take_lock(dir: &Path) -> Result<File> {
                 format!(" (pid {holder})")
             };
             return Err(Error::Store(format!(
-                "state directory {} is locked by another instance{who}; \
+                "{what} {} is locked by another instance{who}; \
                  two instances must never share a task's store",
                 dir.display()
             )));

@@ -13,7 +13,7 @@
 //!
 //! The on-disk format, recovery and compaction rules are in `store/README.md`.
 
-mod files;
+pub(crate) mod files;
 mod key;
 mod mmap;
 mod recovery;
@@ -136,7 +136,7 @@ impl PersistentKeyValueStore {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         io(&dir, fs::create_dir_all(&dir))?;
-        let lock = take_lock(&dir)?;
+        let lock = take_lock(&dir, "state directory")?;
         let started = Instant::now();
         let recovered = loop {
             let base = read_manifest(&dir)?;
@@ -200,7 +200,7 @@ impl PersistentKeyValueStore {
             Err(e) => return Err(Error::io(dir, e)),
             Ok(_) => {}
         }
-        let lock = take_lock(dir)?;
+        let lock = take_lock(dir, "state directory")?;
         io(dir, fs::remove_dir_all(dir))?;
         drop(lock);
         Ok(())
