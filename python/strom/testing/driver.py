@@ -244,9 +244,7 @@ class TopologyTestDriver:
         self.close()
 
 
-class TestInputTopic:
-    """Pipes typed records into one input topic of the driver."""
-
+class _TestTopic:
     __test__ = False  # not a pytest test class
 
     def __init__(
@@ -260,6 +258,10 @@ class TestInputTopic:
         self.topic = topic
         self._key_serde = key_serde
         self._value_serde = value_serde
+
+
+class TestInputTopic(_TestTopic):
+    """Pipes typed records into one input topic of the driver."""
 
     def _serialized(self, key: Any, value: Any, timestamp: int | None) -> tuple[Any, Any, int]:
         return (
@@ -284,22 +286,8 @@ class TestInputTopic:
         )
 
 
-class TestOutputTopic:
+class TestOutputTopic(_TestTopic):
     """Reads, typed, what the topology wrote to one topic (a queue: reading consumes)."""
-
-    __test__ = False  # not a pytest test class
-
-    def __init__(
-        self,
-        driver: TopologyTestDriver,
-        topic: str,
-        key_serde: Serde[Any],
-        value_serde: Serde[Any],
-    ) -> None:
-        self._driver = driver
-        self.topic = topic
-        self._key_serde = key_serde
-        self._value_serde = value_serde
 
     def _next(self) -> _Output:
         queue = self._driver._output(self.topic)
