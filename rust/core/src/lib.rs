@@ -8,5 +8,6 @@ pub mod error;
 pub mod log;
 pub mod serde;
 pub mod store;
+pub mod window;
 
 pub use error::{Error, Result};

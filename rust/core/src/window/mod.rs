@@ -1,0 +1,29 @@
+//! Windowing: window specs, window assignment, grace, and the native
+//! kernels of windowed aggregations (Kafka's `KStreamWindowAggregate`,
+//! `KStreamSlidingWindowAggregate`, `KStreamSessionWindowAggregate`) for the
+//! built-in aggregations.
+//!
+//! Each kernel is one processor's state (one per task and node) and takes a
+//! whole columnar batch per call ([`column::Batch`]), looping over it in
+//! offset order so that its results equal Kafka Streams' record-at-a-time
+//! results: the processor's own observed stream time, grace drops, result
+//! timestamps, emission order. Results come back columnar
+//! ([`results::WindowedResults`]) with the store writes that back them
+//! ([`results::StoreChanges`]).
+
+pub mod aggregate;
+pub mod assign;
+pub mod column;
+mod keys;
+pub mod results;
+pub mod spec;
+pub mod time;
+
+pub use aggregate::{Aggregate, Count, KafkaValue, Max, Mean, MeanState, Min, Num, Sum};
+pub use column::{Batch, BinaryBuffer, BinaryColumn, NoValues, Validity, ValueColumn, Values};
+pub use results::{BatchStats, StoreChanges, WindowedResults};
+pub use spec::{
+    DEFAULT_EMIT_INTERVAL_MS, EmitStrategy, NO_TIMESTAMP, SessionWindows, SlidingWindows,
+    TimeWindows,
+};
+pub use time::TimeWindowedAggregation;
