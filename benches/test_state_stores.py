@@ -187,7 +187,9 @@ def test_batched_get(benchmark: Any, fresh: Fresh, data: Any, side: str, batch: 
     def get_rocksdict(db: Rdict) -> None:
         n = 0
         for i in range(0, KEYS, batch):
-            n += len(db.get(shuffled[i : i + batch]))  # a list: multi-get
+            got = db.get(shuffled[i : i + batch])  # a list: multi-get
+            assert got is not None
+            n += len(got)
         found.append(n)
 
     if side == "strom":

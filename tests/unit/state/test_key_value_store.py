@@ -11,6 +11,7 @@ import tempfile
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import HealthCheck, given, settings
@@ -298,7 +299,7 @@ def test_count_rejects_a_value_that_is_not_a_long(store: Store) -> None:
 def test_batch_calls_let_other_threads_run(store: Store) -> None:
     """put_all runs detached: another thread gets through single calls."""
     keys = [b"%08d" % i for i in range(200_000)]
-    values = [b"v"] * len(keys)
+    values: list[bytes | None] = [b"v"] * len(keys)
     errors: list[BaseException] = []
 
     def reader() -> None:
@@ -603,7 +604,7 @@ def expected_range(
     return items[::-1] if reverse else items
 
 
-def run_ops(ops: list[tuple[object, ...]], path: Path | None) -> None:
+def run_ops(ops: list[tuple[Any, ...]], path: Path | None) -> None:
     """Runs ``ops`` on a store (persistent in ``path`` when given) and on a
     dict model; for the persistent store, reopen reverts the model to the
     last commit."""
@@ -619,46 +620,44 @@ def run_ops(ops: list[tuple[object, ...]], path: Path | None) -> None:
             name = op[0]
             if name == "put":
                 _, k, v = op
-                store.put(k, v)  # type: ignore[arg-type]
-                apply_in_order(model, [k], [v])  # type: ignore[list-item]
+                store.put(k, v)
+                apply_in_order(model, [k], [v])
             elif name == "delete":
                 _, k = op
-                assert store.delete(k) == model.pop(k, None)  # type: ignore[arg-type, call-overload]
+                assert store.delete(k) == model.pop(k, None)
             elif name == "put_if_absent":
                 _, k, v = op
-                assert store.put_if_absent(k, v) == model.get(k)  # type: ignore[arg-type, call-overload]
-                model.setdefault(k, v)  # type: ignore[arg-type]
+                assert store.put_if_absent(k, v) == model.get(k)
+                model.setdefault(k, v)
             elif name in {"put_all", "big_put_all"}:
                 if name == "put_all":
                     pairs = op[1]
-                    keys = [k for k, _ in pairs]  # type: ignore[attr-defined]
-                    values = [v for _, v in pairs]  # type: ignore[attr-defined]
+                    keys = [k for k, _ in pairs]
+                    values = [v for _, v in pairs]
                 else:
-                    keys, values = big_batch(op[1])  # type: ignore[arg-type]
+                    keys, values = big_batch(op[1])
                 store.put_all(keys, values)
                 apply_in_order(model, keys, values)
             elif name == "range":
                 _, lo, hi, rev = op
-                assert store.range(lo, hi, rev) == expected_range(model, lo, hi, rev)  # type: ignore[arg-type]
+                assert store.range(lo, hi, rev) == expected_range(model, lo, hi, rev)
             elif name == "prefix_scan":
                 _, prefix = op
-                assert store.prefix_scan(prefix) == [  # type: ignore[arg-type]
-                    (k, v)
-                    for k, v in sorted(model.items())
-                    if k.startswith(prefix)  # type: ignore[arg-type]
+                assert store.prefix_scan(prefix) == [
+                    (k, v) for k, v in sorted(model.items()) if k.startswith(prefix)
                 ]
             elif name == "get_all":
                 _, keys = op
-                assert store.get_all(keys) == [model.get(k) for k in keys]  # type: ignore[arg-type, attr-defined]
+                assert store.get_all(keys) == [model.get(k) for k in keys]
             elif name == "count":
                 _, keys = op
                 # Counting needs Long values: start each counted key afresh.
-                for k in keys:  # type: ignore[attr-defined]
+                for k in keys:
                     store.put(k, None)
                     model.pop(k, None)
-                counts, _ = store.count(keys)  # type: ignore[arg-type]
+                counts, _ = store.count(keys)
                 expected = []
-                for k in keys:  # type: ignore[attr-defined]
+                for k in keys:
                     n = int.from_bytes(model.get(k, bytes(8)), "big") + 1
                     model[k] = n.to_bytes(8, "big")
                     expected.append(n)
@@ -682,7 +681,7 @@ def run_ops(ops: list[tuple[object, ...]], path: Path | None) -> None:
 
 @settings(max_examples=150, deadline=None)
 @given(ops=st.lists(OPS, max_size=40))
-def test_in_memory_store_matches_a_dict(ops: list[tuple[object, ...]]) -> None:
+def test_in_memory_store_matches_a_dict(ops: list[tuple[Any, ...]]) -> None:
     run_ops(ops, None)
 
 
@@ -693,7 +692,7 @@ def test_in_memory_store_matches_a_dict(ops: list[tuple[object, ...]]) -> None:
 )
 @given(ops=st.lists(OPS, max_size=40))
 def test_persistent_store_matches_a_dict_across_commits_and_reopens(
-    ops: list[tuple[object, ...]],
+    ops: list[tuple[Any, ...]],
 ) -> None:
     with tempfile.TemporaryDirectory() as tmp:
         run_ops(ops, Path(tmp) / "store")
