@@ -15,7 +15,17 @@ from typing import Any, Generic, TypeVar
 from strom import _core
 from strom.errors import SerializationError
 
-__all__ = ["ByteArray", "Double", "Integer", "Json", "Long", "Serde", "String"]
+__all__ = [
+    "ByteArray",
+    "Double",
+    "Integer",
+    "Json",
+    "Long",
+    "Serde",
+    "String",
+    "TimeWindowed",
+    "Timestamped",
+]
 
 T = TypeVar("T")
 
@@ -151,3 +161,51 @@ class Json(Serde[Any]):
             return json.loads(data)
         except (UnicodeDecodeError, ValueError) as exc:
             raise _wrap("Json serde cannot deserialize", exc) from exc
+
+
+class TimeWindowed(Serde[Any]):
+    """Kafka's ``TimeWindowedSerde``: the inner key's bytes, then the window
+    start as 8 big-endian bytes; the end is start + ``window_size``."""
+
+    def __init__(self, inner: Serde[Any], window_size: int) -> None:
+        self.inner = inner
+        self.window_size = int(window_size)
+
+    def serialize(self, topic: str, data: Any) -> bytes | None:
+        if data is None:
+            return None
+        key = self.inner.serialize(topic, data.key)
+        return (key or b"") + int(data.window.start).to_bytes(8, "big", signed=True)
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
+
+        if data is None:
+            return None
+        if len(data) < 8:
+            raise SerializationError(f"a time-windowed key needs 8 bytes of window start: {data!r}")
+        start = int.from_bytes(data[-8:], "big", signed=True)
+        return Windowed(
+            self.inner.deserialize(topic, data[:-8]), Window(start, start + self.window_size)
+        )
+
+
+class Timestamped(Serde[tuple[Any, int]]):
+    """Kafka's timestamped-store value layout: 8 big-endian bytes of
+    timestamp, then the inner value's bytes; ``(value, timestamp)`` in Python."""
+
+    def __init__(self, inner: Serde[Any]) -> None:
+        self.inner = inner
+
+    def serialize(self, topic: str, data: tuple[Any, int] | None) -> bytes | None:
+        if data is None:
+            return None
+        value = self.inner.serialize(topic, data[0])
+        return int(data[1]).to_bytes(8, "big", signed=True) + (value or b"")
+
+    def deserialize(self, topic: str, data: bytes | None) -> tuple[Any, int] | None:
+        if data is None:
+            return None
+        if len(data) < 8:
+            raise SerializationError(f"a timestamped value needs 8 bytes of timestamp: {data!r}")
+        return self.inner.deserialize(topic, data[8:]), int.from_bytes(data[:8], "big", signed=True)

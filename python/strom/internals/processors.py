@@ -253,12 +253,20 @@ class KStreamCount(Node):
         self.store = task.key_value_store(self.store_name)
 
     def process(self, batch: Batch) -> None:
-        if None in batch.keys:
-            # Kafka skips null keys in aggregations (and counts them as dropped).
-            dropped = batch.keys.count(None)
-            self.task.metrics.dropped_records += dropped
-            log.debug("%s: skipped %d record(s) with a null key", self.name, dropped)
-            batch = batch.select([i for i, k in enumerate(batch.keys) if k is not None])
+        if None in batch.keys or None in batch.values:
+            # Kafka's aggregations ignore records with a null key or value.
+            keep = [
+                i
+                for i, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True))
+                if k is not None and v is not None
+            ]
+            self.task.metrics.dropped_records += len(batch) - len(keep)
+            log.debug(
+                "%s: skipped %d record(s) with a null key or value",
+                self.name,
+                len(batch) - len(keep),
+            )
+            batch = batch.select(keep)
             if not len(batch):
                 return
         counts = self.store.count(batch.keys, batch.timestamps)

@@ -83,6 +83,10 @@ class StateManager:
         self._changelog_range = changelog_range
         self.stores: dict[str, _OpenStore] = {}
         self.stream_time = -1
+        # Processors' own observed stream time (windowed aggregations), kept
+        # with the stores' commits so a restart drops exactly what an
+        # uninterrupted run would.
+        self.node_times: dict[str, int] = {}
         self.restored_records = 0
 
     def open(self, store: StoreDef, changelog: str | None) -> NativeStore:
@@ -113,6 +117,8 @@ class StateManager:
                 committed = None
         if committed is not None:
             self.stream_time = max(self.stream_time, int(committed.get("stream_time", -1)))
+            for node, time in dict(committed.get("node_times") or {}).items():
+                self.node_times[node] = max(self.node_times.get(node, -1), int(time))
         self.stores[store.name] = _OpenStore(native, True, changelog, restore_from)
         return native
 
@@ -162,6 +168,12 @@ class StateManager:
             return None
         return meta
 
+    def node_stream_time(self, node: str) -> int:
+        return self.node_times.get(node, -1)
+
+    def set_node_stream_time(self, node: str, time: int) -> None:
+        self.node_times[node] = time
+
     def restore(self, log_: EmbeddedLog) -> None:
         """Replays each logged store's changelog from the offset it committed
         (or from the start) to the end, without logging it again: natively for
@@ -206,7 +218,11 @@ class StateManager:
         for name, store in self.stores.items():
             if not store.persistent:
                 continue
-            meta: dict[str, Any] = {"stream_time": self.stream_time, "offset": 0}
+            meta: dict[str, Any] = {
+                "stream_time": self.stream_time,
+                "node_times": self.node_times,
+                "offset": 0,
+            }
             if store.changelog is not None:
                 meta |= {"changelog": store.changelog, "offset": changelog_ends[name]}
             store.native.commit(json.dumps(meta).encode())

@@ -402,3 +402,86 @@ class KStreamGlobalKTableJoin(Node):
             raise self.callback_failed(batch, i, exc) from exc
         selected = batch.select(kept)
         self.forward(selected.derive(selected.keys, joined, selected.timestamps, selected.offsets))
+
+
+class KStreamWindowAggregate(Node):
+    """``windowed_by(TimeWindows)`` aggregations, as Kafka's
+    KStreamWindowAggregate: the processor's own observed stream time (the
+    largest timestamp that reached it) closes a window once it passes the
+    window's end plus grace; a record for a closed window is dropped (counted
+    per window). Results are KTable updates keyed by ``Windowed`` and
+    timestamped with the latest record of their window."""
+
+    def __init__(
+        self,
+        store_name: str,
+        windows: Any,
+        initializer: Callable[[], Any] | None,
+        aggregator: Callable[[Any, Any, Any], Any],
+    ) -> None:
+        super().__init__()
+        self.store_name = store_name
+        self.windows = windows
+        self.initializer = initializer
+        self.aggregator = aggregator
+
+    def init(self, task: StreamTask) -> None:
+        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
+
+        super().init(task)
+        self.store = task.store(self.store_name)
+        self.window_type, self.windowed_type = Window, Windowed
+        self.observed = task.state.node_stream_time(self.name)
+
+    def process(self, batch: Batch) -> None:
+        store, windows, grace = self.store, self.windows, self.windows.grace_ms
+        keys: list[Any] = []
+        values: list[Any] = []
+        olds: list[Any] = []
+        stamps: list[int] = []
+        offsets: list[int] = []
+        dropped = 0
+        i = 0
+        try:
+            for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
+                if key is None or value is None:
+                    dropped += 1
+                    continue
+                timestamp = batch.timestamps[i]
+                self.observed = max(self.observed, timestamp)
+                close_time = self.observed - grace
+                self.task.current_timestamp = timestamp
+                for start, end in windows.windows_for(timestamp):
+                    if end <= close_time:
+                        dropped += 1
+                        log.debug(
+                            "%s: dropped a record for the closed window [%d, %d)",
+                            self.name,
+                            start,
+                            end,
+                        )
+                        continue
+                    previous = store.fetch(key, start)
+                    if previous is None:
+                        old, result_time = None, timestamp
+                        if self.initializer is None:
+                            new = value  # reduce: the first value is the aggregate
+                        else:
+                            new = self.aggregator(key, value, self.initializer())
+                    else:
+                        old, old_time = previous
+                        result_time = max(timestamp, old_time)
+                        new = self.aggregator(key, value, old)
+                    store.put(key, (new, result_time), start)
+                    keys.append(self.windowed_type(key, self.window_type(start, end)))
+                    values.append(new)
+                    olds.append(old)
+                    stamps.append(result_time)
+                    offsets.append(batch.offsets[i])
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        finally:
+            self.task.state.set_node_stream_time(self.name, self.observed)
+        if dropped:
+            self.task.metrics.dropped_records += dropped
+        self.forward(batch.derive(keys, values, stamps, offsets, olds))

@@ -7,9 +7,11 @@ from strom.kstream.kstream import (
     KGroupedTable,
     KStream,
     KTable,
+    TimeWindowedKStream,
 )
 from strom.kstream.materialized import Materialized
 from strom.kstream.windowed import Window, Windowed
+from strom.kstream.windows import TimeWindows
 
 __all__ = [
     "BranchedKStream",
@@ -19,6 +21,8 @@ __all__ = [
     "KStream",
     "KTable",
     "Materialized",
+    "TimeWindowedKStream",
+    "TimeWindows",
     "Window",
     "Windowed",
 ]

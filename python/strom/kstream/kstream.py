@@ -11,7 +11,9 @@ from strom.internals import table_processors as tp
 from strom.internals.processor_node import ProcessorAdapter
 from strom.internals.topology_builder import StoreDef
 from strom.kstream.materialized import Materialized
-from strom.serdes import Long, Serde
+from strom.kstream.windows import TimeWindows
+from strom.serdes import Long, Serde, Timestamped, TimeWindowed
+from strom.state.stores import to_millis
 
 if TYPE_CHECKING:
     from strom.builder import StreamsBuilder
@@ -428,6 +430,7 @@ def _aggregation(
     repartition_serde: Serde[Any] | None,
     repartition: bool,
     node: Callable[[str], p.Node],
+    windows: TimeWindows | None = None,
 ) -> KTable:
     """The shape every DSL aggregation shares: name the processor and its
     store (Kafka's ``<PREFIX>-STATE-STORE-…`` unless materialized with a
@@ -441,17 +444,28 @@ def _aggregation(
     if repartition:
         parent = builder.repartition(store_name, parent, key_serde, repartition_serde)
     builder.internal.add_processor(agg_name, lambda: node(store_name), parent)
-    builder.internal.add_store(
-        StoreDef(
-            store_name,
-            key_serde,
-            value_serde,
-            logged=mat.logging,
-            persistent=not mat.in_memory,
-        ),
-        agg_name,
+    store = StoreDef(
+        store_name, key_serde, value_serde, logged=mat.logging, persistent=not mat.in_memory
     )
-    return KTable(builder, agg_name, key_serde, value_serde, store_name)
+    table_key_serde = key_serde
+    if windows is not None:
+        # A window store of (aggregate, timestamp) values, kept for the
+        # window size plus grace unless Materialized asks for longer.
+        retention = windows.retention_ms()
+        if mat.retention is not None:
+            asked = to_millis(mat.retention, "retention")
+            if asked < retention:
+                raise TopologyError(
+                    f"store {store_name!r}: the retention ({asked} ms) must be at least the "
+                    f"window size plus the grace period ({retention} ms)"
+                )
+            retention = asked
+        store.kind, store.retention_ms, store.window_size_ms = "window", retention, windows.size_ms
+        store.value_serde = None if value_serde is None else Timestamped(value_serde)
+        if key_serde is not None:
+            table_key_serde = TimeWindowed(key_serde, windows.size_ms)
+    builder.internal.add_store(store, agg_name)
+    return KTable(builder, agg_name, table_key_serde, value_serde, store_name)
 
 
 class KGroupedStream:
@@ -492,8 +506,15 @@ class KGroupedStream:
         )
 
     def count(self, materialized: Materialized | str | None = None) -> KTable:
-        """Counts records per key (null keys are skipped) into a KTable of ``int``."""
+        """Counts records per key (null keys and values are skipped) into a
+        KTable of ``int``."""
         return self._aggregate("KSTREAM-AGGREGATE-", materialized, Long(), p.KStreamCount)
+
+    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
+        """Aggregates per key and time window; results are keyed by ``Windowed``."""
+        if not isinstance(windows, TimeWindows):
+            raise TopologyError(f"windowed_by takes TimeWindows, not {type(windows).__name__}")
+        return TimeWindowedKStream(self, windows)
 
     def reduce(
         self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
@@ -521,6 +542,64 @@ class KGroupedStream:
             None,
             lambda store: tp.KStreamAggregate(store, initializer, aggregator),
         )
+
+
+class TimeWindowedKStream:
+    """A grouped stream cut into time windows (Kafka's ``TimeWindowedKStream``)."""
+
+    def __init__(self, grouped: KGroupedStream, windows: TimeWindows) -> None:
+        self._grouped = grouped
+        self._windows = windows
+
+    def _aggregate(
+        self,
+        prefix: str,
+        materialized: Materialized | str | None,
+        result_serde: Serde[Any] | None,
+        initializer: Callable[[], Any] | None,
+        aggregator: Callable[[Any, Any, Any], Any],
+    ) -> KTable:
+        grouped, windows = self._grouped, self._windows
+        return _aggregation(
+            grouped._builder,
+            grouped._node,
+            name_prefix=prefix,
+            materialized=materialized,
+            key_serde=grouped._key_serde,
+            value_serde=grouped._value_serde,
+            result_serde=result_serde,
+            repartition_serde=grouped._value_serde,
+            repartition=grouped._repartition_required,
+            node=lambda store: tp.KStreamWindowAggregate(store, windows, initializer, aggregator),
+            windows=windows,
+        )
+
+    def count(self, materialized: Materialized | str | None = None) -> KTable:
+        """Records per key and window (null keys and values are skipped)."""
+        return self._aggregate(
+            "KSTREAM-AGGREGATE-", materialized, Long(), lambda: 0, lambda _k, _v, agg: agg + 1
+        )
+
+    def reduce(
+        self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
+    ) -> KTable:
+        """``reducer(aggregate, value)`` per key and window."""
+        return self._aggregate(
+            "KSTREAM-REDUCE-",
+            materialized,
+            self._grouped._value_serde,
+            None,
+            lambda _k, v, agg: reducer(agg, v),
+        )
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        materialized: Materialized | str | None = None,
+    ) -> KTable:
+        """``aggregator(key, value, aggregate)`` from ``initializer()`` per key and window."""
+        return self._aggregate("KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator)
 
 
 class KTable:

@@ -1,0 +1,58 @@
+"""Window specifications (Kafka's ``TimeWindows``): which windows a record
+falls into, and how long they accept late records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from datetime import timedelta
+
+from strom.errors import TopologyError
+from strom.state.stores import to_millis
+
+__all__ = ["TimeWindows"]
+
+
+@dataclass(frozen=True)
+class TimeWindows:
+    """Fixed-size windows ``[start, start + size)`` aligned to the epoch:
+    tumbling, or hopping with ``advance_by``. A window accepts records until
+    stream time passes its end plus the grace period."""
+
+    size_ms: int
+    advance_ms: int
+    grace_ms: int
+
+    @staticmethod
+    def of_size_with_no_grace(size: int | timedelta) -> TimeWindows:
+        return TimeWindows.of_size_and_grace(size, 0)
+
+    @staticmethod
+    def of_size_and_grace(size: int | timedelta, grace: int | timedelta) -> TimeWindows:
+        size_ms = to_millis(size, "window size")
+        if size_ms <= 0:
+            raise TopologyError("window size must be larger than zero")
+        return TimeWindows(size_ms, size_ms, to_millis(grace, "grace"))
+
+    def advance_by(self, advance: int | timedelta) -> TimeWindows:
+        """Hopping windows: a new window starts every ``advance``."""
+        advance_ms = to_millis(advance, "advance")
+        if not 0 < advance_ms <= self.size_ms:
+            raise TopologyError(
+                f"advance ({advance_ms} ms) must lie within (0, window size ({self.size_ms} ms)]"
+            )
+        return TimeWindows(self.size_ms, advance_ms, self.grace_ms)
+
+    def windows_for(self, timestamp: int) -> list[tuple[int, int]]:
+        """The ``(start, end)`` of every window containing ``timestamp``,
+        earliest first (Kafka's ``windowsFor``)."""
+        start = max(0, timestamp - self.size_ms + self.advance_ms) // self.advance_ms
+        start *= self.advance_ms
+        out = []
+        while start <= timestamp:
+            out.append((start, start + self.size_ms))
+            start += self.advance_ms
+        return out
+
+    def retention_ms(self) -> int:
+        """Kafka's default retention: the window size plus the grace period."""
+        return self.size_ms + self.grace_ms

@@ -1,0 +1,170 @@
+"""Time-windowed aggregations, after Kafka's KStreamWindowAggregateTest and
+the windowing section of its developer guide."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from pathlib import Path
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from strom import KafkaStreams, StreamsBuilder, serdes
+from strom.embedded import EmbeddedLog
+from strom.kstream import Materialized, TimeWindows, Window, Windowed
+from strom.testing import TopologyTestDriver
+
+S, L = serdes.String(), serdes.Long()
+
+
+def counting(windows: TimeWindows) -> StreamsBuilder:
+    builder = StreamsBuilder()
+    (
+        builder.stream("in", key_serde=S, value_serde=S)
+        .group_by_key()
+        .windowed_by(windows)
+        .count(Materialized("counts"))
+        .to_stream()
+        .to("out", value_serde=L)
+    )
+    return builder
+
+
+def out_topic(driver: TopologyTestDriver, size: int):  # type: ignore[no-untyped-def]
+    return driver.create_output_topic("out", serdes.TimeWindowed(S, size), L)
+
+
+def test_tumbling_count_with_a_late_record_inside_and_outside_grace() -> None:
+    """The issue's case: 5 s windows; records at 1 s, 3 s, 4.999 s, 6 s, then 2 s."""
+    for grace, expected_last in ((4_000, 4), (0, None)):
+        windows = TimeWindows.of_size_and_grace(5_000, grace)
+        with TopologyTestDriver(counting(windows).build()) as driver:
+            src = driver.create_input_topic("in", S, S)
+            for ts in (1_000, 3_000, 4_999, 6_000, 2_000):
+                src.pipe_input("k", "v", ts)
+            records = out_topic(driver, 5_000).read_records_to_list()
+            first = Windowed("k", Window(0, 5_000))
+            assert [(r.key, r.value, r.timestamp) for r in records[:4]] == [
+                (first, 1, 1_000),
+                (first, 2, 3_000),
+                (first, 3, 4_999),
+                (Windowed("k", Window(5_000, 10_000)), 1, 6_000),
+            ]
+            if expected_last is None:
+                assert len(records) == 4  # the late record was dropped
+            else:
+                # In grace: the window's result is replaced; its timestamp stays the max.
+                assert (records[4].key, records[4].value, records[4].timestamp) == (
+                    first,
+                    expected_last,
+                    4_999,
+                )
+            # Retention is size + grace: without grace, [0, 5000) has expired.
+            store = driver.get_window_store("counts")
+            assert store.fetch("k", 0) == (None if expected_last is None else (4, 4_999))
+
+
+def test_hopping_windows_put_a_record_in_every_window_containing_it() -> None:
+    windows = TimeWindows.of_size_with_no_grace(10_000).advance_by(5_000)
+    with TopologyTestDriver(counting(windows).build()) as driver:
+        driver.create_input_topic("in", S, S).pipe_input("k", "v", 7_000)
+        keys = [r.key.window for r in out_topic(driver, 10_000).read_records_to_list()]
+    assert keys == [Window(0, 10_000), Window(5_000, 15_000)]
+
+
+def test_windowed_reduce_and_aggregate_keep_separate_windows() -> None:
+    builder = StreamsBuilder()
+    windowed = (
+        builder.stream("in", key_serde=S, value_serde=L)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(100, 50))
+    )
+    windowed.reduce(lambda a, b: a + b, "sums").to_stream().to("sums", value_serde=L)
+    windowed.aggregate(
+        lambda: "", lambda k, v, agg: agg + str(v), Materialized("joined", value_serde=S)
+    ).to_stream().to("joined", value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        src = driver.create_input_topic("in", S, L)
+        for value, ts in ((1, 10), (2, 50), (3, 120), (None, 130), (4, 99)):
+            src.pipe_input("k", value, ts)
+        sums = driver.create_output_topic("sums", serdes.TimeWindowed(S, 100), L)
+        assert [(r.key.window.start, r.value) for r in sums.read_records_to_list()] == [
+            (0, 1),
+            (0, 3),
+            (100, 3),
+            (0, 7),
+        ]
+        joined = driver.create_output_topic("joined", serdes.TimeWindowed(S, 100), S)
+        assert joined.read_values_to_list() == ["1", "12", "3", "124"]
+
+
+def test_time_windowed_serde_matches_kafka_layout() -> None:
+    serde = serdes.TimeWindowed(S, 5_000)
+    raw = serde.serialize("t", Windowed("ab", Window(5_000, 10_000)))
+    assert raw == b"ab" + (5_000).to_bytes(8, "big")
+    assert serde.deserialize("t", raw) == Windowed("ab", Window(5_000, 10_000))
+
+
+def model(
+    records: list[tuple[str, int]], size: int, advance: int, grace: int
+) -> tuple[dict[tuple[str, int], int], int]:
+    """Kafka's semantics by brute force: observed stream time is the max
+    timestamp so far; a window accepts a record while end > stream time - grace."""
+    counts: dict[tuple[str, int], int] = defaultdict(int)
+    observed, dropped = -1, 0
+    for key, ts in records:
+        observed = max(observed, ts)
+        for start in range(0, ts + 1, advance):
+            if start <= ts < start + size:
+                if start + size > observed - grace:
+                    counts[(key, start)] += 1
+                else:
+                    dropped += 1
+    return dict(counts), dropped
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    records=st.lists(
+        st.tuples(st.sampled_from(["a", "b", "c"]), st.integers(min_value=0, max_value=400)),
+        max_size=40,
+    ),
+    size=st.sampled_from([10, 50, 100]),
+    hops=st.sampled_from([1, 2, 5]),
+    grace=st.sampled_from([0, 20, 200]),
+)
+def test_random_out_of_order_counts_equal_the_model(
+    records: list[tuple[str, int]], size: int, hops: int, grace: int
+) -> None:
+    advance = size // hops
+    windows = TimeWindows.of_size_and_grace(size, grace).advance_by(advance)
+    with TopologyTestDriver(counting(windows).build()) as driver:
+        src = driver.create_input_topic("in", S, S)
+        for key, ts in records:
+            src.pipe_input(key, "v", ts)
+        latest = out_topic(driver, size).read_key_values_to_map()
+    expected, _dropped = model(records, size, advance, grace)
+    assert {(w.key, w.window.start): n for w, n in latest.items()} == expected
+
+
+def test_observed_stream_time_survives_a_restart(log: EmbeddedLog, log_path: str) -> None:
+    """After a restart the late record is dropped exactly as in one run."""
+    log.create_topic("in")
+    log.create_topic("out")
+    config = {"application.id": "win", "bootstrap.servers": f"embedded:{log_path}"}
+    topology = counting(TimeWindows.of_size_with_no_grace(5_000)).build()
+
+    def produce(ts: int) -> None:
+        with log.producer() as producer:
+            producer.produce("in", b"k", b"v", timestamp=ts)
+
+    produce(1_000)
+    produce(6_000)
+    with KafkaStreams(topology, config) as app:
+        app.run_until_end(timeout=30)
+    produce(2_000)  # late for [0, 5000) given stream time 6000
+    with KafkaStreams(topology, config) as app:
+        app.run_until_end(timeout=30)
+        assert app.metrics()["dropped-records"] == 1
+    assert sum(log.end_offsets("out").values()) == 2
+    assert (Path(log_path) / ".state" / "win" / "0_0" / "counts").is_dir()
