@@ -19,11 +19,14 @@ from typing import Any
 
 from strom import KafkaStreams, StreamsBuilder, Topology, serdes
 from strom.embedded import EmbeddedLog
+from strom.kstream import TimeWindows
 
 ORDERS, USERS, ITEMS = "orders", "users", "items"
 BY_ITEM = "orderuser-repartition-by-item"
 OUTPUT = "local-purchases-per-address"
-PARTITIONS = {ORDERS: 3, USERS: 3, ITEMS: 6, BY_ITEM: 6, OUTPUT: 3}
+HOURLY = "local-purchases-per-address-hourly"
+PARTITIONS = {ORDERS: 3, USERS: 3, ITEMS: 6, BY_ITEM: 6, OUTPUT: 3, HOURLY: 3}
+HOUR_MS = 3_600_000
 
 
 def item_partitioner(item: str, _value: Any, num_partitions: int) -> int:
@@ -41,7 +44,7 @@ def build_topology() -> Topology:
     builder = StreamsBuilder()
     users = builder.table(USERS, key_serde=string, value_serde=json_, materialized="users")
     items = builder.table(ITEMS, key_serde=string, value_serde=json_, materialized="items")
-    (
+    by_address = (
         builder.stream(ORDERS, key_serde=string, value_serde=json_, timestamp_extractor=order_time)
         .left_join(users, lambda order, user: {**order, "address": (user or {}).get("address")})
         .filter(lambda _user, order: bool(order["address"]))
@@ -50,9 +53,15 @@ def build_topology() -> Topology:
         .left_join(items, lambda order, item: {**order, "origin": (item or {}).get("origin")})
         .filter(lambda _item, order: order["origin"] == order["address"])
         .group_by(lambda _item, order: order["address"], key_serde=string, value_serde=json_)
-        .count("local-purchases")
-        .to_stream()
-        .to(OUTPUT, key_serde=string, value_serde=serdes.Long())
+    )
+    by_address.count("local-purchases").to_stream().to(
+        OUTPUT, key_serde=string, value_serde=serdes.Long()
+    )
+    # The same purchases per one-hour window of order time.
+    by_address.windowed_by(TimeWindows.of_size_with_no_grace(HOUR_MS)).count(
+        "local-purchases-hourly"
+    ).to_stream().to(
+        HOURLY, key_serde=serdes.TimeWindowed(string, HOUR_MS), value_serde=serdes.Long()
     )
     return builder.build()
 
@@ -72,8 +81,8 @@ ORDER_DATA = [
     ("alice", "sweater", 2_000, 1),
     ("bob", "sweater", 3_000, 1),
     ("carol", "wine", 4_000, 6),
-    ("alice", "wine", 5_000, 1),
-    ("dave", "cheese", 6_000, 1),
+    ("alice", "wine", 3_601_000, 1),  # the next hour
+    ("dave", "cheese", 3_602_000, 1),
 ]
 
 

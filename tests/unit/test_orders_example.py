@@ -28,13 +28,22 @@ def load_example() -> ModuleType:
 ex = load_example()
 
 
-def expected_counts() -> dict[str, int]:
-    counts: Counter[str] = Counter()
-    for user, item, _at, _quantity in ex.ORDER_DATA:
+def local_purchases() -> list[tuple[str, int]]:
+    """(address, order time) of every purchase of a locally made item."""
+    out = []
+    for user, item, at, _quantity in ex.ORDER_DATA:
         address = (ex.USER_DATA.get(user) or {}).get("address")
         if address and ex.ITEM_DATA[item]["origin"] == address:
-            counts[address] += 1
-    return dict(counts)
+            out.append((address, at))
+    return out
+
+
+def expected_counts() -> dict[str, int]:
+    return dict(Counter(address for address, _ in local_purchases()))
+
+
+def expected_hourly() -> dict[tuple[str, int], int]:
+    return dict(Counter((a, at - at % ex.HOUR_MS) for a, at in local_purchases()))
 
 
 def test_orders_example_on_the_test_driver() -> None:
@@ -50,9 +59,14 @@ def test_orders_example_on_the_test_driver() -> None:
             orders.pipe_input(user, ex.order(user, item, at, quantity), timestamp=0)
         output = driver.create_output_topic(ex.OUTPUT, string, serdes.Long())
         records = output.read_records_to_list()
+        hourly = driver.create_output_topic(
+            ex.HOURLY, serdes.TimeWindowed(string, ex.HOUR_MS), serdes.Long()
+        ).read_key_values_to_map()
     assert {r.key: r.value for r in records} == expected_counts() == {"Lyon": 2, "Oslo": 1}
     # Result timestamps are the orders' own times.
-    assert sorted(r.timestamp for r in records) == [1_000, 3_000, 5_000]
+    assert sorted(r.timestamp for r in records) == [1_000, 3_000, 3_601_000]
+    assert {(w.key, w.window.start): n for w, n in hourly.items()} == expected_hourly()
+    assert expected_hourly() == {("Lyon", 0): 1, ("Oslo", 0): 1, ("Lyon", ex.HOUR_MS): 1}
     # Describe shows the split at the through topic.
     assert "Sink: KSTREAM-SINK-" in ex.build_topology().describe()
 
