@@ -1,8 +1,13 @@
 """The run loop over the embedded log: one stream thread that owns every task.
 
-poll a batch per partition ─► the partition's task runs it through its nodes ─►
-sinks and changelogs collect output ─► on commit: flush nodes, flush the
-producer (append + fsync), then commit the consumed offsets.
+start: create internal topics ─► bootstrap global stores ─► open each task's
+stores as of their last commit and replay the changelog tails
+loop: apply new global records ─► poll a batch per partition into its task's
+queue ─► each task processes in timestamp order across its partitions
+(Kafka's PartitionGroup) ─► punctuate ─► maybe commit
+commit: flush nodes ─► append and fsync output and changelogs ─► commit each
+store with the changelog offset it reflects ─► commit the processed input
+offsets with their partition times.
 """
 
 from __future__ import annotations
