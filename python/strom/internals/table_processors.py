@@ -3,11 +3,12 @@ and aggregations read-modify-write a store per record, as in Kafka Streams."""
 
 from __future__ import annotations
 
+import heapq
 import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from strom.errors import SerializationError
+from strom.errors import SerializationError, TaskError
 from strom.internals.processors import Node, log
 from strom.serdes import Serde
 
@@ -485,3 +486,141 @@ class KStreamWindowAggregate(Node):
         if dropped:
             self.task.metrics.dropped_records += dropped
         self.forward(batch.derive(keys, values, stamps, offsets, olds))
+
+
+class BufferedSerde(Serde[tuple[int, int, Any, Any]]):
+    """A suppression buffer entry: (buffer time, record timestamp, new, old)."""
+
+    def __init__(self, inner: Serde[Any]) -> None:
+        self.change = ChangeSerde(inner)
+
+    def serialize(self, topic: str, data: tuple[int, int, Any, Any] | None) -> bytes | None:
+        if data is None:
+            return None
+        buffer_time, timestamp, new, old = data
+        change = self.change.serialize(topic, (new, old)) or b""
+        return struct.pack(">qq", buffer_time, timestamp) + change
+
+    def deserialize(self, topic: str, data: bytes | None) -> tuple[int, int, Any, Any] | None:
+        if data is None:
+            return None
+        buffer_time, timestamp = struct.unpack_from(">qq", data)
+        new, old = self.change.deserialize(topic, data[16:]) or (None, None)
+        return buffer_time, timestamp, new, old
+
+
+class KTableSuppress(Node):
+    """``KTable.suppress``, as Kafka's KTableSuppressProcessor: updates wait
+    in a buffer (latest per key, keeping the time of its first update) until
+    the processor's observed stream time passes their buffer time plus the
+    suppression duration; a full buffer emits its oldest entries early or
+    stops the task. The buffer is a changelogged store, so a restart loses
+    nothing."""
+
+    def __init__(
+        self,
+        store_name: str,
+        duration_ms: int,
+        by_window_end: bool,
+        max_records: int,
+        max_bytes: int,
+        emit_early: bool,
+    ) -> None:
+        super().__init__()
+        self.store_name = store_name
+        self.duration_ms = duration_ms
+        self.by_window_end = by_window_end
+        self.max_records = max_records
+        self.max_bytes = max_bytes
+        self.emit_early = emit_early
+        # Final results never need to carry a delete.
+        self.drop_tombstones = by_window_end
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.store = task.key_value_store(self.store_name)
+        self.observed = task.state.node_stream_time(self.name)
+        # Order of eviction: (buffer time, sequence) per key, rebuilt from the store.
+        self.entries: dict[Any, tuple[int, int]] = {}
+        self.heap: list[tuple[int, int, Any]] = []
+        self.sizes: dict[Any, int] = {}
+        self.seq = 0
+        for entry in self.store.all():
+            self._index(entry.key, entry.value[0], self._size(entry.key, entry.value))
+
+    def _size(self, key: Any, value: Any) -> int:
+        raw = self.store.value_serde.serialize(self.store_name, value)
+        return len(repr(key)) + len(raw or b"")
+
+    def _index(self, key: Any, buffer_time: int, size: int) -> None:
+        self.seq += 1
+        self.entries[key] = (buffer_time, self.seq)
+        self.sizes[key] = size
+        heapq.heappush(self.heap, (buffer_time, self.seq, key))
+
+    def _oldest(self) -> Any:
+        while self.heap:
+            buffer_time, seq, key = self.heap[0]
+            if self.entries.get(key) == (buffer_time, seq):
+                return key
+            heapq.heappop(self.heap)  # superseded
+        return None
+
+    def process(self, batch: Batch) -> None:
+        out: tuple[list[Any], list[Any], list[Any], list[int], list[int]] = ([], [], [], [], [])
+        store = self.store
+        for i, (key, new, old) in enumerate(
+            zip(batch.keys, batch.values, _old(batch), strict=True)
+        ):
+            timestamp = batch.timestamps[i]
+            self.observed = max(self.observed, timestamp)
+            buffered = store.get(key)
+            if buffered is None:
+                buffer_time = key.window.end if self.by_window_end else timestamp
+                prior = old
+            else:
+                # Non-resetting: the entry keeps its first buffer time and prior value.
+                buffer_time, _ts, _new, prior = buffered
+            value = (buffer_time, timestamp, new, prior)
+            store.put(key, value)
+            if buffered is None:
+                self._index(key, buffer_time, self._size(key, value))
+            else:
+                self.sizes[key] = self._size(key, value)
+            self._enforce(out, batch.offsets[i])
+        self.task.state.set_node_stream_time(self.name, self.observed)
+        keys, news, olds, stamps, offsets = out
+        self.forward(batch.derive(keys, news, stamps, offsets, olds))
+
+    def _over_capacity(self) -> bool:
+        return len(self.entries) > self.max_records or sum(self.sizes.values()) > self.max_bytes
+
+    def _enforce(self, out: Any, offset: int) -> None:
+        expiry = self.observed - self.duration_ms
+        while (key := self._oldest()) is not None and self.entries[key][0] <= expiry:
+            self._emit(key, out, offset)
+        if self._over_capacity():
+            if not self.emit_early:
+                raise TaskError(
+                    f"task {self.task.task_id} node {self.name!r}: the suppression buffer "
+                    f"exceeded its capacity ({len(self.entries)}/{self.max_records} records, "
+                    f"{sum(self.sizes.values())}/{self.max_bytes} bytes)"
+                )
+            while self._over_capacity() and (key := self._oldest()) is not None:
+                self._emit(key, out, offset)
+
+    def _emit(self, key: Any, out: Any, offset: int) -> None:
+        buffered = self.store.get(key)
+        assert buffered is not None, "indexed entries are in the store"
+        _time, timestamp, new, prior = buffered
+        self.store.delete(key)
+        del self.entries[key]
+        del self.sizes[key]
+        if new is None and self.drop_tombstones:
+            return
+        keys, news, olds, stamps, offsets = out
+        keys.append(key)
+        news.append(new)
+        olds.append(prior)
+        stamps.append(timestamp)
+        offsets.append(offset)

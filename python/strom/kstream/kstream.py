@@ -11,6 +11,7 @@ from strom.internals import table_processors as tp
 from strom.internals.processor_node import ProcessorAdapter
 from strom.internals.topology_builder import StoreDef
 from strom.kstream.materialized import Materialized
+from strom.kstream.suppressed import Suppressed
 from strom.kstream.windows import TimeWindows
 from strom.serdes import Long, Serde, Timestamped, TimeWindowed
 from strom.state.stores import to_millis
@@ -465,7 +466,14 @@ def _aggregation(
         if key_serde is not None:
             table_key_serde = TimeWindowed(key_serde, windows.size_ms)
     builder.internal.add_store(store, agg_name)
-    return KTable(builder, agg_name, table_key_serde, value_serde, store_name)
+    return KTable(
+        builder,
+        agg_name,
+        table_key_serde,
+        value_serde,
+        store_name,
+        window_grace_ms=None if windows is None else windows.grace_ms,
+    )
 
 
 class KGroupedStream:
@@ -614,6 +622,7 @@ class KTable:
         store_name: str | None,
         send_old: tp.SendOldValues | None = None,
         getter: tuple[str, tp.ValueGetterSupplier] | None = None,
+        window_grace_ms: int | None = None,
     ) -> None:
         self._builder = builder
         self._node = node
@@ -626,6 +635,8 @@ class KTable:
         if getter is None and store_name is not None:
             getter = (store_name, tp.store_getter(store_name))
         self._getter = getter
+        # The grace period of the windows a windowed table comes from.
+        self._window_grace_ms = window_grace_ms
 
     def _then(
         self,
@@ -646,6 +657,7 @@ class KTable:
             None,
             send_old,
             None if self._getter is None else (self._getter[0], getter(self._getter[1])),
+            self._window_grace_ms,
         )
 
     def filter(self, predicate: Callable[[Any, Any], bool], *, name: str | None = None) -> KTable:
@@ -685,6 +697,50 @@ class KTable:
         node_name = name or self._builder.new_name("KTABLE-TOSTREAM-")
         self._builder.internal.add_processor(node_name, tp.KTableToStream, self._node)
         return KStream(self._builder, node_name, self._key_serde, self._value_serde)
+
+    def suppress(self, suppressed: Suppressed) -> KTable:
+        """Holds updates back: ``Suppressed.until_window_closes(...)`` emits
+        only each window's final result; ``Suppressed.until_time_limit(...)``
+        the latest update per key once the time limit has passed."""
+        builder = self._builder
+        by_window_end = suppressed.kind == "window_closes"
+        if by_window_end and self._window_grace_ms is None:
+            raise TopologyError("until_window_closes needs a windowed table (from windowed_by)")
+        duration = self._window_grace_ms if by_window_end else suppressed.time_limit_ms
+        name = suppressed.name or builder.new_name("KTABLE-SUPPRESS-")
+        store_name = (
+            f"{suppressed.name}-store"
+            if suppressed.name
+            else builder.new_name("KTABLE-SUPPRESS-STATE-STORE-")
+        )
+        self._send_old.enable()
+        buffer = suppressed.buffer
+        builder.internal.add_processor(
+            name,
+            lambda: tp.KTableSuppress(
+                store_name,
+                duration or 0,
+                by_window_end,
+                buffer.record_limit,
+                buffer.byte_limit,
+                buffer.when_full == "emit_early",
+            ),
+            self._node,
+        )
+        value_serde = None if self._value_serde is None else tp.BufferedSerde(self._value_serde)
+        builder.internal.add_store(
+            StoreDef(store_name, self._key_serde, value_serde, persistent=True), name
+        )
+        return KTable(
+            builder,
+            name,
+            self._key_serde,
+            self._value_serde,
+            None,
+            tp.SendOldValues(upstream=self._send_old),
+            None,
+            self._window_grace_ms,
+        )
 
     def group_by(
         self,
