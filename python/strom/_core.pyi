@@ -362,3 +362,36 @@ def window_store_key(key: bytes, window_start: int, seqnum: int) -> bytes: ...
 def split_window_store_key(store_key: bytes) -> tuple[bytes, int, int]: ...
 def session_store_key(key: bytes, start: int, end: int) -> bytes: ...
 def split_session_store_key(store_key: bytes) -> tuple[bytes, int, int]: ...
+
+# --- record cache (rust/python/src/cache.rs) ----------------------------------
+
+__all__ += ["NativeThreadCache"]
+
+_DirtyEntries = list[tuple[bytes, bytes | None, int]]
+
+@final
+class NativeThreadCache:
+    """Kafka's ThreadCache: named caches (one per task and store) sharing one
+    byte budget. Entry size: key + value bytes + 45. An unknown or closed
+    cache id raises StoreError."""
+
+    def __new__(cls, max_bytes: int) -> Self: ...
+    def named(self, namespace: str) -> int:
+        """The id of the named cache for ``namespace``, created if not open."""
+    def get(self, cache_id: int, key: bytes) -> tuple[bytes | None, int] | None:
+        """None: not cached; ``(value, timestamp)``: cached, value None being
+        a cached delete. A hit becomes the most recently used entry."""
+    def put(
+        self, cache_id: int, key: bytes, value: bytes | None, timestamp: int, dirty: bool
+    ) -> _DirtyEntries:
+        """Caches ``value`` (None: a delete); returns the dirty entries that
+        the evictions this put caused flushed, ``(key, value, timestamp)`` in
+        emission order (usually none). A clean put over a dirty entry raises
+        StoreError."""
+    def flush(self, cache_id: int) -> _DirtyEntries:
+        """Every dirty entry in last-update order, marked clean; flushed
+        deletes leave the cache."""
+    def close(self, cache_id: int) -> None:
+        """Drops the named cache, discarding its dirty entries."""
+    def size_bytes(self) -> int: ...
+    def __len__(self) -> int: ...

@@ -1,5 +1,6 @@
 use pyo3::prelude::*;
 
+mod cache;
 mod errors;
 mod log;
 mod serde;
@@ -20,5 +21,6 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     store::register(m)?;
     window::register(m)?;
     session::register(m)?;
+    cache::register(m)?;
     Ok(())
 }

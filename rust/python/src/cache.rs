@@ -1,0 +1,185 @@
+//! `NativeThreadCache`: the record cache of one stream thread (Kafka's
+//! `ThreadCache` / `NamedCache`, see `strom_core::store::cache`) for the
+//! Python engine.
+//!
+//! Named caches are known to Python by small integer ids handed out here
+//! (the core's `NamedCacheId` is opaque); an id is never reused, so an id of
+//! a closed cache stays stale even if its namespace is opened again.
+//!
+//! Every call is per record and short, so all of them run attached. As in
+//! `store.rs`, the lock is taken with `lock_py_attached` (try once, else
+//! detach to wait), so a thread never waits for it while attached.
+
+use std::collections::HashMap;
+use std::sync::{Mutex, PoisonError};
+
+use pyo3::prelude::*;
+use pyo3::sync::MutexExt;
+use pyo3::types::{PyBytes, PyList, PyTuple};
+
+use strom_core::store::ThreadCache;
+use strom_core::store::cache::{DirtyEntry, NamedCacheId};
+
+use crate::errors::{IntoPyResult, new_error};
+
+struct Inner {
+    cache: ThreadCache,
+    /// Python id → core id; None once closed.
+    ids: Vec<Option<NamedCacheId>>,
+    /// Core id → Python id, for the open caches.
+    by_core: HashMap<NamedCacheId, usize>,
+}
+
+impl Inner {
+    /// The core id behind a Python id, or `StoreError` if unknown or closed.
+    fn id(&self, py: Python<'_>, cache_id: i64) -> PyResult<NamedCacheId> {
+        usize::try_from(cache_id)
+            .ok()
+            .and_then(|i| self.ids.get(i).copied().flatten())
+            .ok_or_else(|| {
+                new_error(
+                    py,
+                    "StoreError",
+                    format!("unknown or closed named cache id {cache_id}"),
+                )
+            })
+    }
+}
+
+#[pyclass(module = "strom._core", frozen)]
+pub struct NativeThreadCache {
+    inner: Mutex<Inner>,
+}
+
+impl NativeThreadCache {
+    /// Locks the cache while attached (see the module docs) and runs `f`.
+    fn with<T>(&self, py: Python<'_>, f: impl FnOnce(&mut Inner) -> PyResult<T>) -> PyResult<T> {
+        // A panic while holding the lock leaves a cache we can still use:
+        // every core call leaves it consistent or fails before changing it.
+        let mut guard = self
+            .inner
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner);
+        f(&mut guard)
+    }
+}
+
+/// `[(key, value, timestamp), ...]` in emission order.
+fn dirty_list<'py>(py: Python<'py>, entries: &[DirtyEntry]) -> PyResult<Bound<'py, PyList>> {
+    if entries.is_empty() {
+        return Ok(PyList::empty(py));
+    }
+    PyList::new(
+        py,
+        entries
+            .iter()
+            .map(|e| {
+                (
+                    PyBytes::new(py, &e.key),
+                    e.value.as_deref().map(|v| PyBytes::new(py, v)),
+                    e.timestamp,
+                )
+                    .into_pyobject(py)
+            })
+            .collect::<PyResult<Vec<Bound<'py, PyTuple>>>>()?,
+    )
+}
+
+#[pymethods]
+impl NativeThreadCache {
+    /// A cache of at most `max_bytes` over all its named caches; 0 evicts
+    /// every put at once.
+    #[new]
+    fn new(max_bytes: u64) -> Self {
+        Self {
+            inner: Mutex::new(Inner {
+                cache: ThreadCache::new(max_bytes),
+                ids: Vec::new(),
+                by_core: HashMap::new(),
+            }),
+        }
+    }
+
+    /// The id of the named cache for `namespace`, created empty if not open.
+    fn named(&self, py: Python<'_>, namespace: &str) -> PyResult<usize> {
+        self.with(py, |inner| {
+            let core = inner.cache.named(namespace);
+            Ok(*inner.by_core.entry(core).or_insert_with(|| {
+                inner.ids.push(Some(core));
+                inner.ids.len() - 1
+            }))
+        })
+    }
+
+    /// `(value, timestamp)` of a cached key (value None: a cached delete),
+    /// None when not cached; a hit becomes the most recently used entry.
+    fn get<'py>(
+        &self,
+        py: Python<'py>,
+        cache_id: i64,
+        key: &[u8],
+    ) -> PyResult<Option<(Option<Bound<'py, PyBytes>>, i64)>> {
+        self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            Ok(inner
+                .cache
+                .get(id, key)
+                .map(|entry| (entry.value.map(|v| PyBytes::new(py, v)), entry.timestamp)))
+        })
+    }
+
+    /// Caches `value` (None: a delete) for `key`; returns the dirty entries
+    /// the evictions this put caused flushed, in emission order.
+    fn put<'py>(
+        &self,
+        py: Python<'py>,
+        cache_id: i64,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+        dirty: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let flushed = self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            inner.cache.put(id, key, value, timestamp, dirty).py_err(py)
+        })?;
+        dirty_list(py, &flushed)
+    }
+
+    /// Every dirty entry of the named cache in dirty order, marked clean;
+    /// flushed deletes leave the cache.
+    fn flush<'py>(&self, py: Python<'py>, cache_id: i64) -> PyResult<Bound<'py, PyList>> {
+        let flushed = self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            Ok(inner.cache.flush(id))
+        })?;
+        dirty_list(py, &flushed)
+    }
+
+    /// Drops the named cache and its entries (dirty ones without flushing).
+    fn close(&self, py: Python<'_>, cache_id: i64) -> PyResult<()> {
+        self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            inner.cache.close(id);
+            inner.by_core.remove(&id);
+            // Checked by `id` above: the index is in range.
+            inner.ids[cache_id as usize] = None;
+            Ok(())
+        })
+    }
+
+    /// Bytes counted over all named caches.
+    fn size_bytes(&self, py: Python<'_>) -> PyResult<u64> {
+        self.with(py, |inner| Ok(inner.cache.size_bytes()))
+    }
+
+    /// Entries over all named caches.
+    fn __len__(&self, py: Python<'_>) -> PyResult<usize> {
+        self.with(py, |inner| Ok(inner.cache.num_entries()))
+    }
+}
+
+pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_class::<NativeThreadCache>()?;
+    Ok(())
+}
