@@ -29,6 +29,7 @@ def store_def(builder: StoreBuilder) -> StoreDef:
         window_size_ms=supplier.window_size_ms,
         retain_duplicates=supplier.retain_duplicates,
         log_config=dict(builder.log_config),
+        caching=builder.caching,
     )
 
 

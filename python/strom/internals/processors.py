@@ -13,10 +13,10 @@ from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import TaskError
+from strom.internals.batch import Batch
 from strom.processor.api import RecordContext
 
 if TYPE_CHECKING:
-    from strom.internals.batch import Batch
     from strom.internals.task import StreamTask
 
 log = logging.getLogger("strom.processor")
@@ -41,6 +41,21 @@ class Node(ABC):
         if len(batch):
             for child in self.children:
                 child.process(batch)
+
+    def forward_flushed(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
+        """Forwards what a record cache wrote out: (key, new, old, timestamp)."""
+        keys = [k for k, _, _, _ in entries]
+        self.forward(
+            Batch(
+                "",
+                -1,
+                keys,
+                [new for _, new, _, _ in entries],
+                [ts for *_, ts in entries],
+                [-1] * len(keys),
+                [old for _, _, old, _ in entries],
+            )
+        )
 
     def flush(self) -> None:  # noqa: B027 - an optional hook
         """Called on commit, before the task's output is flushed."""
@@ -251,6 +266,9 @@ class KStreamCount(Node):
     def init(self, task: StreamTask) -> None:
         super().init(task)
         self.store = task.key_value_store(self.store_name)
+        self.caching = hasattr(self.store, "listener")
+        if self.caching:
+            self.store.listener = self.forward_flushed
 
     def process(self, batch: Batch) -> None:
         if None in batch.keys or None in batch.values:
@@ -269,6 +287,13 @@ class KStreamCount(Node):
             batch = batch.select(keep)
             if not len(batch):
                 return
+        if self.caching:
+            # Through the cache, record by record; the cache forwards on flush.
+            store, task = self.store, self.task
+            for key, timestamp in zip(batch.keys, batch.timestamps, strict=True):
+                task.current_timestamp = timestamp
+                store.put(key, (store.get(key) or 0) + 1)
+            return
         counts = self.store.count(batch.keys, batch.timestamps)
         self.forward(batch.derive(batch.keys, counts, batch.timestamps, batch.offsets))
 

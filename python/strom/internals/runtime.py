@@ -17,6 +17,7 @@ import logging
 import time
 from typing import TYPE_CHECKING, Any
 
+from strom import _core
 from strom.embedded import EmbeddedConsumer, EmbeddedLog, OffsetAndMetadata
 from strom.errors import TopologyError
 from strom.internals.task import RecordCollector, StreamTask
@@ -61,6 +62,8 @@ class EmbeddedRuntime:
         self._prepare_topics()
         self.producer = self.log.producer()
         self.collector = RecordCollector(self.producer, self.partition_count)
+        # The thread's record cache, shared by its tasks' caching stores.
+        self.cache = _core.NativeThreadCache(config["statestore.cache.max.bytes"])
         self.consumer: EmbeddedConsumer | None = None
         self.global_task: StreamTask | None = None
         self._global_positions: dict[tuple[str, int], int] = {}
@@ -245,6 +248,7 @@ class EmbeddedRuntime:
                     self.state_dir,
                     global_stores=global_stores,
                     changelog_range=self._changelog_range,
+                    cache=self.cache,
                 )
                 task.state.restore(self.log)
                 self.tasks[task.task_id] = task

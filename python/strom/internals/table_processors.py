@@ -9,13 +9,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import SerializationError, TaskError
+from strom.internals.batch import Batch
 from strom.internals.processors import Node, log
 from strom.serdes import Serde
+from strom.state.caching import CachingKeyValueStore
 
 if TYPE_CHECKING:
-    from strom.internals.batch import Batch
     from strom.internals.task import StreamTask
-    from strom.state.key_value import KeyValueStore
 
 
 class SendOldValues:
@@ -43,7 +43,11 @@ class _StoreNode(Node):
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
-        self.store: KeyValueStore[Any, Any] = task.key_value_store(self.store_name)
+        self.store: Any = task.key_value_store(self.store_name)
+        self.caching = isinstance(self.store, CachingKeyValueStore)
+        if self.caching:
+            # Updates reach the children when the cache writes them out.
+            self.store.listener = self.forward_flushed
 
     def _put_each(
         self, batch: Batch, keys: list[Any], update: Callable[[Any, Any, int], Any]
@@ -64,7 +68,10 @@ class _StoreNode(Node):
                 old_values.append(old)
         except Exception as exc:
             raise self.callback_failed(batch, i, exc) from exc
-        self.forward(batch.derive(keys, new_values, batch.timestamps, batch.offsets, old_values))
+        if not self.caching:
+            self.forward(
+                batch.derive(keys, new_values, batch.timestamps, batch.offsets, old_values)
+            )
 
 
 class KTableSource(_StoreNode):
@@ -288,7 +295,8 @@ ValueGetterSupplier = Callable[["StreamTask"], Callable[[Any], Any]]
 
 def store_getter(store_name: str) -> ValueGetterSupplier:
     def supplier(task: StreamTask) -> Callable[[Any], Any]:
-        return task.key_value_store(store_name).get
+        get: Callable[[Any], Any] = task.key_value_store(store_name).get
+        return get
 
     return supplier
 

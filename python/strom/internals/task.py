@@ -10,6 +10,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
+from strom import _core
 from strom.errors import ConfigError, SerializationError, StoreError
 from strom.internals.batch import Batch
 from strom.internals.processor_node import PunctuationQueue
@@ -23,6 +24,7 @@ from strom.internals.topology_builder import (
     StoreDef,
     Subtopology,
 )
+from strom.state.caching import CachingKeyValueStore
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
 from strom.state.window import WindowStore
@@ -151,10 +153,12 @@ class StreamTask:
         task_id: str | None = None,
         global_stores: dict[str, Any] | None = None,
         changelog_range: ChangelogRange | None = None,
+        cache: _core.NativeThreadCache | None = None,
     ) -> None:
         self.task_id = task_id or f"{subtopology.id}_{partition}"
         # Global stores belong to the global task; every task may read them.
         self.global_stores = global_stores or {}
+        self._cache = cache
         self.partition = partition
         self.config = config
         self.collector = collector
@@ -226,7 +230,10 @@ class StreamTask:
             return WindowStore(name, keys, values, native, writer, clock)
         if store_def.kind == "session":
             return SessionStore(name, keys, values, native, writer, clock)
-        return KeyValueStore(name, keys, values, writer, clock=clock, native=native)
+        store = KeyValueStore(name, keys, values, writer, clock=clock, native=native)
+        if store_def.caching and self._cache is not None:
+            return CachingKeyValueStore(store, self._cache, f"{self.task_id}-{name}", clock)
+        return store
 
     def _serde(self, serde: Serde[Any] | None, default_key: str, where: str) -> Serde[Any]:
         chosen = serde if serde is not None else self.config[default_key]
@@ -267,9 +274,10 @@ class StreamTask:
             raise StoreError(f"task {self.task_id} has no state store named {name!r}")
         return store
 
-    def key_value_store(self, name: str) -> KeyValueStore[Any, Any]:
+    def key_value_store(self, name: str) -> Any:
+        """A KeyValueStore, or the CachingKeyValueStore in front of one."""
         store = self.store(name)
-        if not isinstance(store, KeyValueStore):
+        if not isinstance(store, KeyValueStore | CachingKeyValueStore):
             raise StoreError(f"state store {name!r} is not a key-value store")
         return store
 
@@ -360,6 +368,10 @@ class StreamTask:
         return self.wall_clock_punctuations.may_punctuate(self.wall_clock_ms())
 
     def flush(self) -> None:
+        """On commit: the caches write and forward their dirty entries first."""
+        for store in self.stores.values():
+            if isinstance(store, CachingKeyValueStore):
+                store.flush()
         for node in self.nodes.values():
             node.flush()
 
@@ -374,6 +386,9 @@ class StreamTask:
     def close(self) -> None:
         for node in self.nodes.values():
             node.close()
+        for store in self.stores.values():
+            if isinstance(store, CachingKeyValueStore):
+                store.close()
         self.state.close()
 
     # --- input --------------------------------------------------------------

@@ -63,6 +63,7 @@ class StoreDef:
     window_size_ms: int | None = None
     retain_duplicates: bool = False
     log_config: dict[str, str] = field(default_factory=dict)
+    caching: bool = False
 
 
 @dataclass

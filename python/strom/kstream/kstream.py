@@ -233,7 +233,14 @@ class KStream:
             parent = builder.repartition(name, parent, keys, values)
         builder.internal.add_processor(name, lambda: tp.KTableSource(store_name), parent)
         builder.internal.add_store(
-            StoreDef(store_name, keys, values, logged=mat.logging, persistent=not mat.in_memory),
+            StoreDef(
+                store_name,
+                keys,
+                values,
+                logged=mat.logging,
+                persistent=not mat.in_memory,
+                caching=mat.caching,
+            ),
             name,
         )
         return KTable(builder, name, keys, values, store_name)
@@ -446,7 +453,12 @@ def _aggregation(
         parent = builder.repartition(store_name, parent, key_serde, repartition_serde)
     builder.internal.add_processor(agg_name, lambda: node(store_name), parent)
     store = StoreDef(
-        store_name, key_serde, value_serde, logged=mat.logging, persistent=not mat.in_memory
+        store_name,
+        key_serde,
+        value_serde,
+        logged=mat.logging,
+        persistent=not mat.in_memory,
+        caching=mat.caching,
     )
     table_key_serde = key_serde
     if windows is not None:

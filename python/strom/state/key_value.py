@@ -51,6 +51,11 @@ class KeyValueStore(Generic[K, V]):
             now = self._clock()
             self._changelog(keys, values, [now] * len(keys))
 
+    def log_raw(self, keys: list[bytes], values: list[bytes | None], timestamps: list[int]) -> None:
+        """Sends already-serialized writes to the changelog (the cache's flushes)."""
+        if self._changelog is not None:
+            self._changelog(keys, values, timestamps)
+
     def get(self, key: K) -> V | None:
         return self.value_serde.deserialize(self.name, self.native.get(self._key(key)))
 

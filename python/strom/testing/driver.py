@@ -12,12 +12,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
+from strom import _core
 from strom.config import StreamsConfig
 from strom.errors import StoreError, TopologyError
 from strom.internals.task import RecordCollector, StreamTask
 from strom.keyvalue import KeyValue
 from strom.processor.api import Record
 from strom.serdes import Serde
+from strom.state.caching import CachingKeyValueStore
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
 from strom.state.window import WindowStore
@@ -103,6 +105,7 @@ class TopologyTestDriver:
         self._builder = builder
         app_id = self.config.application_id
         self._collector = _Collector()
+        cache = _core.NativeThreadCache(self.config["statestore.cache.max.bytes"])
         self._tasks: list[StreamTask] = []
         self._task_of_topic: dict[str, StreamTask] = {}
         self._internal: set[str] = set()
@@ -138,6 +141,7 @@ class TopologyTestDriver:
                     self.config.state_dir / app_id,
                     wall_clock=lambda: self._wall_clock,
                     global_stores=global_stores,
+                    cache=cache,
                 )
                 self._tasks.append(task)
                 for topic in sub.source_topics:
@@ -165,18 +169,19 @@ class TopologyTestDriver:
 
     def _pipe(self, topic: str, records: list[tuple[bytes | None, bytes | None, int]]) -> None:
         """Processes records one at a time, each followed by everything it
-        caused (in-process hops through repartition topics) and a commit."""
+        caused (in-process hops through repartition topics)."""
         for key, value, timestamp in records:
             self._process(topic, [key], [value], [timestamp])
-            self._commit()
 
     def _process(
         self, topic: str, keys: list[Any], values: list[Any], timestamps: list[int]
     ) -> None:
+        """Like Kafka's driver: every processed record, internal ones too, is
+        followed by a commit (caches flushed, output captured and routed)."""
         counter = self._offsets.setdefault(topic, itertools.count())
         offsets = [next(counter) for _ in keys]
         self._task_of_topic[topic].process(_Piped(topic, 0, keys, values, timestamps, offsets))
-        self._route()
+        self._commit()
 
     def _route(self) -> None:
         sent = self._collector.sent
@@ -219,8 +224,13 @@ class TopologyTestDriver:
                 return store
         raise StoreError(f"no {kind.__name__} named {name!r} in this topology")
 
-    def get_key_value_store(self, name: str) -> KeyValueStore[Any, Any]:
-        return self._store(name, KeyValueStore)
+    def get_key_value_store(self, name: str) -> Any:
+        """The store, typed (behind its record cache when it has one)."""
+        for task in self._tasks:
+            store = task.stores.get(name)
+            if isinstance(store, KeyValueStore | CachingKeyValueStore):
+                return store
+        raise StoreError(f"no key-value store named {name!r} in this topology")
 
     def get_window_store(self, name: str) -> WindowStore[Any, Any]:
         return self._store(name, WindowStore)

@@ -1,0 +1,106 @@
+"""The record cache in front of DSL stores, as Kafka Streams' caching:
+updates are deduplicated per key until a commit (or an eviction) forwards
+them; with the cache off every update is forwarded."""
+
+from __future__ import annotations
+
+from collections import Counter
+from typing import Any
+
+from strom import KafkaStreams, StreamsBuilder, serdes
+from strom.embedded import EmbeddedLog
+from strom.kstream import Materialized
+from strom.testing import TopologyTestDriver
+
+S, L = serdes.String(), serdes.Long()
+WORDS = ["a", "b", "a", "c", "b", "a", "d", "a"]
+
+
+def counting(caching: bool = True) -> StreamsBuilder:
+    builder = StreamsBuilder()
+    (
+        builder.stream("in", key_serde=S, value_serde=S)
+        .group_by_key()
+        .count(Materialized("counts", caching=caching))
+        .to_stream()
+        .to("out", value_serde=L)
+    )
+    return builder
+
+
+def run(log: EmbeddedLog, log_path: str, builder: StreamsBuilder, **config: Any) -> list[Any]:
+    log.create_topic("in")
+    log.create_topic("out")
+    with log.producer() as producer:
+        producer.produce_batch("in", [(w.encode(), b"x") for w in WORDS])
+    props = {
+        "application.id": "cache",
+        "bootstrap.servers": f"embedded:{log_path}",
+        "commit.interval.ms": 3_600_000,
+        **config,
+    }
+    with KafkaStreams(builder.build(), props) as app:
+        app.run_until_end(timeout=30)
+        assert {kv.key: kv.value for kv in app.store("counts").all()} == Counter(WORDS)
+    return [
+        (r.key.decode(), int.from_bytes(r.value or b"", "big"))  # type: ignore[union-attr]
+        for r in log.read("out", 0, 0, 100)
+    ]
+
+
+def test_a_commit_forwards_each_key_once_with_its_latest_value(
+    log: EmbeddedLog, log_path: str
+) -> None:
+    out = run(log, log_path, counting())
+    # In the order the keys were last updated before the commit.
+    assert out == [("c", 1), ("b", 2), ("d", 1), ("a", 4)]
+
+
+def test_without_a_cache_every_update_is_forwarded(log: EmbeddedLog, log_path: str) -> None:
+    out = run(log, log_path, counting(caching=False))
+    assert len(out) == len(WORDS)
+    assert out[-1] == ("a", 4)
+
+
+def test_a_zero_byte_cache_forwards_every_update(log: EmbeddedLog, log_path: str) -> None:
+    out = run(log, log_path, counting(), **{"statestore.cache.max.bytes": 0})
+    counts: Counter[str] = Counter()
+    expected = []
+    for word in WORDS:
+        counts[word] += 1
+        expected.append((word, counts[word]))
+    assert out == expected
+
+
+def test_a_small_cache_evicts_and_forwards_before_the_commit(
+    log: EmbeddedLog, log_path: str
+) -> None:
+    # Room for about two entries (key + 8-byte value + ~45 bytes overhead each).
+    out = run(log, log_path, counting(), **{"statestore.cache.max.bytes": 120})
+    assert len(set(WORDS)) < len(out) < len(WORDS)
+    assert {k: v for k, v in out} == Counter(WORDS)
+
+
+def test_the_driver_commits_after_every_record_so_every_update_shows() -> None:
+    with TopologyTestDriver(counting().build()) as driver:
+        driver.create_input_topic("in", S, S).pipe_key_value_list([(w, "x") for w in WORDS])
+        out = driver.create_output_topic("out", S, L).read_key_values_to_list()
+    assert len(out) == len(WORDS)
+
+
+def test_table_aggregation_with_cache_still_retracts_and_adds() -> None:
+    builder = StreamsBuilder()
+    (
+        builder.table("users", key_serde=S, value_serde=S)
+        .group_by(lambda user, city: (city, user), key_serde=S, value_serde=S)
+        .count("per-city")
+        .to_stream()
+        .to("counts", value_serde=L)
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        users = driver.create_input_topic("users", S, S)
+        users.pipe_key_value_list([("ann", "oslo"), ("bob", "oslo"), ("ann", "rome")])
+        assert driver.create_output_topic("counts", S, L).read_key_values_to_map() == {
+            "oslo": 1,
+            "rome": 1,
+        }
