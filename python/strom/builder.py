@@ -92,6 +92,7 @@ class StreamsBuilder:
                 logged=mat.logging,
                 persistent=not mat.in_memory,
                 caching=mat.caching,
+                timestamped=True,
             ),
             name,
         )
@@ -113,7 +114,7 @@ class StreamsBuilder:
         source_name = self.new_name("KSTREAM-SOURCE-")
         processor_name = self.new_name("KTABLE-SOURCE-")
         self.internal.add_global_store(
-            StoreDef(store_name, keys, values, persistent=not mat.in_memory),
+            StoreDef(store_name, keys, values, persistent=not mat.in_memory, timestamped=True),
             source_name,
             topic,
             keys,

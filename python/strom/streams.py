@@ -15,6 +15,7 @@ from strom.config import StreamsConfig
 from strom.errors import ConfigError, StoreError, StromError
 from strom.internals.runtime import EmbeddedRuntime
 from strom.keyvalue import KeyValue
+from strom.state.views import plain
 from strom.topology import Topology
 
 __all__ = ["KafkaStreams", "State"]
@@ -189,7 +190,7 @@ class KafkaStreams:
         if runtime is None:
             raise StoreError("the application has not started; there are no stores yet")
         tasks = [*runtime.tasks.values(), *([runtime.global_task] if runtime.global_task else [])]
-        stores = [t.stores[name] for t in tasks if name in t.stores]
+        stores = [plain(t.stores[name]) for t in tasks if name in t.stores]
         if not stores:
             raise StoreError(f"no state store named {name!r} in this topology")
         return ReadOnlyKeyValueView(name, stores)

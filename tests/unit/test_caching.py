@@ -75,8 +75,8 @@ def test_a_zero_byte_cache_forwards_every_update(log: EmbeddedLog, log_path: str
 def test_a_small_cache_evicts_and_forwards_before_the_commit(
     log: EmbeddedLog, log_path: str
 ) -> None:
-    # Room for about two entries (key + 8-byte value + ~45 bytes overhead each).
-    out = run(log, log_path, counting(), **{"statestore.cache.max.bytes": 120})
+    # Room for three entries (1-byte key + 16-byte timestamped count + 45 each).
+    out = run(log, log_path, counting(), **{"statestore.cache.max.bytes": 200})
     assert len(set(WORDS)) < len(out) < len(WORDS)
     assert {k: v for k, v in out} == Counter(WORDS)
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from strom import KeyValue, StreamsBuilder, serdes
 from strom.kstream import Materialized
+from strom.processor import Record
 from strom.testing import TopologyTestDriver
 
 S, L, INT = serdes.String(), serdes.Long(), serdes.Integer()
@@ -112,3 +113,29 @@ def test_table_describe_names_follow_kafka() -> None:
     text = builder.build().describe()
     assert "Source: KSTREAM-SOURCE-0000000001 (topics: [t])" in text
     assert "Processor: KTABLE-SOURCE-0000000002 (stores: [t-STATE-STORE-0000000000])" in text
+
+
+def test_results_are_timestamped_as_kafka_stores_them() -> None:
+    """Aggregations keep (value, timestamp) with the latest record's time;
+    a table source keeps each record's own time."""
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=INT).group_by_key().reduce(
+        lambda a, b: a + b, "sums"
+    ).to_stream().to("sums-out")
+    builder.table("tin", key_serde=S, value_serde=INT, materialized="table").to_stream().to(
+        "table-out"
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("in", S, INT).pipe_records(
+            [Record("k", 1, 50), Record("k", 2, 10)]
+        )
+        driver.create_input_topic("tin", S, INT).pipe_records(
+            [Record("k", 1, 50), Record("k", 2, 10)]
+        )
+        sums = driver.create_output_topic("sums-out", S, INT).read_records_to_list()
+        assert [(r.value, r.timestamp) for r in sums] == [(1, 50), (3, 50)]
+        table = driver.create_output_topic("table-out", S, INT).read_records_to_list()
+        assert [(r.value, r.timestamp) for r in table] == [(1, 50), (2, 10)]
+        assert driver.get_timestamped_key_value_store("sums").get("k") == (3, 50)
+        assert driver.get_key_value_store("sums").get("k") == 3
+        assert driver.get_timestamped_key_value_store("table").get("k") == (2, 10)

@@ -43,19 +43,15 @@ class Node(ABC):
                 child.process(batch)
 
     def forward_flushed(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
-        """Forwards what a record cache wrote out: (key, new, old, timestamp)."""
-        keys = [k for k, _, _, _ in entries]
-        self.forward(
-            Batch(
-                "",
-                -1,
-                keys,
-                [new for _, new, _, _ in entries],
-                [ts for *_, ts in entries],
-                [-1] * len(keys),
-                [old for _, _, old, _ in entries],
-            )
-        )
+        """Forwards what a record cache wrote out: (key, new, old, timestamp),
+        values being (value, result timestamp) pairs of a timestamped store."""
+        keys, news, olds, stamps = [], [], [], []
+        for key, new, old, timestamp in entries:
+            keys.append(key)
+            news.append(None if new is None else new[0])
+            olds.append(None if old is None else old[0])
+            stamps.append(timestamp if new is None else new[1])
+        self.forward(Batch("", -1, keys, news, stamps, [-1] * len(keys), olds))
 
     def flush(self) -> None:  # noqa: B027 - an optional hook
         """Called on commit, before the task's output is flushed."""
@@ -292,10 +288,11 @@ class KStreamCount(Node):
             store, task = self.store, self.task
             for key, timestamp in zip(batch.keys, batch.timestamps, strict=True):
                 task.current_timestamp = timestamp
-                store.put(key, (store.get(key) or 0) + 1)
+                count, result_time = store.get(key) or (0, timestamp)
+                store.put(key, (count + 1, max(result_time, timestamp)))
             return
-        counts = self.store.count(batch.keys, batch.timestamps)
-        self.forward(batch.derive(batch.keys, counts, batch.timestamps, batch.offsets))
+        counts, stamps = self.store.count(batch.keys, batch.timestamps)
+        self.forward(batch.derive(batch.keys, counts, stamps, batch.offsets))
 
 
 class SinkNode(Node):

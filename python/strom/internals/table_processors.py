@@ -11,7 +11,7 @@ from typing import TYPE_CHECKING, Any
 from strom.errors import SerializationError, TaskError
 from strom.internals.batch import Batch
 from strom.internals.processors import Node, log
-from strom.serdes import Serde
+from strom.serdes import Serde, Timestamped
 from strom.state.caching import CachingKeyValueStore
 
 if TYPE_CHECKING:
@@ -49,33 +49,45 @@ class _StoreNode(Node):
             # Updates reach the children when the cache writes them out.
             self.store.listener = self.forward_flushed
 
+    # Aggregations time their results with the latest record (Kafka's
+    # KStreamAggregate/KTableAggregate); a table source uses the record's own.
+    latest_timestamp = True
+
     def _put_each(
         self, batch: Batch, keys: list[Any], update: Callable[[Any, Any, int], Any]
     ) -> None:
-        """For each record: new = update(key, old, i); store it; forward the change."""
-        store = self.store
+        """For each record: new = update(key, old, i); store it (with its
+        result timestamp when the store is timestamped); forward the change."""
+        store, timestamped = self.store, is_timestamped(self.store)
         new_values: list[Any] = []
         old_values: list[Any] = []
+        stamps: list[int] = []
         task = self.task
         i = 0
         try:
             for i, key in enumerate(keys):
-                task.current_timestamp = batch.timestamps[i]
+                timestamp = batch.timestamps[i]
+                task.current_timestamp = timestamp
                 old = store.get(key)
+                if timestamped and old is not None:
+                    old, old_time = old
+                    if self.latest_timestamp:
+                        timestamp = max(timestamp, old_time)
                 new = update(key, old, i)
-                store.put(key, new)
+                store.put(key, (new, timestamp) if timestamped and new is not None else new)
                 new_values.append(new)
                 old_values.append(old)
+                stamps.append(timestamp)
         except Exception as exc:
             raise self.callback_failed(batch, i, exc) from exc
         if not self.caching:
-            self.forward(
-                batch.derive(keys, new_values, batch.timestamps, batch.offsets, old_values)
-            )
+            self.forward(batch.derive(keys, new_values, stamps, batch.offsets, old_values))
 
 
 class KTableSource(_StoreNode):
     """``builder.table``: the latest value per key; a None value deletes."""
+
+    latest_timestamp = False
 
     def process(self, batch: Batch) -> None:
         if None in batch.keys:
@@ -293,10 +305,28 @@ class KStreamAggregate(_StoreNode):
 ValueGetterSupplier = Callable[["StreamTask"], Callable[[Any], Any]]
 
 
+def is_timestamped(store: Any) -> bool:
+    """Whether a key-value store holds (value, timestamp) pairs (Kafka's
+    timestamped stores, which the DSL's tables and aggregations use)."""
+    return isinstance(getattr(store, "value_serde", None), Timestamped)
+
+
+def plain_get(store: Any) -> Callable[[Any], Any]:
+    """A store's ``get`` that returns values without their timestamps."""
+    if not is_timestamped(store):
+        get: Callable[[Any], Any] = store.get
+        return get
+
+    def lookup(key: Any) -> Any:
+        pair = store.get(key)
+        return None if pair is None else pair[0]
+
+    return lookup
+
+
 def store_getter(store_name: str) -> ValueGetterSupplier:
     def supplier(task: StreamTask) -> Callable[[Any], Any]:
-        get: Callable[[Any], Any] = task.key_value_store(store_name).get
-        return get
+        return plain_get(task.key_value_store(store_name))
 
     return supplier
 
@@ -389,7 +419,7 @@ class KStreamGlobalKTableJoin(Node):
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
-        self.lookup = task.key_value_store(self.store_name).get
+        self.lookup = plain_get(task.key_value_store(self.store_name))
 
     def process(self, batch: Batch) -> None:
         lookup, select, joiner, left = self.lookup, self.key_selector, self.joiner, self.left

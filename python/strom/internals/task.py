@@ -24,6 +24,7 @@ from strom.internals.topology_builder import (
     StoreDef,
     Subtopology,
 )
+from strom.serdes import Timestamped
 from strom.state.caching import CachingKeyValueStore
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
@@ -225,6 +226,8 @@ class StreamTask:
         name = store_def.name
         keys = self._serde(store_def.key_serde, "default.key.serde", name)
         values = self._serde(store_def.value_serde, "default.value.serde", name)
+        if store_def.timestamped:
+            values = Timestamped(values)
         clock = lambda: self.current_timestamp  # noqa: E731 - the changelog's timestamps
         if store_def.kind == "window":
             return WindowStore(name, keys, values, native, writer, clock)

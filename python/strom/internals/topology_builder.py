@@ -64,6 +64,8 @@ class StoreDef:
     retain_duplicates: bool = False
     log_config: dict[str, str] = field(default_factory=dict)
     caching: bool = False
+    # Values stored with their timestamp (Kafka's timestamped stores).
+    timestamped: bool = False
 
 
 @dataclass

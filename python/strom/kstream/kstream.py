@@ -13,7 +13,7 @@ from strom.internals.topology_builder import StoreDef
 from strom.kstream.materialized import Materialized
 from strom.kstream.suppressed import Suppressed
 from strom.kstream.windows import TimeWindows
-from strom.serdes import Long, Serde, Timestamped, TimeWindowed
+from strom.serdes import Long, Serde, TimeWindowed
 from strom.state.stores import to_millis
 
 if TYPE_CHECKING:
@@ -240,6 +240,7 @@ class KStream:
                 logged=mat.logging,
                 persistent=not mat.in_memory,
                 caching=mat.caching,
+                timestamped=True,
             ),
             name,
         )
@@ -459,6 +460,7 @@ def _aggregation(
         logged=mat.logging,
         persistent=not mat.in_memory,
         caching=mat.caching,
+        timestamped=True,
     )
     table_key_serde = key_serde
     if windows is not None:
@@ -474,7 +476,6 @@ def _aggregation(
                 )
             retention = asked
         store.kind, store.retention_ms, store.window_size_ms = "window", retention, windows.size_ms
-        store.value_serde = None if value_serde is None else Timestamped(value_serde)
         if key_serde is not None:
             table_key_serde = TimeWindowed(key_serde, windows.size_ms)
     builder.internal.add_store(store, agg_name)

@@ -9,7 +9,7 @@ from typing import Any, Generic, TypeVar
 from strom import _core
 from strom.errors import StoreError
 from strom.keyvalue import KeyValue
-from strom.serdes import Long, Serde
+from strom.serdes import Long, Serde, Timestamped
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -113,15 +113,18 @@ class KeyValueStore(Generic[K, V]):
         return len(self.native)
 
     # --- batch kernels used by the DSL ---------------------------------------
-    def count(self, keys: list[Any], timestamps: list[int]) -> list[int]:
-        """Adds one to each key's count, in order; returns the new counts."""
-        if not isinstance(self.value_serde, Long):
-            raise StoreError(f"store {self.name!r}: count needs a Long value serde")
+    def count(self, keys: list[Any], timestamps: list[int]) -> tuple[list[int], list[int]]:
+        """Adds one to each key's count, in order, in a timestamped store of
+        Long counts; returns the new counts and their result timestamps (the
+        latest record's, as Kafka's aggregations)."""
+        serde = self.value_serde
+        if not (isinstance(serde, Timestamped) and isinstance(serde.inner, Long)):
+            raise StoreError(f"store {self.name!r}: count needs a timestamped Long value serde")
         raw_keys = self.key_serde.serialize_batch(self.name, keys)
-        counts, encoded = self.native.count(raw_keys)  # type: ignore[arg-type]
+        counts, stamps, encoded = self.native.count_timestamped(raw_keys, timestamps)  # type: ignore[arg-type]
         if self._changelog is not None:
-            self._changelog(raw_keys, encoded, timestamps)  # type: ignore[arg-type]
-        return list(counts)
+            self._changelog(raw_keys, encoded, stamps)  # type: ignore[arg-type]
+        return list(counts), list(stamps)
 
     def restore(self, keys: list[bytes | None], values: list[bytes | None]) -> None:
         """Applies changelog records (None value = delete) without re-logging them."""

@@ -22,6 +22,7 @@ from strom.serdes import Serde
 from strom.state.caching import CachingKeyValueStore
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
+from strom.state.views import plain
 from strom.state.window import WindowStore
 from strom.topology import Topology
 
@@ -224,13 +225,18 @@ class TopologyTestDriver:
                 return store
         raise StoreError(f"no {kind.__name__} named {name!r} in this topology")
 
-    def get_key_value_store(self, name: str) -> Any:
-        """The store, typed (behind its record cache when it has one)."""
+    def get_timestamped_key_value_store(self, name: str) -> Any:
+        """The store as it is: a table's or aggregation's values come as
+        ``(value, timestamp)`` pairs."""
         for task in self._tasks:
             store = task.stores.get(name)
             if isinstance(store, KeyValueStore | CachingKeyValueStore):
                 return store
         raise StoreError(f"no key-value store named {name!r} in this topology")
+
+    def get_key_value_store(self, name: str) -> Any:
+        """The store with plain values (timestamps dropped, as Kafka's driver)."""
+        return plain(self.get_timestamped_key_value_store(name))
 
     def get_window_store(self, name: str) -> WindowStore[Any, Any]:
         return self._store(name, WindowStore)

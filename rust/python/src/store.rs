@@ -534,6 +534,34 @@ impl NativeKeyValueStore {
         let encoded = PyList::new(py, encoded.iter().map(|b| PyBytes::new(py, b)))?;
         Ok((PyList::new(py, counts)?, encoded))
     }
+
+    /// The count kernel over a timestamped store (8-byte timestamp + count):
+    /// returns the new counts, their result timestamps (the max of the
+    /// record's and the previous result's) and the serialized values.
+    fn count_timestamped<'py>(
+        &self,
+        keys: &Bound<'py, PyList>,
+        timestamps: Vec<i64>,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let py = keys.py();
+        let keys = Packed::from_list(keys, false, "keys")?;
+        if timestamps.len() != keys.len() {
+            return Err(pyo3::exceptions::PyValueError::new_err(
+                "keys and timestamps must have the same length",
+            ));
+        }
+        let (counts, stamps, encoded) = self.detached(py, |b| {
+            let mut encoded = Vec::with_capacity(keys.len());
+            let records = keys
+                .iter()
+                .map(|k| k.expect("keys are never None"))
+                .zip(timestamps.iter().copied());
+            let (counts, stamps) = kernels::count_timestamped(b.kv(), records, &mut encoded)?;
+            Ok((counts, stamps, encoded))
+        })?;
+        let encoded = PyList::new(py, encoded.iter().map(|b| PyBytes::new(py, b)))?;
+        Ok((PyList::new(py, counts)?, PyList::new(py, stamps)?, encoded))
+    }
 }
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
