@@ -32,7 +32,7 @@ pub fn count<'k>(
 /// `count()` over a timestamped store (Kafka's `ValueAndTimestamp` layout:
 /// 8-byte timestamp, then the `LongSerializer` count). Each result carries
 /// the larger of the record's timestamp and the previous result's, as
-/// Kafka's KStreamAggregate does. Returns the counts and result timestamps;
+/// Kafka's `KStreamAggregate` does. Returns the counts and result timestamps;
 /// the new serialized values are appended to `encoded`.
 pub fn count_timestamped<'k>(
     store: &mut dyn KeyValueBytes,
