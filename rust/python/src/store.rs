@@ -555,7 +555,7 @@ impl NativeKeyValueStore {
             let records = keys
                 .iter()
                 .map(|k| k.expect("keys are never None"))
-                .zip(timestamps.iter().copied());
+                .zip(timestamps);
             let (counts, stamps) = kernels::count_timestamped(b.kv(), records, &mut encoded)?;
             Ok((counts, stamps, encoded))
         })?;
