@@ -84,18 +84,7 @@ class StreamsBuilder:
         )
         name = self.new_name("KTABLE-SOURCE-")
         self.internal.add_processor(name, lambda: KTableSource(store_name), source._node)
-        self.internal.add_store(
-            StoreDef(
-                store_name,
-                keys,
-                values,
-                logged=mat.logging,
-                persistent=not mat.in_memory,
-                caching=mat.caching,
-                timestamped=True,
-            ),
-            name,
-        )
+        self.internal.add_store(mat.store_def(store_name, keys, values), name)
         return KTable(self, name, keys, values, store_name)
 
     def global_table(

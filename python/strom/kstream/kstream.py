@@ -232,18 +232,7 @@ class KStream:
         if self._repartition_required:
             parent = builder.repartition(name, parent, keys, values)
         builder.internal.add_processor(name, lambda: tp.KTableSource(store_name), parent)
-        builder.internal.add_store(
-            StoreDef(
-                store_name,
-                keys,
-                values,
-                logged=mat.logging,
-                persistent=not mat.in_memory,
-                caching=mat.caching,
-                timestamped=True,
-            ),
-            name,
-        )
+        builder.internal.add_store(mat.store_def(store_name, keys, values), name)
         return KTable(builder, name, keys, values, store_name)
 
     def process(
@@ -453,15 +442,7 @@ def _aggregation(
     if repartition:
         parent = builder.repartition(store_name, parent, key_serde, repartition_serde)
     builder.internal.add_processor(agg_name, lambda: node(store_name), parent)
-    store = StoreDef(
-        store_name,
-        key_serde,
-        value_serde,
-        logged=mat.logging,
-        persistent=not mat.in_memory,
-        caching=mat.caching,
-        timestamped=True,
-    )
+    store = mat.store_def(store_name, key_serde, value_serde)
     table_key_serde = key_serde
     if windows is not None:
         # A window store of (aggregate, timestamp) values, kept for the

@@ -7,6 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from strom.errors import TopologyError
+from strom.internals.topology_builder import StoreDef
 from strom.serdes import Serde
 
 
@@ -42,6 +43,20 @@ class Materialized:
         for name, value in locals().items():
             if name != "self":
                 object.__setattr__(self, name, value)
+
+    def store_def(
+        self, name: str, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
+    ) -> StoreDef:
+        """The timestamped key-value store a table or aggregation keeps."""
+        return StoreDef(
+            name,
+            key_serde,
+            value_serde,
+            logged=self.logging,
+            persistent=not self.in_memory,
+            caching=self.caching,
+            timestamped=True,
+        )
 
     @staticmethod
     def of(materialized: Materialized | str | None) -> Materialized:
