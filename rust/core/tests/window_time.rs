@@ -16,7 +16,9 @@ use strom_core::window::{
     Aggregate, Count, EmitStrategy, Max, Mean, Min, NO_TIMESTAMP, Sum, TimeWindowedAggregation,
     TimeWindows,
 };
-use window_support::{OwnedBatch, Rec, Rng, kafka_count, kafka_sum, kvts, rec, rows};
+use window_support::{
+    OwnedBatch, Rec, Rng, kafka_count, kafka_sum, kvts, kvts_final, rec, rows, rows_final,
+};
 
 type Expected<'a> = [(&'a str, i64, i64, &'a str, i64)];
 
@@ -47,8 +49,8 @@ fn check_count_and_sum(
         count = count.with_retention(r).unwrap();
         sum = sum.with_retention(r).unwrap();
     }
-    let counted = kvts(&count.process(&batch.counts(), 0));
-    let summed = kvts(&sum.process(&batch.values(), 0));
+    let counted = kvts(&count.process(&batch.counts(), 0), &batch);
+    let summed = kvts(&sum.process(&batch.values(), 0), &batch);
     let want_count: Vec<_> = expected
         .iter()
         .map(|&(k, s, e, agg, ts)| (k.to_string(), s, e, Some(kafka_count(agg)), ts))
@@ -160,7 +162,10 @@ fn kafka_join_input_on_window_update() {
     .iter()
     .map(|&(k, v, t)| rec(k, v, t))
     .collect();
-    let got = kvts(&p.process(&OwnedBatch::new(&first).counts(), 0));
+    let got = {
+        let b = OwnedBatch::new(&first);
+        kvts(&p.process(&b.counts(), 0), &b)
+    };
     let want: &Expected<'_> = &[
         ("A", 0, 10, "0+1", 0),
         ("B", 0, 10, "0+2", 1),
@@ -180,7 +185,10 @@ fn kafka_join_input_on_window_update() {
     .iter()
     .map(|&(k, v, t)| rec(k, v, t))
     .collect();
-    let got = kvts(&p.process(&OwnedBatch::new(&second).counts(), 0));
+    let got = {
+        let b = OwnedBatch::new(&second);
+        kvts(&p.process(&b.counts(), 0), &b)
+    };
     let want: &Expected<'_> = &[
         ("A", 0, 10, "0+1+1+1", 9),
         ("A", 5, 15, "0+1+1", 9),
@@ -228,7 +236,7 @@ fn kafka_join_input_on_window_close() {
         ("C", 0, 10, "0+3", 2),
         ("D", 0, 10, "0+4", 3),
     ];
-    assert_eq!(kvts(&got), counts(want));
+    assert_eq!(kvts_final(&got), counts(want));
     // Emitted while processing the record at 15 (row 5).
     assert!(got.rows.iter().all(|&r| r == 5));
     assert_eq!(got.stats.emitted_final, 4);
@@ -243,7 +251,10 @@ fn kafka_join_input_on_window_close() {
     .iter()
     .map(|&(k, v, t)| rec(k, v, t))
     .collect();
-    let got = kvts(&p.process(&OwnedBatch::new(&second).counts(), 0));
+    let got = {
+        let b = OwnedBatch::new(&second);
+        kvts(&p.process(&b.counts(), 0), &b)
+    };
     let want: &Expected<'_> = &[
         ("A", 5, 15, "0+1+1", 10),
         ("B", 5, 15, "0+2+2", 13),
@@ -281,7 +292,7 @@ fn kafka_skipping_expired_window() {
         ("k", 100, 110, "+100+105+106", 106),
         ("k", 105, 115, "+105+106", 106),
     ];
-    assert_eq!(kvts(&got), counts(want));
+    assert_eq!(kvts(&got, &batch), counts(want));
 
     let mut fin = TimeWindowedAggregation::new(Count, w, EmitStrategy::OnWindowClose)
         .with_retention(100)
@@ -290,8 +301,8 @@ fn kafka_skipping_expired_window() {
         .unwrap();
     let got = fin.process(&batch.counts(), 0);
     // "Window close time is 15 when timestamp is 105"
-    assert_eq!(kvts(&got), counts(&[("k", 5, 15, "+5+6", 6)]));
-    assert_eq!(rows(&got)[0].0, 8);
+    assert_eq!(kvts_final(&got), counts(&[("k", 5, 15, "+5+6", 6)]));
+    assert_eq!(rows_final(&got)[0].0, 8);
     assert_eq!(got.stats.dropped_expired, 7);
     assert_eq!(fin.totals().emitted_final, 1);
 }
@@ -314,7 +325,7 @@ fn kafka_skipping_expired_window_by_grace() {
         } else {
             Vec::new()
         };
-        assert_eq!(kvts(&got), want);
+        assert_eq!(kvts(&got, &batch), want);
     }
 }
 
@@ -433,7 +444,7 @@ fn kafka_not_emit_final_if_not_progress_enough() {
         0,
     );
     assert_eq!(
-        kvts(&got),
+        kvts_final(&got),
         counts(&[("A", 0, 10, "0+1", 0), ("B", 0, 10, "0+2", 5)])
     );
     // Stream time does not progress.
@@ -468,7 +479,13 @@ fn kafka_emit_interval() {
             .unwrap()
             .with_emit_interval(0)
             .unwrap();
-    assert_eq!(kvts(&p.process(&OwnedBatch::new(&input).counts(), 0)), want);
+    assert_eq!(
+        {
+            let b = OwnedBatch::new(&input);
+            kvts(&p.process(&b.counts(), 0), &b)
+        },
+        want
+    );
 
     // One second: the first four records run at wall clock 0, so only the
     // first looks for final results; the next at 10 000 emits.
@@ -479,7 +496,7 @@ fn kafka_emit_interval() {
     let got = p.process(&OwnedBatch::new(&input[..4]).counts(), 0);
     assert!(got.is_empty());
     let got = p.process(&OwnedBatch::new(&input[4..]).counts(), 10_000);
-    assert_eq!(kvts(&got), want);
+    assert_eq!(kvts_final(&got), want);
     let got = p.process(&OwnedBatch::new(&strs(&[("E", 5, 40)])).counts(), 10_100);
     assert!(got.is_empty());
 }
@@ -504,7 +521,7 @@ fn kafka_emit_from_last_emit_time() {
         0,
     );
     assert_eq!(
-        kvts(&got),
+        kvts_final(&got),
         counts(&[("A", 0, 10, "0+1", 0), ("B", 0, 10, "0+2", 5)])
     );
     let changes = p.drain_changes();
@@ -516,7 +533,7 @@ fn kafka_emit_from_last_emit_time() {
     q.restore_from_store(&store).unwrap();
     let got = q.process(&OwnedBatch::new(&strs(&[("D", 4, 25)])).counts(), 0);
     assert_eq!(
-        kvts(&got),
+        kvts_final(&got),
         counts(&[("B", 5, 15, "0+2", 5), ("C", 10, 20, "0+3", 15)])
     );
 }
@@ -540,12 +557,12 @@ fn late_record_within_and_beyond_grace() {
     };
     let with_grace = run(4_000);
     assert_eq!(
-        rows(&with_grace)[2],
+        rows(&with_grace, &batch)[2],
         (2, "k".into(), 0, 5_000, Some(3), 4_999)
     );
     // The late record updates its window: count 4, timestamp still 4 999.
     assert_eq!(
-        rows(&with_grace)[4],
+        rows(&with_grace, &batch)[4],
         (4, "k".into(), 0, 5_000, Some(4), 4_999)
     );
     assert_eq!(with_grace.stats.dropped_records(), 0);
@@ -587,9 +604,10 @@ fn late_record_within_and_beyond_grace() {
 fn hopping_record_lands_in_two_windows() {
     let w = hopping(10_000, 5_000, 0);
     let mut p = TimeWindowedAggregation::new(Count, w, EmitStrategy::OnWindowUpdate);
-    let got = p.process(&OwnedBatch::new(&strs(&[("k", 0, 7_000)])).counts(), 0);
+    let batch = OwnedBatch::new(&strs(&[("k", 0, 7_000)]));
+    let got = p.process(&batch.counts(), 0);
     assert_eq!(
-        rows(&got),
+        rows(&got, &batch),
         vec![
             (0, "k".into(), 0, 10_000, Some(1), 7_000),
             (0, "k".into(), 5_000, 15_000, Some(1), 7_000),
@@ -844,7 +862,7 @@ where
         let res = kernel.process(&batch.values(), now);
         dropped += res.stats.dropped_records();
         lost += res.stats.expired_before_emit;
-        for (row, key, start, end, value, ts) in rows(&res) {
+        for (row, key, start, end, value, ts) in rows(&res, &batch) {
             got.push((
                 row + i as u32,
                 key.into_bytes(),

@@ -137,7 +137,7 @@ impl Num for f64 {
 pub trait Aggregate: Clone + Send + Sync + std::fmt::Debug + 'static {
     /// The per-record input (`()` for a count).
     type Value: Copy;
-    type State: Copy + Send + PartialEq + std::fmt::Debug + 'static;
+    type State: Copy + Default + Send + PartialEq + std::fmt::Debug + 'static;
     type Output: KafkaValue;
 
     /// Whether a record with a null value is aggregated (Kafka's count on

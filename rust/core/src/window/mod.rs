@@ -17,11 +17,12 @@ pub mod column;
 mod keys;
 pub mod results;
 pub mod spec;
+mod table;
 pub mod time;
 
 pub use aggregate::{Aggregate, Count, KafkaValue, Max, Mean, MeanState, Min, Num, Sum};
 pub use column::{Batch, BinaryBuffer, BinaryColumn, NoValues, Validity, ValueColumn, Values};
-pub use results::{BatchStats, StoreChanges, WindowedResults};
+pub use results::{BatchStats, ResultKeys, StoreChanges, WindowedResults};
 pub use spec::{
     DEFAULT_EMIT_INTERVAL_MS, EmitStrategy, NO_TIMESTAMP, SessionWindows, SlidingWindows,
     TimeWindows,

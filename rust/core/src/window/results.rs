@@ -2,7 +2,19 @@
 //! the store changes that back them, both columnar.
 
 use super::aggregate::KafkaValue;
-use super::column::BinaryBuffer;
+use super::column::{BinaryBuffer, BinaryColumn};
+
+/// Where the keys of results are.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ResultKeys {
+    /// Result `i`'s key is the key of input row `rows[i]` of the batch (every
+    /// update: Kafka forwards a window's update under the record's own key),
+    /// so the kernel copies no key bytes.
+    InputRows,
+    /// The keys themselves, one per result (final results, whose windows
+    /// may have been filled by earlier batches).
+    Owned(BinaryBuffer),
+}
 
 /// Per-batch counters. Kafka records every `dropped_*` count in its
 /// `dropped-records` task metric.
@@ -50,7 +62,7 @@ pub struct WindowedResults<O> {
     /// result, the record that triggered the emit; Kafka forwards its
     /// headers).
     pub rows: Vec<u32>,
-    pub keys: BinaryBuffer,
+    pub keys: ResultKeys,
     pub starts: Vec<i64>,
     /// Window ends: exclusive for time windows, inclusive for sliding and
     /// session windows (as Kafka's `TimeWindow` and `SessionWindow`).
@@ -69,7 +81,7 @@ impl<O> Default for WindowedResults<O> {
     fn default() -> Self {
         Self {
             rows: Vec::new(),
-            keys: BinaryBuffer::new(),
+            keys: ResultKeys::InputRows,
             starts: Vec::new(),
             ends: Vec::new(),
             values: Vec::new(),
@@ -93,10 +105,15 @@ impl<O: KafkaValue + Default> WindowedResults<O> {
         self.rows.is_empty()
     }
 
-    /// Empties the results, keeping their allocations.
-    pub fn clear(&mut self) {
+    /// Empties the results, keeping their allocations; `owned_keys` picks
+    /// how the next results give their keys.
+    pub fn reset(&mut self, owned_keys: bool) {
+        match (&mut self.keys, owned_keys) {
+            (ResultKeys::Owned(keys), true) => keys.clear(),
+            (_, true) => self.keys = ResultKeys::Owned(BinaryBuffer::new()),
+            (_, false) => self.keys = ResultKeys::InputRows,
+        }
         self.rows.clear();
-        self.keys.clear();
         self.starts.clear();
         self.ends.clear();
         self.values.clear();
@@ -113,10 +130,22 @@ impl<O: KafkaValue + Default> WindowedResults<O> {
         self.timestamps.reserve(additional);
     }
 
+    /// Result `i`'s key: from the input keys of the batch that produced it,
+    /// or owned.
+    pub fn key<'a>(&'a self, i: usize, input_keys: &BinaryColumn<'a>) -> Option<&'a [u8]> {
+        match &self.keys {
+            ResultKeys::InputRows => input_keys.get(self.rows[i] as usize),
+            ResultKeys::Owned(keys) => Some(keys.get(i)),
+        }
+    }
+
+    /// Appends a result; `key` is only copied when keys are owned.
     #[inline]
     pub(crate) fn push(&mut self, row: u32, key: &[u8], start: i64, end: i64, value: O, ts: i64) {
         self.rows.push(row);
-        self.keys.push(key);
+        if let ResultKeys::Owned(keys) = &mut self.keys {
+            keys.push(key);
+        }
         self.starts.push(start);
         self.ends.push(end);
         self.values.push(value);

@@ -25,24 +25,17 @@
 //! can never change again, so in update mode it leaves memory as soon as it
 //! closes; the store keeps it for its retention.
 
-use std::collections::BTreeMap;
-
 use super::aggregate::Aggregate;
 use super::column::{Batch, ValueColumn};
-use super::keys::KeyTable;
 use super::results::{BatchStats, StoreChanges, WindowedResults};
+
 use super::spec::{DEFAULT_EMIT_INTERVAL_MS, EmitStrategy, NO_TIMESTAMP, TimeWindows};
+use super::table::{Probe, Tables, Upsert};
 use crate::error::{Error, Result};
 use crate::store::{SegmentFactory, WindowStore};
 
-#[derive(Debug, Clone, Copy)]
-struct Win<S> {
-    start: i64,
-    timestamp: i64,
-    state: S,
-    /// Changed since the last [`TimeWindowedAggregation::drain_changes`].
-    dirty: bool,
-}
+/// How many rows ahead the kernel prefetches window slots.
+const LOOKAHEAD: usize = 16;
 
 /// One time-windowed aggregation processor (one per task and node).
 pub struct TimeWindowedAggregation<A: Aggregate> {
@@ -58,13 +51,11 @@ pub struct TimeWindowedAggregation<A: Aggregate> {
     store_observed_time: i64,
     last_emit_close_time: i64,
     next_time_to_emit: i64,
-    /// Per key, its live windows by ascending start.
-    keys: KeyTable<Vec<Win<A::State>>>,
-    /// Keys with a live window, per window start.
-    by_start: BTreeMap<i64, Vec<u32>>,
-    /// The smallest start in `by_start`, `i64::MAX` when empty.
-    first_start: i64,
-    dirty: Vec<(u32, i64)>,
+    /// The windows that can still change (and, in final mode, the closed
+    /// ones not yet emitted), one table per start.
+    tables: Tables<A::State>,
+    /// The first window start computed last (see `first_start`).
+    last_first_start: i64,
     pending: StoreChanges<A::State>,
     totals: BatchStats,
 }
@@ -78,7 +69,7 @@ impl<A: Aggregate> std::fmt::Debug for TimeWindowedAggregation<A> {
             .field("retention", &self.retention)
             .field("observed_stream_time", &self.observed_stream_time)
             .field("last_emit_close_time", &self.last_emit_close_time)
-            .field("live_keys", &self.keys.len())
+            .field("live_windows", &self.tables.len())
             .finish_non_exhaustive()
     }
 }
@@ -97,10 +88,8 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
             store_observed_time: NO_TIMESTAMP,
             last_emit_close_time: NO_TIMESTAMP,
             next_time_to_emit: 0,
-            keys: KeyTable::new(),
-            by_start: BTreeMap::new(),
-            first_start: i64::MAX,
-            dirty: Vec::new(),
+            tables: Tables::new(),
+            last_first_start: 0,
             pending: StoreChanges::default(),
             totals: BatchStats::default(),
         }
@@ -164,14 +153,9 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         self.totals
     }
 
-    /// Keys with live windows in memory.
-    pub fn live_keys(&self) -> usize {
-        self.keys.len()
-    }
-
     /// Windows held in memory.
     pub fn live_windows(&self) -> usize {
-        self.by_start.values().map(Vec::len).sum()
+        self.tables.len()
     }
 
     /// Restores the times committed with the offsets, before any record or
@@ -193,9 +177,8 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
     /// of the store.
     pub fn restore_window(&mut self, key: &[u8], start: i64, state: A::State, timestamp: i64) {
         self.store_observed_time = self.store_observed_time.max(start);
-        let end = self.windows.window_end(start);
         let keep = match self.emit {
-            EmitStrategy::OnWindowUpdate => end > self.close_time(),
+            EmitStrategy::OnWindowUpdate => self.windows.window_end(start) > self.close_time(),
             EmitStrategy::OnWindowClose => {
                 self.last_emit_close_time == NO_TIMESTAMP
                     || start > self.last_emit_close_time - self.windows.size()
@@ -204,31 +187,24 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         if !keep {
             return;
         }
-        let id = self.keys.intern(key);
-        let wins = self.keys.state_mut(id);
-        match wins.binary_search_by_key(&start, |w| w.start) {
-            Ok(i) => {
-                wins[i].state = state;
-                wins[i].timestamp = timestamp;
-            }
-            Err(i) => {
-                wins.insert(
-                    i,
-                    Win {
-                        start,
-                        timestamp,
-                        state,
-                        dirty: false,
-                    },
-                );
-                self.index_window(id, start);
-            }
-        }
+        let probe = self.tables.probe(key);
+        let table = self.tables.get_or_create(start);
+        let i = match table.upsert(key, &probe) {
+            Upsert::Found(i) | Upsert::Created(i) => i,
+        };
+        let slot = table.slot_mut(i);
+        slot.state = state;
+        slot.timestamp = timestamp;
     }
 
     /// Loads the windows of a window store written from
     /// [`TimeWindowedAggregation::drain_changes`] (values as Kafka's
-    /// `ValueAndTimestamp` bytes), after [`TimeWindowedAggregation::restore_times`].
+    /// `ValueAndTimestamp` bytes), after
+    /// [`TimeWindowedAggregation::restore_times`]. In final mode, a closed
+    /// window not yet emitted that the store already hides (start at store
+    /// time - retention exactly: Kafka's time-ordered store still shows it,
+    /// strom's store does not) is lost; give the store 1 ms more retention
+    /// to keep it.
     pub fn restore_from_store<F: SegmentFactory>(&mut self, store: &WindowStore<F>) -> Result<()> {
         self.store_observed_time = self.store_observed_time.max(store.observed_stream_time());
         for entry in store.all()? {
@@ -258,9 +234,11 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         out
     }
 
-    /// Processes a batch in record order, appending its results to `out`
-    /// (whose stats are replaced by this batch's). `wall_clock_ms` is the
-    /// system time for the emit-interval throttle of final results.
+    /// Processes a batch in record order into `out` (emptied first, its
+    /// allocations reused). `wall_clock_ms` is the system time for the
+    /// emit-interval throttle of final results. Updates give their keys as
+    /// input rows, final results own theirs (see
+    /// [`super::results::ResultKeys`]).
     pub fn process_into<C>(
         &mut self,
         batch: &Batch<'_, C>,
@@ -271,10 +249,25 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
     {
         let mut stats = BatchStats::default();
         let update_mode = self.emit == EmitStrategy::OnWindowUpdate;
+        out.reset(!update_mode);
         if update_mode {
-            out.reserve(batch.len() * self.windows.window_starts(i64::MAX / 2).len());
+            let per_record = self.windows.window_starts(i64::MAX / 2).len();
+            out.reserve(batch.len() * per_record);
+        }
+        // Key tags and first window starts of the rows ahead, whose
+        // windows' slots are prefetched (scalar arrays: a struct copied
+        // through memory here stalls on store forwarding).
+        let mut tags = [0u64; LOOKAHEAD];
+        let mut firsts = [0i64; LOOKAHEAD];
+        for r in 0..LOOKAHEAD.min(batch.len()) {
+            (tags[r], firsts[r]) = self.prefetch_row(batch, r);
         }
         for row in 0..batch.len() {
+            let (tag, first_start) = (tags[row % LOOKAHEAD], firsts[row % LOOKAHEAD]);
+            if row + LOOKAHEAD < batch.len() {
+                (tags[row % LOOKAHEAD], firsts[row % LOOKAHEAD]) =
+                    self.prefetch_row(batch, row + LOOKAHEAD);
+            }
             let Some(key) = batch.keys.get(row) else {
                 stats.dropped_null_key += 1;
                 continue;
@@ -292,20 +285,39 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
                 self.observed_stream_time = ts;
             }
             let close = self.close_time();
-            if update_mode && self.first_start != i64::MAX {
+            if update_mode && self.windows.window_end(self.tables.first_start()) <= close {
                 self.evict_closed(close);
             }
-            let mut id = None;
-            for start in self.windows.window_starts(ts) {
+            let probe = Probe::with_tag(key, tag);
+            for start in self.windows.starts_from(first_start, ts) {
                 let end = self.windows.window_end(start);
                 if end <= close {
                     stats.dropped_expired += 1;
                     continue;
                 }
-                let id = *id.get_or_insert_with(|| self.keys.intern(key));
-                let (state, new_ts) = self.update(id, start, value, ts);
+                let agg = &self.agg;
+                let table = self.tables.get_or_create(start);
+                let (state, new_ts) = match table.upsert(key, &probe) {
+                    Upsert::Found(i) => {
+                        let slot = table.slot_mut(i);
+                        slot.state = agg.add(slot.state, value);
+                        slot.timestamp = slot.timestamp.max(ts);
+                        let r = (slot.state, slot.timestamp);
+                        table.touch(i);
+                        r
+                    }
+                    Upsert::Created(i) => {
+                        let state = agg.add(agg.init(), value);
+                        let slot = table.slot_mut(i);
+                        slot.state = state;
+                        slot.timestamp = ts;
+                        table.touch(i);
+                        self.store_observed_time = self.store_observed_time.max(start);
+                        (state, ts)
+                    }
+                };
                 if update_mode {
-                    out.push(row as u32, key, start, end, self.agg.output(state), new_ts);
+                    out.push(row as u32, key, start, end, agg.output(state), new_ts);
                 }
             }
             if !update_mode {
@@ -316,86 +328,64 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         out.stats = stats;
     }
 
-    /// Aggregates `value` into window `start` of key `id`, creating it.
+    /// Prepares row `row`'s key and windows, and prefetches their slots.
     #[inline]
-    fn update(&mut self, id: u32, start: i64, value: Option<A::Value>, ts: i64) -> (A::State, i64) {
-        let wins = self.keys.state_mut(id);
-        // Windows are kept by ascending start; records mostly hit the latest.
-        let found = wins.iter().rposition(|w| w.start <= start);
-        if let Some(i) = found
-            && wins[i].start == start
-        {
-            let w = &mut wins[i];
-            w.state = self.agg.add(w.state, value);
-            w.timestamp = w.timestamp.max(ts);
-            if !w.dirty {
-                w.dirty = true;
-                self.dirty.push((id, start));
-            }
-            return (w.state, w.timestamp);
+    fn prefetch_row<C: ValueColumn>(&mut self, batch: &Batch<'_, C>, row: usize) -> (u64, i64) {
+        let ts = batch.timestamps[row];
+        let first_start = self.first_start(ts);
+        let Some(key) = batch.keys.get(row) else {
+            return (0, first_start);
+        };
+        let tag = self.tables.tag(key);
+        for start in self.windows.starts_from(first_start, ts).take(8) {
+            self.tables.prefetch(start, tag);
         }
-        let state = self.agg.add(self.agg.init(), value);
-        let at = found.map_or(0, |i| i + 1);
-        wins.insert(
-            at,
-            Win {
-                start,
-                timestamp: ts,
-                state,
-                dirty: true,
-            },
-        );
-        self.dirty.push((id, start));
-        self.index_window(id, start);
-        self.store_observed_time = self.store_observed_time.max(start);
-        (state, ts)
+        (tag, first_start)
     }
 
-    fn index_window(&mut self, id: u32, start: i64) {
-        self.by_start.entry(start).or_default().push(id);
-        self.first_start = self.first_start.min(start);
+    /// The first window start of `ts` (`i64::MAX` when it has none),
+    /// without a division when it is the previous row's.
+    #[inline]
+    fn first_start(&mut self, ts: i64) -> i64 {
+        if ts < 0 {
+            return i64::MAX;
+        }
+        let x = (ts - self.windows.size() + self.windows.advance()).max(0);
+        let cached = self.last_first_start;
+        if x >= cached && x - cached < self.windows.advance() {
+            return cached;
+        }
+        let first = x / self.windows.advance() * self.windows.advance();
+        self.last_first_start = first;
+        first
     }
 
     /// Update mode: forgets windows that closed (end <= close time); they
     /// can no longer change.
     fn evict_closed(&mut self, close: i64) {
-        while self.first_start != i64::MAX && self.windows.window_end(self.first_start) <= close {
-            let (start, ids) = self.by_start.pop_first().expect("first_start is indexed");
-            for id in ids {
-                if let Some(w) = self.take_window(id, start) {
-                    self.capture_if_dirty(id, &w);
-                }
-                self.forget_key_if_idle(id);
+        while self.windows.window_end(self.tables.first_start()) <= close {
+            self.capture_first_dirty();
+            self.tables.pop_first();
+        }
+    }
+
+    /// Records the changes of the oldest table's windows not yet drained.
+    fn capture_first_dirty(&mut self) {
+        let Some(table) = self.tables.first_mut() else {
+            return;
+        };
+        let end = self.windows.window_end(table.start);
+        for i in table.take_dirty() {
+            let slot = table.slot(i);
+            if slot.dirty {
+                self.pending.push(
+                    table.key(i),
+                    table.start,
+                    end,
+                    Some(slot.state),
+                    slot.timestamp,
+                );
             }
-            self.first_start = self
-                .by_start
-                .first_key_value()
-                .map_or(i64::MAX, |(&s, _)| s);
-        }
-    }
-
-    fn take_window(&mut self, id: u32, start: i64) -> Option<Win<A::State>> {
-        let wins = self.keys.state_mut(id);
-        let i = wins.iter().position(|w| w.start == start)?;
-        Some(wins.remove(i))
-    }
-
-    fn capture_if_dirty(&mut self, id: u32, w: &Win<A::State>) {
-        if w.dirty {
-            let key = self.keys.key(id);
-            self.pending.push(
-                key,
-                w.start,
-                self.windows.window_end(w.start),
-                Some(w.state),
-                w.timestamp,
-            );
-        }
-    }
-
-    fn forget_key_if_idle(&mut self, id: u32) {
-        if self.keys.state(id).is_empty() {
-            self.keys.remove(id);
         }
     }
 
@@ -439,36 +429,30 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         // Kafka fetches [lower, upper] from its time-ordered store, which
         // hides windows that started before store time - retention.
         let actual_from = lower.max(self.store_observed_time.saturating_sub(self.retention));
-        while self.first_start <= upper {
-            let (start, mut ids) = self.by_start.pop_first().expect("first_start is indexed");
-            let emit = start >= actual_from;
-            if emit {
-                ids.sort_unstable_by(|&a, &b| self.keys.key(a).cmp(self.keys.key(b)));
-            }
-            for id in ids {
-                let Some(w) = self.take_window(id, start) else {
-                    continue;
-                };
-                if emit {
+        while self.tables.first_start() <= upper {
+            let table = self.tables.first().expect("a first table");
+            let start = table.start;
+            let end = self.windows.window_end(start);
+            if start >= actual_from {
+                let mut slots: Vec<u32> = table.occupied().collect();
+                slots.sort_unstable_by(|&a, &b| table.key(a).cmp(table.key(b)));
+                for i in slots {
+                    let slot = table.slot(i);
                     out.push(
                         row,
-                        self.keys.key(id),
+                        table.key(i),
                         start,
-                        self.windows.window_end(start),
-                        self.agg.output(w.state),
-                        w.timestamp,
+                        end,
+                        self.agg.output(slot.state),
+                        slot.timestamp,
                     );
-                    stats.emitted_final += 1;
-                } else {
-                    stats.expired_before_emit += 1;
                 }
-                self.capture_if_dirty(id, &w);
-                self.forget_key_if_idle(id);
+                stats.emitted_final += table.len() as u64;
+            } else {
+                stats.expired_before_emit += table.len() as u64;
             }
-            self.first_start = self
-                .by_start
-                .first_key_value()
-                .map_or(i64::MAX, |(&s, _)| s);
+            self.capture_first_dirty();
+            self.tables.pop_first();
         }
         self.last_emit_close_time = close;
     }
@@ -480,23 +464,17 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
     /// [`TimeWindowedAggregation::write_changes`].
     pub fn drain_changes(&mut self) -> StoreChanges<A::State> {
         let mut changes = std::mem::take(&mut self.pending);
-        for (id, start) in std::mem::take(&mut self.dirty) {
-            let key_live = self.keys.entry(id);
-            let Ok(i) = key_live.state.binary_search_by_key(&start, |w| w.start) else {
-                continue;
-            };
-            let w = key_live.state[i];
-            if !w.dirty {
-                continue;
+        for table in self.tables.iter_mut() {
+            let end = self.windows.window_end(table.start);
+            for i in table.take_dirty() {
+                let slot = table.slot_mut(i);
+                if !slot.dirty {
+                    continue;
+                }
+                slot.dirty = false;
+                let (state, ts) = (slot.state, slot.timestamp);
+                changes.push(table.key(i), table.start, end, Some(state), ts);
             }
-            changes.push(
-                &key_live.key,
-                start,
-                self.windows.window_end(start),
-                Some(w.state),
-                w.timestamp,
-            );
-            self.keys.state_mut(id)[i].dirty = false;
         }
         changes
     }
@@ -548,14 +526,14 @@ mod tests {
     }
 
     #[test]
-    fn evicts_closed_windows_and_forgets_idle_keys() {
+    fn evicts_closed_windows() {
         let w = TimeWindows::of_size_with_no_grace(10).unwrap();
         let mut p = TimeWindowedAggregation::new(Count, w, EmitStrategy::OnWindowUpdate);
         run(&mut p, &[("a", 1), ("b", 2)]);
-        assert_eq!((p.live_keys(), p.live_windows()), (2, 2));
+        assert_eq!(p.live_windows(), 2);
         run(&mut p, &[("a", 10)]);
-        // [0,10) closed at stream time 10; b has no window left.
-        assert_eq!((p.live_keys(), p.live_windows()), (1, 1));
+        // [0,10) closed at stream time 10.
+        assert_eq!(p.live_windows(), 1);
         let changes = p.drain_changes();
         assert_eq!(changes.len(), 3);
         assert!(p.drain_changes().is_empty());

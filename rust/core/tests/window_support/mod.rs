@@ -60,7 +60,7 @@ impl<V: Copy + Default> OwnedBatch<V> {
         }
     }
 
-    fn key_column(&self) -> BinaryColumn<'_> {
+    pub fn key_column(&self) -> BinaryColumn<'_> {
         let validity = Validity::new(&self.key_bits, 0, self.ts.len()).unwrap();
         BinaryColumn::new(&self.keys.data, &self.keys.offsets, Some(validity)).unwrap()
     }
@@ -84,12 +84,17 @@ impl<V: Copy + Default> OwnedBatch<V> {
 /// One result: (row, key, start, end, value or None for a tombstone, ts).
 pub type Row<O> = (u32, String, i64, i64, Option<O>, i64);
 
-pub fn rows<O: KafkaValue>(r: &WindowedResults<O>) -> Vec<Row<O>> {
+/// The results of processing `input` (whose keys give the updates' keys).
+pub fn rows<O: KafkaValue, V: Copy + Default>(
+    r: &WindowedResults<O>,
+    input: &OwnedBatch<V>,
+) -> Vec<Row<O>> {
+    let keys = input.key_column();
     (0..r.len())
         .map(|i| {
             (
                 r.rows[i],
-                String::from_utf8_lossy(r.keys.get(i)).into_owned(),
+                String::from_utf8_lossy(r.key(i, &keys).unwrap()).into_owned(),
                 r.starts[i],
                 r.ends[i],
                 r.value(i),
@@ -100,8 +105,29 @@ pub fn rows<O: KafkaValue>(r: &WindowedResults<O>) -> Vec<Row<O>> {
 }
 
 /// Results without the row: (key, start, end, value, ts).
-pub fn kvts<O: KafkaValue>(r: &WindowedResults<O>) -> Vec<(String, i64, i64, Option<O>, i64)> {
-    rows(r)
+pub fn kvts<O: KafkaValue, V: Copy + Default>(
+    r: &WindowedResults<O>,
+    input: &OwnedBatch<V>,
+) -> Vec<(String, i64, i64, Option<O>, i64)> {
+    rows(r, input)
+        .into_iter()
+        .map(|(_, k, s, e, v, t)| (k, s, e, v, t))
+        .collect()
+}
+
+/// Final results (whose keys are owned).
+pub fn rows_final<O: KafkaValue>(r: &WindowedResults<O>) -> Vec<Row<O>> {
+    assert!(
+        matches!(r.keys, strom_core::window::ResultKeys::Owned(_)),
+        "final results own their keys"
+    );
+    rows(r, &OwnedBatch::<()>::new(&[]))
+}
+
+pub fn kvts_final<O: KafkaValue>(
+    r: &WindowedResults<O>,
+) -> Vec<(String, i64, i64, Option<O>, i64)> {
+    rows_final(r)
         .into_iter()
         .map(|(_, k, s, e, v, t)| (k, s, e, v, t))
         .collect()

@@ -1,0 +1,103 @@
+//! Throughput of the windowed aggregation kernels (no timing assertions):
+//!
+//! ```text
+//! cargo test -p strom-core --release --test window_perf -- --ignored --nocapture
+//! ```
+//!
+//! One columnar batch of 10,000,000 records over 100,000 keys (uniformly
+//! random), timestamps advancing 1 ms per 10 records with up to 2 s of
+//! disorder; 60 s windows, 5 s grace; tumbling, and hopping with
+//! size / advance = 4.
+
+use std::time::Instant;
+
+use strom_core::window::{
+    Aggregate, Batch, BinaryBuffer, Count, EmitStrategy, NoValues, Sum, TimeWindowedAggregation,
+    TimeWindows, ValueColumn, Values, WindowedResults,
+};
+
+const RECORDS: usize = 10_000_000;
+const KEYS: u64 = 100_000;
+
+struct Input {
+    keys: BinaryBuffer,
+    timestamps: Vec<i64>,
+    values: Vec<i64>,
+}
+
+fn input() -> Input {
+    let mut state = 0x2545_f491_4f6c_dd1du64;
+    let mut next = || {
+        state ^= state << 13;
+        state ^= state >> 7;
+        state ^= state << 17;
+        state
+    };
+    let mut keys = BinaryBuffer::new();
+    let mut timestamps = Vec::with_capacity(RECORDS);
+    let mut values = Vec::with_capacity(RECORDS);
+    for i in 0..RECORDS {
+        keys.push(format!("key-{}", next() % KEYS).as_bytes());
+        let disorder = (next() % 2_000) as i64;
+        timestamps.push((i as i64 / 10 - disorder).max(0));
+        values.push((next() % 1_000) as i64);
+    }
+    Input {
+        keys,
+        timestamps,
+        values,
+    }
+}
+
+fn run<A, C>(name: &str, agg: A, windows: TimeWindows, batch: &Batch<'_, C>)
+where
+    A: Aggregate,
+    C: ValueColumn<Value = A::Value>,
+{
+    let mut p = TimeWindowedAggregation::new(agg, windows, EmitStrategy::OnWindowUpdate);
+    let mut out = WindowedResults::new();
+    let t = Instant::now();
+    p.process_into(batch, 0, &mut out);
+    let process = t.elapsed().as_secs_f64();
+    let t = Instant::now();
+    let changes = p.drain_changes();
+    let drain = t.elapsed().as_secs_f64();
+    println!(
+        "{name:<26} {:>6.1} M records/s  ({:.2} s, {} results; store changes: {} in {:.2} s)",
+        RECORDS as f64 / process / 1e6,
+        process,
+        out.len(),
+        changes.len(),
+        drain,
+    );
+}
+
+#[test]
+#[ignore = "throughput measurement; run in release mode"]
+fn windowed_count_and_sum_throughput() {
+    let input = input();
+    let tumbling = TimeWindows::of_size_and_grace(60_000, 5_000).unwrap();
+    let hopping = tumbling.advance_by(15_000).unwrap();
+    let counts = Batch::new(
+        input.keys.column(),
+        &input.timestamps,
+        NoValues::new(RECORDS),
+    )
+    .unwrap();
+    let values = Batch::new(
+        input.keys.column(),
+        &input.timestamps,
+        Values::new(&input.values),
+    )
+    .unwrap();
+    println!("{RECORDS} records, {KEYS} keys, one batch, emit on window update:");
+    run("tumbling count", Count, tumbling, &counts);
+    run("tumbling sum", Sum::<i64>::new(), tumbling, &values);
+    run("hopping (4 windows) count", Count, hopping, &counts);
+    run(
+        "hopping (4 windows) sum",
+        Sum::<i64>::new(),
+        hopping,
+        &values,
+    );
+}
