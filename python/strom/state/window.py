@@ -14,9 +14,7 @@ import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from types import TracebackType
-from typing import Any, Generic, TypeVar, overload
-
-from typing_extensions import Self
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from strom import _core
 from strom.errors import StoreError
@@ -25,6 +23,9 @@ from strom.kstream.windowed import Window, Windowed
 from strom.serdes import Serde
 from strom.state.key_value import ChangelogSink
 from strom.state.stores import Duration, to_millis
+
+if TYPE_CHECKING:
+    from typing_extensions import Self  # Python 3.10 has no typing.Self
 
 __all__ = ["WindowStore"]
 
