@@ -696,6 +696,11 @@ impl<A: Aggregate> Model<A> {
             self.dropped += 1;
             return;
         }
+        // Kafka's source drops records with a negative timestamp.
+        if r.ts < 0 {
+            self.dropped += 1;
+            return;
+        }
         self.observed = self.observed.max(r.ts);
         let close = self.observed - self.windows.grace();
         for start in self.windows.window_starts(r.ts) {

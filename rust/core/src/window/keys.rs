@@ -3,6 +3,7 @@
 //! `SipHash` costs more than the rest of a tumbling count, and keys come
 //! from the application's own topics.
 
+use std::collections::HashMap;
 use std::hash::{BuildHasher, Hasher};
 
 const K: u64 = 0xf135_7aea_2e62_a9c5;
@@ -80,9 +81,104 @@ impl BuildHasher for FastState {
     }
 }
 
+/// Interned keys, each with the caller's per-key state `W` (the sliding and
+/// session kernels keep each key's windows or sessions in order). Ids of
+/// removed keys are reused.
+pub(crate) struct KeyTable<W> {
+    ids: HashMap<Box<[u8]>, u32, FastState>,
+    entries: Vec<Entry<W>>,
+    free: Vec<u32>,
+}
+
+struct Entry<W> {
+    key: Box<[u8]>,
+    state: W,
+}
+
+impl<W: Default> KeyTable<W> {
+    pub fn new() -> Self {
+        Self {
+            ids: HashMap::default(),
+            entries: Vec::new(),
+            free: Vec::new(),
+        }
+    }
+
+    /// The id of `key`, interned if new (with a default state).
+    pub fn intern(&mut self, key: &[u8]) -> u32 {
+        if let Some(&id) = self.ids.get(key) {
+            return id;
+        }
+        let boxed: Box<[u8]> = key.into();
+        let entry = Entry {
+            key: boxed.clone(),
+            state: W::default(),
+        };
+        let id = if let Some(id) = self.free.pop() {
+            self.entries[id as usize] = entry;
+            id
+        } else {
+            let id = u32::try_from(self.entries.len()).expect("fewer than 2^32 live keys");
+            self.entries.push(entry);
+            id
+        };
+        self.ids.insert(boxed, id);
+        id
+    }
+
+    #[cfg(test)]
+    pub fn get(&self, key: &[u8]) -> Option<u32> {
+        self.ids.get(key).copied()
+    }
+
+    pub fn key(&self, id: u32) -> &[u8] {
+        &self.entries[id as usize].key
+    }
+
+    pub fn state(&self, id: u32) -> &W {
+        &self.entries[id as usize].state
+    }
+
+    pub fn state_mut(&mut self, id: u32) -> &mut W {
+        &mut self.entries[id as usize].state
+    }
+
+    /// Forgets `id`'s key; the id may be handed out again.
+    pub fn remove(&mut self, id: u32) {
+        let entry = &mut self.entries[id as usize];
+        let key = std::mem::take(&mut entry.key);
+        entry.state = W::default();
+        self.ids.remove(&key);
+        self.free.push(id);
+    }
+
+    /// Live keys.
+    pub fn len(&self) -> usize {
+        self.ids.len()
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn intern_reuses_ids_of_removed_keys() {
+        let mut t: KeyTable<u8> = KeyTable::new();
+        let a = t.intern(b"a");
+        let b = t.intern(b"bb");
+        assert_ne!(a, b);
+        assert_eq!(t.intern(b"a"), a);
+        *t.state_mut(a) = 7;
+        t.remove(a);
+        assert_eq!(t.get(b"a"), None);
+        assert_eq!(t.len(), 1);
+        let c = t.intern(b"ccc");
+        assert_eq!(c, a);
+        assert_eq!(*t.state(c), 0);
+        assert_eq!(t.key(c), b"ccc");
+        assert_eq!(t.key(b), b"bb");
+    }
 
     #[test]
     fn hasher_separates_lengths_and_bytes() {

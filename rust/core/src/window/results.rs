@@ -30,6 +30,9 @@ pub struct BatchStats {
     /// Records skipped for a null value (see
     /// [`super::aggregate::Aggregate::AGGREGATES_NULL_VALUES`]).
     pub dropped_null_value: u64,
+    /// Records skipped for a negative timestamp (Kafka's source node drops
+    /// them before any processor, in the same metric).
+    pub dropped_invalid_timestamp: u64,
     /// Final results emitted (Kafka's `window-aggregate-final-emit` sensor).
     pub emitted_final: u64,
     /// Closed windows whose final result was never emitted because the store
@@ -42,13 +45,17 @@ pub struct BatchStats {
 impl BatchStats {
     /// Everything Kafka's `dropped-records` sensor counts.
     pub fn dropped_records(&self) -> u64 {
-        self.dropped_expired + self.dropped_null_key + self.dropped_null_value
+        self.dropped_expired
+            + self.dropped_null_key
+            + self.dropped_null_value
+            + self.dropped_invalid_timestamp
     }
 
     pub(crate) fn add(&mut self, other: &BatchStats) {
         self.dropped_expired += other.dropped_expired;
         self.dropped_null_key += other.dropped_null_key;
         self.dropped_null_value += other.dropped_null_value;
+        self.dropped_invalid_timestamp += other.dropped_invalid_timestamp;
         self.emitted_final += other.emitted_final;
         self.expired_before_emit += other.expired_before_emit;
     }

@@ -281,6 +281,10 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
                 continue;
             };
             let ts = batch.timestamps[row];
+            if ts < 0 {
+                stats.dropped_invalid_timestamp += 1;
+                continue;
+            }
             if ts > self.observed_stream_time {
                 self.observed_stream_time = ts;
             }
@@ -486,26 +490,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         changes: &StoreChanges<A::State>,
         store: &mut WindowStore<F>,
     ) -> Result<u64> {
-        let mut expired = 0;
-        let mut value = Vec::with_capacity(8 + A::STATE_SIZE);
-        for i in 0..changes.len() {
-            value.clear();
-            value.extend_from_slice(&changes.timestamps[i].to_be_bytes());
-            match changes.states[i] {
-                Some(state) => {
-                    self.agg.encode_state(state, &mut value);
-                    let outcome =
-                        store.put(changes.keys.get(i), Some(&value), changes.starts[i])?;
-                    if outcome == crate::store::PutOutcome::Expired {
-                        expired += 1;
-                    }
-                }
-                None => {
-                    store.put(changes.keys.get(i), None, changes.starts[i])?;
-                }
-            }
-        }
-        Ok(expired)
+        super::sliding::write_window_changes(&self.agg, changes, store)
     }
 }
 
