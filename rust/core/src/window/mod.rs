@@ -16,6 +16,7 @@ pub mod assign;
 pub mod column;
 mod keys;
 pub mod results;
+pub mod session;
 pub mod sliding;
 pub mod spec;
 mod table;
@@ -24,6 +25,7 @@ pub mod time;
 pub use aggregate::{Aggregate, Count, KafkaValue, Max, Mean, MeanState, Min, Num, Sum};
 pub use column::{Batch, BinaryBuffer, BinaryColumn, NoValues, Validity, ValueColumn, Values};
 pub use results::{BatchStats, ResultKeys, StoreChanges, WindowedResults};
+pub use session::SessionWindowedAggregation;
 pub use sliding::SlidingWindowedAggregation;
 pub use spec::{
     DEFAULT_EMIT_INTERVAL_MS, EmitStrategy, NO_TIMESTAMP, SessionWindows, SlidingWindows,

@@ -162,6 +162,22 @@ impl<O: KafkaValue + Default> WindowedResults<O> {
         }
     }
 
+    /// Appends a tombstone (a session absorbed by a merge).
+    pub(crate) fn push_tombstone(&mut self, row: u32, key: &[u8], start: i64, end: i64, ts: i64) {
+        if self.tombstones.is_empty() {
+            self.tombstones.resize(self.rows.len(), false);
+        }
+        self.rows.push(row);
+        if let ResultKeys::Owned(keys) = &mut self.keys {
+            keys.push(key);
+        }
+        self.starts.push(start);
+        self.ends.push(end);
+        self.values.push(O::default());
+        self.timestamps.push(ts);
+        self.tombstones.push(true);
+    }
+
     /// Result `i`'s value, None for a tombstone.
     pub fn value(&self, i: usize) -> Option<O> {
         if self.tombstones.get(i).copied().unwrap_or(false) {
