@@ -285,11 +285,7 @@ class KStreamCount(Node):
                 return
         if self.caching:
             # Through the cache, record by record; the cache forwards on flush.
-            store, task = self.store, self.task
-            for key, timestamp in zip(batch.keys, batch.timestamps, strict=True):
-                task.current_timestamp = timestamp
-                count, result_time = store.get(key) or (0, timestamp)
-                store.put(key, (count + 1, max(result_time, timestamp)))
+            self.store.count(batch.keys, batch.timestamps)
             return
         counts, stamps = self.store.count(batch.keys, batch.timestamps)
         self.forward(batch.derive(batch.keys, counts, stamps, batch.offsets))

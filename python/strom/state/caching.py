@@ -10,12 +10,16 @@ update goes through at once.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from strom import _core
 from strom.keyvalue import KeyValue
 from strom.state.key_value import KeyValueStore
+
+# Timestamped(Long) values: 8-byte timestamp, then the 8-byte count.
+_TIMESTAMPED_LONG = struct.Struct(">qq")
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -100,6 +104,28 @@ class CachingKeyValueStore(Generic[K, V]):
         previous = self.get(key)
         self.put(key, None)
         return previous
+
+    def count(self, keys: list[Any], timestamps: list[int]) -> None:
+        """``count()`` through the cache, record by record (so evictions
+        happen exactly when they would), over a timestamped Long store: keys
+        serialized in one batch, values packed directly."""
+        raw_keys = self.key_serde.serialize_batch(self.name, keys)
+        cache, cache_id, native, dirty = self._cache, self._id, self.native, self._dirty
+        for raw_key, timestamp in zip(raw_keys, timestamps, strict=True):
+            assert raw_key is not None
+            hit = cache.get(cache_id, raw_key)
+            raw = hit[0] if hit is not None else native.get(raw_key)
+            if raw is None:
+                count, result_time = 1, timestamp
+            else:
+                result_time, count = _TIMESTAMPED_LONG.unpack(raw)
+                count, result_time = count + 1, max(result_time, timestamp)
+            dirty.add(raw_key)
+            flushed = cache.put(
+                cache_id, raw_key, _TIMESTAMPED_LONG.pack(result_time, count), timestamp, True
+            )
+            if flushed:
+                self._write(flushed)
 
     def flush(self) -> None:
         """Writes every dirty entry to the store and hands them on (commit)."""
