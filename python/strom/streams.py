@@ -125,8 +125,9 @@ class KafkaStreams:
             for sig in (signal.SIGINT, signal.SIGTERM)
         }
         try:
-            while not stop.wait(0.2) and self._state is State.RUNNING:
-                pass
+            # Until a signal arrives or the stream thread stops by itself.
+            while self._state is State.RUNNING and not stop.wait(0.2):
+                continue
         finally:
             for sig, handler in previous.items():
                 signal.signal(sig, handler)

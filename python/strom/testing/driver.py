@@ -77,7 +77,7 @@ class _Collector(RecordCollector):
             self.sent.append((topic, list(keys), list(values), list(timestamps)))
 
     def flush(self) -> None:
-        pass
+        """Nothing to flush: the driver routes what was sent itself."""
 
 
 class TopologyTestDriver:

@@ -151,7 +151,7 @@ def test_unconnected_store_and_unknown_child_are_clear_errors(
             context.get_state_store("Counts")
 
         def process(self, record: Record[str, str]) -> None:
-            pass
+            """Never reached: init fails."""
 
     topology = word_count_topology().add_processor("Peek", Peeker, "Source")
     with pytest.raises(StoreError, match="'Peek' has no access to state store 'Counts'"):

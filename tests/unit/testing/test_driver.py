@@ -103,7 +103,7 @@ def test_wall_clock_punctuation_only_when_advanced() -> None:
             context.schedule(100, PunctuationType.WALL_CLOCK_TIME, ticks.append)
 
         def process(self, record: Record[str, str]) -> None:
-            pass
+            """Records are not the point here."""
 
     topology = (
         Topology().add_source("S", "in", key_serde=S, value_serde=S).add_processor("T", Ticker, "S")
