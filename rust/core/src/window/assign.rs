@@ -62,16 +62,6 @@ impl TimeWindows {
         }
     }
 
-    /// [`TimeWindows::window_starts`] given the first start, known already.
-    #[inline]
-    pub(crate) fn starts_from(&self, first: i64, timestamp: i64) -> WindowStarts {
-        WindowStarts {
-            next: first,
-            last: timestamp,
-            advance: self.advance(),
-        }
-    }
-
     /// The end of the window starting at `start` (exclusive); an end past
     /// `i64::MAX` is capped there, like Kafka's `timeWindowForSize`.
     #[inline]

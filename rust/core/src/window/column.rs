@@ -88,7 +88,11 @@ impl<'a> BinaryColumn<'a> {
     }
 
     /// Row `row`'s bytes, or None when it is null.
-    #[inline]
+    #[inline(always)]
+    #[allow(
+        clippy::inline_always,
+        reason = "hot per-record path: measured, the calls were not inlined"
+    )]
     pub fn get(&self, row: usize) -> Option<&'a [u8]> {
         if let Some(v) = &self.validity
             && !v.is_valid(row)
@@ -100,6 +104,33 @@ impl<'a> BinaryColumn<'a> {
             Offsets::I64(o) => (o[row] as usize, o[row + 1] as usize),
         };
         Some(&self.data[from..to])
+    }
+}
+
+impl<'a> BinaryColumn<'a> {
+    /// Where row `row`'s bytes are in the data (see
+    /// [`BinaryColumn::bytes`]), or None when it is null.
+    #[inline(always)]
+    #[allow(
+        clippy::inline_always,
+        reason = "hot per-record path: measured, the call was not inlined"
+    )]
+    pub(crate) fn span(&self, row: usize) -> Option<(usize, usize)> {
+        if let Some(v) = &self.validity
+            && !v.is_valid(row)
+        {
+            return None;
+        }
+        Some(match self.offsets {
+            Offsets::I32(o) => (o[row] as usize, o[row + 1] as usize),
+            Offsets::I64(o) => (o[row] as usize, o[row + 1] as usize),
+        })
+    }
+
+    /// The bytes of a span from [`BinaryColumn::span`].
+    #[inline]
+    pub(crate) fn bytes(&self, from: usize, to: usize) -> &'a [u8] {
+        &self.data[from..to]
     }
 }
 

@@ -147,7 +147,11 @@ impl<O: KafkaValue + Default> WindowedResults<O> {
     }
 
     /// Appends a result; `key` is only copied when keys are owned.
-    #[inline]
+    #[inline(always)]
+    #[allow(
+        clippy::inline_always,
+        reason = "hot per-record path: measured, the calls were not inlined"
+    )]
     pub(crate) fn push(&mut self, row: u32, key: &[u8], start: i64, end: i64, value: O, ts: i64) {
         self.rows.push(row);
         if let ResultKeys::Owned(keys) = &mut self.keys {

@@ -11,7 +11,6 @@
 //! few records ahead, which is what makes a batch over many keys run at
 //! memory-parallel speed.
 
-use std::collections::VecDeque;
 use std::hash::BuildHasher;
 
 use super::keys::FastState;
@@ -50,6 +49,8 @@ pub(crate) struct StartTable<S> {
     long_keys: Vec<Box<[u8]>>,
     mask: usize,
     len: usize,
+    /// The length at which the table doubles (4/5 of its capacity).
+    grow_at: usize,
     /// Slots whose `dirty` flag was set since the last drain.
     pub dirty: Vec<u32>,
 }
@@ -59,13 +60,17 @@ pub(crate) struct StartTable<S> {
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Probe {
     pub tag: u64,
-    len: u32,
-    words: [u64; 2],
+    pub len: u32,
+    pub words: [u64; 2],
 }
 
 impl Probe {
     /// `key` prepared for probing, its tag known.
-    #[inline]
+    #[inline(always)]
+    #[allow(
+        clippy::inline_always,
+        reason = "hot per-record path: measured, the calls were not inlined"
+    )]
     pub fn with_tag(key: &[u8], tag: u64) -> Self {
         let words = if key.len() <= INLINE_KEY {
             short_key_words(key)
@@ -95,7 +100,11 @@ fn load4(b: &[u8], at: usize) -> u64 {
 /// The bytes of a key of at most 16 bytes as two zero-padded little-endian
 /// words, read with (overlapping) whole-word loads rather than a byte copy:
 /// the copy's narrow stores would stall the wide loads that follow.
-#[inline]
+#[inline(always)]
+#[allow(
+    clippy::inline_always,
+    reason = "hot per-record path: measured, the calls were not inlined"
+)]
 fn short_key_words(key: &[u8]) -> [u64; 2] {
     let n = key.len();
     debug_assert!(n <= INLINE_KEY);
@@ -145,6 +154,7 @@ impl<S: Copy + Default> StartTable<S> {
             long_keys: Vec::new(),
             mask: capacity - 1,
             len: 0,
+            grow_at: capacity / 5 * 4,
             dirty: Vec::new(),
         }
     }
@@ -192,10 +202,14 @@ impl<S: Copy + Default> StartTable<S> {
 
     /// The slot of `key` (prepared as `probe`), created with a default
     /// state if absent.
-    #[inline]
+    #[inline(always)]
+    #[allow(
+        clippy::inline_always,
+        reason = "hot per-record path: measured, the calls were not inlined"
+    )]
     pub fn upsert(&mut self, key: &[u8], probe: &Probe) -> Upsert {
         let tag = probe.tag;
-        if (self.len + 1) * 5 > self.capacity() * 4 {
+        if self.len >= self.grow_at {
             self.grow();
         }
         let mut i = tag as usize & self.mask;
@@ -239,6 +253,7 @@ impl<S: Copy + Default> StartTable<S> {
         let capacity = self.capacity() * 2;
         let slots = std::mem::replace(&mut self.slots, vec![Slot::default(); capacity]);
         self.mask = capacity - 1;
+        self.grow_at = capacity / 5 * 4;
         self.dirty.clear();
         for slot in slots {
             if slot.tag == EMPTY {
@@ -312,7 +327,9 @@ impl<S: Copy + Default> StartTable<S> {
 /// The tables of the live window starts, ascending by start, with a pool of
 /// emptied tables to reuse.
 pub(crate) struct Tables<S> {
-    live: VecDeque<StartTable<S>>,
+    /// A few tables at most (the starts within size + grace of stream
+    /// time), so a plain vector.
+    live: Vec<StartTable<S>>,
     pool: Vec<StartTable<S>>,
     /// The key hash's seed, random per processor.
     seed: u64,
@@ -321,7 +338,7 @@ pub(crate) struct Tables<S> {
 impl<S: Copy + Default> Tables<S> {
     pub fn new() -> Self {
         Self {
-            live: VecDeque::new(),
+            live: Vec::new(),
             pool: Vec::new(),
             seed: FastState::default().hash_one(0x7ab1e_u64),
         }
@@ -334,8 +351,32 @@ impl<S: Copy + Default> Tables<S> {
         Probe::with_tag(key, self.tag(key))
     }
 
+    /// [`Tables::probe`] with the key's hash computed from the padded words
+    /// (one pass over a short key).
+    #[inline(always)]
+    #[allow(
+        clippy::inline_always,
+        reason = "hot per-record path: measured, the calls were not inlined"
+    )]
+    pub fn probe_fast(&self, key: &[u8]) -> Probe {
+        if key.len() > INLINE_KEY {
+            return self.probe(key);
+        }
+        let words = short_key_words(key);
+        let h = mix(mix(self.seed, words[0]), words[1]);
+        Probe {
+            tag: finish(mix(h, key.len() as u64)) | LIVE,
+            len: key.len() as u32,
+            words,
+        }
+    }
+
     /// The tag of `key` (its hash with the live bit set).
-    #[inline]
+    #[inline(always)]
+    #[allow(
+        clippy::inline_always,
+        reason = "hot per-record path: measured, the calls were not inlined"
+    )]
     pub fn tag(&self, key: &[u8]) -> u64 {
         let n = key.len();
         let h = if n <= INLINE_KEY {
@@ -361,6 +402,10 @@ impl<S: Copy + Default> Tables<S> {
     /// hit the newest tables.
     #[inline]
     pub fn find(&self, start: i64) -> Option<usize> {
+        let n = self.live.len();
+        if n > 0 && self.live[n - 1].start == start {
+            return Some(n - 1);
+        }
         self.live.iter().rposition(|t| t.start == start)
     }
 
@@ -377,7 +422,7 @@ impl<S: Copy + Default> Tables<S> {
             .map_or(0, |p| p + 1);
         // Size a new start like the newest one: the same keys tend to come
         // back, so it should not need to grow.
-        let capacity = self.live.back().map_or(8, StartTable::capacity);
+        let capacity = self.live.last().map_or(8, StartTable::capacity);
         let table = match self.pool.pop() {
             Some(mut t) if t.capacity() >= capacity => {
                 t.reset(start);
@@ -399,22 +444,24 @@ impl<S: Copy + Default> Tables<S> {
     /// The smallest live start, `i64::MAX` when none.
     #[inline]
     pub fn first_start(&self) -> i64 {
-        self.live.front().map_or(i64::MAX, |t| t.start)
+        self.live.first().map_or(i64::MAX, |t| t.start)
     }
 
     pub fn first(&self) -> Option<&StartTable<S>> {
-        self.live.front()
+        self.live.first()
     }
 
     pub fn first_mut(&mut self) -> Option<&mut StartTable<S>> {
-        self.live.front_mut()
+        self.live.first_mut()
     }
 
     /// Drops the oldest table (into the pool).
     pub fn pop_first(&mut self) {
-        if let Some(t) = self.live.pop_front()
-            && self.pool.len() < 4
-        {
+        if self.live.is_empty() {
+            return;
+        }
+        let t = self.live.remove(0);
+        if self.pool.len() < 4 {
             self.pool.push(t);
         }
     }

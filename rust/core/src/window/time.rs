@@ -34,8 +34,58 @@ use super::table::{Probe, Tables, Upsert};
 use crate::error::{Error, Result};
 use crate::store::{SegmentFactory, WindowStore};
 
-/// How many rows ahead the kernel prefetches window slots.
+/// Rows per chunk: the kernel first prepares a chunk's rows (validity,
+/// timestamps, key hashes, first window starts) in one tight loop, then
+/// aggregates them, prefetching the window slots a few rows ahead. Keeping
+/// the two loops apart keeps each short; the chunk's arrays stay in cache.
+const CHUNK: usize = 256;
+
+/// How many rows ahead the aggregation loop prefetches window slots.
 const LOOKAHEAD: usize = 16;
+
+/// Why a prepared row is skipped.
+const KEEP: u8 = 0;
+const NULL_KEY: u8 = 1;
+const NULL_VALUE: u8 = 2;
+const NEGATIVE_TS: u8 = 3;
+
+/// One chunk of prepared rows, as scalar arrays (a struct copied through
+/// memory here would stall on store forwarding).
+struct Prepared {
+    skip: [u8; CHUNK],
+    /// Where each key is in the batch's key data.
+    key_from: [usize; CHUNK],
+    key_to: [usize; CHUNK],
+    tags: [u64; CHUNK],
+    lens: [u32; CHUNK],
+    words0: [u64; CHUNK],
+    words1: [u64; CHUNK],
+    firsts: [i64; CHUNK],
+}
+
+impl Prepared {
+    fn new() -> Box<Self> {
+        Box::new(Self {
+            skip: [KEEP; CHUNK],
+            key_from: [0; CHUNK],
+            key_to: [0; CHUNK],
+            tags: [0; CHUNK],
+            lens: [0; CHUNK],
+            words0: [0; CHUNK],
+            words1: [0; CHUNK],
+            firsts: [0; CHUNK],
+        })
+    }
+
+    #[inline]
+    fn probe(&self, j: usize) -> Probe {
+        Probe {
+            tag: self.tags[j],
+            len: self.lens[j],
+            words: [self.words0[j], self.words1[j]],
+        }
+    }
+}
 
 /// One time-windowed aggregation processor (one per task and node).
 pub struct TimeWindowedAggregation<A: Aggregate> {
@@ -56,6 +106,8 @@ pub struct TimeWindowedAggregation<A: Aggregate> {
     tables: Tables<A::State>,
     /// The first window start computed last (see `first_start`).
     last_first_start: i64,
+    /// Scratch space for one chunk of prepared rows (taken while in use).
+    prepared: Option<Box<Prepared>>,
     pending: StoreChanges<A::State>,
     totals: BatchStats,
 }
@@ -90,6 +142,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
             next_time_to_emit: 0,
             tables: Tables::new(),
             last_first_start: 0,
+            prepared: None,
             pending: StoreChanges::default(),
             totals: BatchStats::default(),
         }
@@ -254,97 +307,173 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
             let per_record = self.windows.window_starts(i64::MAX / 2).len();
             out.reserve(batch.len() * per_record);
         }
-        // Key tags and first window starts of the rows ahead, whose
-        // windows' slots are prefetched (scalar arrays: a struct copied
-        // through memory here stalls on store forwarding).
-        let mut tags = [0u64; LOOKAHEAD];
-        let mut firsts = [0i64; LOOKAHEAD];
-        for r in 0..LOOKAHEAD.min(batch.len()) {
-            (tags[r], firsts[r]) = self.prefetch_row(batch, r);
+        let mut prepared = self.prepared.take().unwrap_or_else(Prepared::new);
+        let mut base = 0;
+        while base < batch.len() {
+            let n = CHUNK.min(batch.len() - base);
+            self.prepare(batch, base, n, &mut prepared);
+            self.aggregate(batch, base, n, &prepared, wall_clock_ms, out, &mut stats);
+            base += n;
         }
-        for row in 0..batch.len() {
-            let (tag, first_start) = (tags[row % LOOKAHEAD], firsts[row % LOOKAHEAD]);
-            if row + LOOKAHEAD < batch.len() {
-                (tags[row % LOOKAHEAD], firsts[row % LOOKAHEAD]) =
-                    self.prefetch_row(batch, row + LOOKAHEAD);
-            }
-            let Some(key) = batch.keys.get(row) else {
-                stats.dropped_null_key += 1;
-                continue;
-            };
-            let value = if batch.values.is_valid(row) {
-                Some(batch.values.value(row))
-            } else if A::AGGREGATES_NULL_VALUES {
-                None
-            } else {
-                stats.dropped_null_value += 1;
-                continue;
-            };
-            let ts = batch.timestamps[row];
-            if ts < 0 {
-                stats.dropped_invalid_timestamp += 1;
-                continue;
-            }
-            if ts > self.observed_stream_time {
-                self.observed_stream_time = ts;
-            }
-            let close = self.close_time();
-            if update_mode && self.windows.window_end(self.tables.first_start()) <= close {
-                self.evict_closed(close);
-            }
-            let probe = Probe::with_tag(key, tag);
-            for start in self.windows.starts_from(first_start, ts) {
-                let end = self.windows.window_end(start);
-                if end <= close {
-                    stats.dropped_expired += 1;
-                    continue;
-                }
-                let agg = &self.agg;
-                let table = self.tables.get_or_create(start);
-                let (state, new_ts) = match table.upsert(key, &probe) {
-                    Upsert::Found(i) => {
-                        let slot = table.slot_mut(i);
-                        slot.state = agg.add(slot.state, value);
-                        slot.timestamp = slot.timestamp.max(ts);
-                        let r = (slot.state, slot.timestamp);
-                        table.touch(i);
-                        r
-                    }
-                    Upsert::Created(i) => {
-                        let state = agg.add(agg.init(), value);
-                        let slot = table.slot_mut(i);
-                        slot.state = state;
-                        slot.timestamp = ts;
-                        table.touch(i);
-                        self.store_observed_time = self.store_observed_time.max(start);
-                        (state, ts)
-                    }
-                };
-                if update_mode {
-                    out.push(row as u32, key, start, end, agg.output(state), new_ts);
-                }
-            }
-            if !update_mode {
-                self.maybe_emit_final(row as u32, close, wall_clock_ms, out, &mut stats);
-            }
-        }
+        self.prepared = Some(prepared);
         self.totals.add(&stats);
         out.stats = stats;
     }
 
-    /// Prepares row `row`'s key and windows, and prefetches their slots.
-    #[inline]
-    fn prefetch_row<C: ValueColumn>(&mut self, batch: &Batch<'_, C>, row: usize) -> (u64, i64) {
-        let ts = batch.timestamps[row];
-        let first_start = self.first_start(ts);
-        let Some(key) = batch.keys.get(row) else {
-            return (0, first_start);
-        };
-        let tag = self.tables.tag(key);
-        for start in self.windows.starts_from(first_start, ts).take(8) {
-            self.tables.prefetch(start, tag);
+    /// The first loop over a chunk: why each row is skipped, or its key's
+    /// probe and first window start.
+    fn prepare<C>(&mut self, batch: &Batch<'_, C>, base: usize, n: usize, p: &mut Prepared)
+    where
+        C: ValueColumn<Value = A::Value>,
+    {
+        let timestamps = &batch.timestamps[base..base + n];
+        for (j, &ts) in timestamps.iter().enumerate() {
+            let row = base + j;
+            let Some((from, to)) = batch.keys.span(row) else {
+                p.skip[j] = NULL_KEY;
+                continue;
+            };
+            if !A::AGGREGATES_NULL_VALUES && !batch.values.is_valid(row) {
+                p.skip[j] = NULL_VALUE;
+                continue;
+            }
+            if ts < 0 {
+                p.skip[j] = NEGATIVE_TS;
+                continue;
+            }
+            let probe = self.tables.probe_fast(batch.keys.bytes(from, to));
+            p.skip[j] = KEEP;
+            p.key_from[j] = from;
+            p.key_to[j] = to;
+            p.firsts[j] = self.first_start(ts);
+            p.tags[j] = probe.tag;
+            p.lens[j] = probe.len;
+            p.words0[j] = probe.words[0];
+            p.words1[j] = probe.words[1];
         }
-        (tag, first_start)
+    }
+
+    /// Prefetches the window slots of prepared row `j` (of its first 8
+    /// windows).
+    #[inline]
+    fn prefetch(&self, ts: i64, p: &Prepared, j: usize) {
+        if p.skip[j] != KEEP {
+            return;
+        }
+        let mut start = p.firsts[j];
+        let last = ts.min(start.saturating_add(7 * self.windows.advance()));
+        while start <= last {
+            self.tables.prefetch(start, p.tags[j]);
+            start += self.windows.advance();
+        }
+    }
+
+    /// The second loop over a chunk: Kafka's `process` per row.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "the batch, the chunk and the results of one call"
+    )]
+    fn aggregate<C>(
+        &mut self,
+        batch: &Batch<'_, C>,
+        base: usize,
+        n: usize,
+        p: &Prepared,
+        wall_clock_ms: i64,
+        out: &mut WindowedResults<A::Output>,
+        stats: &mut BatchStats,
+    ) where
+        C: ValueColumn<Value = A::Value>,
+    {
+        let update_mode = self.emit == EmitStrategy::OnWindowUpdate;
+        let timestamps = &batch.timestamps[base..base + n];
+        let (size, advance, grace) = (
+            self.windows.size(),
+            self.windows.advance(),
+            self.windows.grace(),
+        );
+        for (j, &ts) in timestamps.iter().enumerate().take(LOOKAHEAD) {
+            self.prefetch(ts, p, j);
+        }
+        let (mut expired, mut null_keys, mut null_values, mut negative) = (0, 0, 0, 0);
+        for (j, &ts) in timestamps.iter().enumerate() {
+            if let Some(&ahead) = timestamps.get(j + LOOKAHEAD) {
+                self.prefetch(ahead, p, j + LOOKAHEAD);
+            }
+            match p.skip[j] {
+                KEEP => {}
+                NULL_KEY => {
+                    null_keys += 1;
+                    continue;
+                }
+                NULL_VALUE => {
+                    null_values += 1;
+                    continue;
+                }
+                _ => {
+                    negative += 1;
+                    continue;
+                }
+            }
+            let row = base + j;
+            let key = batch.keys.bytes(p.key_from[j], p.key_to[j]);
+            let value = if batch.values.is_valid(row) {
+                Some(batch.values.value(row))
+            } else {
+                None
+            };
+            if ts > self.observed_stream_time {
+                self.observed_stream_time = ts;
+            }
+            let close = self.observed_stream_time.saturating_sub(grace);
+            if update_mode && self.tables.first_start().saturating_add(size) <= close {
+                self.evict_closed(close);
+            }
+            let probe = p.probe(j);
+            let mut start = p.firsts[j];
+            while start <= ts {
+                let end = start.saturating_add(size);
+                if end > close {
+                    let agg = &self.agg;
+                    let table = self.tables.get_or_create(start);
+                    let (state, new_ts) = match table.upsert(key, &probe) {
+                        Upsert::Found(i) => {
+                            let slot = table.slot_mut(i);
+                            slot.state = agg.add(slot.state, value);
+                            slot.timestamp = slot.timestamp.max(ts);
+                            let r = (slot.state, slot.timestamp);
+                            table.touch(i);
+                            r
+                        }
+                        Upsert::Created(i) => {
+                            let state = agg.add(agg.init(), value);
+                            let slot = table.slot_mut(i);
+                            slot.state = state;
+                            slot.timestamp = ts;
+                            table.touch(i);
+                            self.store_observed_time = self.store_observed_time.max(start);
+                            (state, ts)
+                        }
+                    };
+                    if update_mode {
+                        out.push(row as u32, key, start, end, agg.output(state), new_ts);
+                    }
+                } else {
+                    expired += 1;
+                }
+                match start.checked_add(advance) {
+                    Some(next) => start = next,
+                    None => break,
+                }
+            }
+            if !update_mode {
+                self.maybe_emit_final(row as u32, close, wall_clock_ms, out, stats);
+            }
+        }
+        stats.dropped_expired += expired;
+        stats.dropped_null_key += null_keys;
+        stats.dropped_null_value += null_values;
+        stats.dropped_invalid_timestamp += negative;
     }
 
     /// The first window start of `ts` (`i64::MAX` when it has none),
