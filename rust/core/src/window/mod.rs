@@ -32,3 +32,20 @@ pub use spec::{
     TimeWindows,
 };
 pub use time::TimeWindowedAggregation;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Kernels move between the bindings' threads.
+    #[test]
+    fn kernels_are_send() {
+        fn send<T: Send>() {}
+        send::<TimeWindowedAggregation<Count>>();
+        send::<TimeWindowedAggregation<Mean<f64>>>();
+        send::<SlidingWindowedAggregation<Sum<i64>>>();
+        send::<SessionWindowedAggregation<Max<f64>>>();
+        send::<WindowedResults<f64>>();
+        send::<StoreChanges<MeanState>>();
+    }
+}
