@@ -55,9 +55,10 @@ fn input() -> Input {
 }
 
 fn load_average() -> String {
-    std::fs::read_to_string("/proc/loadavg")
-        .map(|s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "))
-        .unwrap_or_else(|_| "?".into())
+    std::fs::read_to_string("/proc/loadavg").map_or_else(
+        |_| "?".into(),
+        |s| s.split_whitespace().take(3).collect::<Vec<_>>().join(" "),
+    )
 }
 
 fn run<A, C>(name: &str, agg: &A, windows: TimeWindows, batch: &Batch<'_, C>)
