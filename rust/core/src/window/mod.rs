@@ -1,15 +1,52 @@
 //! Windowing: window specs, window assignment, grace, and the native
 //! kernels of windowed aggregations (Kafka's `KStreamWindowAggregate`,
 //! `KStreamSlidingWindowAggregate`, `KStreamSessionWindowAggregate`) for the
-//! built-in aggregations.
+//! built-in aggregations ([`aggregate`]: count, sum, min, max, mean).
 //!
 //! Each kernel is one processor's state (one per task and node) and takes a
 //! whole columnar batch per call ([`column::Batch`]), looping over it in
 //! offset order so that its results equal Kafka Streams' record-at-a-time
-//! results: the processor's own observed stream time, grace drops, result
-//! timestamps, emission order. Results come back columnar
-//! ([`results::WindowedResults`]) with the store writes that back them
-//! ([`results::StoreChanges`]).
+//! results with caching disabled: the processor's own observed stream time,
+//! grace drops, result timestamps, emission order. Results come back
+//! columnar ([`results::WindowedResults`]) with the store writes that back
+//! them ([`results::StoreChanges`]).
+//!
+//! # Design
+//!
+//! - **State.** A kernel keeps the windows (sessions) that can still change
+//!   in its own memory and reports the store writes; it does not read and
+//!   write a [`crate::store::WindowStore`] per record (a store get and put
+//!   per record runs at a small fraction of the target rate). The caller
+//!   applies the changes to the window or session store and its changelog
+//!   (`write_changes`), commits the kernel's times with the offsets, and
+//!   after a restart hands both back (`restore_times`, `restore_from_store`);
+//!   the tests check that restarting after every batch changes no result.
+//!   Time windows leave memory as soon as they close (in final mode, once
+//!   emitted); the store keeps them for its retention.
+//! - **Time windows** live in one hash table per window start
+//!   ([`time`]): closing a window drops its table whole; a slot is one cache
+//!   line with short keys inline, and slots are prefetched a few rows ahead.
+//!   Measured with `tests/window_perf.rs` (10M records, 100k keys, one
+//!   batch, shared 2-core VM, best of three): tumbling count and sum about
+//!   22M records/s, hopping with 4 windows per record about 5-6M records/s
+//!   (over 20M window updates/s); single runs vary by up to 2x with the
+//!   machine's load.
+//! - **Store visibility is Kafka's.** Kafka reads windows back through its
+//!   store, whose retention hides old windows; the kernels emulate what the
+//!   default stores show, so that, as in Kafka, final results of windows the
+//!   store already hides are never emitted ([`BatchStats::expired_before_emit`]
+//!   counts them; Kafka's own `TimeWindowedKStreamIntegrationTest` expects
+//!   these gaps), and a session one gap back at the store's time is not
+//!   merged under the default retention. A longer retention avoids both.
+//! - **Drops.** Records with a null key, or a null value for aggregations of
+//!   the value (and for any sliding-window aggregation, as Kafka), or a
+//!   negative timestamp are skipped before stream time advances; late
+//!   records count once per closed window they miss (Kafka's
+//!   `dropped-records`, see [`BatchStats`]).
+//! - **Final results** ([`EmitStrategy::OnWindowClose`]) are looked for at
+//!   most once per emit interval of the wall-clock time given with each
+//!   batch (Kafka's default 1 s; Kafka's test driver uses 0), in the order
+//!   of Kafka's time-ordered stores.
 
 pub mod aggregate;
 pub mod assign;
