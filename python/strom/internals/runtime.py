@@ -1,10 +1,16 @@
-"""The run loop over the embedded log: one stream thread that owns every task.
+"""The run loop shared by the transports, and the one over the embedded log.
 
-start: create internal topics ─► bootstrap global stores ─► open each task's
-stores as of their last commit and replay the changelog tails
-loop: apply new global records ─► poll a batch per partition into its task's
-queue ─► each task processes in timestamp order across its partitions
-(Kafka's PartitionGroup) ─► punctuate ─► maybe commit
+:class:`Runtime` is what every transport shares: sizing the internal topics,
+making tasks (one per partition per sub-topology, the same ``StreamTask``
+everywhere), and the loop that feeds them: poll a batch per partition into its
+task's queue ─► each task processes in timestamp order across its partitions
+(Kafka's PartitionGroup) ─► punctuate ─► maybe commit. A transport supplies
+the I/O: topics, polling, the fetch lag, commits. :class:`EmbeddedRuntime` is
+the embedded log's (one stream thread that owns every task); the Kafka one
+lives in ``strom.kafka``.
+
+Embedded, start: create internal topics ─► bootstrap global stores ─► open
+each task's stores as of their last commit and replay the changelog tails.
 commit: flush nodes ─► append and fsync output and changelogs ─► commit each
 store with the changelog offset it reflects ─► commit the processed input
 offsets with their partition times.
@@ -15,6 +21,7 @@ from __future__ import annotations
 import functools
 import logging
 import time
+from abc import ABC, abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from strom import _core
@@ -25,6 +32,8 @@ from strom.internals.topology_builder import SourceDef, StoreDef
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
+    from strom.internals.state_manager import ChangelogRange
+    from strom.internals.task import InputRecords
     from strom.internals.topology_builder import InternalTopologyBuilder, Subtopology
 
 log = logging.getLogger("strom.runtime")
@@ -47,27 +56,259 @@ def changelog_config(store: StoreDef) -> dict[str, str]:
     return config | store.log_config
 
 
-class EmbeddedRuntime:
-    def __init__(self, builder: InternalTopologyBuilder, config: StreamsConfig, path: str) -> None:
+REPARTITION_CONFIG = {
+    # Kafka's RepartitionTopicConfig: kept until the app itself purges what it read.
+    "cleanup.policy": "delete",
+    "segment.bytes": "52428800",
+    "retention.ms": "-1",
+}
+
+
+class Runtime(ABC):
+    """Tasks and the loop that feeds them, over a transport the subclass supplies."""
+
+    def __init__(self, builder: InternalTopologyBuilder, config: StreamsConfig) -> None:
         self.builder = builder
         self.config = config
         self.app_id = config.application_id
-        self.log = EmbeddedLog(path)
         self.state_dir = config.state_dir / self.app_id
         self.subtopologies = builder.subtopologies()
-        self._partitions: dict[str, int] = {}
         self.tasks: dict[str, StreamTask] = {}
         self._task_by_input: dict[tuple[str, int], StreamTask] = {}
         self._last_commit = time.monotonic()
+        # The thread's record cache, shared by its tasks' caching stores.
+        self.cache = _core.NativeThreadCache(config["statestore.cache.max.bytes"])
+        self.global_task: StreamTask | None = None
+        self._idle_since: dict[str, float] = {}
+        self._counts: dict[str, int] = {}
+        self.collector: RecordCollector  # set by the transport
+
+    # --- transport hooks --------------------------------------------------------
+    @abstractmethod
+    def partition_count(self, topic: str) -> int:
+        """Partitions of a (physical) topic."""
+
+    @abstractmethod
+    def _poll_batches(self, timeout: float) -> list[InputRecords]:
+        """Records polled from the task inputs, one batch per partition with data."""
+
+    @abstractmethod
+    def _has_unfetched(self, topic: str, partition: int) -> bool | None:
+        """Whether an input partition has records not fetched yet (None: not known yet)."""
+
+    @abstractmethod
+    def commit(self) -> None:
+        """Flush, make output and changelogs durable, commit stores and offsets."""
+
+    def poll_global(self) -> int:
+        """Applies what arrived on the global topics since the last call."""
+        return 0
+
+    # --- topics ---------------------------------------------------------------
+    def topic_name(self, topic: str) -> str:
+        return self.builder.physical_topic(self.app_id, topic)
+
+    def _input_topics(self) -> set[str]:
+        return {self.topic_name(t) for sub in self.subtopologies for t in sub.source_topics}
+
+    def _external_topics(self) -> list[str]:
+        """Topics the app reads or writes that it does not create (logical names)."""
+        return sorted(
+            {
+                t
+                for sub in self.subtopologies
+                for t in sub.source_topics + sub.sink_topics
+                if t not in self.builder.repartition_topics
+            }
+            | set(self.builder.global_topics)
+        )
+
+    def _size_topics(self, external: dict[str, int]) -> dict[str, int]:
+        """Partition counts of every topic by logical name, given the external
+        ones. A repartition topic gets as many partitions as the largest input
+        of the sub-topology that writes it; resolve until nothing changes, since
+        that input may itself be a repartition topic."""
+        counts = dict(external)
+        writers = {t: sub for sub in self.subtopologies for t in sub.sink_topics}
+        counts.update(self.builder.repartition_partitions)
+        pending = set(self.builder.repartition_topics) - set(counts)
+        while pending:
+            progressed = False
+            for topic in sorted(pending):
+                inputs = writers[topic].source_topics
+                if all(t in counts for t in inputs):
+                    counts[topic] = max(counts[t] for t in inputs)
+                    pending.discard(topic)
+                    progressed = True
+            if not progressed:
+                raise TopologyError(f"cannot size repartition topics {sorted(pending)}: a cycle")
+        return counts
+
+    def _internal_topics(
+        self, counts: dict[str, int], repartition_config: dict[str, str]
+    ) -> list[tuple[str, int, dict[str, str]]]:
+        """(physical name, partitions, config) of the repartition and changelog topics."""
+        out = [
+            (self.topic_name(topic), counts[topic], dict(repartition_config))
+            for topic in sorted(self.builder.repartition_topics)
+        ]
+        for sub in self.subtopologies:
+            tasks = self._task_count(sub, counts)
+            for store in sub.stores:
+                store_def = self.builder.stores[store]
+                if store_def.logged:
+                    out.append((self.changelog_topic(store), tasks, changelog_config(store_def)))
+        return out
+
+    def changelog_topic(self, store: str) -> str:
+        return f"{self.app_id}-{store}-changelog"
+
+    def _check_co_partitioning(self, counts: dict[str, int]) -> None:
+        """Inputs of a join must have equal partition counts (Kafka's rule),
+        checked before anything is processed."""
+        for sub in self.subtopologies:
+            joins = [n for n in self.builder.co_partitioned if n in sub.nodes]
+            sizes = {t: counts[t] for t in sub.source_topics}
+            if joins and len(set(sizes.values())) > 1:
+                listed = ", ".join(f"{t} ({n})" for t, n in sorted(sizes.items()))
+                raise TopologyError(
+                    f"join {joins[0]!r} needs co-partitioned inputs, but the topics "
+                    f"have different partition counts: {listed}; repartition one side"
+                )
+
+    @staticmethod
+    def _task_count(sub: Subtopology, counts: dict[str, int]) -> int:
+        return max(counts[t] for t in sub.source_topics)
+
+    # --- tasks ------------------------------------------------------------------
+    def _new_task(
+        self, sub: Subtopology, partition: int, changelog_range: ChangelogRange
+    ) -> StreamTask:
+        """A task with its stores opened as of their last commit (not restored)."""
+        global_stores = {} if self.global_task is None else self.global_task.stores
+        return StreamTask(
+            sub,
+            partition,
+            self.builder,
+            self.config,
+            self.collector,
+            self.topic_name,
+            self.state_dir,
+            global_stores=global_stores,
+            changelog_range=changelog_range,
+            cache=self.cache,
+        )
+
+    def _add_task(self, task: StreamTask, sub: Subtopology) -> None:
+        self.tasks[task.task_id] = task
+        for name in self.task_inputs(sub, task.partition):
+            self._task_by_input[name] = task
+
+    def _remove_task(self, task: StreamTask) -> None:
+        self.tasks.pop(task.task_id, None)
+        for key in [k for k, t in self._task_by_input.items() if t is task]:
+            del self._task_by_input[key]
+        self._idle_since.pop(task.task_id, None)
+
+    def task_inputs(self, sub: Subtopology, partition: int) -> list[tuple[str, int]]:
+        """The input partitions of task ``partition`` of ``sub`` (a smaller
+        topic may lack that partition)."""
+        out = []
+        for topic in sub.source_topics:
+            name = self.topic_name(topic)
+            if partition < self.partition_count(name):
+                out.append((name, partition))
+        return out
+
+    # --- the loop -------------------------------------------------------------
+    def poll_once(self, timeout: float) -> int:
+        """Polls once and processes what came; returns the number of records."""
+        self.poll_global()
+        for records in self._poll_batches(timeout):
+            task = self._task_by_input.get((records.topic, records.partition))
+            if task is not None:  # else: revoked meanwhile; its new owner reads it
+                task.add_records(records)
+        count = 0
+        for task in list(self.tasks.values()):
+            if task.all_inputs_queued():
+                self._idle_since.pop(task.task_id, None)  # the idle wait is over
+            count += task.process_ready(functools.partial(self._must_wait, task))
+        for task in list(self.tasks.values()):
+            task.maybe_punctuate_wall_clock()
+        if any(task.commit_requested for task in self.tasks.values()):
+            self.commit()
+        return count
+
+    def _must_wait(self, task: StreamTask, topic: str, partition: int) -> bool:
+        """Kafka's ``max.task.idle.ms`` for an input partition with nothing
+        queued: -1 never waits; otherwise wait while the partition has data
+        not fetched yet (or its lag is not known yet), and (when > 0) up to
+        that long for new data."""
+        idle_ms = self.config["max.task.idle.ms"]
+        if idle_ms < 0 or partition >= self.partition_count(topic):
+            return False
+        if self._has_unfetched(topic, partition) is not False:
+            return True
+        if idle_ms == 0:
+            return False
+        now = time.monotonic()
+        since = self._idle_since.setdefault(task.task_id, now)
+        if (now - since) * 1000 >= idle_ms:
+            del self._idle_since[task.task_id]
+            return False
+        return True
+
+    def maybe_commit(self) -> None:
+        interval = self.config["commit.interval.ms"] / 1000
+        if time.monotonic() - self._last_commit >= interval:
+            self.commit()
+
+    def _fed_by_the_app(self) -> set[str]:
+        """Input topics this app also writes (repartition topics, and user
+        topics used with ``through``): consumed to their current end."""
+        sources = {t for sub in self.subtopologies for t in sub.source_topics}
+        sinks = {t for sub in self.subtopologies for t in sub.sink_topics}
+        return {self.topic_name(t) for t in sources & sinks}
+
+    def metrics(self) -> dict[str, Any]:
+        totals = {
+            "records-processed": 0,
+            "dropped-records": 0,
+            "skipped-records": 0,
+            "restored-records": 0,
+        }
+        for task in self.tasks.values():
+            totals["records-processed"] += task.metrics.records_processed
+            totals["dropped-records"] += task.metrics.dropped_records
+            totals["skipped-records"] += task.metrics.skipped_records
+            totals["restored-records"] += task.state.restored_records
+        return totals
+
+    @abstractmethod
+    def run_until_end(self, deadline: float | None) -> None:
+        """Processes up to the input end offsets as of the call, then commits."""
+
+    @abstractmethod
+    def close(self) -> None:
+        """Commits and releases everything."""
+
+    @abstractmethod
+    def abort(self) -> None:
+        """Releases tasks and clients without committing."""
+
+
+class EmbeddedRuntime(Runtime):
+    """The embedded log: one stream thread that owns every task."""
+
+    def __init__(self, builder: InternalTopologyBuilder, config: StreamsConfig, path: str) -> None:
+        super().__init__(builder, config)
+        self.log = EmbeddedLog(path)
+        self._partitions: dict[str, int] = {}
         self._prepare_topics()
         self.producer = self.log.producer()
         self.collector = RecordCollector(self.producer, self.partition_count)
-        # The thread's record cache, shared by its tasks' caching stores.
-        self.cache = _core.NativeThreadCache(config["statestore.cache.max.bytes"])
         self.consumer: EmbeddedConsumer | None = None
-        self.global_task: StreamTask | None = None
         self._global_positions: dict[tuple[str, int], int] = {}
-        self._idle_since: dict[str, float] = {}
         try:
             self._create_tasks()
             self.consumer = self.log.consumer(
@@ -85,16 +326,10 @@ class EmbeddedRuntime:
             raise
 
     # --- topics ---------------------------------------------------------------
-    def topic_name(self, topic: str) -> str:
-        return self.builder.physical_topic(self.app_id, topic)
-
     def partition_count(self, topic: str) -> int:
         if topic not in self._partitions:
             self._partitions[topic] = self.log.partitions(topic)
         return self._partitions[topic]
-
-    def _input_topics(self) -> set[str]:
-        return {self.topic_name(t) for sub in self.subtopologies for t in sub.source_topics}
 
     def _apply_source_offset_resets(self) -> None:
         """``stream(..., offset_reset=…)`` overrides ``auto.offset.reset`` for
@@ -137,7 +372,6 @@ class EmbeddedRuntime:
         self.poll_global()
 
     def poll_global(self) -> int:
-        """Applies what arrived on the global topics since the last call."""
         if self.global_task is None:
             return 0
         applied = 0
@@ -155,60 +389,18 @@ class EmbeddedRuntime:
 
     def _prepare_topics(self) -> None:
         existing = set(self.log.topics())
-        external = [
-            t
-            for sub in self.subtopologies
-            for t in sub.source_topics + sub.sink_topics
-            if t not in self.builder.repartition_topics
-        ] + sorted(self.builder.global_topics)
-        missing = sorted({t for t in external if t not in existing})
+        external = self._external_topics()
+        missing = [t for t in external if t not in existing]
         if missing:
             raise TopologyError(
                 f"topic(s) {', '.join(missing)} do not exist in the embedded log at "
                 f"{self.log.path}; create them first (EmbeddedLog.create_topic)"
             )
-        # A repartition topic gets as many partitions as the largest input of
-        # the sub-topology that writes it; resolve until nothing changes, since
-        # that input may itself be a repartition topic.
-        counts = {t: self.log.partitions(t) for t in external}
-        writers = {t: sub for sub in self.subtopologies for t in sub.sink_topics}
-        counts.update(self.builder.repartition_partitions)
-        pending = set(self.builder.repartition_topics) - set(counts)
-        while pending:
-            progressed = False
-            for topic in sorted(pending):
-                inputs = writers[topic].source_topics
-                if all(t in counts for t in inputs):
-                    counts[topic] = max(counts[t] for t in inputs)
-                    pending.discard(topic)
-                    progressed = True
-            if not progressed:
-                raise TopologyError(f"cannot size repartition topics {sorted(pending)}: a cycle")
-        for topic in sorted(self.builder.repartition_topics):
-            self._ensure_internal(self.topic_name(topic), counts[topic], {})
-        for sub in self.subtopologies:
-            tasks = self._task_count(sub, counts)
-            for store in sub.stores:
-                store_def = self.builder.stores[store]
-                if store_def.logged:
-                    self._ensure_internal(
-                        f"{self.app_id}-{store}-changelog", tasks, changelog_config(store_def)
-                    )
+        counts = self._size_topics({t: self.log.partitions(t) for t in external})
+        for topic, partitions, config in self._internal_topics(counts, {}):
+            self._ensure_internal(topic, partitions, config)
         self._check_co_partitioning(counts)
         self._counts = counts
-
-    def _check_co_partitioning(self, counts: dict[str, int]) -> None:
-        """Inputs of a join must have equal partition counts (Kafka's rule),
-        checked before anything is processed."""
-        for sub in self.subtopologies:
-            joins = [n for n in self.builder.co_partitioned if n in sub.nodes]
-            sizes = {t: counts[t] for t in sub.source_topics}
-            if joins and len(set(sizes.values())) > 1:
-                listed = ", ".join(f"{t} ({n})" for t, n in sorted(sizes.items()))
-                raise TopologyError(
-                    f"join {joins[0]!r} needs co-partitioned inputs, but the topics "
-                    f"have different partition counts: {listed}; repartition one side"
-                )
 
     def _changelog_range(self, topic: str, partition: int) -> tuple[int, int]:
         return (
@@ -228,34 +420,14 @@ class EmbeddedRuntime:
         self.log.create_topic(topic, partitions, config)
         log.info("created internal topic %s with %d partition(s)", topic, partitions)
 
-    @staticmethod
-    def _task_count(sub: Subtopology, counts: dict[str, int]) -> int:
-        return max(counts[t] for t in sub.source_topics)
-
     # --- tasks ------------------------------------------------------------------
     def _create_tasks(self) -> None:
         self._create_global_task()
-        global_stores = {} if self.global_task is None else self.global_task.stores
         for sub in self.subtopologies:
             for partition in range(self._task_count(sub, self._counts)):
-                task = StreamTask(
-                    sub,
-                    partition,
-                    self.builder,
-                    self.config,
-                    self.collector,
-                    self.topic_name,
-                    self.state_dir,
-                    global_stores=global_stores,
-                    changelog_range=self._changelog_range,
-                    cache=self.cache,
-                )
+                task = self._new_task(sub, partition, self._changelog_range)
+                self._add_task(task, sub)
                 task.state.restore(self.log)
-                self.tasks[task.task_id] = task
-                for topic in sub.source_topics:
-                    name = self.topic_name(topic)
-                    if partition < self.partition_count(name):
-                        self._task_by_input[(name, partition)] = task
 
     # --- the loop -------------------------------------------------------------
     @property
@@ -263,45 +435,11 @@ class EmbeddedRuntime:
         assert self.consumer is not None, "the runtime is closed"
         return self.consumer
 
-    def poll_once(self, timeout: float) -> int:
-        """Polls once and processes what came; returns the number of records."""
-        self.poll_global()
-        batches = self.input.poll_batches(self.config["poll.max.records"], timeout)
-        for records in batches:
-            self._task_by_input[(records.topic, records.partition)].add_records(records)
-        count = 0
-        for task in self.tasks.values():
-            if task.all_inputs_queued():
-                self._idle_since.pop(task.task_id, None)  # the idle wait is over
-            count += task.process_ready(functools.partial(self._must_wait, task))
-        for task in self.tasks.values():
-            task.maybe_punctuate_wall_clock()
-        if any(task.commit_requested for task in self.tasks.values()):
-            self.commit()
-        return count
+    def _poll_batches(self, timeout: float) -> list[InputRecords]:
+        return list(self.input.poll_batches(self.config["poll.max.records"], timeout))
 
-    def _must_wait(self, task: StreamTask, topic: str, partition: int) -> bool:
-        """Kafka's ``max.task.idle.ms`` for an input partition with nothing
-        queued: -1 never waits; otherwise wait while the partition has data
-        not fetched yet, and (when > 0) up to that long for new data."""
-        idle_ms = self.config["max.task.idle.ms"]
-        if idle_ms < 0 or partition >= self.partition_count(topic):
-            return False
-        if self.input.position(topic, partition) < self.log.end_offsets(topic)[partition]:
-            return True
-        if idle_ms == 0:
-            return False
-        now = time.monotonic()
-        since = self._idle_since.setdefault(task.task_id, now)
-        if (now - since) * 1000 >= idle_ms:
-            del self._idle_since[task.task_id]
-            return False
-        return True
-
-    def maybe_commit(self) -> None:
-        interval = self.config["commit.interval.ms"] / 1000
-        if time.monotonic() - self._last_commit >= interval:
-            self.commit()
+    def _has_unfetched(self, topic: str, partition: int) -> bool | None:
+        return self.input.position(topic, partition) < self.log.end_offsets(topic)[partition]
 
     def commit(self) -> None:
         """Flush nodes, make output and changelogs durable, commit the stores
@@ -327,13 +465,6 @@ class EmbeddedRuntime:
         if offsets:
             self.input.commit(offsets)
         self._last_commit = time.monotonic()
-
-    def _fed_by_the_app(self) -> set[str]:
-        """Input topics this app also writes (repartition topics, and user
-        topics used with ``through``): consumed to their current end."""
-        sources = {t for sub in self.subtopologies for t in sub.source_topics}
-        sinks = {t for sub in self.subtopologies for t in sub.sink_topics}
-        return {self.topic_name(t) for t in sources & sinks}
 
     def caught_up(self, targets: dict[tuple[str, int], int]) -> bool:
         """True once every external input is consumed up to ``targets`` (its
@@ -368,20 +499,6 @@ class EmbeddedRuntime:
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError("run_until_end did not reach the end offsets in time")
         self.commit()
-
-    def metrics(self) -> dict[str, Any]:
-        totals = {
-            "records-processed": 0,
-            "dropped-records": 0,
-            "skipped-records": 0,
-            "restored-records": 0,
-        }
-        for task in self.tasks.values():
-            totals["records-processed"] += task.metrics.records_processed
-            totals["dropped-records"] += task.metrics.dropped_records
-            totals["skipped-records"] += task.metrics.skipped_records
-            totals["restored-records"] += task.state.restored_records
-        return totals
 
     def close(self) -> None:
         try:
