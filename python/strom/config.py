@@ -16,6 +16,7 @@ __all__ = ["StreamsConfig"]
 
 AT_LEAST_ONCE = "at_least_once"
 EXACTLY_ONCE_V2 = "exactly_once_v2"
+EMIT_INTERVAL_WINDOWED = "__emit.interval.ms.kstreams.windowed.aggregation__"
 CLIENT_PREFIXES = ("consumer.", "producer.", "admin.", "main.consumer.", "restore.consumer.")
 
 
@@ -105,6 +106,11 @@ _KEYS: dict[str, _Key] = {
     "poll.max.records": _Key(10_000, _positive_int("poll.max.records", 1), "records per poll"),
     "deserialization.exception.handler": _Key(
         "log_and_fail", _handler("deserialization.exception.handler"), "bad input records"
+    ),
+    # Kafka's internal config: how often (wall clock) a windowed aggregation
+    # with EmitStrategy.on_window_close() looks for closed windows.
+    EMIT_INTERVAL_WINDOWED: _Key(
+        1000, _positive_int(EMIT_INTERVAL_WINDOWED), "emit-final check interval"
     ),
     "default.key.serde": _Key(None, _serde("default.key.serde"), "key serde"),
     "default.value.serde": _Key(None, _serde("default.value.serde"), "value serde"),

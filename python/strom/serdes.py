@@ -22,6 +22,7 @@ __all__ = [
     "Json",
     "Long",
     "Serde",
+    "SessionWindowed",
     "String",
     "TimeWindowed",
     "Timestamped",
@@ -188,6 +189,38 @@ class TimeWindowed(Serde[Any]):
         return Windowed(
             self.inner.deserialize(topic, data[:-8]), Window(start, start + self.window_size)
         )
+
+
+class SessionWindowed(Serde[Any]):
+    """Kafka's ``SessionWindowedSerde``: the inner key's bytes, then the
+    session's end and start as 8 big-endian bytes each (both inclusive)."""
+
+    def __init__(self, inner: Serde[Any]) -> None:
+        self.inner = inner
+
+    def serialize(self, topic: str, data: Any) -> bytes | None:
+        if data is None:
+            return None
+        key = self.inner.serialize(topic, data.key)
+        window = data.window
+        return (
+            (key or b"")
+            + int(window.end).to_bytes(8, "big", signed=True)
+            + int(window.start).to_bytes(8, "big", signed=True)
+        )
+
+    def deserialize(self, topic: str, data: bytes | None) -> Any:
+        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
+
+        if data is None:
+            return None
+        if len(data) < 16:
+            raise SerializationError(
+                f"a session-windowed key needs 16 bytes of session end and start: {data!r}"
+            )
+        end = int.from_bytes(data[-16:-8], "big", signed=True)
+        start = int.from_bytes(data[-8:], "big", signed=True)
+        return Windowed(self.inner.deserialize(topic, data[:-16]), Window(start, end))
 
 
 class Timestamped(Serde[tuple[Any, int]]):

@@ -1,5 +1,6 @@
 """The Streams DSL: KStream, KTable and their grouped forms, and option objects."""
 
+from strom.kstream.emit_strategy import EmitStrategy
 from strom.kstream.kstream import (
     BranchedKStream,
     GlobalKTable,
@@ -7,22 +8,29 @@ from strom.kstream.kstream import (
     KGroupedTable,
     KStream,
     KTable,
+    SessionWindowedKStream,
+    SlidingWindowedKStream,
     TimeWindowedKStream,
 )
 from strom.kstream.materialized import Materialized
 from strom.kstream.suppressed import BufferConfig, Suppressed
 from strom.kstream.windowed import Window, Windowed
-from strom.kstream.windows import TimeWindows
+from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
 
 __all__ = [
     "BranchedKStream",
     "BufferConfig",
+    "EmitStrategy",
     "GlobalKTable",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",
     "KTable",
     "Materialized",
+    "SessionWindowedKStream",
+    "SessionWindows",
+    "SlidingWindowedKStream",
+    "SlidingWindows",
     "Suppressed",
     "TimeWindowedKStream",
     "TimeWindows",

@@ -3,17 +3,20 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from typing import TYPE_CHECKING, Any
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, overload
 
 from strom.errors import TopologyError
 from strom.internals import processors as p
 from strom.internals import table_processors as tp
+from strom.internals import window_aggregates as wa
 from strom.internals.processor_node import ProcessorAdapter
 from strom.internals.topology_builder import StoreDef
+from strom.kstream.emit_strategy import EmitStrategy
 from strom.kstream.materialized import Materialized
 from strom.kstream.suppressed import Suppressed
-from strom.kstream.windows import TimeWindows
-from strom.serdes import Long, Serde, TimeWindowed
+from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
+from strom.serdes import Long, Serde, SessionWindowed, TimeWindowed
 from strom.state.stores import to_millis
 
 if TYPE_CHECKING:
@@ -428,7 +431,9 @@ def _aggregation(
     repartition_serde: Serde[Any] | None,
     repartition: bool,
     node: Callable[[str], p.Node],
-    windows: TimeWindows | None = None,
+    windows: AnyWindows | None = None,
+    emit: EmitStrategy | None = None,
+    windowed_node: Callable[[str, int], p.Node] | None = None,
 ) -> KTable:
     """The shape every DSL aggregation shares: name the processor and its
     store (Kafka's ``<PREFIX>-STATE-STORE-…`` unless materialized with a
@@ -441,32 +446,89 @@ def _aggregation(
     value_serde = mat.value_serde or result_serde
     if repartition:
         parent = builder.repartition(store_name, parent, key_serde, repartition_serde)
-    builder.internal.add_processor(agg_name, lambda: node(store_name), parent)
     store = mat.store_def(store_name, key_serde, value_serde)
     table_key_serde = key_serde
+    grace_ms = None
+    retention = 0
     if windows is not None:
-        # A window store of (aggregate, timestamp) values, kept for the
-        # window size plus grace unless Materialized asks for longer.
-        retention = windows.retention_ms()
+        spec = _window_store(windows)
+        grace_ms = spec.grace_ms
+        # Kept for the default retention unless Materialized asks for longer.
+        retention = spec.retention_ms
         if mat.retention is not None:
             asked = to_millis(mat.retention, "retention")
             if asked < retention:
                 raise TopologyError(
-                    f"store {store_name!r}: the retention ({asked} ms) must be at least the "
-                    f"window size plus the grace period ({retention} ms)"
+                    f"store {store_name!r}: the retention ({asked} ms) must be at least "
+                    f"{spec.minimum} ({retention} ms)"
                 )
             retention = asked
-        store.kind, store.retention_ms, store.window_size_ms = "window", retention, windows.size_ms
+        store.kind, store.window_size_ms = spec.kind, spec.window_size_ms
+        store.retention_ms = retention
+        if emit is not None and emit.final_only:
+            # Final results come from Kafka's time-ordered stores, which keep
+            # a little longer: one more window start, or whole time segments
+            # of sessions; the processors hide the rest from lookups.
+            store.retention_ms += wa.segment_interval(retention) if spec.kind == "session" else 1
+        store.timestamped = spec.kind == "window"
         if key_serde is not None:
-            table_key_serde = TimeWindowed(key_serde, windows.size_ms)
+            table_key_serde = spec.key_serde(key_serde)
+    if windowed_node is not None:
+        make_node = windowed_node
+        builder.internal.add_processor(agg_name, lambda: make_node(store_name, retention), parent)
+    else:
+        builder.internal.add_processor(agg_name, lambda: node(store_name), parent)
     builder.internal.add_store(store, agg_name)
     return KTable(
-        builder,
-        agg_name,
-        table_key_serde,
-        value_serde,
-        store_name,
-        window_grace_ms=None if windows is None else windows.grace_ms,
+        builder, agg_name, table_key_serde, value_serde, store_name, window_grace_ms=grace_ms
+    )
+
+
+AnyWindows = TimeWindows | SlidingWindows | SessionWindows
+
+
+@dataclass(frozen=True)
+class _WindowStore:
+    """The store behind a windowed aggregation, and what its table needs."""
+
+    kind: str
+    retention_ms: int
+    window_size_ms: int | None
+    # How long after a window's end suppress(until_window_closes) waits.
+    grace_ms: int
+    minimum: str
+    key_serde: Callable[[Serde[Any]], Serde[Any]]
+
+
+def _window_store(windows: AnyWindows) -> _WindowStore:
+    if isinstance(windows, TimeWindows):
+        size = windows.size_ms
+        return _WindowStore(
+            "window",
+            windows.retention_ms(),
+            size,
+            windows.grace_ms,
+            "the window size plus the grace period",
+            lambda inner: TimeWindowed(inner, size),
+        )
+    if isinstance(windows, SlidingWindows):
+        difference = windows.time_difference_ms
+        return _WindowStore(
+            "window",
+            windows.retention_ms(),
+            difference,
+            windows.grace_ms,
+            "twice the time difference plus the grace period",
+            lambda inner: TimeWindowed(inner, difference),
+        )
+    # Kafka's suppression waits for the gap too: a session can grow until then.
+    return _WindowStore(
+        "session",
+        windows.retention_ms(),
+        None,
+        windows.inactivity_gap_ms + windows.grace_ms,
+        "the inactivity gap plus the grace period",
+        SessionWindowed,
     )
 
 
@@ -512,11 +574,27 @@ class KGroupedStream:
         KTable of ``int``."""
         return self._aggregate("KSTREAM-AGGREGATE-", materialized, Long(), p.KStreamCount)
 
-    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream:
-        """Aggregates per key and time window; results are keyed by ``Windowed``."""
-        if not isinstance(windows, TimeWindows):
-            raise TopologyError(f"windowed_by takes TimeWindows, not {type(windows).__name__}")
-        return TimeWindowedKStream(self, windows)
+    @overload
+    def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream: ...
+    @overload
+    def windowed_by(self, windows: SlidingWindows) -> SlidingWindowedKStream: ...
+    @overload
+    def windowed_by(self, windows: SessionWindows) -> SessionWindowedKStream: ...
+    def windowed_by(
+        self, windows: TimeWindows | SlidingWindows | SessionWindows
+    ) -> TimeWindowedKStream | SlidingWindowedKStream | SessionWindowedKStream:
+        """Aggregates per key and window (time, sliding or session windows);
+        results are keyed by ``Windowed``."""
+        if isinstance(windows, TimeWindows):
+            return TimeWindowedKStream(self, windows)
+        if isinstance(windows, SlidingWindows):
+            return SlidingWindowedKStream(self, windows)
+        if isinstance(windows, SessionWindows):
+            return SessionWindowedKStream(self, windows)
+        raise TopologyError(
+            "windowed_by takes TimeWindows, SlidingWindows or SessionWindows, "
+            f"not {type(windows).__name__}"
+        )
 
     def reduce(
         self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
@@ -552,6 +630,12 @@ class TimeWindowedKStream:
     def __init__(self, grouped: KGroupedStream, windows: TimeWindows) -> None:
         self._grouped = grouped
         self._windows = windows
+        self._emit = EmitStrategy.on_window_update()
+
+    def emit_strategy(self, emit_strategy: EmitStrategy) -> TimeWindowedKStream:
+        """Every update (the default) or only final results, once per window."""
+        self._emit = _check_emit(emit_strategy)
+        return self
 
     def _aggregate(
         self,
@@ -562,6 +646,7 @@ class TimeWindowedKStream:
         aggregator: Callable[[Any, Any, Any], Any],
     ) -> KTable:
         grouped, windows = self._grouped, self._windows
+        final_only = self._emit.final_only
         return _aggregation(
             grouped._builder,
             grouped._node,
@@ -572,8 +657,11 @@ class TimeWindowedKStream:
             result_serde=result_serde,
             repartition_serde=grouped._value_serde,
             repartition=grouped._repartition_required,
-            node=lambda store: tp.KStreamWindowAggregate(store, windows, initializer, aggregator),
+            node=lambda store: wa.KStreamWindowAggregate(
+                store, windows, initializer, aggregator, final_only
+            ),
             windows=windows,
+            emit=self._emit,
         )
 
     def count(self, materialized: Materialized | str | None = None) -> KTable:
@@ -602,6 +690,189 @@ class TimeWindowedKStream:
     ) -> KTable:
         """``aggregator(key, value, aggregate)`` from ``initializer()`` per key and window."""
         return self._aggregate("KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator)
+
+
+def _check_emit(emit_strategy: EmitStrategy) -> EmitStrategy:
+    if not isinstance(emit_strategy, EmitStrategy):
+        raise TopologyError(
+            "emit_strategy takes EmitStrategy.on_window_update() or "
+            f"EmitStrategy.on_window_close(), not {emit_strategy!r}"
+        )
+    return emit_strategy
+
+
+def _reduce_initializer() -> Any:
+    return None
+
+
+def _for_reducer(reducer: Callable[[Any, Any], Any]) -> Callable[[Any, Any, Any], Any]:
+    """Kafka's aggregatorForReducer: the first value is the aggregate."""
+
+    def aggregate(_key: Any, value: Any, agg: Any) -> Any:
+        return value if agg is None else reducer(agg, value)
+
+    return aggregate
+
+
+def _count(_key: Any, _value: Any, agg: Any) -> Any:
+    return agg + 1
+
+
+class SlidingWindowedKStream:
+    """A grouped stream in sliding windows (Kafka's ``TimeWindowedKStream``
+    over ``SlidingWindows``): windows ``[start, start + d]``, both bounds
+    inclusive, made as records enter and leave them."""
+
+    def __init__(self, grouped: KGroupedStream, windows: SlidingWindows) -> None:
+        self._grouped = grouped
+        self._windows = windows
+        self._emit = EmitStrategy.on_window_update()
+
+    def emit_strategy(self, emit_strategy: EmitStrategy) -> SlidingWindowedKStream:
+        """Every update (the default) or only final results, once per window."""
+        self._emit = _check_emit(emit_strategy)
+        return self
+
+    def _aggregate(
+        self,
+        prefix: str,
+        materialized: Materialized | str | None,
+        result_serde: Serde[Any] | None,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+    ) -> KTable:
+        grouped, windows, final_only = self._grouped, self._windows, self._emit.final_only
+        return _aggregation(
+            grouped._builder,
+            grouped._node,
+            name_prefix=prefix,
+            materialized=materialized,
+            key_serde=grouped._key_serde,
+            value_serde=grouped._value_serde,
+            result_serde=result_serde,
+            repartition_serde=grouped._value_serde,
+            repartition=grouped._repartition_required,
+            node=lambda store: wa.KStreamSlidingWindowAggregate(
+                store, windows, initializer, aggregator, final_only
+            ),
+            windows=windows,
+            emit=self._emit,
+        )
+
+    def count(self, materialized: Materialized | str | None = None) -> KTable:
+        """Records per key and window (null keys and values are skipped)."""
+        return self._aggregate("KSTREAM-AGGREGATE-", materialized, Long(), lambda: 0, _count)
+
+    def reduce(
+        self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
+    ) -> KTable:
+        """``reducer(aggregate, value)`` per key and window."""
+        return self._aggregate(
+            "KSTREAM-REDUCE-",
+            materialized,
+            self._grouped._value_serde,
+            _reduce_initializer,
+            _for_reducer(reducer),
+        )
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        materialized: Materialized | str | None = None,
+    ) -> KTable:
+        """``aggregator(key, value, aggregate)`` from ``initializer()`` per key and window."""
+        return self._aggregate("KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator)
+
+
+class SessionWindowedKStream:
+    """A grouped stream in session windows (Kafka's
+    ``SessionWindowedKStream``): per key, records less than the inactivity
+    gap apart share a session ``[first, last]``; a record bridging two
+    sessions merges them."""
+
+    def __init__(self, grouped: KGroupedStream, windows: SessionWindows) -> None:
+        self._grouped = grouped
+        self._windows = windows
+        self._emit = EmitStrategy.on_window_update()
+
+    def emit_strategy(self, emit_strategy: EmitStrategy) -> SessionWindowedKStream:
+        """Every update (the default) or only final results, once per session."""
+        self._emit = _check_emit(emit_strategy)
+        return self
+
+    def _aggregate(
+        self,
+        prefix: str,
+        materialized: Materialized | str | None,
+        result_serde: Serde[Any] | None,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        merger: Callable[[Any, Any, Any], Any],
+    ) -> KTable:
+        grouped, windows, final_only = self._grouped, self._windows, self._emit.final_only
+
+        def node(store: str, retention: int) -> p.Node:
+            return wa.KStreamSessionWindowAggregate(
+                store, windows, retention, initializer, aggregator, merger, final_only
+            )
+
+        return _aggregation(
+            grouped._builder,
+            grouped._node,
+            name_prefix=prefix,
+            materialized=materialized,
+            key_serde=grouped._key_serde,
+            value_serde=grouped._value_serde,
+            result_serde=result_serde,
+            repartition_serde=grouped._value_serde,
+            repartition=grouped._repartition_required,
+            node=lambda store: node(store, windows.retention_ms()),
+            windows=windows,
+            emit=self._emit,
+            windowed_node=node,
+        )
+
+    def count(self, materialized: Materialized | str | None = None) -> KTable:
+        """Records per key and session (null keys are skipped)."""
+        return self._aggregate(
+            "KSTREAM-AGGREGATE-",
+            materialized,
+            Long(),
+            lambda: 0,
+            _count,
+            lambda _k, agg1, agg2: agg1 + agg2,
+        )
+
+    def reduce(
+        self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
+    ) -> KTable:
+        """``reducer(aggregate, value)`` per key and session; merging two
+        sessions reduces their aggregates."""
+        aggregator = _for_reducer(reducer)
+        return self._aggregate(
+            "KSTREAM-REDUCE-",
+            materialized,
+            self._grouped._value_serde,
+            _reduce_initializer,
+            aggregator,
+            # Kafka's mergerForAggregator: the second aggregate is added to the first.
+            lambda key, agg1, agg2: aggregator(key, agg2, agg1),
+        )
+
+    def aggregate(
+        self,
+        initializer: Callable[[], Any],
+        aggregator: Callable[[Any, Any, Any], Any],
+        merger: Callable[[Any, Any, Any], Any],
+        materialized: Materialized | str | None = None,
+    ) -> KTable:
+        """``aggregator(key, value, aggregate)`` from ``initializer()`` per key
+        and session; ``merger(key, agg1, agg2)`` combines the aggregates of
+        sessions a record merges."""
+        return self._aggregate(
+            "KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator, merger
+        )
 
 
 class KTable:

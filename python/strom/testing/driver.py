@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any, TypeVar
 
 from strom import _core
-from strom.config import StreamsConfig
+from strom.config import EMIT_INTERVAL_WINDOWED, StreamsConfig
 from strom.errors import StoreError, TopologyError
 from strom.internals.task import RecordCollector, StreamTask
 from strom.keyvalue import KeyValue
@@ -98,6 +98,8 @@ class TopologyTestDriver:
             "application.id": "topology-test-driver",
             "bootstrap.servers": "test-driver:9092",
             "state.dir": str(self._state_root),
+            # As Kafka's driver: emit-final aggregations check on every record.
+            EMIT_INTERVAL_WINDOWED: 0,
             **(config or {}),
         }
         self.config = StreamsConfig(props)
@@ -243,6 +245,14 @@ class TopologyTestDriver:
 
     def get_session_store(self, name: str) -> SessionStore[Any, Any]:
         return self._store(name, SessionStore)
+
+    def metrics(self) -> dict[str, int]:
+        """Task metrics summed over the driver's tasks, as ``KafkaStreams.metrics()``."""
+        return {
+            "records-processed": sum(t.metrics.records_processed for t in self._tasks),
+            "dropped-records": sum(t.metrics.dropped_records for t in self._tasks),
+            "skipped-records": sum(t.metrics.skipped_records for t in self._tasks),
+        }
 
     def producer_wall_clock_ms(self) -> int:
         return self._wall_clock
