@@ -13,7 +13,7 @@ from typing import Any
 
 from strom.config import StreamsConfig
 from strom.errors import ConfigError, StoreError, StromError
-from strom.internals.runtime import EmbeddedRuntime
+from strom.internals.runtime import EmbeddedRuntime, Runtime
 from strom.keyvalue import KeyValue
 from strom.state.views import plain
 from strom.topology import Topology
@@ -46,23 +46,22 @@ class KafkaStreams:
     foreground, or ``run_until_end()`` as a bounded batch run.
 
     ``bootstrap.servers`` chooses the transport: ``embedded:PATH`` runs on the
-    embedded log in that directory.
+    embedded log in that directory; ``host:port,…`` runs on Apache Kafka,
+    as a member of the consumer group ``application.id``.
     """
 
     def __init__(self, topology: Topology, config: Mapping[str, Any] | StreamsConfig) -> None:
         self.config = config if isinstance(config, StreamsConfig) else StreamsConfig(config)
         self.config.application_id  # noqa: B018 - fail fast when missing
-        path = self.config.embedded_path
-        if path is None:
+        self._path = self.config.embedded_path
+        if self._path is None and self.config["num.stream.threads"] != 1:
             raise ConfigError(
-                "bootstrap.servers must be 'embedded:PATH' in this version of strom; "
-                f"got {self.config['bootstrap.servers']!r}"
+                "num.stream.threads > 1 is not supported on Kafka yet; run more instances"
             )
         self._topology = topology
-        self._path = path
         self._state = State.CREATED
         self._listener: Callable[[State, State], None] | None = None
-        self._runtime: EmbeddedRuntime | None = None
+        self._runtime: Runtime | None = None
         self._thread: threading.Thread | None = None
         self._stop = threading.Event()
         self._lock = threading.RLock()
@@ -82,18 +81,40 @@ class KafkaStreams:
         if old is not new and self._listener is not None:
             self._listener(new, old)
 
-    def _open(self) -> EmbeddedRuntime:
+    def _new_runtime(self) -> Runtime:
+        if self._path is not None:
+            return EmbeddedRuntime(self._topology._internal, self.config, self._path)
+        try:
+            from strom.kafka.runtime import KafkaRuntime, process_id  # noqa: PLC0415 - optional
+        except ImportError as exc:  # confluent-kafka is an optional dependency
+            raise ConfigError(
+                "running on Kafka needs the confluent-kafka package (pip install confluent-kafka)"
+            ) from exc
+        return KafkaRuntime(
+            self._topology._internal,
+            self.config,
+            process_id=process_id(),
+            on_rebalance=self._on_rebalance,
+        )
+
+    def _on_rebalance(self, started: bool) -> None:
+        if self._state in (State.RUNNING, State.REBALANCING):
+            self._set_state(State.REBALANCING if started else State.RUNNING)
+
+    def _open(self) -> Runtime:
         with self._lock:
             if self._state is not State.CREATED:
                 raise StromError(f"cannot start a KafkaStreams in state {self._state.value}")
             self._set_state(State.REBALANCING)
             try:
-                self._runtime = EmbeddedRuntime(self._topology._internal, self.config, self._path)
+                self._runtime = self._new_runtime()
             except BaseException as exc:
                 self.exception = exc
                 self._set_state(State.ERROR)
                 raise
-            self._set_state(State.RUNNING)
+            # On Kafka, RUNNING comes with the first assignment.
+            if self._path is not None:
+                self._set_state(State.RUNNING)
             return self._runtime
 
     # --- running --------------------------------------------------------------
@@ -105,7 +126,7 @@ class KafkaStreams:
         )
         self._thread.start()
 
-    def _loop(self, runtime: EmbeddedRuntime) -> None:
+    def _loop(self, runtime: Runtime) -> None:
         try:
             while not self._stop.is_set():
                 runtime.poll_once(0.1)
@@ -126,7 +147,7 @@ class KafkaStreams:
         }
         try:
             # Until a signal arrives or the stream thread stops by itself.
-            while self._state is State.RUNNING and not stop.wait(0.2):
+            while self._state in (State.RUNNING, State.REBALANCING) and not stop.wait(0.2):
                 continue
         finally:
             for sig, handler in previous.items():
@@ -144,7 +165,8 @@ class KafkaStreams:
         deadline = None if seconds is None else time.monotonic() + seconds
         if self._thread is not None:
             raise StromError("run_until_end cannot be used on an app started with start()")
-        runtime = self._runtime if self._state is State.RUNNING else self._open()
+        opened = self._state in (State.RUNNING, State.REBALANCING)
+        runtime = self._runtime if opened else self._open()
         assert runtime is not None
         try:
             runtime.run_until_end(deadline)

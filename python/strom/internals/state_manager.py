@@ -212,6 +212,28 @@ class StateManager:
                     topic,
                 )
 
+    def restore_positions(self) -> dict[str, tuple[str, int | None]]:
+        """Per logged store: its changelog and the offset to replay from
+        (None: the changelog's start), for a transport that restores itself."""
+        return {
+            name: (store.changelog, store.restore_from)
+            for name, store in self.stores.items()
+            if store.changelog is not None
+        }
+
+    def restore_batch(
+        self, name: str, keys: list[bytes | None], values: list[bytes | None]
+    ) -> None:
+        """Applies changelog records to store ``name`` without logging them again."""
+        store = self.stores[name]
+        if None in keys:
+            raise StoreError(f"the changelog {store.changelog} holds a record without a key")
+        if isinstance(store.native, _core.NativeKeyValueStore):
+            store.native.put_all(keys, values)  # type: ignore[arg-type]
+        else:
+            store.native.restore(keys, values)  # type: ignore[arg-type]
+        self.restored_records += len(keys)
+
     def commit(self, changelog_ends: dict[str, int]) -> None:
         """Commits every persistent store with the changelog end offset its
         data now reflects and the task's stream time."""

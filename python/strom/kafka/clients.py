@@ -1,0 +1,249 @@
+"""confluent-kafka clients as the runtime uses them: their configs, a columnar
+producer that partitions as Kafka's Java client does, and polled messages
+turned into per-partition columnar batches."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import KafkaError, KafkaException, Message, Producer
+
+from strom._core import partition_for_key
+from strom.config import EXACTLY_ONCE_V2
+from strom.errors import StromError
+
+if TYPE_CHECKING:
+    from strom.config import StreamsConfig
+
+log = logging.getLogger("strom.kafka")
+
+# How long a client call that should be quick (metadata, committed offsets) may take.
+REQUEST_TIMEOUT_S = 60.0
+
+
+class KafkaClientError(StromError):
+    """A Kafka client call failed (the cause is chained)."""
+
+
+def _common(config: StreamsConfig) -> dict[str, Any]:
+    return {"bootstrap.servers": config["bootstrap.servers"]}
+
+
+def consumer_config(
+    config: StreamsConfig, client_id: str, *, group: bool, prefix: str = "main.consumer."
+) -> dict[str, Any]:
+    """A consumer that never commits by itself; read_committed under EOS.
+    ``consumer.``-prefixed and plain client keys pass through, then the more
+    specific ``main.consumer.``/``restore.consumer.`` ones."""
+    out = _common(config) | {
+        "client.id": client_id,
+        "enable.auto.commit": False,
+        "enable.auto.offset.store": False,
+        "auto.offset.reset": config["auto.offset.reset"],
+        "isolation.level": (
+            "read_committed"
+            if config["processing.guarantee"] == EXACTLY_ONCE_V2
+            else "read_uncommitted"
+        ),
+    }
+    if group:
+        out |= {
+            "group.id": config.application_id,
+            "partition.assignment.strategy": "cooperative-sticky",
+        }
+    else:
+        # librdkafka wants a group id for any consumer; this one never joins it.
+        out |= {"group.id": f"{config.application_id}-restore", "enable.partition.eof": True}
+    out |= config.client_config("consumer.")
+    out |= {k.removeprefix(prefix): v for k, v in config.items() if k.startswith(prefix)}
+    return out
+
+
+def producer_config(
+    config: StreamsConfig, client_id: str, transactional_id: str | None
+) -> dict[str, Any]:
+    out = _common(config) | {
+        "client.id": client_id,
+        # Kafka Streams' producer defaults: no loss, order kept per partition.
+        "acks": "all",
+        "enable.idempotence": True,
+        "linger.ms": 100,
+        "queue.buffering.max.messages": 1_000_000,
+    }
+    if transactional_id is not None:
+        out |= {"transactional.id": transactional_id, "transaction.timeout.ms": 10_000}
+    out |= config.client_config("producer.")
+    return out
+
+
+def admin_config(config: StreamsConfig) -> dict[str, Any]:
+    return _common(config) | config.client_config("admin.")
+
+
+@dataclass
+class KafkaRecords:
+    """One partition's polled records, columnar (what ``StreamTask`` takes)."""
+
+    topic: str
+    partition: int
+    _keys: list[bytes | None] = field(default_factory=list)
+    _values: list[bytes | None] = field(default_factory=list)
+    _offsets: list[int] = field(default_factory=list)
+    _timestamps: list[int] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return len(self._offsets)
+
+    def keys(self) -> list[bytes | None]:
+        return self._keys
+
+    def values(self) -> list[bytes | None]:
+        return self._values
+
+    def offsets(self) -> list[int]:
+        return self._offsets
+
+    def timestamps(self) -> list[int]:
+        return self._timestamps
+
+
+def check_message_error(message: Message) -> bool:
+    """True for a record; False for an event to skip (end of partition, a
+    transient error, logged); raises on errors that stop the app."""
+    error = message.error()
+    if error is None:
+        return True
+    if error.code() == KafkaError._PARTITION_EOF:
+        return False
+    if error.fatal() or error.code() in (
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError._AUTO_OFFSET_RESET,
+    ):
+        raise KafkaClientError(
+            f"consuming {message.topic()}-{message.partition()} failed: {error.str()}"
+        )
+    log.warning("consumer: %s (retrying)", error.str())
+    return False
+
+
+def to_batches(messages: Sequence[Message]) -> list[KafkaRecords]:
+    """Polled messages grouped into one columnar batch per partition, in offset order."""
+    batches: dict[tuple[str, int], KafkaRecords] = {}
+    for message in messages:
+        if not check_message_error(message):
+            continue
+        topic, partition = message.topic(), message.partition()
+        assert topic is not None and partition is not None
+        batch = batches.get((topic, partition))
+        if batch is None:
+            batch = batches[(topic, partition)] = KafkaRecords(topic, partition)
+        batch._keys.append(message.key())
+        batch._values.append(message.value())
+        batch._offsets.append(message.offset())  # type: ignore[arg-type]
+        kind, timestamp = message.timestamp()
+        batch._timestamps.append(timestamp if kind else -1)
+    return list(batches.values())
+
+
+def _delivery(
+    written: dict[tuple[str, int], int], errors: list[str]
+) -> Callable[[KafkaError | None, Message], None]:
+    def on_delivery(error: KafkaError | None, message: Message) -> None:
+        if error is not None:
+            errors.append(
+                f"producing to {message.topic()}-{message.partition()} failed: {error.str()}"
+            )
+            return
+        key = (str(message.topic()), int(message.partition() or 0))
+        offset = int(message.offset() or 0) + 1
+        if offset > written.get(key, -1):
+            written[key] = offset
+
+    return on_delivery
+
+
+class KafkaProducer:
+    """The thread's producer behind ``RecordCollector``: columns in, records
+    out, keyed records on ``murmur2(key) % partitions`` like Kafka's Java
+    producer (so strom and Kafka Streams apps agree on co-partitioning).
+
+    Remembers, per partition, the offset after the last record it wrote (the
+    changelog offsets a store commit reflects). With a ``transactional_id``
+    it runs transactions: one is begun before the first record after a commit.
+    """
+
+    def __init__(
+        self,
+        conf: dict[str, Any],
+        partition_count: Callable[[str], int],
+        transactional: bool,
+    ) -> None:
+        self._partition_count = partition_count
+        self.transactional = transactional
+        self.in_transaction = False
+        self.written: dict[tuple[str, int], int] = {}
+        self._errors: list[str] = []
+        # A closure, not a bound method: no cycle keeps the client alive.
+        self._producer = Producer(conf | {"on_delivery": _delivery(self.written, self._errors)})
+        if transactional:
+            self._producer.init_transactions(REQUEST_TIMEOUT_S)
+
+    @property
+    def native(self) -> Producer:
+        return self._producer
+
+    def begin(self) -> None:
+        if self.transactional and not self.in_transaction:
+            self._producer.begin_transaction()
+            self.in_transaction = True
+
+    def produce_columns(
+        self,
+        topic: str,
+        keys: Sequence[bytes | None],
+        values: Sequence[bytes | None],
+        timestamps: Sequence[int] | None = None,
+        partitions: Sequence[int] | None = None,
+    ) -> None:
+        self.begin()
+        produce = self._producer.produce
+        count = self._partition_count(topic) if partitions is None else 0
+        for i, key in enumerate(keys):
+            if partitions is not None:
+                partition = partitions[i]
+            elif key is not None:
+                partition = partition_for_key(key, count)
+            else:
+                partition = -1  # the client's partitioner spreads null keys
+            timestamp = 0 if timestamps is None else timestamps[i]
+            while True:
+                try:
+                    produce(topic, values[i], key, partition=partition, timestamp=timestamp)
+                    break
+                except BufferError:
+                    self._producer.poll(0.05)  # the local queue is full: drain some
+        self._producer.poll(0)
+        self.raise_errors()
+
+    def raise_errors(self) -> None:
+        if self._errors:
+            errors, self._errors = self._errors, []
+            more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
+            raise KafkaClientError(errors[0] + more)
+
+    def flush(self) -> None:
+        """Waits until every record is acknowledged (or failed: raises)."""
+        while self._producer.flush(REQUEST_TIMEOUT_S) > 0:
+            log.warning("producer: records still unacknowledged after %.0fs", REQUEST_TIMEOUT_S)
+        self.raise_errors()
+
+    def close(self) -> None:
+        try:
+            self._producer.flush(5.0)
+        except KafkaException:
+            log.debug("producer flush on close failed", exc_info=True)

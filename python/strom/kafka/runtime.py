@@ -1,0 +1,605 @@
+"""The run loop over Apache Kafka: one stream thread, a member of the
+consumer group ``application.id``.
+
+Tasks follow the group's assignment. Each sub-topology has an anchor topic
+(its source topic with the most partitions, the one that sets its task count);
+the main consumer subscribes to the anchor topics with the cooperative-sticky
+assignor, so partition p of an anchor assigned to this member is task p of its
+sub-topology. The task's other source partitions (partition p of the
+sub-topology's other topics, e.g. a join's other side) are read by a second,
+manually assigned consumer, so a task's inputs always stay together (Kafka's
+own assignor does that in the JVM; librdkafka's cannot be replaced). Offsets
+of both are committed for the group through the main consumer.
+
+on assign: committed offsets (with the partition times in their metadata) ─►
+open the tasks' stores as of their last commit ─► restore the changelog tails,
+batched across tasks ─► assign the inputs at their committed offsets.
+on revoke: commit everything, close the revoked tasks.
+commit (at_least_once): flush caches and nodes ─► flush the producer ─► commit
+the stores with the changelog offsets they reflect ─► commit input offsets.
+commit (exactly_once_v2): flush caches and nodes ─► flush the producer ─►
+send the input offsets to the transaction ─► commit it ─► commit the stores.
+A failed transaction closes every task dirty (stores reopen as of their last
+commit, uncommitted writes dropped) and reopens them from the changelogs.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import time
+import uuid
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from confluent_kafka import (
+    Consumer,
+    KafkaException,
+    TopicPartition,
+)
+from confluent_kafka.admin import AdminClient
+
+from strom.config import EXACTLY_ONCE_V2
+from strom.errors import ConfigError, StromError, TopologyError
+from strom.internals.runtime import REPARTITION_CONFIG, Runtime
+from strom.internals.task import RecordCollector, StreamTask
+from strom.internals.topology_builder import SourceDef
+from strom.kafka.clients import (
+    REQUEST_TIMEOUT_S,
+    KafkaClientError,
+    KafkaProducer,
+    admin_config,
+    check_message_error,
+    consumer_config,
+    producer_config,
+    to_batches,
+)
+from strom.kafka.topics import Topics
+
+if TYPE_CHECKING:
+    from strom.config import StreamsConfig
+    from strom.internals.task import InputRecords
+    from strom.internals.topology_builder import InternalTopologyBuilder, Subtopology
+
+log = logging.getLogger("strom.kafka")
+
+RESTORE_BATCH = 10_000
+
+
+class TaskMigratedError(StromError):
+    """The producer was fenced or a transaction failed: tasks must be reopened."""
+
+
+class KafkaRuntime(Runtime):
+    def __init__(
+        self,
+        builder: InternalTopologyBuilder,
+        config: StreamsConfig,
+        *,
+        process_id: str | None = None,
+        thread_index: int = 1,
+        on_rebalance: Callable[[bool], None] | None = None,
+    ) -> None:
+        super().__init__(builder, config)
+        if builder.global_subtopology() is not None:
+            raise TopologyError("global tables and global stores are not supported on Kafka yet")
+        self.eos = config["processing.guarantee"] == EXACTLY_ONCE_V2
+        self.process_id = process_id or str(uuid.uuid4())
+        self.thread_name = f"{self.app_id}-{self.process_id}-StreamThread-{thread_index}"
+        self._on_rebalance = on_rebalance
+        self.admin = AdminClient(admin_config(config))
+        self.topics = Topics(self.admin, config["bootstrap.servers"])
+        self._prepare_topics()
+        transactional_id = f"{self.app_id}-{self.process_id}-{thread_index}" if self.eos else None
+        self.producer = KafkaProducer(
+            producer_config(config, f"{self.thread_name}-producer", transactional_id),
+            self.partition_count,
+            transactional=self.eos,
+        )
+        self.collector = RecordCollector(self.producer, self.partition_count)
+        # Anchor topic (physical) -> its sub-topology; other inputs -> side consumer.
+        self._anchors: dict[str, Subtopology] = {}
+        self._side_topics: set[str] = set()
+        for sub in self.subtopologies:
+            names = sorted(self.topic_name(t) for t in sub.source_topics)
+            anchor = max(names, key=lambda n: (self.partition_count(n), -names.index(n)))
+            self._anchors[anchor] = sub
+            self._side_topics.update(n for n in names if n != anchor)
+        self._offset_resets = {
+            self.topic_name(topic): node.offset_reset
+            for node in builder.nodes.values()
+            if isinstance(node, SourceDef)
+            for topic in node.topics
+        }
+        self.consumer = Consumer(
+            consumer_config(config, f"{self.thread_name}-consumer", group=True)
+        )
+        self.side: Consumer | None = None
+        if self._side_topics:
+            self.side = Consumer(
+                consumer_config(config, f"{self.thread_name}-side-consumer", group=False)
+                | {"enable.partition.eof": False}
+            )
+        self.restore_consumer = Consumer(
+            consumer_config(
+                config,
+                f"{self.thread_name}-restore-consumer",
+                group=False,
+                prefix="restore.consumer.",
+            )
+        )
+        # Next offset to read per input partition we own (our own bookkeeping:
+        # librdkafka reports no position before the first record).
+        self._positions: dict[tuple[str, int], int] = {}
+        self._committed: dict[tuple[str, int], int] = {}
+        self._changelog_end: dict[tuple[str, int], int] = {}
+        self._closed_totals: dict[str, int] = {}
+        self.assigned_once = False
+        self.rebalancing = False
+        self._failure: BaseException | None = None
+        self._dirty = False
+        self.consumer.subscribe(
+            sorted(self._anchors),
+            on_assign=self._on_assign,
+            on_revoke=self._on_revoke,
+            on_lost=self._on_lost,
+        )
+
+    # --- topics ---------------------------------------------------------------
+    def partition_count(self, topic: str) -> int:
+        return self.topics.partition_count(topic)
+
+    def _prepare_topics(self) -> None:
+        external = self._external_topics()
+        found = self.topics.describe(external)
+        missing = [t for t in external if t not in found]
+        if missing:
+            raise TopologyError(
+                f"topic(s) {', '.join(missing)} do not exist on the Kafka cluster at "
+                f"{self.config['bootstrap.servers']}; create them first"
+            )
+        counts = self._size_topics(found)
+        self._check_co_partitioning(counts)
+        self.topics.ensure_internal(
+            self._internal_topics(counts, REPARTITION_CONFIG),
+            self.config["replication.factor"],
+        )
+        self._counts = counts
+
+    def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        low, high = self.restore_consumer.get_watermark_offsets(
+            TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S
+        )
+        return int(low), int(high)
+
+    # --- rebalancing ----------------------------------------------------------
+    def _guard(self, fn: Callable[[], None]) -> None:
+        """Rebalance callbacks run inside ``consume``; an error there is kept
+        and raised by the loop (librdkafka would swallow it)."""
+        if self._failure is not None:
+            return
+        try:
+            fn()
+        except BaseException as exc:
+            self._failure = exc
+
+    def _on_assign(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._guard(lambda: self._assign(partitions))
+
+    def _on_revoke(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._guard(lambda: self._revoke(partitions, lost=False))
+
+    def _on_lost(self, consumer: Consumer, partitions: list[TopicPartition]) -> None:
+        self._guard(lambda: self._revoke(partitions, lost=True))
+
+    def _set_rebalancing(self, value: bool) -> None:
+        self.rebalancing = value
+        if self._on_rebalance is not None:
+            self._on_rebalance(value)
+
+    def _assign(self, partitions: list[TopicPartition]) -> None:
+        self._set_rebalancing(True)
+        specs = [(self._anchors[tp.topic], tp.partition) for tp in partitions]
+        inputs = {id(spec): self.task_inputs(*spec) for spec in specs}
+        every = [key for spec in specs for key in inputs[id(spec)]]
+        starts, times = self._start_offsets(every)
+        created = []
+        try:
+            for sub, partition in specs:
+                task = self._new_task(sub, partition, self._watermarks)
+                created.append(task)
+                task.restore_partition_times(times)
+                self._add_task(task, sub)
+            self._restore(created)
+        except BaseException:
+            for task in created:
+                self._close_task(task, clean=False)
+            raise
+        main = [TopicPartition(t, p, starts[(t, p)]) for t, p in every if t in self._anchors]
+        side = [TopicPartition(t, p, starts[(t, p)]) for t, p in every if t not in self._anchors]
+        self.consumer.incremental_assign(main)
+        if side:
+            assert self.side is not None
+            self.side.incremental_assign(side)
+        for key in every:
+            self._positions[key] = starts[key]
+        self.assigned_once = True
+        self._set_rebalancing(False)
+        log.info("%s: assigned tasks %s", self.thread_name, sorted(t.task_id for t in created))
+
+    def _start_offsets(
+        self, keys: list[tuple[str, int]]
+    ) -> tuple[dict[tuple[str, int], int], dict[tuple[str, int], str]]:
+        """Where each input partition starts: the committed offset, else the
+        source's (or the app's) offset reset policy; and the committed
+        partition times. Under EOS this waits for pending transactional
+        offset commits of the previous owner to resolve."""
+        if not keys:
+            return {}, {}
+        committed = self.consumer.committed(
+            [TopicPartition(t, p) for t, p in keys], timeout=REQUEST_TIMEOUT_S
+        )
+        starts: dict[tuple[str, int], int] = {}
+        times: dict[tuple[str, int], str] = {}
+        for tp in committed:
+            key = (tp.topic, tp.partition)
+            if tp.error is not None:
+                raise KafkaClientError(f"cannot fetch the committed offset of {key}: {tp.error}")
+            if tp.offset >= 0:
+                starts[key] = tp.offset
+                times[key] = tp.metadata or ""
+                continue
+            policy = self._offset_resets.get(tp.topic) or self.config["auto.offset.reset"]
+            if policy == "none":
+                raise ConfigError(
+                    f"no committed offset for {tp.topic}-{tp.partition} and "
+                    "auto.offset.reset is 'none'"
+                )
+            low, high = self._watermarks(tp.topic, tp.partition)
+            starts[key] = high if policy == "latest" else low
+        self._committed.update(starts)
+        return starts, times
+
+    def _restore(self, tasks: list[StreamTask]) -> None:
+        """Replays the changelogs of ``tasks``' stores from the offsets their
+        stores committed (or the start) to their current end, in one pass of
+        the restore consumer over all of them."""
+        plan: dict[tuple[str, int], tuple[StreamTask, str]] = {}
+        assign = []
+        for task in tasks:
+            for store, (topic, start) in task.state.restore_positions().items():
+                key = (topic, task.partition)
+                low, high = self._watermarks(topic, task.partition)
+                offset = low if start is None else max(start, low)
+                self._changelog_end[key] = high
+                self.producer.written.pop(key, None)
+                if offset < high:
+                    plan[key] = (task, store)
+                    assign.append(TopicPartition(topic, task.partition, offset))
+        if not assign:
+            return
+        started = time.monotonic()
+        consumer = self.restore_consumer
+        consumer.assign(assign)
+        pending = set(plan)
+        restored = 0
+        try:
+            while pending:
+                messages = consumer.consume(RESTORE_BATCH, 1.0)
+                batches: dict[tuple[str, int], tuple[list[Any], list[Any]]] = {}
+                for message in messages:
+                    key = (str(message.topic()), int(message.partition() or 0))
+                    if not check_message_error(message):
+                        if message.error() is not None:  # the end of the partition
+                            pending.discard(key)
+                        continue
+                    keys, values = batches.setdefault(key, ([], []))
+                    keys.append(message.key())
+                    values.append(message.value())
+                    if int(message.offset() or 0) + 1 >= self._changelog_end[key]:
+                        pending.discard(key)
+                for key, (keys, values) in batches.items():
+                    task, store = plan[key]
+                    task.state.restore_batch(store, keys, values)
+                    restored += len(keys)
+                if time.monotonic() - started > 10 * REQUEST_TIMEOUT_S:
+                    raise KafkaClientError(f"restoring {sorted(pending)} did not finish in time")
+        finally:
+            consumer.unassign()
+        log.info(
+            "%s: restored %d record(s) of %d changelog partition(s) in %.1fs",
+            self.thread_name,
+            restored,
+            len(plan),
+            time.monotonic() - started,
+        )
+
+    def _revoke(self, partitions: list[TopicPartition], lost: bool) -> None:
+        revoked = [
+            t
+            for tp in partitions
+            if (t := self._task_by_input.get((tp.topic, tp.partition))) is not None
+        ]
+        if not revoked:
+            return
+        self._set_rebalancing(True)
+        if not lost:
+            self.commit()
+        elif self.eos:
+            self._abort_transaction()
+        side = []
+        for task in revoked:
+            for key in self.task_inputs(*self._spec(task)):
+                self._positions.pop(key, None)
+                if key[0] not in self._anchors:
+                    side.append(TopicPartition(*key))
+            # Lost partitions may already be someone else's: drop what is not committed.
+            self._close_task(task, clean=not lost)
+        if side and self.side is not None:
+            self.side.incremental_unassign(side)
+        log.info(
+            "%s: %s tasks %s",
+            self.thread_name,
+            "lost" if lost else "revoked",
+            sorted(t.task_id for t in revoked),
+        )
+
+    def _spec(self, task: StreamTask) -> tuple[Subtopology, int]:
+        sub_id = int(task.task_id.split("_")[0])
+        sub = next(s for s in self.subtopologies if s.id == sub_id)
+        return sub, task.partition
+
+    def _close_task(self, task: StreamTask, clean: bool) -> None:
+        for name, value in (
+            ("records-processed", task.metrics.records_processed),
+            ("dropped-records", task.metrics.dropped_records),
+            ("skipped-records", task.metrics.skipped_records),
+            ("restored-records", task.state.restored_records),
+        ):
+            self._closed_totals[name] = self._closed_totals.get(name, 0) + value
+        self._remove_task(task)
+        try:
+            task.close()
+        except Exception:
+            if clean:
+                raise
+            log.warning("closing task %s dirty failed", task.task_id, exc_info=True)
+
+    # --- the loop -------------------------------------------------------------
+    def _raise_failure(self) -> None:
+        if self._failure is not None:
+            failure, self._failure = self._failure, None
+            raise failure
+
+    def _poll_batches(self, timeout: float) -> list[InputRecords]:
+        max_records = self.config["poll.max.records"]
+        messages = self.consumer.consume(max_records, timeout)
+        self._raise_failure()
+        if self.side is not None:
+            messages += self.side.consume(max_records, 0)
+        batches = to_batches(messages)
+        for batch in batches:
+            key = (batch.topic, batch.partition)
+            if key in self._positions:
+                self._positions[key] = batch.offsets()[-1] + 1
+        if batches:
+            self._dirty = True
+        return list(batches)
+
+    def _consumer_for(self, topic: str) -> Consumer:
+        if topic in self._anchors or self.side is None:
+            return self.consumer
+        return self.side
+
+    def _position(self, topic: str, partition: int) -> int:
+        """The next offset to read (past transaction markers, which librdkafka skips)."""
+        own = self._positions.get((topic, partition), -1)
+        reported = self._consumer_for(topic).position([TopicPartition(topic, partition)])[0]
+        return max(own, reported.offset)
+
+    def _has_unfetched(self, topic: str, partition: int) -> bool | None:
+        _, high = self._consumer_for(topic).get_watermark_offsets(
+            TopicPartition(topic, partition), cached=True
+        )
+        if high is None or high < 0:
+            return None
+        return self._position(topic, partition) < high
+
+    def poll_once(self, timeout: float) -> int:
+        try:
+            return super().poll_once(timeout)
+        except KafkaException as exc:
+            if self.eos:
+                self._recover(exc)
+                return 0
+            raise KafkaClientError(str(exc)) from exc
+        except TaskMigratedError as exc:
+            self._recover(exc)
+            return 0
+
+    def commit(self) -> None:
+        if self.eos:
+            try:
+                self._commit_transaction()
+            except KafkaException as exc:
+                self._recover(exc)
+            return
+        for task in self.tasks.values():
+            task.flush()
+        self.producer.flush()
+        self._commit_stores()
+        offsets = self._offsets_to_commit()
+        if offsets:
+            try:
+                self.consumer.commit(offsets=offsets, asynchronous=False)
+            except KafkaException as exc:
+                raise KafkaClientError(f"committing offsets failed: {exc}") from exc
+            self._note_committed(offsets)
+        self._dirty = False
+        self._last_commit = time.monotonic()
+
+    def _commit_transaction(self) -> None:
+        for task in self.tasks.values():
+            task.flush()
+        offsets = self._offsets_to_commit()
+        if offsets or self.producer.in_transaction:
+            self.producer.begin()
+            self.producer.flush()
+            if offsets:
+                self.producer.native.send_offsets_to_transaction(
+                    offsets, self.consumer.consumer_group_metadata(), REQUEST_TIMEOUT_S
+                )
+            self.producer.native.commit_transaction(REQUEST_TIMEOUT_S)
+            self.producer.in_transaction = False
+            self._note_committed(offsets)
+        # The stores commit only what the transaction made durable.
+        self._commit_stores()
+        self._dirty = False
+        self._last_commit = time.monotonic()
+
+    def _commit_stores(self) -> None:
+        for task in self.tasks.values():
+            if task.changelogs or task.state.stores:
+                ends = {}
+                for topic in task.changelogs.values():
+                    key = (topic, task.partition)
+                    ends[topic] = max(
+                        self.producer.written.get(key, -1), self._changelog_end.get(key, 0)
+                    )
+                task.commit_state(ends)
+            task.commit_requested = False
+
+    def _offsets_to_commit(self) -> list[TopicPartition]:
+        out = []
+        for task in self.tasks.values():
+            for (topic, partition), (offset, partition_time) in task.committable_offsets().items():
+                if self._committed.get((topic, partition)) == offset:
+                    continue
+                out.append(TopicPartition(topic, partition, offset, metadata=partition_time))
+        return out
+
+    def _note_committed(self, offsets: list[TopicPartition]) -> None:
+        for tp in offsets:
+            self._committed[(tp.topic, tp.partition)] = tp.offset
+
+    def _abort_transaction(self) -> None:
+        if self.producer.in_transaction:
+            try:
+                self.producer.native.abort_transaction(REQUEST_TIMEOUT_S)
+            except KafkaException:
+                log.warning("aborting the transaction failed", exc_info=True)
+            self.producer.in_transaction = False
+
+    def _recover(self, cause: BaseException) -> None:
+        """After a failed transaction: abort it (or, fenced, replace the
+        producer), close every task dirty and reopen them from their last
+        commit and the changelogs, inputs from the committed offsets."""
+        error = cause.args[0] if isinstance(cause, KafkaException) and cause.args else None
+        fatal = error is not None and hasattr(error, "fatal") and error.fatal()
+        log.warning("%s: transaction failed (%s); reopening the tasks", self.thread_name, cause)
+        if not fatal:
+            self._abort_transaction()
+        else:
+            self.producer.close()
+            transactional_id = f"{self.app_id}-{self.process_id}-{self.thread_name[-1]}"
+            self.producer = KafkaProducer(
+                producer_config(self.config, f"{self.thread_name}-producer", transactional_id),
+                self.partition_count,
+                transactional=True,
+            )
+            self.collector.producer = self.producer
+        owned = [TopicPartition(*key) for key in self._positions if key[0] in self._anchors]
+        for task in list(self.tasks.values()):
+            self._close_task(task, clean=False)
+        self._positions.clear()
+        self._committed.clear()
+        self.consumer.incremental_unassign(owned)
+        if self.side is not None:
+            self.side.unassign()
+        self._assign(owned)
+
+    # --- bounded runs -------------------------------------------------------
+    def _end_offsets(self, topic: str) -> dict[int, int]:
+        out = {}
+        for partition in range(self.partition_count(topic)):
+            _, high = self._watermarks(topic, partition)
+            out[partition] = high
+        return out
+
+    def run_until_end(self, deadline: float | None) -> None:
+        fed = self._fed_by_the_app()
+        targets = {
+            (name, p): end
+            for name in self._input_topics() - fed
+            for p, end in self._end_offsets(name).items()
+        }
+        while True:
+            self._check_deadline(deadline)
+            if self.poll_once(0.05) > 0:
+                self.maybe_commit()
+                continue
+            if not self.assigned_once or self.rebalancing:
+                continue
+            # Output may feed repartition topics: make it readable.
+            if self.eos and self._dirty:
+                self.commit()
+            else:
+                self.producer.flush()
+            if self._caught_up(targets, fed):
+                break
+        self.commit()
+
+    @staticmethod
+    def _check_deadline(deadline: float | None) -> None:
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError("run_until_end did not reach the end offsets in time")
+
+    def _caught_up(self, targets: dict[tuple[str, int], int], fed: set[str]) -> bool:
+        if any(task.has_queued() for task in self.tasks.values()):
+            return False
+        for key in list(self._positions):
+            topic, partition = key
+            end = targets.get(key)
+            if end is None:
+                if topic not in fed:
+                    continue
+                end = self._watermarks(topic, partition)[1]
+            if self._position(topic, partition) < end:
+                return False
+        return True
+
+    def metrics(self) -> dict[str, Any]:
+        totals = super().metrics()
+        for name, value in self._closed_totals.items():
+            totals[name] += value
+        totals["assigned-tasks"] = len(self.tasks)
+        return totals
+
+    def assigned_tasks(self) -> list[str]:
+        return sorted(self.tasks)
+
+    def close(self) -> None:
+        try:
+            if self._failure is None:
+                self.commit()
+        finally:
+            self.abort(committed=True)
+
+    def abort(self, committed: bool = False) -> None:
+        if not committed and self.eos:
+            self._abort_transaction()
+        for task in list(self.tasks.values()):
+            self._close_task(task, clean=False)
+        for consumer in (self.consumer, self.side, self.restore_consumer):
+            if consumer is None:
+                continue
+            try:
+                consumer.close()
+            except (KafkaException, RuntimeError):
+                log.debug("closing a consumer failed", exc_info=True)
+        self.producer.close()
+
+
+def process_id() -> str:
+    """A process id for ``transactional.id``s: unique per KafkaStreams instance."""
+    return f"{os.getpid()}-{uuid.uuid4().hex[:8]}"

@@ -1,0 +1,145 @@
+"""Helpers for the runtime tests against the real broker: topics, input, and
+reading a topic to its end."""
+
+from __future__ import annotations
+
+import time
+import uuid
+from collections.abc import Iterable
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.cimpl import NewTopic
+
+from strom import StreamsBuilder, Topology, serdes
+from strom.kstream import TimeWindows
+
+TIMEOUT = 60.0
+
+
+def unique(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:8]}"
+
+
+def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    futures = admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()])
+    for future in futures.values():
+        future.result()
+    deadline = time.monotonic() + TIMEOUT
+    while True:
+        metadata = admin.list_topics(timeout=10).topics
+        if all(t in metadata and len(metadata[t].partitions) == n for t, n in topics.items()):
+            return
+        if time.monotonic() > deadline:
+            pytest.fail(f"topics {sorted(topics)} did not appear")
+        time.sleep(0.05)
+
+
+def produce(
+    bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None, int]]
+) -> int:
+    """Writes (key, value, timestamp) records, keyed ones on Java's partition."""
+    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    count = 0
+    for key, value, timestamp in records:
+        producer.produce(topic, value, key, timestamp=timestamp)
+        producer.poll(0)
+        count += 1
+    assert producer.flush(TIMEOUT) == 0
+    return count
+
+
+def read_all(bootstrap: str, topic: str, *, committed_only: bool = True) -> list[Any]:
+    """Every record of ``topic`` up to its current end, as messages."""
+    consumer = Consumer(
+        {
+            "bootstrap.servers": bootstrap,
+            "group.id": unique("reader"),
+            "enable.auto.commit": False,
+            "enable.partition.eof": True,
+            "isolation.level": "read_committed" if committed_only else "read_uncommitted",
+        }
+    )
+    try:
+        metadata = consumer.list_topics(topic, timeout=10).topics[topic]
+        partitions = sorted(metadata.partitions)
+        pending = set()
+        assign = []
+        for p in partitions:
+            low, high = consumer.get_watermark_offsets(TopicPartition(topic, p), timeout=10)
+            if high > low:
+                pending.add(p)
+                assign.append(TopicPartition(topic, p, low))
+        consumer.assign(assign)
+        out = []
+        deadline = time.monotonic() + TIMEOUT
+        while pending:
+            for message in consumer.consume(1000, 0.5):
+                error = message.error()
+                if error is not None:
+                    if error.code() == KafkaError._PARTITION_EOF:
+                        pending.discard(message.partition())
+                        continue
+                    raise AssertionError(error.str())
+                out.append(message)
+            if time.monotonic() > deadline:
+                pytest.fail(f"reading {topic} did not reach its end")
+        return out
+    finally:
+        consumer.close()
+
+
+def latest_by_key(messages: list[Any], key_serde: Any, value_serde: Any) -> dict[Any, Any]:
+    """The last value of each key (the table a changelog-like output describes)."""
+    out: dict[Any, Any] = {}
+    for message in messages:
+        key = key_serde.deserialize(message.topic(), message.key())
+        out[key] = value_serde.deserialize(message.topic(), message.value())
+    return out
+
+
+def word_count_topology(source: str, sink: str) -> Topology:
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, key_serde=serdes.String(), value_serde=serdes.String())
+        .flat_map_values(lambda line: line.split())
+        .group_by(lambda _k, word: word, key_serde=serdes.String(), value_serde=serdes.String())
+        .count(materialized="counts")
+        .to_stream()
+        .to(sink, key_serde=serdes.String(), value_serde=serdes.Long())
+    )
+    return builder.build()
+
+
+WINDOW_MS = 10_000
+
+
+def windowed_count_topology(source: str, sink: str) -> Topology:
+    """Counts per key and 10 s tumbling window; output keyed ``key@start``."""
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, key_serde=serdes.String(), value_serde=serdes.String())
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_with_no_grace(WINDOW_MS))
+        .count(materialized="window-counts")
+        .to_stream()
+        .map(lambda w, count: (f"{w.key}@{w.window.start}", count))
+        .to(sink, key_serde=serdes.String(), value_serde=serdes.Long())
+    )
+    return builder.build()
+
+
+def app_config(bootstrap: str, app_id: str, state_dir: str, **extra: Any) -> dict[str, Any]:
+    return {
+        "application.id": app_id,
+        "bootstrap.servers": bootstrap,
+        "state.dir": state_dir,
+        "commit.interval.ms": 200,
+        # A member that dies leaves the group after 6 s (the broker's minimum), not 45 s.
+        "consumer.session.timeout.ms": 6000,
+        "consumer.heartbeat.interval.ms": 500,
+        **{k.replace("__", "."): v for k, v in extra.items()},
+    }
