@@ -61,6 +61,10 @@ class PunctuationQueue:
     def add(self, schedule: _Schedule) -> None:
         heapq.heappush(self._heap, schedule)
 
+    def scheduled_nodes(self) -> list[str]:
+        """The names of the nodes with a live schedule here."""
+        return [s.node.name for s in sorted(self._heap) if not s.cancelled]
+
     def may_punctuate(self, now: int) -> bool:
         """Fires every schedule due at ``now`` (passing ``now``) and reschedules it."""
         punctuated = False

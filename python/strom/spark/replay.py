@@ -1,0 +1,527 @@
+"""Batch replay of a topology on PySpark.
+
+The driver plans one Spark stage per sub-topology, writers before readers.
+A stage groups its input records by partition (``groupBy(partition)
+.applyInArrow``): each group is one stream task, which runs in the Arrow UDF
+on the same engine as the streaming app (``StreamTask``, its nodes, the native
+stores and kernels) and gives back what it wrote: sink and repartition
+records, the latest changelog record per key, its final store contents, the
+offsets and partition times it reached. Repartition records are the next
+stage's input, grouped by the partition Kafka's murmur2 partitioner chose.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import shutil
+import tempfile
+import time
+from collections.abc import Callable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+import pyarrow as pa
+
+from strom.config import StreamsConfig
+from strom.errors import ConfigError, StromError, TopologyError
+from strom.internals.topology_builder import InternalTopologyBuilder, SinkDef, Subtopology
+from strom.serdes import Serde, Timestamped
+from strom.spark import _types
+from strom.spark._task import INPUT_SCHEMA, OUTPUT_SCHEMA, StagePlan, check_replayable, run_task
+from strom.topology import Topology
+
+if TYPE_CHECKING:
+    from pyspark.sql import Column, DataFrame, SparkSession
+
+__all__ = ["Replay", "replay"]
+
+log = logging.getLogger("strom.spark")
+
+# (topic, partition) -> offset
+Offsets = Mapping[tuple[str, int], int]
+# Called after each stage: (stages done, stages in all, records the stage read)
+ProgressListener = Callable[[int, int, int], None]
+
+_DEFAULT_PROPS = {"application.id": "strom-replay", "bootstrap.servers": "replay:0"}
+
+
+@dataclass
+class _Stage:
+    subtopology: Subtopology
+    plan: StagePlan
+    output: DataFrame | None = None
+    records: int = 0
+
+
+def replay(
+    topology: Topology,
+    spark: SparkSession,
+    *,
+    source: str | DataFrame,
+    config: Mapping[str, Any] | None = None,
+    start_offsets: Offsets | None = None,
+    end_offsets: Offsets | None = None,
+    progress: ProgressListener | None = None,
+) -> Replay:
+    """Replays ``topology`` over the records of ``source`` on Spark and
+    returns the :class:`Replay`, whose stages have all run.
+
+    ``source`` is ``"embedded:PATH"`` (an embedded log, read on the driver),
+    or a DataFrame with columns ``key, value`` (binary or string),
+    ``timestamp`` (epoch ms, or a Spark timestamp), ``topic``, ``partition``
+    and ``offset``. ``start_offsets`` / ``end_offsets`` bound each
+    ``(topic, partition)`` to ``start <= offset < end``. ``config`` is the
+    app's StreamsConfig (``application.id`` names internal topics and
+    ``deserialization.exception.handler``, ``statestore.cache.max.bytes`` and
+    the default serdes apply as in the streaming app).
+    """
+    props = {**_DEFAULT_PROPS, **dict(config or {})}
+    streams_config = StreamsConfig(props)
+    builder = topology._internal
+    _refuse_unreplayable(builder)
+    subs = builder.subtopologies()
+    app_id = streams_config.application_id
+
+    def physical(topic: str) -> str:
+        return builder.physical_topic(app_id, topic)
+
+    fed = {physical(t) for s in subs for t in s.sink_topics} & {
+        physical(t) for s in subs for t in s.source_topics
+    }
+    external = sorted({physical(t) for s in subs for t in s.source_topics} - fed)
+    frame, known_partitions = _source_frame(spark, source, external)
+    frame = _bounded(frame, start_offsets, end_offsets)
+    partitions = _partition_counts(builder, subs, physical, known_partitions, external)
+
+    stages = [
+        _Stage(
+            sub,
+            StagePlan(
+                builder,
+                props,
+                sub,
+                partitions,
+                {physical(t) for t in sub.source_topics} & fed,
+            ),
+        )
+        for sub in _ordered(subs, physical, fed)
+    ]
+    state_dir = Path(tempfile.mkdtemp(prefix="strom-replay-check-"))
+    try:
+        for stage in stages:
+            check_replayable(stage.plan, state_dir)
+    finally:
+        shutil.rmtree(state_dir, ignore_errors=True)
+
+    result = Replay(builder, streams_config, partitions, external, stages)
+    for index, stage in enumerate(stages):
+        started = time.monotonic()
+        _run_stage(stage, frame, stages[:index])
+        log.info(
+            "replay %s: sub-topology %d done (%d/%d): %d input record(s) in %.1f s",
+            app_id,
+            stage.subtopology.id,
+            index + 1,
+            len(stages),
+            stage.records,
+            time.monotonic() - started,
+        )
+        if progress is not None:
+            progress(index + 1, len(stages), stage.records)
+    return result
+
+
+def _refuse_unreplayable(builder: InternalTopologyBuilder) -> None:
+    if builder.global_stores:
+        name = sorted(builder.global_stores)[0]
+        raise TopologyError(
+            f"global store {name!r} (a GlobalKTable or add_global_store) cannot be replayed "
+            "on Spark yet: its contents depend on when each record arrived"
+        )
+
+
+def _ordered(
+    subs: list[Subtopology], physical: Callable[[str], str], fed: set[str]
+) -> list[Subtopology]:
+    """Sub-topologies with each after those that feed it."""
+    writers = {physical(t): sub.id for sub in subs for t in sub.sink_topics}
+    needs = {
+        sub.id: {writers[physical(t)] for t in sub.source_topics if physical(t) in fed} - {sub.id}
+        for sub in subs
+    }
+    done: list[Subtopology] = []
+    while len(done) < len(subs):
+        ready = [s for s in subs if s not in done and needs[s.id] <= {d.id for d in done}]
+        if not ready:
+            stuck = [s.id for s in subs if s not in done]
+            raise TopologyError(f"sub-topologies {stuck} feed each other in a cycle")
+        done.append(ready[0])
+    return done
+
+
+# --- sources ------------------------------------------------------------------
+
+
+def _source_frame(
+    spark: SparkSession, source: str | DataFrame, topics: list[str]
+) -> tuple[DataFrame, dict[str, int]]:
+    """The input records as a DataFrame of ``INPUT_SCHEMA`` (only the
+    topology's external topics) and the partition counts the source knows."""
+    from pyspark.sql import DataFrame  # noqa: PLC0415 - pyspark is optional
+
+    if isinstance(source, DataFrame):
+        return _from_frame(source, topics)
+    if isinstance(source, str) and source.startswith("embedded:"):
+        return _from_embedded(spark, source.removeprefix("embedded:"), topics)
+    if isinstance(source, str):
+        raise ConfigError(
+            f"replay source {source!r}: reading Kafka is not supported yet; pass "
+            "'embedded:PATH' or a DataFrame"
+        )
+    raise ConfigError(f"replay source must be 'embedded:PATH' or a DataFrame, not {source!r}")
+
+
+def _from_frame(frame: DataFrame, topics: list[str]) -> tuple[DataFrame, dict[str, int]]:
+    from pyspark.sql import functions as F  # noqa: PLC0415
+    from pyspark.sql.types import BinaryType, StringType, TimestampNTZType, TimestampType  # noqa: PLC0415
+
+    columns = {f.name: f.dataType for f in frame.schema.fields}
+    missing = [
+        c for c in ("key", "value", "timestamp", "topic", "partition", "offset") if c not in columns
+    ]
+    if missing:
+        raise ConfigError(
+            f"the replay source DataFrame lacks column(s) {', '.join(missing)}; it needs "
+            "key, value, timestamp, topic, partition, offset"
+        )
+
+    def raw(name: str) -> Column:
+        kind = columns[name]
+        if isinstance(kind, BinaryType):
+            return F.col(name)
+        if isinstance(kind, StringType):
+            return F.encode(F.col(name), "UTF-8")
+        raise ConfigError(
+            f"the replay source's {name!r} column must be binary or string, not {kind}"
+        )
+
+    stamp = F.col("timestamp")
+    if isinstance(columns["timestamp"], TimestampType | TimestampNTZType):
+        stamp = F.unix_millis(stamp)
+    normalized = frame.select(
+        F.col("topic").cast("string").alias("topic"),
+        F.col("partition").cast("int").alias("partition"),
+        F.col("offset").cast("long").alias("offset"),
+        raw("key").alias("key"),
+        raw("value").alias("value"),
+        stamp.cast("long").alias("timestamp"),
+        F.lit(-1).cast("int").alias("task"),
+        F.col("offset").cast("long").alias("seq"),
+    ).filter(F.col("topic").isin(topics))
+    counts = {
+        row["topic"]: int(row["n"]) + 1
+        for row in normalized.groupBy("topic").agg(F.max("partition").alias("n")).collect()
+    }
+    return normalized, counts
+
+
+def _from_embedded(
+    spark: SparkSession, path: str, topics: list[str]
+) -> tuple[DataFrame, dict[str, int]]:
+    """Reads the topics of an embedded log on the driver (the log is local
+    disk, open in this process) into a DataFrame."""
+    from strom.embedded import EmbeddedLog  # noqa: PLC0415
+
+    log_ = EmbeddedLog(path)
+    existing = set(log_.topics())
+    missing = [t for t in topics if t not in existing]
+    if missing:
+        raise TopologyError(
+            f"topic(s) {', '.join(missing)} do not exist in the embedded log {path}"
+        )
+    tables, counts = [], {}
+    for topic in topics:
+        ends = log_.end_offsets(topic)
+        counts[topic] = len(ends)
+        for partition, start in log_.log_start_offsets(topic).items():
+            offset = start
+            while offset < ends[partition]:
+                batch = log_.read_batch(topic, partition, offset, 100_000)
+                if not len(batch):
+                    break
+                offsets = batch.offsets()
+                n = len(offsets)
+                tables.append(
+                    pa.table(
+                        {
+                            "topic": pa.array([topic] * n, pa.string()),
+                            "partition": pa.array([partition] * n, pa.int32()),
+                            "offset": pa.array(offsets, pa.int64()),
+                            "key": pa.array(batch.keys(), pa.binary()),
+                            "value": pa.array(batch.values(), pa.binary()),
+                            "timestamp": pa.array(batch.timestamps(), pa.int64()),
+                            "task": pa.array([-1] * n, pa.int32()),
+                            "seq": pa.array(offsets, pa.int64()),
+                        },
+                        schema=INPUT_SCHEMA,
+                    )
+                )
+                offset = batch.next_offset
+    table = pa.concat_tables(tables) if tables else INPUT_SCHEMA.empty_table()
+    return spark.createDataFrame(table), counts
+
+
+def _bounded(frame: DataFrame, start: Offsets | None, end: Offsets | None) -> DataFrame:
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    for bounds, keep in ((start, F.col("offset").__ge__), (end, F.col("offset").__lt__)):
+        for (topic, partition), offset in (bounds or {}).items():
+            here = (F.col("topic") == topic) & (F.col("partition") == partition)
+            frame = frame.filter(~here | keep(offset))
+    return frame
+
+
+def _partition_counts(
+    builder: InternalTopologyBuilder,
+    subs: list[Subtopology],
+    physical: Callable[[str], str],
+    known: dict[str, int],
+    external: list[str],
+) -> dict[str, int]:
+    """Partition counts of every topic the replay reads or writes: the
+    source's for its topics; repartition topics sized as the streaming app
+    sizes them; output topics the source does not know get as many
+    partitions as the sub-topology writing them has tasks."""
+    counts = {t: known[t] for t in external if t in known}
+    for sub in subs:
+        sizes = [counts[physical(t)] for t in sub.source_topics if physical(t) in counts]
+        for topic in sub.source_topics:
+            if physical(topic) in external and physical(topic) not in counts:
+                counts[physical(topic)] = max(sizes, default=1)
+    for topic, n in builder.repartition_partitions.items():
+        counts[physical(topic)] = n
+    pending = [s for s in subs]
+    while pending:
+        progressed = False
+        for sub in list(pending):
+            inputs = [physical(t) for t in sub.source_topics]
+            if all(t in counts for t in inputs):
+                tasks = max(counts[t] for t in inputs)
+                for topic in sub.sink_topics:
+                    counts.setdefault(physical(topic), known.get(physical(topic), tasks))
+                pending.remove(sub)
+                progressed = True
+        if not progressed:
+            raise TopologyError(
+                f"cannot size the topics of sub-topologies {[s.id for s in pending]}: a cycle"
+            )
+    return counts
+
+
+# --- running --------------------------------------------------------------------
+
+
+def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage]) -> None:
+    from pyspark import StorageLevel  # noqa: PLC0415
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    plan = stage.plan
+    own = [plan.topic_name(t) for t in stage.subtopology.source_topics]
+    inputs = frame.filter(F.col("topic").isin([t for t in own if t not in plan.internal]))
+    for prior in earlier:
+        assert prior.output is not None
+        fed = prior.output.filter(
+            (F.col("kind") == "sink") & F.col("name").isin(sorted(plan.internal))
+        ).select(
+            F.col("name").alias("topic"),
+            "partition",
+            F.lit(-1).cast("long").alias("offset"),
+            "key",
+            "value",
+            "timestamp",
+            "task",
+            "seq",
+        )
+        inputs = inputs.unionByName(fed)
+
+    def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
+        return run_task(plan, int(key[0].as_py()), table)
+
+    output = inputs.groupBy("partition").applyInArrow(run, _spark_schema(OUTPUT_SCHEMA))
+    output = output.persist(StorageLevel.MEMORY_AND_DISK)
+    stage.output = output
+    stage.records = sum(
+        json.loads(row["value"])["records_processed"]
+        for row in output.filter(F.col("kind") == "task").select("value").collect()
+    )
+
+
+def _spark_schema(schema: pa.Schema) -> Any:
+    from pyspark.sql.pandas.types import from_arrow_schema  # noqa: PLC0415
+
+    return from_arrow_schema(schema)
+
+
+class Replay:
+    """The results of a replay: output streams, final tables, and the state to
+    start a streaming app from (``bootstrap``). Its DataFrames are persisted;
+    ``close()`` (or ``with``) releases them."""
+
+    def __init__(
+        self,
+        builder: InternalTopologyBuilder,
+        config: StreamsConfig,
+        partitions: dict[str, int],
+        external: list[str],
+        stages: list[_Stage],
+    ) -> None:
+        self._builder = builder
+        self.config = config
+        self.partitions = partitions
+        self._external = external
+        self._stages = stages
+
+    def _rows(self, kind: str, name: str | None = None) -> DataFrame:
+        from pyspark.sql import functions as F  # noqa: PLC0415
+
+        frames = [s.output for s in self._stages if s.output is not None]
+        if not frames:
+            raise StromError("the replay has no results")
+        union = frames[0]
+        for frame in frames[1:]:
+            union = union.unionByName(frame)
+        condition = F.col("kind") == kind
+        if name is not None:
+            condition &= F.col("name") == name
+        return union.filter(condition)
+
+    def _serde(self, serde: Serde[Any] | None, default: str) -> Serde[Any] | None:
+        return serde if serde is not None else self.config[default]
+
+    def output(self, topic: str) -> DataFrame:
+        """What the streaming app would have written to ``topic``: ``key,
+        value, timestamp, partition, offset``, keys and values deserialized
+        with the sink's serdes when they are built-in (bytes otherwise).
+        ``offset`` orders each partition: every producing task's records in
+        the order it wrote them, tasks one after another."""
+        from pyspark.sql import Window  # noqa: PLC0415
+        from pyspark.sql import functions as F  # noqa: PLC0415
+
+        app_id = self.config.application_id
+        sinks = [
+            n
+            for n in self._builder.nodes.values()
+            if isinstance(n, SinkDef)
+            and (
+                n.topic_extractor is not None
+                or self._builder.physical_topic(app_id, n.topic) == topic
+            )
+        ]
+        if not sinks:
+            raise TopologyError(f"no sink of this topology writes to topic {topic!r}")
+        key_serde = self._serde(sinks[0].key_serde, "default.key.serde")
+        value_serde = self._serde(sinks[0].value_serde, "default.value.serde")
+        order = Window.partitionBy("partition").orderBy("task", "seq")
+        rows = self._rows("sink", topic).select(
+            "key",
+            "value",
+            "timestamp",
+            "partition",
+            (F.row_number().over(order) - 1).cast("long").alias("offset"),
+        )
+        return _decoded(rows, topic, key_serde, value_serde, window=False)
+
+    def table(self, store_name: str) -> DataFrame:
+        """The final contents of state store ``store_name``: ``key, value``
+        (window and session stores: ``key`` is a struct of ``key, start,
+        end``), deserialized with the store's serdes when they are built-in;
+        timestamped stores give the plain value."""
+        store = self._builder.stores.get(store_name)
+        if store is None:
+            raise TopologyError(f"no state store named {store_name!r} in this topology")
+        key_serde = self._serde(store.key_serde, "default.key.serde")
+        value_serde = self._serde(store.value_serde, "default.value.serde")
+        if store.timestamped and value_serde is not None:
+            value_serde = Timestamped(value_serde)
+        windowed = store.kind != "key_value"
+        columns = ["key", "value", "timestamp", "offset"] if windowed else ["key", "value"]
+        rows = self._rows("store", store_name).select(*columns)
+        return _decoded(rows, store_name, key_serde, value_serde, window=windowed)
+
+    def metrics(self) -> dict[str, int]:
+        """Totals over the replay's tasks: records processed, dropped (a
+        negative timestamp, a null key in an aggregation, …) and skipped
+        (undeserializable, under ``log_and_continue``)."""
+        totals = {"records-processed": 0, "dropped-records": 0, "skipped-records": 0}
+        for row in self._rows("task").select("value").collect():
+            meta = json.loads(row["value"])
+            totals["records-processed"] += meta["records_processed"]
+            totals["dropped-records"] += meta["dropped_records"]
+            totals["skipped-records"] += meta["skipped_records"]
+        return totals
+
+    def close(self) -> None:
+        """Releases the persisted results."""
+        for stage in self._stages:
+            if stage.output is not None:
+                stage.output.unpersist()
+
+    def __enter__(self) -> Replay:
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def bootstrap(self, config: Mapping[str, Any]) -> None:
+        """Writes the replay's end state so that ``KafkaStreams(topology,
+        config)`` continues where the replay ended: see
+        :func:`strom.spark.bootstrap.bootstrap`."""
+        from strom.spark.bootstrap import bootstrap  # noqa: PLC0415
+
+        bootstrap(self, config)
+
+    # --- for bootstrap --------------------------------------------------------
+    def _collect(self, kind: str) -> Iterator[Any]:
+        yield from self._rows(kind).toLocalIterator()
+
+
+def _decoded(
+    rows: DataFrame,
+    topic: str,
+    key_serde: Serde[Any] | None,
+    value_serde: Serde[Any] | None,
+    *,
+    window: bool,
+) -> DataFrame:
+    """Rows with ``key`` and ``value`` bytes turned into typed columns. With
+    ``window`` the result is ``key, value`` and ``key`` a struct of the key
+    and the window's start and end (the rows' ``timestamp`` and ``offset``)."""
+    key_type = _types.arrow_type(key_serde)
+    if window:
+        key_type = _types.window_struct(key_type)
+    value_type = _types.arrow_type(value_serde)
+    extra = [] if window else [c for c in rows.columns if c not in ("key", "value")]
+    schema = pa.schema(
+        [
+            pa.field("key", key_type),
+            pa.field("value", value_type),
+            *(pa.field(c, pa.int32() if c == "partition" else pa.int64()) for c in extra),
+        ]
+    )
+
+    def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        for batch in batches:
+            columns = batch.to_pydict()
+            keys = _types.decode(key_serde, topic, columns["key"])
+            if window:
+                keys = _types.windowed(
+                    keys, columns["timestamp"], columns["offset"], columns["key"]
+                )
+            out = {"key": keys, "value": _types.decode(value_serde, topic, columns["value"])}
+            for name in extra:
+                out[name] = pa.array(columns[name], schema.field(name).type)
+            yield pa.RecordBatch.from_pydict(out, schema=schema)
+
+    return rows.mapInArrow(convert, _spark_schema(schema))
