@@ -27,6 +27,10 @@ class Node(ABC):
 
     name: str = ""
     children: list[Node]
+    # Set where the two inputs of a stream-stream join fork from one node:
+    # each record then reaches every child before the next record does, as
+    # in Kafka's record-at-a-time processing.
+    forward_per_record: bool = False
 
     def __init__(self) -> None:
         self.children = []
@@ -38,7 +42,12 @@ class Node(ABC):
     def process(self, batch: Batch) -> None: ...
 
     def forward(self, batch: Batch) -> None:
-        if len(batch):
+        if self.forward_per_record and len(batch) > 1 and len(self.children) > 1:
+            for i in range(len(batch)):
+                one = batch.select([i])
+                for child in self.children:
+                    child.process(one)
+        elif len(batch):
             for child in self.children:
                 child.process(batch)
 

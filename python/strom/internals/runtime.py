@@ -125,12 +125,26 @@ class Runtime(ABC):
 
     def _size_topics(self, external: dict[str, int]) -> dict[str, int]:
         """Partition counts of every topic by logical name, given the external
-        ones. A repartition topic gets as many partitions as the largest input
-        of the sub-topology that writes it; resolve until nothing changes, since
-        that input may itself be a repartition topic."""
-        counts = dict(external)
+        ones. Repartition topics feeding a join take the partition count of the
+        join's other inputs (Kafka's CopartitionedTopicsEnforcer); sizing them
+        may size others downstream, so repeat until it settles."""
+        fixed = dict(external)
+        fixed.update(self.builder.repartition_partitions)
+        counts = self._size_repartition_topics(fixed)
+        for _ in range(len(self.subtopologies)):
+            wanted = self._co_partition_sizes(counts, fixed)
+            if not wanted:
+                break
+            fixed.update(wanted)
+            counts = self._size_repartition_topics(fixed)
+        return counts
+
+    def _size_repartition_topics(self, fixed: dict[str, int]) -> dict[str, int]:
+        """A repartition topic gets as many partitions as the largest input of
+        the sub-topology that writes it, unless fixed; resolved until nothing
+        changes, since that input may itself be a repartition topic."""
+        counts = dict(fixed)
         writers = {t: sub for sub in self.subtopologies for t in sub.sink_topics}
-        counts.update(self.builder.repartition_partitions)
         pending = set(self.builder.repartition_topics) - set(counts)
         while pending:
             progressed = False
@@ -143,6 +157,21 @@ class Runtime(ABC):
             if not progressed:
                 raise TopologyError(f"cannot size repartition topics {sorted(pending)}: a cycle")
         return counts
+
+    def _co_partition_sizes(self, counts: dict[str, int], fixed: dict[str, int]) -> dict[str, int]:
+        """Counts for the not-yet-fixed repartition topics that feed a join:
+        the largest of the join's fixed inputs, else of all its inputs."""
+        wanted: dict[str, int] = {}
+        for sub in self.subtopologies:
+            if not any(n in sub.nodes for n in self.builder.co_partitioned):
+                continue
+            free = [t for t in sub.source_topics if t not in fixed]
+            if not free:
+                continue
+            known = [t for t in sub.source_topics if t in fixed] or sub.source_topics
+            size = max(counts[t] for t in known)
+            wanted.update({t: size for t in free})
+        return wanted
 
     def _internal_topics(
         self, counts: dict[str, int], repartition_config: dict[str, str]

@@ -1,6 +1,7 @@
 """The Streams DSL: KStream, KTable and their grouped forms, and option objects."""
 
 from strom.kstream.emit_strategy import EmitStrategy
+from strom.kstream.join_windows import JoinWindows
 from strom.kstream.kstream import (
     BranchedKStream,
     GlobalKTable,
@@ -22,6 +23,7 @@ __all__ = [
     "BufferConfig",
     "EmitStrategy",
     "GlobalKTable",
+    "JoinWindows",
     "KGroupedStream",
     "KGroupedTable",
     "KStream",

@@ -8,11 +8,13 @@ from typing import TYPE_CHECKING, Any, overload
 
 from strom.errors import TopologyError
 from strom.internals import processors as p
+from strom.internals import stream_joins as sj
 from strom.internals import table_processors as tp
 from strom.internals import window_aggregates as wa
 from strom.internals.processor_node import ProcessorAdapter
 from strom.internals.topology_builder import StoreDef
 from strom.kstream.emit_strategy import EmitStrategy
+from strom.kstream.join_windows import JoinWindows
 from strom.kstream.materialized import Materialized
 from strom.kstream.suppressed import Suppressed
 from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
@@ -258,31 +260,247 @@ class KStream:
     # --- joins ----------------------------------------------------------------
     def join(
         self,
-        other: KTable | GlobalKTable,
+        other: KStream | KTable | GlobalKTable,
         joiner_or_key_selector: Callable[[Any, Any], Any],
-        joiner: Callable[[Any, Any], Any] | None = None,
+        joiner_or_windows: Callable[[Any, Any], Any] | JoinWindows | None = None,
         *,
         name: str | None = None,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        other_value_serde: Serde[Any] | None = None,
+        store_name: str | None = None,
+        logging: bool = True,
     ) -> KStream:
         """Inner join, in Kafka's argument order:
 
+        - ``join(other_stream, joiner, join_windows)``: ``joiner(value,
+          other_value)`` for every pair of records with the same key whose
+          timestamps are within the join windows (see ``JoinWindows``);
         - ``join(table, joiner)``: ``joiner(value, table_value)`` for each
           stream record whose key is in the table (as of that record);
         - ``join(global_table, key_selector, joiner)``: looks up
           ``key_selector(key, value)`` in the global table.
+
+        For stream-stream joins, ``key_serde``, ``value_serde`` and
+        ``other_value_serde`` (Kafka's ``StreamJoined``) serialize the join's
+        stores and repartition topics, ``store_name`` names its stores and
+        ``logging=False`` turns their changelogs off.
         """
-        return self._join(other, joiner_or_key_selector, joiner, left=False, name=name)
+        if isinstance(other, KStream):
+            return self._stream_join(
+                other,
+                joiner_or_key_selector,
+                joiner_or_windows,
+                left_outer=False,
+                right_outer=False,
+                name=name,
+                serdes=(key_serde, value_serde, other_value_serde),
+                store_name=store_name,
+                logging=logging,
+            )
+        if isinstance(joiner_or_windows, JoinWindows):
+            raise TopologyError("JoinWindows belong to a join with another KStream")
+        return self._join(other, joiner_or_key_selector, joiner_or_windows, left=False, name=name)
 
     def left_join(
         self,
-        other: KTable | GlobalKTable,
+        other: KStream | KTable | GlobalKTable,
         joiner_or_key_selector: Callable[[Any, Any], Any],
-        joiner: Callable[[Any, Any], Any] | None = None,
+        joiner_or_windows: Callable[[Any, Any], Any] | JoinWindows | None = None,
         *,
         name: str | None = None,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        other_value_serde: Serde[Any] | None = None,
+        store_name: str | None = None,
+        logging: bool = True,
     ) -> KStream:
-        """Left join: like ``join``, but a record with no match is joined with None."""
-        return self._join(other, joiner_or_key_selector, joiner, left=True, name=name)
+        """Left join: like ``join``, but a record with no match is joined
+        with None. With another KStream that result comes only once the
+        record's join window has closed (stream time passed its timestamp
+        plus ``after`` plus grace), and never if a match arrived before."""
+        if isinstance(other, KStream):
+            return self._stream_join(
+                other,
+                joiner_or_key_selector,
+                joiner_or_windows,
+                left_outer=True,
+                right_outer=False,
+                name=name,
+                serdes=(key_serde, value_serde, other_value_serde),
+                store_name=store_name,
+                logging=logging,
+            )
+        if isinstance(joiner_or_windows, JoinWindows):
+            raise TopologyError("JoinWindows belong to a join with another KStream")
+        return self._join(other, joiner_or_key_selector, joiner_or_windows, left=True, name=name)
+
+    def outer_join(
+        self,
+        other: KStream,
+        joiner: Callable[[Any, Any], Any],
+        join_windows: JoinWindows,
+        *,
+        name: str | None = None,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        other_value_serde: Serde[Any] | None = None,
+        store_name: str | None = None,
+        logging: bool = True,
+    ) -> KStream:
+        """Outer join with another KStream: like ``left_join``, and records
+        of the other stream without a match are joined as
+        ``joiner(None, other_value)`` once their window has closed."""
+        if not isinstance(other, KStream):
+            raise TopologyError(
+                f"outer_join takes another KStream, not {type(other).__name__} "
+                "(a stream has no outer join with a table)"
+            )
+        return self._stream_join(
+            other,
+            joiner,
+            join_windows,
+            left_outer=True,
+            right_outer=True,
+            name=name,
+            serdes=(key_serde, value_serde, other_value_serde),
+            store_name=store_name,
+            logging=logging,
+        )
+
+    def _stream_join(
+        self,
+        other: KStream,
+        joiner: Callable[[Any, Any], Any],
+        windows: Any,
+        *,
+        left_outer: bool,
+        right_outer: bool,
+        name: str | None,
+        serdes: tuple[Serde[Any] | None, Serde[Any] | None, Serde[Any] | None],
+        store_name: str | None,
+        logging: bool,
+    ) -> KStream:
+        """Kafka's KStreamImpl.doJoin + KStreamImplJoin.join: repartition
+        each side that needs it, a window store per side, a join processor
+        per side, their results merged."""
+        if not isinstance(windows, JoinWindows):
+            raise TopologyError(
+                "a join with another KStream takes (other, joiner, join_windows), "
+                f"not {type(windows).__name__} as the third argument"
+            )
+        if not callable(joiner):
+            raise TopologyError(f"the joiner must be callable, got {joiner!r}")
+        builder = self._builder
+        keys = serdes[0] or self._key_serde or other._key_serde
+        this_values = serdes[1] or self._value_serde
+        other_values = serdes[2] or other._value_serde
+        this_node, other_node = self._node, other._node
+        if self._repartition_required:
+            prefix = f"{name}-left" if name else self._node
+            this_node = self._repartition_for_join(prefix, this_node, keys, this_values)
+        if other._repartition_required:
+            if other is self or other._node == self._node:
+                other_node = this_node  # a self-join repartitions once
+            else:
+                prefix = f"{name}-right" if name else other._node
+                other_node = self._repartition_for_join(prefix, other_node, keys, other_values)
+
+        this_suffix = "-outer-this-join" if right_outer else "-this-join"
+        other_suffix = "-outer-other-join" if left_outer else "-other-join"
+        this_windowed = f"{name}-this-windowed" if name else builder.new_name("KSTREAM-WINDOWED-")
+        other_windowed = f"{name}-other-windowed" if name else builder.new_name("KSTREAM-WINDOWED-")
+        this_prefix = "KSTREAM-OUTERTHIS-" if right_outer else "KSTREAM-JOINTHIS-"
+        this_generated = builder.new_name(this_prefix)
+        other_generated = builder.new_name(
+            "KSTREAM-OUTEROTHER-" if left_outer else "KSTREAM-JOINOTHER-"
+        )
+        this_join = f"{name}{this_suffix}" if name else this_generated
+        other_join = f"{name}{other_suffix}" if name else other_generated
+        merge = f"{name}-merge" if name else builder.new_name("KSTREAM-MERGE-")
+        this_store = f"{store_name}{this_suffix}-store" if store_name else f"{this_generated}-store"
+        other_store = (
+            f"{store_name}{other_suffix}-store" if store_name else f"{other_generated}-store"
+        )
+        outer_store = None
+        if left_outer:
+            shared = "-outer-shared-join" if right_outer else "-left-shared-join"
+            outer_store = (
+                f"{store_name}{shared}-store"
+                if store_name
+                else f"KSTREAM-OUTERSHARED-{this_generated[len(this_prefix) :]}-store"
+            )
+
+        internal = builder.internal
+        internal.add_processor(this_windowed, lambda: sj.KStreamJoinWindow(this_store), this_node)
+        internal.add_processor(
+            other_windowed, lambda: sj.KStreamJoinWindow(other_store), other_node
+        )
+        trackers = sj.SharedTimeTrackers(this_join)
+
+        def side(is_left: bool) -> Callable[[], p.Node]:
+            return lambda: sj.KStreamKStreamJoinSide(
+                is_left=is_left,
+                this_store=this_store if is_left else other_store,
+                other_store=other_store if is_left else this_store,
+                outer_store=outer_store,
+                windows_before_ms=windows.before_ms,
+                windows_after_ms=windows.after_ms,
+                grace_ms=windows.grace_ms,
+                joiner=joiner,
+                outer=left_outer if is_left else right_outer,
+                trackers=trackers,
+                windowed_nodes=(this_windowed, other_windowed),
+            )
+
+        internal.add_processor(this_join, side(True), this_windowed)
+        internal.add_processor(other_join, side(False), other_windowed)
+        internal.add_processor(merge, p.PassThrough, this_join, other_join)
+
+        def window_store(store: str, values: Serde[Any] | None) -> StoreDef:
+            return StoreDef(
+                store,
+                keys,
+                values,
+                logged=logging,
+                kind="window",
+                retention_ms=windows.retention_ms(),
+                window_size_ms=windows.size_ms,
+                retain_duplicates=True,
+            )
+
+        internal.add_store(window_store(this_store, this_values), this_windowed, other_join)
+        internal.add_store(window_store(other_store, other_values), other_windowed, this_join)
+        if outer_store is not None:
+            internal.add_store(
+                StoreDef(
+                    outer_store,
+                    sj.JoinSideKeySerde(keys),
+                    sj.LeftOrRightListSerde(this_values, other_values),
+                    logged=logging,
+                ),
+                this_join,
+                other_join,
+            )
+        internal.co_partition(this_join)
+        return KStream(builder, merge, keys, None)
+
+    def _repartition_for_join(
+        self,
+        prefix: str,
+        parent: str,
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+    ) -> str:
+        """``<prefix>-repartition`` for one side of a join; a stream joined
+        again reuses its repartition topic (Kafka still spends the names)."""
+        builder = self._builder
+        source = f"{prefix}-repartition-source"
+        if source in builder.internal.nodes:
+            for _ in range(3):
+                builder.new_name("")
+            return source
+        return builder.repartition(prefix, parent, key_serde, value_serde)
 
     def _join(
         self,

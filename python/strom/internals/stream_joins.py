@@ -1,0 +1,399 @@
+"""KStream-KStream windowed joins, as Kafka Streams 4.x runs them.
+
+Each side's records pass a ``KStreamJoinWindow`` node, which forwards them to
+that side's join processor and then keeps them in the side's window store
+(duplicates retained, retention = before + after + grace). The join processor
+of a side looks up the other side's store for records of the same key within
+the window and emits one result per match, timestamped with the larger of the
+two timestamps.
+
+Left and outer joins keep records without a match in a shared outer-join
+store keyed by (timestamp, side, key) (Kafka's KIP-633 / KAFKA-10847 fix of
+spurious results): a later match removes them; once stream time passes a
+record's timestamp plus its side's look-ahead (``after`` on the left,
+``before`` on the right) plus grace, it is emitted joined with None. The
+bookkeeping (a stream time and a lower bound of the waiting timestamps, both
+shared by the two processors of a join) follows Kafka's own so that the same
+input gives the same output; unlike Kafka, the scan for closed windows is not
+throttled by wall-clock time (Kafka's internal emit interval set to 0), so
+results never depend on processing speed.
+"""
+
+from __future__ import annotations
+
+import struct
+import weakref
+from collections.abc import Callable, Iterable
+from typing import TYPE_CHECKING, Any
+
+from strom.errors import ConfigError, SerializationError
+from strom.internals.batch import Batch
+from strom.internals.processors import Node, log
+from strom.serdes import Serde
+
+if TYPE_CHECKING:
+    from strom.internals.task import StreamTask
+
+# Kafka's Long.MAX_VALUE as "no record waits in the outer-join store".
+NO_MIN_TIME = 2**63 - 1
+
+_SIDE = struct.Struct(">qB")
+_ENTRY = struct.Struct(">IB")
+
+
+def _resolve(
+    serde: Serde[Any] | None, task: StreamTask, default_key: str, where: str
+) -> Serde[Any]:
+    chosen = serde if serde is not None else task.config[default_key]
+    if chosen is None:
+        raise ConfigError(f"{where!r} has no serde: pass one to the join or set {default_key!r}")
+    return chosen
+
+
+class JoinSideKeySerde(Serde[tuple[int, bool, Any]]):
+    """Keys of the outer-join store, as Kafka's ``TimestampedKeyAndJoinSide``:
+    8-byte timestamp, one byte for the side (1 left, 0 right), then the key,
+    so that a scan meets the oldest entries first."""
+
+    def __init__(self, inner: Serde[Any] | None) -> None:
+        self.inner = inner
+
+    def serialize(self, topic: str, data: tuple[int, bool, Any] | None) -> bytes | None:
+        if data is None:
+            return None
+        assert self.inner is not None, "resolved when the join processor starts"
+        timestamp, is_left, key = data
+        return _SIDE.pack(timestamp, is_left) + (self.inner.serialize(topic, key) or b"")
+
+    def deserialize(self, topic: str, data: bytes | None) -> tuple[int, bool, Any] | None:
+        if data is None:
+            return None
+        if len(data) < _SIDE.size:
+            raise SerializationError(f"an outer-join store key needs 9 bytes, got {len(data)}")
+        assert self.inner is not None, "resolved when the join processor starts"
+        timestamp, side = _SIDE.unpack_from(data)
+        return timestamp, side == 1, self.inner.deserialize(topic, data[_SIDE.size :])
+
+
+class LeftOrRightListSerde(Serde[list[tuple[bool, Any]]]):
+    """Values of the outer-join store: every record still waiting under one
+    (timestamp, side, key), each as length, side byte and value."""
+
+    def __init__(self, left: Serde[Any] | None, right: Serde[Any] | None) -> None:
+        self.left = left
+        self.right = right
+
+    def serialize(self, topic: str, data: list[tuple[bool, Any]] | None) -> bytes | None:
+        if data is None:
+            return None
+        assert self.left is not None and self.right is not None, "resolved at start"
+        parts = []
+        for is_left, value in data:
+            raw = (self.left if is_left else self.right).serialize(topic, value) or b""
+            parts.append(_ENTRY.pack(len(raw), is_left) + raw)
+        return b"".join(parts)
+
+    def deserialize(self, topic: str, data: bytes | None) -> list[tuple[bool, Any]] | None:
+        if data is None:
+            return None
+        assert self.left is not None and self.right is not None, "resolved at start"
+        out = []
+        pos = 0
+        while pos < len(data):
+            if pos + _ENTRY.size > len(data):
+                raise SerializationError("a truncated outer-join store value")
+            length, side = _ENTRY.unpack_from(data, pos)
+            pos += _ENTRY.size
+            serde = self.left if side == 1 else self.right
+            out.append((side == 1, serde.deserialize(topic, data[pos : pos + length])))
+            pos += length
+        return out
+
+
+class TimeTracker:
+    """What the two processors of one join share in a task (Kafka's
+    ``TimeTracker``): the largest timestamp either side has seen, and a lower
+    bound of the timestamps waiting in the outer-join store."""
+
+    __slots__ = ("min_time", "stream_time")
+
+    def __init__(self, stream_time: int, min_time: int) -> None:
+        self.stream_time = stream_time
+        self.min_time = min_time
+
+
+class SharedTimeTrackers:
+    """One TimeTracker per task for both processors of a join (Kafka's
+    ``TimeTrackerSupplier``). Its times are kept with the task's store
+    commits, so a restarted task continues exactly as an uninterrupted one."""
+
+    def __init__(self, key: str) -> None:
+        self.key = key
+        self.min_key = f"{key}:min-time"
+        self._trackers: weakref.WeakKeyDictionary[StreamTask, TimeTracker] = (
+            weakref.WeakKeyDictionary()
+        )
+
+    def get(self, task: StreamTask, stores: Iterable[Any], outer_store: Any | None) -> TimeTracker:
+        """The task's tracker, made on first use from what was committed
+        (or, when that was lost, from the restored stores)."""
+        tracker = self._trackers.get(task)
+        if tracker is None:
+            state = task.state
+            stream_time = max(
+                [state.node_stream_time(self.key)] + [s.observed_stream_time for s in stores]
+            )
+            min_time = state.node_times.get(self.min_key)
+            if min_time is None:
+                min_time = NO_MIN_TIME
+                if outer_store is not None:
+                    for entry in outer_store.all():
+                        min_time = entry.key[0]
+                        break
+            tracker = self._trackers[task] = TimeTracker(stream_time, min_time)
+        return tracker
+
+    def save(self, task: StreamTask, tracker: TimeTracker) -> None:
+        task.state.set_node_stream_time(self.key, tracker.stream_time)
+        task.state.set_node_stream_time(self.min_key, tracker.min_time)
+
+    def remove(self, task: StreamTask) -> None:
+        self._trackers.pop(task, None)
+
+
+def _parents(task: StreamTask) -> dict[str, list[str]]:
+    parents: dict[str, list[str]] = {name: [] for name in task.nodes}
+    for name, node in task.nodes.items():
+        for child in node.children:
+            parents[child.name].append(name)
+    return parents
+
+
+def _ancestors(parents: dict[str, list[str]], name: str) -> set[str]:
+    seen: set[str] = set()
+    todo = list(parents.get(name, []))
+    while todo:
+        node = todo.pop()
+        if node not in seen:
+            seen.add(node)
+            todo.extend(parents.get(node, []))
+    return seen
+
+
+def forward_per_record_at_forks(task: StreamTask, this_node: str, other_node: str) -> None:
+    """When both inputs of a join come from one node (a self-join, or two
+    branches of one stream), that node hands each record to all its children
+    before the next record, as Kafka does; otherwise a batch would reach one
+    side's store before the other side had joined its earlier records."""
+    parents = _parents(task)
+    for name in _ancestors(parents, this_node) & _ancestors(parents, other_node):
+        node = task.nodes[name]
+        if len(node.children) > 1:
+            node.forward_per_record = True
+
+
+class KStreamJoinWindow(Node):
+    """Forwards each record to its side's join processor, then keeps it in
+    the side's window store (Kafka's ``KStreamJoinWindow``). Records with a
+    null key or value are not kept; a record already out of the store's
+    retention is dropped from the store (counted in ``dropped-records``) but
+    still joins with what the other side holds."""
+
+    def __init__(self, store_name: str) -> None:
+        super().__init__()
+        self.store_name = store_name
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.store: Any = task.store(self.store_name)
+
+    def process(self, batch: Batch) -> None:
+        # The processor below reads the other side's store, never this one,
+        # so forwarding the batch before storing it keeps Kafka's order.
+        self.forward(batch)
+        store = self.store
+        retention = store.retention_ms
+        observed = store.observed_stream_time
+        kept: list[tuple[Any, Any, int]] = []
+        dropped = 0
+        for key, value, timestamp in zip(batch.keys, batch.values, batch.timestamps, strict=True):
+            if key is None or value is None:
+                continue
+            observed = max(observed, timestamp)
+            if timestamp <= observed - retention:
+                dropped += 1
+                continue
+            kept.append((key, value, timestamp))
+        if dropped:
+            self.task.metrics.dropped_records += dropped
+            log.debug(
+                "%s: dropped %d record(s) older than the retention of %s",
+                self.name,
+                dropped,
+                self.store_name,
+            )
+        if kept:
+            self.task.current_timestamp = kept[-1][2]
+            store.put_all(kept)
+
+
+class KStreamKStreamJoinSide(Node):
+    """The join processor of one side (Kafka's ``KStreamKStreamJoinLeftSide``
+    / ``RightSide``): joins each record with the other side's stored records
+    of the same key in ``[ts - before, ts + after]`` (mirrored on the right),
+    and for left/outer joins manages the shared outer-join store."""
+
+    def __init__(
+        self,
+        *,
+        is_left: bool,
+        this_store: str,
+        other_store: str,
+        outer_store: str | None,
+        windows_before_ms: int,
+        windows_after_ms: int,
+        grace_ms: int,
+        joiner: Callable[[Any, Any], Any],
+        outer: bool,
+        trackers: SharedTimeTrackers,
+        windowed_nodes: tuple[str, str],
+    ) -> None:
+        super().__init__()
+        self.is_left = is_left
+        self.this_store_name = this_store
+        self.other_store_name = other_store
+        self.outer_store_name = outer_store
+        # The window as this side sees it: the right side looks the other way.
+        self.join_before_ms = windows_before_ms if is_left else windows_after_ms
+        self.join_after_ms = windows_after_ms if is_left else windows_before_ms
+        self.windows_before_ms = windows_before_ms
+        self.windows_after_ms = windows_after_ms
+        self.grace_ms = grace_ms
+        self.joiner = joiner
+        self.outer = outer
+        self.trackers = trackers
+        self.windowed_nodes = windowed_nodes
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.this_store: Any = task.store(self.this_store_name)
+        self.other_store: Any = task.store(self.other_store_name)
+        self.outer_store: Any = None
+        if self.outer_store_name is not None:
+            self.outer_store = task.store(self.outer_store_name)
+            keys, values = self.outer_store.key_serde, self.outer_store.value_serde
+            where = self.outer_store_name
+            keys.inner = _resolve(keys.inner, task, "default.key.serde", where)
+            values.left = _resolve(values.left, task, "default.value.serde", where)
+            values.right = _resolve(values.right, task, "default.value.serde", where)
+        if self.is_left:
+            forward_per_record_at_forks(task, *self.windowed_nodes)
+
+    def _joined(self, this_value: Any, other_value: Any) -> Any:
+        if self.is_left:
+            return self.joiner(this_value, other_value)
+        return self.joiner(other_value, this_value)
+
+    def process(self, batch: Batch) -> None:
+        task = self.task
+        other, outer_store = self.other_store, self.outer_store
+        tracker = self.trackers.get(task, (self.this_store, other), outer_store)
+        keys: list[Any] = []
+        values: list[Any] = []
+        stamps: list[int] = []
+        offsets: list[int] = []
+        dropped = 0
+        before, after = self.join_before_ms, self.join_after_ms
+        i = 0
+        try:
+            for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
+                timestamp = batch.timestamps[i]
+                offset = batch.offsets[i]
+                task.current_timestamp = timestamp
+                tracker.stream_time = max(tracker.stream_time, timestamp)
+                if self.outer and key is None and value is not None:
+                    keys.append(None)
+                    values.append(self._joined(value, None))
+                    stamps.append(timestamp)
+                    offsets.append(offset)
+                    continue
+                if key is None or value is None:
+                    dropped += 1
+                    continue
+                if outer_store is not None and timestamp == tracker.stream_time:
+                    self._emit_closed(tracker, keys, values, stamps, offsets, offset)
+                time_to = max(0, timestamp + after)
+                matches = list(other.fetch(key, max(0, timestamp - before), time_to))
+                for match in matches:
+                    if outer_store is not None:
+                        # The other record found its match: it must never be
+                        # emitted with None.
+                        waiting = (match.key, not self.is_left, key)
+                        if outer_store.get(waiting) is not None:
+                            outer_store.delete(waiting)
+                    keys.append(key)
+                    values.append(self._joined(value, match.value))
+                    stamps.append(max(timestamp, match.key))
+                    offsets.append(offset)
+                if self.outer and not matches:
+                    # Out of order and past its window already: emitted at
+                    # once, as Kafka does.
+                    if outer_store is None or time_to < tracker.stream_time:
+                        keys.append(key)
+                        values.append(self._joined(value, None))
+                        stamps.append(timestamp)
+                        offsets.append(offset)
+                    else:
+                        tracker.min_time = min(tracker.min_time, timestamp)
+                        entry = (timestamp, self.is_left, key)
+                        waiting_values = outer_store.get(entry) or []
+                        outer_store.put(entry, [*waiting_values, (self.is_left, value)])
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        finally:
+            self.trackers.save(task, tracker)
+        if dropped:
+            task.metrics.dropped_records += dropped
+            log.debug("%s: skipped %d record(s) with a null key or value", self.name, dropped)
+        self.forward(batch.derive(keys, values, stamps, offsets))
+
+    def _emit_closed(
+        self,
+        tracker: TimeTracker,
+        keys: list[Any],
+        values: list[Any],
+        stamps: list[int],
+        offsets: list[int],
+        offset: int,
+    ) -> None:
+        """Emits, joined with None, the waiting records whose window has
+        closed, oldest first (Kafka's ``emitNonJoinedOuterRecords``)."""
+        stream_time, grace = tracker.stream_time, self.grace_ms
+        if tracker.min_time + self.join_after_ms + grace >= stream_time:
+            return  # nothing can have closed yet
+        tracker.min_time = NO_MIN_TIME
+        left_open = right_open = False
+        store = self.outer_store
+        for entry in store.all():
+            timestamp, is_left, key = entry.key
+            tracker.min_time = timestamp
+            if left_open and right_open:
+                break  # every later entry is still open
+            look_ahead = self.windows_after_ms if is_left else self.windows_before_ms
+            if timestamp + look_ahead + grace >= stream_time:
+                if is_left:
+                    left_open = True
+                else:
+                    right_open = True
+                continue
+            for side_is_left, value in entry.value:
+                keys.append(key)
+                values.append(
+                    self.joiner(value, None) if side_is_left else self.joiner(None, value)
+                )
+                stamps.append(timestamp)
+                offsets.append(offset)
+            store.delete(entry.key)
+
+    def close(self) -> None:
+        self.trackers.remove(self.task)
