@@ -149,7 +149,7 @@ class Runtime(ABC):
         while pending:
             progressed = False
             for topic in sorted(pending):
-                inputs = writers[topic].source_topics
+                inputs = self._partitioned_like(topic) or writers[topic].source_topics
                 if all(t in counts for t in inputs):
                     counts[topic] = max(counts[t] for t in inputs)
                     pending.discard(topic)
@@ -172,6 +172,16 @@ class Runtime(ABC):
             size = max(counts[t] for t in known)
             wanted.update({t: size for t in free})
         return wanted
+
+    def _partitioned_like(self, topic: str) -> list[str]:
+        """The topics whose partition count ``topic`` takes when it must be
+        co-partitioned with the inputs of another node's sub-topology (a
+        foreign-key join's subscription and response topics)."""
+        node = self.builder.partitions_like.get(topic)
+        if node is None:
+            return []
+        sub = next(s for s in self.subtopologies if node in s.nodes)
+        return [t for t in sub.source_topics if t not in self.builder.partitions_like]
 
     def _internal_topics(
         self, counts: dict[str, int], repartition_config: dict[str, str]

@@ -299,10 +299,10 @@ class KStreamAggregate(_StoreNode):
         self._put_each(batch, batch.keys, update)
 
 
-# A table's value getter: given a task, a function from key to current value.
-# Stores answer directly; filtered and mapped tables compute through, as
-# Kafka's KTableValueGetter does.
-ValueGetterSupplier = Callable[["StreamTask"], Callable[[Any], Any]]
+# A table's value getter: given a task, a function from key to the current
+# (value, timestamp), or None (Kafka's KTableValueGetter and ValueAndTimestamp).
+# Stores answer directly; filtered, mapped and joined tables compute through.
+ValueGetterSupplier = Callable[["StreamTask"], Callable[[Any], "tuple[Any, int] | None"]]
 
 
 def is_timestamped(store: Any) -> bool:
@@ -325,8 +325,17 @@ def plain_get(store: Any) -> Callable[[Any], Any]:
 
 
 def store_getter(store_name: str) -> ValueGetterSupplier:
-    def supplier(task: StreamTask) -> Callable[[Any], Any]:
-        return plain_get(task.key_value_store(store_name))
+    def supplier(task: StreamTask) -> Callable[[Any], tuple[Any, int] | None]:
+        store = task.key_value_store(store_name)
+        if is_timestamped(store):
+            get: Callable[[Any], tuple[Any, int] | None] = store.get
+            return get
+
+        def lookup(key: Any) -> tuple[Any, int] | None:
+            value = store.get(key)
+            return None if value is None else (value, -1)
+
+        return lookup
 
     return supplier
 
@@ -334,14 +343,14 @@ def store_getter(store_name: str) -> ValueGetterSupplier:
 def filtered_getter(
     parent: ValueGetterSupplier, predicate: Callable[[Any, Any], bool], negate: bool
 ) -> ValueGetterSupplier:
-    def supplier(task: StreamTask) -> Callable[[Any], Any]:
+    def supplier(task: StreamTask) -> Callable[[Any], tuple[Any, int] | None]:
         get = parent(task)
 
-        def lookup(key: Any) -> Any:
-            value = get(key)
-            if value is None or bool(predicate(key, value)) is negate:
+        def lookup(key: Any) -> tuple[Any, int] | None:
+            found = get(key)
+            if found is None or bool(predicate(key, found[0])) is negate:
                 return None
-            return value
+            return found
 
         return lookup
 
@@ -349,12 +358,12 @@ def filtered_getter(
 
 
 def mapped_getter(parent: ValueGetterSupplier, mapper: Callable[[Any], Any]) -> ValueGetterSupplier:
-    def supplier(task: StreamTask) -> Callable[[Any], Any]:
+    def supplier(task: StreamTask) -> Callable[[Any], tuple[Any, int] | None]:
         get = parent(task)
 
-        def lookup(key: Any) -> Any:
-            value = get(key)
-            return None if value is None else mapper(value)
+        def lookup(key: Any) -> tuple[Any, int] | None:
+            found = get(key)
+            return None if found is None else (mapper(found[0]), found[1])
 
         return lookup
 
@@ -388,11 +397,11 @@ class KStreamKTableJoin(Node):
                 if key is None or value is None:
                     self.task.metrics.dropped_records += 1
                     continue
-                table_value = lookup(key)
-                if table_value is None and not left:
+                found = lookup(key)
+                if found is None and not left:
                     continue
                 kept.append(i)
-                joined.append(joiner(value, table_value))
+                joined.append(joiner(value, None if found is None else found[0]))
         except Exception as exc:
             raise self.callback_failed(batch, i, exc) from exc
         selected = batch.select(kept)

@@ -93,6 +93,10 @@ class InternalTopologyBuilder:
         self.repartition_partitions: dict[str, int] = {}
         # Join nodes whose sub-topology's inputs must be co-partitioned.
         self.co_partitioned: list[str] = []
+        # Internal topics partitioned like the other inputs of the
+        # sub-topology of a node (a foreign-key join's subscription and
+        # response topics follow the table they are joined with).
+        self.partitions_like: dict[str, str] = {}
         # Global stores and the topics that feed them: no tasks, every task
         # reads them.
         self.global_stores: set[str] = set()

@@ -1241,6 +1241,70 @@ class KTable:
         )
         return KGroupedTable(self._builder, node_name, key_serde, value_serde)
 
+    # --- joins ----------------------------------------------------------------
+    def join(
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        foreign_key: Callable[[Any], Any] | None = None,
+        materialized: Materialized | str | None = None,
+        name: str | None = None,
+    ) -> KTable:
+        """Inner join with another table: ``joiner(value, other_value)`` for
+        every key in both, updated when either side changes, deleted when
+        either side is. With ``foreign_key=fn(value)`` each entry joins the
+        ``other`` entry whose key is ``fn(value)`` (no co-partitioning needed).
+        ``materialized`` keeps the result in a queryable store."""
+        return self._table_join(other, joiner, "inner", foreign_key, materialized, name)
+
+    def left_join(
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        foreign_key: Callable[[Any], Any] | None = None,
+        materialized: Materialized | str | None = None,
+        name: str | None = None,
+    ) -> KTable:
+        """Left join: like ``join``, but every entry of this table is in the
+        result, joined with None while ``other`` has no match."""
+        return self._table_join(other, joiner, "left", foreign_key, materialized, name)
+
+    def outer_join(
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        materialized: Materialized | str | None = None,
+        name: str | None = None,
+    ) -> KTable:
+        """Outer join: every key of either table, with None for a missing side."""
+        return self._table_join(other, joiner, "outer", None, materialized, name)
+
+    def _table_join(
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        kind: str,
+        foreign_key: Callable[[Any], Any] | None,
+        materialized: Materialized | str | None,
+        name: str | None,
+    ) -> KTable:
+        if not isinstance(other, KTable):
+            raise TopologyError(f"a KTable joins a KTable here, not {type(other).__name__}")
+        for table in (self, other):
+            if table._getter is None:
+                raise TopologyError(
+                    f"table {table._node!r} cannot be joined: it has no value getter "
+                    "(join before suppressing; give a foreign-key join materialized=)"
+                )
+        from strom.internals import table_joins as tj  # noqa: PLC0415 - a cycle
+
+        if foreign_key is not None:
+            return tj.foreign_key_join(self, other, joiner, kind, foreign_key, materialized, name)
+        return tj.primary_key_join(self, other, joiner, kind, materialized, name)
+
 
 class GlobalKTable:
     """A table replicated in full to every instance (Kafka's ``GlobalKTable``):

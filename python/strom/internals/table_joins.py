@@ -1,0 +1,857 @@
+"""KTable-KTable joins: on the primary key (Kafka's KTableKTableInnerJoin,
+LeftJoin, RightJoin, OuterJoin and KTableKTableJoinMerger) and on a foreign
+key (KIP-213's subscription/response processors).
+
+An update on either side looks the other side up through its value getter and
+emits a change whose timestamp is the larger of the two sides' timestamps.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import struct
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from strom.errors import SerializationError, TopologyError
+from strom.internals.batch import Batch
+from strom.internals.processors import Node, log
+from strom.internals.table_processors import (
+    KTableSource,
+    SendOldValues,
+    ValueGetterSupplier,
+    _StoreNode,
+)
+from strom.internals.topology_builder import StoreDef
+from strom.serdes import Serde
+
+if TYPE_CHECKING:
+    from strom.internals.task import StreamTask
+    from strom.kstream.kstream import KTable
+    from strom.kstream.materialized import Materialized
+
+Joiner = Callable[[Any, Any], Any]
+Lookup = Callable[[Any], "tuple[Any, int] | None"]
+
+# Kafka's "unknown" timestamp: loses every max() against a real one.
+UNKNOWN = -1
+
+
+class JoinSendOldValues(SendOldValues):
+    """A join result's flag: asking it for old values asks both input tables
+    too (Kafka: table-table joins need old values from upstream)."""
+
+    def __init__(self, *upstreams: SendOldValues) -> None:
+        super().__init__()
+        self.upstreams = upstreams
+
+    def enable(self) -> None:
+        self.enabled = True
+        for upstream in self.upstreams:
+            upstream.enable()
+
+
+def reverse(joiner: Joiner) -> Joiner:
+    """The joiner seen from the other side: ``(other, this) -> joiner(this, other)``."""
+    return lambda other_value, this_value: joiner(this_value, other_value)
+
+
+class KTableKTableJoin(Node):
+    """One side of a primary-key join (``KTABLE-JOINTHIS-`` / ``-JOINOTHER-``):
+    each change of this side is joined with the other side's current value.
+
+    ``kind`` is Kafka's processor: ``inner``; ``left`` (this side outer);
+    ``right`` (the other side of a left join: emits only while the left side
+    has a value, joining None when this side is deleted); ``outer``.
+    ``joiner`` takes (this side's value, the other side's value).
+    """
+
+    def __init__(
+        self,
+        kind: str,
+        getter: ValueGetterSupplier,
+        joiner: Joiner,
+        parent_send_old: SendOldValues,
+        send_old: SendOldValues,
+    ) -> None:
+        super().__init__()
+        self.kind = kind
+        self.getter = getter
+        self.joiner = joiner
+        self.parent_send_old = parent_send_old
+        self.send_old = send_old
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.lookup: Lookup = self.getter(task)
+
+    def process(self, batch: Batch) -> None:
+        lookup, joiner, kind = self.lookup, self.joiner, self.kind
+        send_old = self.send_old.enabled
+        # Old values exist only where the parent was asked to send them.
+        olds = batch.old_values if self.parent_send_old.enabled else None
+        keys: list[Any] = []
+        news: list[Any] = []
+        old_out: list[Any] = []
+        stamps: list[int] = []
+        offsets: list[int] = []
+        dropped = 0
+        i = 0
+        try:
+            for i, key in enumerate(batch.keys):
+                if key is None:
+                    dropped += 1
+                    continue
+                new = batch.values[i]
+                old = None if olds is None else olds[i]
+                found = lookup(key)
+                other, other_time = (None, UNKNOWN) if found is None else found
+                timestamp = max(batch.timestamps[i], other_time)
+                if kind in ("inner", "right"):
+                    if other is None:
+                        continue
+                    if kind == "inner":
+                        new_result = None if new is None else joiner(new, other)
+                        old_result = joiner(old, other) if send_old and old is not None else None
+                    else:
+                        new_result = joiner(new, other)
+                        old_result = joiner(old, other) if send_old else None
+                elif other is None and new is None and old is None:
+                    continue  # nothing was joined before, nothing is now
+                elif kind == "left":
+                    new_result = None if new is None else joiner(new, other)
+                    old_result = joiner(old, other) if send_old and old is not None else None
+                else:  # outer
+                    either = other is not None or new is not None
+                    new_result = joiner(new, other) if either else None
+                    old_result = (
+                        joiner(old, other)
+                        if send_old and (other is not None or old is not None)
+                        else None
+                    )
+                keys.append(key)
+                news.append(new_result)
+                old_out.append(old_result)
+                stamps.append(timestamp)
+                offsets.append(batch.offsets[i])
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        if dropped:
+            self.task.metrics.dropped_records += dropped
+            log.debug("%s: skipped %d record(s) with a null key", self.name, dropped)
+        self.forward(batch.derive(keys, news, stamps, offsets, old_out))
+
+
+class KTableKTableJoinMerger(Node):
+    """``KTABLE-MERGE-``: both sides' results as one table; unmaterialized it
+    passes changes on (old values only when asked for)."""
+
+    def __init__(self, send_old: SendOldValues) -> None:
+        super().__init__()
+        self.send_old = send_old
+
+    def process(self, batch: Batch) -> None:
+        if self.send_old.enabled:
+            self.forward(batch)
+        else:
+            self.forward(batch.derive(batch.keys, batch.values, batch.timestamps, batch.offsets))
+
+
+class KTableKTableJoinMergerMaterialized(_StoreNode):
+    """``KTABLE-MERGE-`` with ``materialized=``: the result is kept in a
+    queryable (timestamped) store, each change at its record's timestamp."""
+
+    latest_timestamp = False
+
+    def process(self, batch: Batch) -> None:
+        values = batch.values
+        self._put_each(batch, batch.keys, lambda _key, _old, i: values[i])
+
+
+def join_getter(
+    kind: str, this: ValueGetterSupplier, other: ValueGetterSupplier, joiner: Joiner
+) -> ValueGetterSupplier:
+    """The value getter of an unmaterialized join result: joins on the fly
+    (Kafka's KTableKTable*JoinValueGetter)."""
+
+    def supplier(task: StreamTask) -> Lookup:
+        get_this, get_other = this(task), other(task)
+
+        def lookup(key: Any) -> tuple[Any, int] | None:
+            left = get_this(key)
+            if left is None and kind != "outer":
+                return None
+            right = get_other(key)
+            if kind == "inner" and right is None:
+                return None
+            if left is None and right is None:
+                return None
+            lv, lt = (None, UNKNOWN) if left is None else left
+            rv, rt = (None, UNKNOWN) if right is None else right
+            return joiner(lv, rv), max(lt, rt)
+
+        return lookup
+
+    return supplier
+
+
+# --- building ---------------------------------------------------------------------
+
+# The processor on the other side of each join kind (Kafka's KTableImpl.doJoin).
+_OTHER_SIDE = {"inner": "inner", "left": "right", "outer": "outer"}
+
+
+def primary_key_join(
+    this: KTable,
+    other: KTable,
+    joiner: Joiner,
+    kind: str,
+    materialized: Materialized | str | None,
+    name: str | None,
+) -> KTable:
+    """Adds ``KTABLE-JOINTHIS-``, ``KTABLE-JOINOTHER-`` and ``KTABLE-MERGE-``
+    (named as Kafka names them) and returns the result table."""
+    from strom.kstream.kstream import KTable  # noqa: PLC0415 - a cycle
+    from strom.kstream.materialized import Materialized  # noqa: PLC0415 - a cycle
+
+    builder = this._builder
+    assert this._getter is not None and other._getter is not None
+    mat = None if materialized is None else Materialized.of(materialized)
+    store_name = None
+    if mat is not None:
+        store_name = mat.store_name or builder.new_name("KTABLE-MERGE-STATE-STORE-")
+    if name is not None:
+        merge_name, this_name, other_name = name, f"{name}-join-this", f"{name}-join-other"
+    else:
+        merge_name = builder.new_name("KTABLE-MERGE-")
+        this_name = builder.new_name("KTABLE-JOINTHIS-")
+        other_name = builder.new_name("KTABLE-JOINOTHER-")
+    # An outer side must be able to retract what it joined before.
+    if kind in ("left", "outer"):
+        this._send_old.enable()
+    if kind == "outer":
+        other._send_old.enable()
+    send_old = JoinSendOldValues(this._send_old, other._send_old)
+    (this_store, this_getter), (other_store, other_getter) = this._getter, other._getter
+    other_kind = _OTHER_SIDE[kind]
+    internal = builder.internal
+    internal.add_processor(
+        this_name,
+        lambda: KTableKTableJoin(kind, other_getter, joiner, this._send_old, send_old),
+        this._node,
+    )
+    internal.connect_processor_and_stores([this_name], [other_store])
+    internal.add_processor(
+        other_name,
+        lambda: KTableKTableJoin(
+            other_kind, this_getter, reverse(joiner), other._send_old, send_old
+        ),
+        other._node,
+    )
+    internal.connect_processor_and_stores([other_name], [this_store])
+    key_serde = this._key_serde
+    value_serde = None
+    getter = None
+    if mat is not None and store_name is not None:
+        key_serde, value_serde = mat.key_serde or key_serde, mat.value_serde
+        internal.add_processor(
+            merge_name,
+            lambda: KTableKTableJoinMergerMaterialized(store_name),
+            this_name,
+            other_name,
+        )
+        internal.add_store(mat.store_def(store_name, key_serde, value_serde), merge_name)
+    else:
+        internal.add_processor(
+            merge_name, lambda: KTableKTableJoinMerger(send_old), this_name, other_name
+        )
+        # Computed on the fly; it reads both stores, which the join nodes
+        # already tie into one sub-topology, so naming one connects a reader.
+        getter = (this_store, join_getter(kind, this_getter, other_getter, joiner))
+    internal.co_partition(merge_name)
+    return KTable(builder, merge_name, key_serde, value_serde, store_name, send_old, getter)
+
+
+# --- foreign-key joins (Kafka's KIP-213) -------------------------------------------
+#
+# The left table sends a subscription (its key, a hash of its value, the
+# partition to answer to) to the right table's side, keyed by the foreign key;
+# the right side keeps subscriptions in a store keyed by (foreign key, key),
+# answers each with the right value, and re-answers every subscriber when the
+# right value changes. Answers go back to the left side, where one whose hash
+# no longer matches the left value is stale and dropped.
+
+# Kafka's SubscriptionWrapper.Instruction.
+DELETE_KEY_NO_PROPAGATE = 0
+DELETE_KEY_AND_PROPAGATE = 1
+PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE = 2
+PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE = 3
+_VERSION = 1
+_NO_HASH = 0x80
+_HAS_VALUE = 0x40
+
+
+@dataclass(frozen=True, slots=True)
+class Subscription:
+    """A left entry's subscription to a foreign key (Kafka's SubscriptionWrapper)."""
+
+    hash: bytes | None
+    instruction: int
+    primary_key: Any
+    primary_partition: int
+
+
+@dataclass(frozen=True, slots=True)
+class SubscriptionResponse:
+    """The right value for a subscription; the partition only routes it back
+    and is not serialized (as in Kafka)."""
+
+    hash: bytes | None
+    foreign_value: Any
+    primary_partition: int = -1
+
+
+class FkSerdes:
+    """The serdes of a foreign-key join; those the DSL did not get come from
+    ``default.key.serde`` / ``default.value.serde`` when a task starts."""
+
+    _DEFAULTS = (
+        ("primary_key", "default.key.serde"),
+        ("foreign_key", "default.key.serde"),
+        ("value", "default.value.serde"),
+        ("foreign_value", "default.value.serde"),
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        primary_key: Serde[Any] | None,
+        foreign_key: Serde[Any] | None,
+        value: Serde[Any] | None,
+        foreign_value: Serde[Any] | None,
+    ) -> None:
+        self.topic = topic
+        self.primary_key = primary_key
+        self.foreign_key = foreign_key
+        self.value = value
+        self.foreign_value = foreign_value
+
+    def resolve(self, task: StreamTask, where: str) -> None:
+        for attr, default in self._DEFAULTS:
+            if getattr(self, attr) is None:
+                setattr(self, attr, task._serde(None, default, where))
+
+    def _get(self, attr: str) -> Serde[Any]:
+        serde: Serde[Any] | None = getattr(self, attr)
+        if serde is None:
+            raise SerializationError(f"foreign-key join {self.topic}: no {attr} serde")
+        return serde
+
+    def foreign_key_bytes(self, foreign_key: Any) -> bytes | None:
+        return self._get("foreign_key").serialize(f"{self.topic}-fk", foreign_key)
+
+    def value_hash(self, value: Any) -> bytes | None:
+        """A 128-bit hash of the serialized left value (Kafka uses murmur3)."""
+        if value is None:
+            return None
+        raw = self._get("value").serialize(f"{self.topic}-vh", value) or b""
+        return hashlib.blake2b(raw, digest_size=16).digest()
+
+
+class SubscriptionSerde(Serde[Subscription]):
+    """Kafka's v1 layout: flags and version, instruction, optional 16-byte
+    hash, the serialized key, the 4-byte partition to answer to."""
+
+    def __init__(self, serdes: FkSerdes) -> None:
+        self.serdes = serdes
+
+    def serialize(self, topic: str, data: Subscription | None) -> bytes | None:
+        if data is None:
+            return None
+        flags = _VERSION | (_NO_HASH if data.hash is None else 0)
+        key = self.serdes._get("primary_key").serialize(f"{topic}-pk", data.primary_key) or b""
+        return (
+            bytes((flags, data.instruction))
+            + (data.hash or b"")
+            + key
+            + struct.pack(">i", data.primary_partition)
+        )
+
+    def deserialize(self, topic: str, data: bytes | None) -> Subscription | None:
+        if data is None:
+            return None
+        if len(data) < 6:
+            raise SerializationError(f"a subscription on {topic} needs 6 bytes, got {len(data)}")
+        flags, instruction = data[0], data[1]
+        if flags & 0x7F != _VERSION:
+            raise SerializationError(f"subscription version {flags & 0x7F} on {topic} unknown")
+        pos = 2 if flags & _NO_HASH else 18
+        digest = None if flags & _NO_HASH else data[2:18]
+        key = self.serdes._get("primary_key").deserialize(f"{topic}-pk", data[pos:-4])
+        (partition,) = struct.unpack(">i", data[-4:])
+        return Subscription(digest, instruction, key, partition)
+
+
+class SubscriptionResponseSerde(Serde[SubscriptionResponse]):
+    """Flags and version, optional 16-byte hash, the serialized right value."""
+
+    def __init__(self, serdes: FkSerdes) -> None:
+        self.serdes = serdes
+
+    def serialize(self, topic: str, data: SubscriptionResponse | None) -> bytes | None:
+        if data is None:
+            return None
+        value = self.serdes._get("foreign_value").serialize(topic, data.foreign_value)
+        flags = _VERSION | (_NO_HASH if data.hash is None else 0)
+        flags |= 0 if value is None else _HAS_VALUE
+        return bytes((flags,)) + (data.hash or b"") + (value or b"")
+
+    def deserialize(self, topic: str, data: bytes | None) -> SubscriptionResponse | None:
+        if not data:
+            return None
+        flags = data[0]
+        if flags & 0x3F != _VERSION:
+            raise SerializationError(f"response version {flags & 0x3F} on {topic} unknown")
+        pos = 1 if flags & _NO_HASH else 17
+        digest = None if flags & _NO_HASH else data[1:17]
+        value = None
+        if flags & _HAS_VALUE:
+            value = self.serdes._get("foreign_value").deserialize(topic, data[pos:])
+        return SubscriptionResponse(digest, value)
+
+
+@dataclass(frozen=True, slots=True)
+class _Bound:
+    """A raw key bound for a prefix scan of the subscription store."""
+
+    raw: bytes
+
+
+class CombinedKeySerde(Serde[tuple[Any, Any]]):
+    """(foreign key, key) as Kafka's CombinedKeySchema: the foreign key's
+    length (4 bytes), the foreign key, the key; so one foreign key's
+    subscriptions are a contiguous range."""
+
+    def __init__(self, serdes: FkSerdes) -> None:
+        self.serdes = serdes
+
+    def prefix(self, foreign_key: Any) -> bytes:
+        raw = self.serdes.foreign_key_bytes(foreign_key) or b""
+        return struct.pack(">i", len(raw)) + raw
+
+    def serialize(self, topic: str, data: tuple[Any, Any] | None) -> bytes | None:
+        if data is None:
+            return None
+        if isinstance(data, _Bound):
+            return data.raw
+        foreign_key, key = data
+        pk = self.serdes._get("primary_key").serialize(f"{self.serdes.topic}-pk", key) or b""
+        return self.prefix(foreign_key) + pk
+
+    def deserialize(self, topic: str, data: bytes | None) -> tuple[Any, Any] | None:
+        if data is None:
+            return None
+        (length,) = struct.unpack_from(">i", data)
+        fk = self.serdes._get("foreign_key").deserialize(
+            f"{self.serdes.topic}-fk", data[4 : 4 + length]
+        )
+        pk = self.serdes._get("primary_key").deserialize(
+            f"{self.serdes.topic}-pk", data[4 + length :]
+        )
+        return fk, pk
+
+
+def _increment(raw: bytes) -> bytes | None:
+    """The smallest byte string above every string starting with ``raw``."""
+    stripped = raw.rstrip(b"\xff")
+    if not stripped:
+        return None
+    return stripped[:-1] + bytes((stripped[-1] + 1,))
+
+
+class _Out:
+    """Columns of a batch being built."""
+
+    def __init__(self) -> None:
+        self.keys: list[Any] = []
+        self.values: list[Any] = []
+        self.stamps: list[int] = []
+        self.offsets: list[int] = []
+
+    def add(self, key: Any, value: Any, timestamp: int, offset: int) -> None:
+        self.keys.append(key)
+        self.values.append(value)
+        self.stamps.append(timestamp)
+        self.offsets.append(offset)
+
+    def batch(self, origin: Batch) -> Batch:
+        return origin.derive(self.keys, self.values, self.stamps, self.offsets)
+
+
+class SubscriptionSend(Node):
+    """``KTABLE-FK-JOIN-SUBSCRIPTION-REGISTRATION-``: turns each left change
+    into subscriptions keyed by foreign key (Kafka's SubscriptionSendProcessor)."""
+
+    def __init__(
+        self,
+        foreign_key: Callable[[Any], Any],
+        left_join: bool,
+        serdes: FkSerdes,
+        parent_send_old: SendOldValues,
+    ) -> None:
+        super().__init__()
+        self.foreign_key = foreign_key
+        self.left_join = left_join
+        self.serdes = serdes
+        self.parent_send_old = parent_send_old
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.serdes.resolve(task, self.name)
+
+    def process(self, batch: Batch) -> None:
+        olds = batch.old_values if self.parent_send_old.enabled else None
+        out = _Out()
+        partition = self.task.partition
+        dropped = 0
+        i = 0
+        try:
+            for i, key in enumerate(batch.keys):
+                new = batch.values[i]
+                old = None if olds is None else olds[i]
+                sends = self._instructions(new, old)
+                if sends is None:
+                    dropped += 1
+                    continue
+                digest = self.serdes.value_hash(new) if sends else None
+                for foreign_key, instruction in sends:
+                    subscription = Subscription(digest, instruction, key, partition)
+                    out.add(foreign_key, subscription, batch.timestamps[i], batch.offsets[i])
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        if dropped:
+            self.task.metrics.dropped_records += dropped
+            log.debug("%s: skipped %d record(s) with a null foreign key", self.name, dropped)
+        self.forward(out.batch(batch))
+
+    def _changed(self, new_fk: Any, old_fk: Any) -> bool:
+        return self.serdes.foreign_key_bytes(new_fk) != self.serdes.foreign_key_bytes(old_fk)
+
+    def _instructions(self, new: Any, old: Any) -> list[tuple[Any, int]] | None:
+        """Kafka 4.x's subscriptions for a change, as (foreign key,
+        instruction) pairs; None when an inner join skips a null foreign key
+        (after retracting the old result, if any)."""
+        old_fk = None if old is None else self.foreign_key(old)
+        if self.left_join:
+            if old is None and new is None:
+                return []
+            new_fk = None if new is None else self.foreign_key(new)
+            sends = []
+            if old_fk is not None and self._changed(new_fk, old_fk):
+                sends.append((old_fk, DELETE_KEY_NO_PROPAGATE))
+            # Always ask, even for a null foreign key: a left join answers.
+            sends.append((new_fk, PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE))
+            return sends
+        if new is None:
+            return [] if old_fk is None else [(old_fk, DELETE_KEY_AND_PROPAGATE)]
+        new_fk = self.foreign_key(new)
+        if new_fk is None:
+            if old_fk is not None:
+                # Retracts the old result; the record still counts as skipped.
+                self.task.metrics.dropped_records += 1
+                return [(old_fk, DELETE_KEY_AND_PROPAGATE)]
+            return None
+        if old_fk is None:
+            return [(new_fk, PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE)]
+        if self._changed(new_fk, old_fk):
+            return [
+                (old_fk, DELETE_KEY_NO_PROPAGATE),
+                (new_fk, PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE),
+            ]
+        return [(new_fk, PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE)]
+
+
+class SubscriptionReceive(Node):
+    """``KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR-`` on the right side: keeps
+    (foreign key, key) -> subscription in the subscription store."""
+
+    def __init__(self, store_name: str, serdes: FkSerdes) -> None:
+        super().__init__()
+        self.store_name = store_name
+        self.serdes = serdes
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.serdes.resolve(task, self.name)
+        self.store: Any = task.key_value_store(self.store_name)
+
+    def process(self, batch: Batch) -> None:
+        out = _Out()
+        store = self.store
+        dropped = 0
+        for i, (foreign_key, sub) in enumerate(zip(batch.keys, batch.values, strict=True)):
+            if sub is None or (
+                foreign_key is None and sub.instruction != PROPAGATE_NULL_IF_NO_FK_VAL_AVAILABLE
+            ):
+                dropped += 1
+                continue
+            timestamp = batch.timestamps[i]
+            if foreign_key is not None:
+                combined = (foreign_key, sub.primary_key)
+                if sub.instruction in (DELETE_KEY_AND_PROPAGATE, DELETE_KEY_NO_PROPAGATE):
+                    store.delete(combined)
+                else:
+                    store.put(combined, (sub, timestamp))
+            out.add((foreign_key, sub.primary_key), sub, timestamp, batch.offsets[i])
+        if dropped:
+            self.task.metrics.dropped_records += dropped
+        self.forward(out.batch(batch))
+
+
+class SubscriptionJoin(Node):
+    """``KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR-``: answers a subscription with
+    the right table's current value, as its instruction says."""
+
+    def __init__(self, getter: ValueGetterSupplier) -> None:
+        super().__init__()
+        self.getter = getter
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.lookup: Lookup = self.getter(task)
+
+    def process(self, batch: Batch) -> None:
+        out = _Out()
+        for i, ((foreign_key, key), sub) in enumerate(zip(batch.keys, batch.values, strict=True)):
+            found = None if foreign_key is None else self.lookup(foreign_key)
+            timestamp = batch.timestamps[i]
+            if found is not None:
+                timestamp = max(timestamp, found[1])
+            value = None if found is None else found[0]
+            instruction = sub.instruction
+            if instruction == DELETE_KEY_NO_PROPAGATE:
+                continue
+            if instruction == PROPAGATE_ONLY_IF_FK_VAL_AVAILABLE and found is None:
+                continue
+            if instruction == DELETE_KEY_AND_PROPAGATE:
+                value = None
+            response = SubscriptionResponse(sub.hash, value, sub.primary_partition)
+            out.add(key, response, timestamp, batch.offsets[i])
+        self.forward(out.batch(batch))
+
+
+class ForeignTableJoin(Node):
+    """``KTABLE-FK-JOIN-SUBSCRIPTION-PROCESSOR-`` under the right table: a
+    right change answers every subscription to its key again."""
+
+    def __init__(self, store_name: str, key_serde: CombinedKeySerde) -> None:
+        super().__init__()
+        self.store_name = store_name
+        self.key_serde = key_serde
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.key_serde.serdes.resolve(task, self.name)
+        self.store: Any = task.key_value_store(self.store_name)
+
+    def process(self, batch: Batch) -> None:
+        out = _Out()
+        serdes = self.key_serde.serdes
+        for i, (foreign_key, new) in enumerate(zip(batch.keys, batch.values, strict=True)):
+            if foreign_key is None:
+                continue
+            prefix = self.key_serde.prefix(foreign_key)
+            upper = _increment(prefix)
+            fk_raw = serdes.foreign_key_bytes(foreign_key)
+            entries = self.store.range(_Bound(prefix), None if upper is None else _Bound(upper))
+            for entry in entries:
+                found_fk, key = entry.key
+                # The range's upper end is inclusive: check the prefix.
+                if serdes.foreign_key_bytes(found_fk) != fk_raw:
+                    continue
+                sub = entry.value[0]
+                response = SubscriptionResponse(sub.hash, new, sub.primary_partition)
+                out.add(key, response, batch.timestamps[i], batch.offsets[i])
+        self.forward(out.batch(batch))
+
+
+class ResponseJoin(Node):
+    """``KTABLE-FK-JOIN-SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR-``: joins an
+    answer with the left value, unless the left value changed since the
+    subscription was sent (its hash differs): then the answer is stale."""
+
+    def __init__(
+        self, getter: ValueGetterSupplier, joiner: Joiner, left_join: bool, serdes: FkSerdes
+    ) -> None:
+        super().__init__()
+        self.getter = getter
+        self.joiner = joiner
+        self.left_join = left_join
+        self.serdes = serdes
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.serdes.resolve(task, self.name)
+        self.lookup: Lookup = self.getter(task)
+
+    def process(self, batch: Batch) -> None:
+        out = _Out()
+        stale = 0
+        i = 0
+        try:
+            for i, (key, response) in enumerate(zip(batch.keys, batch.values, strict=True)):
+                found = self.lookup(key)
+                current = None if found is None else found[0]
+                if self.serdes.value_hash(current) != response.hash:
+                    stale += 1
+                    continue
+                foreign_value = response.foreign_value
+                if foreign_value is None and (not self.left_join or current is None):
+                    result = None
+                else:
+                    result = self.joiner(current, foreign_value)
+                out.add(key, result, batch.timestamps[i], batch.offsets[i])
+        except Exception as exc:
+            raise self.callback_failed(batch, i, exc) from exc
+        if stale:
+            log.debug("%s: dropped %d stale response(s)", self.name, stale)
+        self.forward(out.batch(batch))
+
+
+def foreign_key_join(
+    this: KTable,
+    other: KTable,
+    joiner: Joiner,
+    kind: str,
+    foreign_key: Callable[[Any], Any],
+    materialized: Materialized | str | None,
+    name: str | None,
+) -> KTable:
+    """Adds the subscription and response topics and processors of a
+    foreign-key join, named as Kafka names them, and returns the result."""
+    from strom.kstream.kstream import KTable  # noqa: PLC0415 - a cycle
+    from strom.kstream.materialized import Materialized  # noqa: PLC0415 - a cycle
+
+    if kind not in ("inner", "left"):
+        raise TopologyError(f"foreign-key joins are inner or left, not {kind}")
+    builder, internal = this._builder, this._builder.internal
+    assert this._getter is not None and other._getter is not None
+    # Old left values say which subscription to retract; old right values
+    # are sent too, as Kafka does.
+    this._send_old.enable()
+    other._send_old.enable()
+
+    def named(suffix: str, prefix: str) -> str:
+        return f"{name}{suffix}" if name is not None else builder.new_name(prefix)
+
+    sub_topic = named("-subscription-registration", _FK + "SUBSCRIPTION-REGISTRATION-") + "-topic"
+    send_name = named("-subscription-registration-processor", _FK + "SUBSCRIPTION-REGISTRATION-")
+    sub_sink = named("-subscription-registration-sink", "KTABLE-SINK-")
+    sub_source = named("-subscription-registration-source", "KTABLE-SOURCE-")
+    store_name = named("-subscription-store", _FK + "SUBSCRIPTION-STATE-STORE-")
+    receive_name = named("-subscription-receive", _FK + "SUBSCRIPTION-PROCESSOR-")
+    join_name = named("-subscription-join-foreign", _FK + "SUBSCRIPTION-PROCESSOR-")
+    foreign_name = named("-foreign-join-subscription", _FK + "SUBSCRIPTION-PROCESSOR-")
+    response_topic = named("-subscription-response", _FK + "SUBSCRIPTION-RESPONSE-") + "-topic"
+    response_sink = named("-subscription-response-sink", "KTABLE-SINK-")
+    response_source = named("-subscription-response-source", "KTABLE-SOURCE-")
+    resolver_name = named(
+        "-subscription-response-resolver", _FK + "SUBSCRIPTION-RESPONSE-RESOLVER-PROCESSOR-"
+    )
+    output_name = named("-result", _FK + "OUTPUT-")
+    mat = Materialized.of(materialized)
+    # Kafka names the result's store even when it is not materialized.
+    output_store = mat.store_name or builder.new_name(_FK + "OUTPUT-STATE-STORE-")
+
+    serdes = FkSerdes(
+        sub_topic, this._key_serde, other._key_serde, this._value_serde, other._value_serde
+    )
+    subscriptions, responses = SubscriptionSerde(serdes), SubscriptionResponseSerde(serdes)
+    combined = CombinedKeySerde(serdes)
+    left_join = kind == "left"
+    this_store, this_getter = this._getter
+    other_store, other_getter = other._getter
+    this_send_old = this._send_old
+
+    internal.add_processor(
+        send_name,
+        lambda: SubscriptionSend(foreign_key, left_join, serdes, this_send_old),
+        this._node,
+    )
+    internal.add_sink(
+        sub_sink,
+        sub_topic,
+        send_name,
+        key_serde=other._key_serde,
+        value_serde=subscriptions,
+        internal=True,
+    )
+    internal.add_source(sub_source, [sub_topic], other._key_serde, subscriptions, internal=True)
+    internal.add_processor(
+        receive_name, lambda: SubscriptionReceive(store_name, serdes), sub_source
+    )
+    internal.add_store(
+        StoreDef(store_name, combined, subscriptions, timestamped=True), receive_name
+    )
+    internal.add_processor(join_name, lambda: SubscriptionJoin(other_getter), receive_name)
+    internal.connect_processor_and_stores([join_name], [other_store])
+    internal.add_processor(
+        foreign_name, lambda: ForeignTableJoin(store_name, combined), other._node
+    )
+    internal.connect_processor_and_stores([foreign_name], [store_name])
+    internal.add_sink(
+        response_sink,
+        response_topic,
+        join_name,
+        foreign_name,
+        key_serde=this._key_serde,
+        value_serde=responses,
+        partitioner=lambda _key, response, _count: response.primary_partition,
+        internal=True,
+    )
+    internal.add_source(
+        response_source, [response_topic], this._key_serde, responses, internal=True
+    )
+    internal.add_processor(
+        resolver_name,
+        lambda: ResponseJoin(this_getter, joiner, left_join, serdes),
+        response_source,
+    )
+    internal.connect_processor_and_stores([resolver_name], [this_store])
+    # Subscriptions meet the right table's partitions; answers the left's.
+    internal.partitions_like[sub_topic] = other._node
+    internal.partitions_like[response_topic] = this._node
+    key_serde = mat.key_serde or this._key_serde
+    if materialized is None:
+        internal.add_processor(output_name, ForeignKeyJoinOutput, resolver_name)
+        return KTable(builder, output_name, key_serde, None, None, _NoOldValues(output_name))
+    internal.add_processor(output_name, lambda: KTableSource(output_store), resolver_name)
+    internal.add_store(mat.store_def(output_store, key_serde, mat.value_serde), output_name)
+    return KTable(builder, output_name, key_serde, mat.value_serde, output_store)
+
+
+class ForeignKeyJoinOutput(Node):
+    """``KTABLE-FK-JOIN-OUTPUT-`` without a store: the results as table
+    updates with no old values (Kafka's unmaterialized KTableSource)."""
+
+    def process(self, batch: Batch) -> None:
+        self.forward(batch.derive(batch.keys, batch.values, batch.timestamps, batch.offsets))
+
+
+class _NoOldValues(SendOldValues):
+    """An unmaterialized foreign-key join result cannot retract: operations
+    that need old values ask for ``materialized=`` instead of going wrong."""
+
+    def __init__(self, node: str) -> None:
+        super().__init__()
+        self.node = node
+
+    def enable(self) -> None:
+        raise TopologyError(
+            f"the foreign-key join result {self.node!r} has no store to take old values "
+            "from; pass materialized= to the join to re-group or suppress it"
+        )
+
+
+_FK = "KTABLE-FK-JOIN-"
