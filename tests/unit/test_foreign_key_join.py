@@ -489,3 +489,25 @@ def test_a_response_for_an_outdated_left_value_is_dropped() -> None:
     del current["lhs1"]
     node.process(Batch("t", 0, ["lhs1"], [deleted], [3], [2]))
     assert sink.seen[-1] == ("lhs1", None)
+
+
+def test_the_right_side_may_be_a_filtered_table() -> None:
+    # The subscription side reads the right table through its value getter and
+    # sees its changes after the filter (a filtered-out value deletes).
+    builder = StreamsBuilder()
+    left = builder.table("left_table", key_serde=S, value_serde=S)
+    right = builder.table("right_table", key_serde=S, value_serde=S).filter(
+        lambda _k, v: v != "hidden"
+    )
+    left.left_join(right, joiner, foreign_key=rhs, materialized=Materialized("j", value_serde=S))
+    with TopologyTestDriver(builder.build()) as driver:
+        lt = driver.create_input_topic("left_table", S, S)
+        rt = driver.create_input_topic("right_table", S, S)
+        store = driver.get_key_value_store("j")
+        rt.pipe_input("rhs1", "hidden", 1)
+        lt.pipe_input("lhs1", "a|rhs1", 2)
+        assert dict(store.all()) == {"lhs1": "(a|rhs1,null)"}
+        rt.pipe_input("rhs1", "shown", 3)
+        assert dict(store.all()) == {"lhs1": "(a|rhs1,shown)"}
+        rt.pipe_input("rhs1", "hidden", 4)
+        assert dict(store.all()) == {"lhs1": "(a|rhs1,null)"}

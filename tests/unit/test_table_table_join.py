@@ -397,3 +397,26 @@ def test_embedded_log_run_with_a_restart_matches_the_model(
         for record in log.read("out", partition, 0, 10_000):
             emitted[INT.deserialize("out", record.key)] = S.deserialize("out", record.value)
     assert {k: v for k, v in emitted.items() if v is not None} == model_join("outer", *apply(ops))
+
+
+def test_a_stream_joins_an_unmaterialized_join_result() -> None:
+    # KStream-KTable join over a table-table join result: the lookup joins
+    # both tables on the fly (Kafka's KTableKTableInnerJoinValueGetter).
+    builder = StreamsBuilder()
+    left = builder.table("left", key_serde=INT, value_serde=S)
+    right = builder.table("right", key_serde=INT, value_serde=S)
+    joined = left.join(right, tostring)
+    stream = builder.stream("events", key_serde=INT, value_serde=S)
+    stream.join(joined, lambda ev, tv: f"{ev}@{tv}").to("out", key_serde=INT, value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        lt = driver.create_input_topic("left", INT, S)
+        rt = driver.create_input_topic("right", INT, S)
+        events = driver.create_input_topic("events", INT, S)
+        out = driver.create_output_topic("out", INT, S)
+        lt.pipe_input(1, "a", 1)
+        events.pipe_input(1, "e1", 2)  # no right value yet: no inner result
+        rt.pipe_input(1, "b", 3)
+        events.pipe_input(1, "e2", 4)
+        rt.pipe_input(1, None, 5)
+        events.pipe_input(1, "e3", 6)
+        assert out.read_values_to_list() == ["e2@a+b"]
