@@ -112,6 +112,10 @@ _KEYS: dict[str, _Key] = {
     EMIT_INTERVAL_WINDOWED: _Key(
         1000, _positive_int(EMIT_INTERVAL_WINDOWED), "emit-final check interval"
     ),
+    # Kafka's KIP-1034: records skipped by the handler are also written here.
+    "errors.dead.letter.queue.topic.name": _Key(
+        None, _non_empty("errors.dead.letter.queue.topic.name"), "dead-letter topic"
+    ),
     "default.key.serde": _Key(None, _serde("default.key.serde"), "key serde"),
     "default.value.serde": _Key(None, _serde("default.value.serde"), "value serde"),
 }

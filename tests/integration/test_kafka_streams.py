@@ -4,9 +4,13 @@ Python computation of the same input gives."""
 from __future__ import annotations
 
 import random
+import time
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
+import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from tests.integration.kafka_support import (
@@ -22,7 +26,10 @@ from tests.integration.kafka_support import (
 )
 from tests.kafka_harness import KafkaCluster
 
-from strom import KafkaStreams, serdes
+from strom import KafkaStreams, StreamsBuilder, serdes
+from strom.cli import main
+from strom.errors import SerializationError
+from strom.streams import State
 
 WORDS = [f"w{i}" for i in range(40)]
 
@@ -112,3 +119,144 @@ def test_restart_with_state_intact_and_deleted(kafka: KafkaCluster, tmp_path: Pa
         assert output == dict(Counter(seen)), f"run {run}"
     assert restored[1] == 0  # local state was up to date
     assert restored[2] > 0  # rebuilt from the changelog
+
+
+def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 90.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not condition():
+        if time.monotonic() > deadline:
+            pytest.fail(f"timed out after {timeout:.0f}s waiting for {what}")
+        time.sleep(0.2)
+
+
+def _tasks(app: KafkaStreams) -> set[str]:
+    runtime = app._runtime
+    return set() if runtime is None else set(runtime.tasks)
+
+
+def test_two_instances_share_the_partitions(kafka: KafkaCluster, tmp_path: Path) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("text"), unique("counts"), unique("pair")
+    create_topics(boot, {source: 4, sink: 4})
+    topology = word_count_topology(source, sink)
+    first = KafkaStreams(topology, app_config(boot, app_id, str(tmp_path / "a")))
+    second = KafkaStreams(topology, app_config(boot, app_id, str(tmp_path / "b")))
+    with first, second:
+        first.start()
+        _wait_for(lambda: len(_tasks(first)) == 8, "the first instance to own every task")
+        second.start()
+        # Two sub-topologies x 4 partitions, spread over both instances.
+        _wait_for(
+            lambda: _tasks(second) and len(_tasks(first)) + len(_tasks(second)) == 8,
+            "the tasks to spread",
+        )
+        assert _tasks(first).isdisjoint(_tasks(second))
+        assert _tasks(first) | _tasks(second) == {f"{s}_{p}" for s in (0, 1) for p in range(4)}
+        assert first.state is State.RUNNING and second.state is State.RUNNING
+
+        text = lines(2000, seed=4)
+        produce(boot, source, ((None, line.encode(), 1000 + i) for i, line in enumerate(text)))
+        expected = dict(Counter(w for line in text for w in line.split()))
+        _wait_for(
+            lambda: latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long()) == expected,
+            "the counts of both instances to add up",
+        )
+        processed = [app.metrics()["records-processed"] for app in (first, second)]
+        assert all(n > 0 for n in processed)
+
+
+def _long_records(topic_values: list[bytes]) -> list[tuple[bytes, bytes, int]]:
+    return [(b"k", value, 1000 + i) for i, value in enumerate(topic_values)]
+
+
+def _poison_topology(source: str, sink: str) -> Any:
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, key_serde=serdes.String(), value_serde=serdes.Long())
+        .map_values(lambda v: v * 10)
+        .to(sink, key_serde=serdes.String(), value_serde=serdes.Long())
+    )
+    return builder.build()
+
+
+def test_poison_record_log_and_continue_with_dead_letters(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, dead, app_id = unique("in"), unique("out"), unique("dlq"), unique("poison")
+    create_topics(boot, {source: 1, sink: 1, dead: 1})
+    longs = serdes.Long()
+    values = [longs.serialize(source, n) for n in range(50)]
+    values.insert(20, b"bad")  # 3 bytes: not a Long
+    produce(boot, source, _long_records(values))
+    config = app_config(
+        boot,
+        app_id,
+        str(tmp_path),
+        **{
+            "deserialization.exception.handler": "log_and_continue",
+            "errors.dead.letter.queue.topic.name": dead,
+        },
+    )
+    with KafkaStreams(_poison_topology(source, sink), config) as app:
+        app.run_until_end(timeout=120)
+        assert app.metrics()["skipped-records"] == 1
+    output = [longs.deserialize(sink, m.value()) for m in read_all(boot, sink)]
+    assert output == [n * 10 for n in range(50)]  # nothing before or after it lost
+    assert [m.value() for m in read_all(boot, dead)] == [b"bad"]
+
+
+def test_poison_record_log_and_fail_names_the_record(kafka: KafkaCluster, tmp_path: Path) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("in"), unique("out"), unique("fail")
+    create_topics(boot, {source: 1, sink: 1})
+    longs = serdes.Long()
+    values = [longs.serialize(source, n) for n in range(10)]
+    values.insert(7, b"bad")
+    produce(boot, source, _long_records(values))
+    app = KafkaStreams(_poison_topology(source, sink), app_config(boot, app_id, str(tmp_path)))
+    with app, pytest.raises(SerializationError, match=rf"{source}-0@7\b"):
+        app.run_until_end(timeout=120)
+    assert app.state is State.ERROR
+
+
+def test_reset_reprocesses_from_scratch(kafka: KafkaCluster, tmp_path: Path) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("text"), unique("counts"), unique("reset")
+    create_topics(boot, {source: 2, sink: 2})
+    text = lines(600, seed=5)
+    produce(boot, source, ((None, line.encode(), 1000 + i) for i, line in enumerate(text)))
+    topology = word_count_topology(source, sink)
+    config = app_config(boot, app_id, str(tmp_path))
+    with KafkaStreams(topology, config) as app:
+        app.run_until_end(timeout=120)
+        first = app.metrics()["records-processed"]
+
+    assert (
+        main(
+            [
+                "reset",
+                "--application-id",
+                app_id,
+                "--bootstrap-servers",
+                boot,
+                "--state-dir",
+                str(tmp_path),
+            ]
+        )
+        == 0
+    )
+    admin = AdminClient({"bootstrap.servers": boot})
+    _wait_for(
+        lambda: not [t for t in admin.list_topics(timeout=10).topics if t.startswith(app_id)],
+        "the internal topics to be deleted",
+    )
+    assert not (tmp_path / app_id).exists()
+
+    with KafkaStreams(topology, config) as app:
+        app.run_until_end(timeout=120)
+        # Everything again, from an empty state: counts are not doubled.
+        assert app.metrics()["records-processed"] == first
+        assert app.metrics()["restored-records"] == 0
+    expected = dict(Counter(w for line in text for w in line.split()))
+    assert latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long()) == expected

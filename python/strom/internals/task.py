@@ -406,7 +406,7 @@ class StreamTask:
             values = value_serde.deserialize_batch(topic, raw_values)
         except SerializationError:
             kept = self._deserialize_one_by_one(
-                topic, partition, raw_keys, raw_values, offsets, key_serde, value_serde
+                topic, partition, raw_keys, raw_values, offsets, key_serde, value_serde, timestamps
             )
             keys = [k for k, _, _ in kept]
             values = [v for _, v, _ in kept]
@@ -454,10 +454,12 @@ class StreamTask:
         offsets: list[int],
         key_serde: Serde[Any],
         value_serde: Serde[Any],
+        timestamps: list[int] | None = None,
     ) -> list[tuple[Any, Any, int]]:
         """The slow path after a batch failed: finds the bad records and
         applies the deserialization exception handler to each."""
         handler = self.config["deserialization.exception.handler"]
+        dead_letters = self.config["errors.dead.letter.queue.topic.name"]
         kept = []
         for i in range(len(raw_keys)):
             what = "key"
@@ -474,6 +476,11 @@ class StreamTask:
                 if verdict in ("continue", "log_and_continue"):
                     self.metrics.skipped_records += 1
                     log.warning("%s; skipping it (log_and_continue)", error)
+                    if dead_letters is not None:
+                        stamp = [timestamps[i]] if timestamps is not None else [0]
+                        self.collector.send(
+                            dead_letters, [raw_keys[i]], [raw_values[i]], stamp, None
+                        )
                     continue
                 raise error from exc
             kept.append((key, value, i))

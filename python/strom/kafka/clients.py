@@ -189,17 +189,21 @@ class KafkaProducer:
         self.written: dict[tuple[str, int], int] = {}
         self._errors: list[str] = []
         # A closure, not a bound method: no cycle keeps the client alive.
-        self._producer = Producer(conf | {"on_delivery": _delivery(self.written, self._errors)})
+        self._producer: Producer | None = Producer(
+            conf | {"on_delivery": _delivery(self.written, self._errors)}
+        )
         if transactional:
-            self._producer.init_transactions(REQUEST_TIMEOUT_S)
+            self.native.init_transactions(REQUEST_TIMEOUT_S)
 
     @property
     def native(self) -> Producer:
+        if self._producer is None:
+            raise StromError("the producer is closed")
         return self._producer
 
     def begin(self) -> None:
         if self.transactional and not self.in_transaction:
-            self._producer.begin_transaction()
+            self.native.begin_transaction()
             self.in_transaction = True
 
     def produce_columns(
@@ -211,7 +215,8 @@ class KafkaProducer:
         partitions: Sequence[int] | None = None,
     ) -> None:
         self.begin()
-        produce = self._producer.produce
+        native = self.native
+        produce = native.produce
         count = self._partition_count(topic) if partitions is None else 0
         for i, key in enumerate(keys):
             if partitions is not None:
@@ -226,8 +231,8 @@ class KafkaProducer:
                     produce(topic, values[i], key, partition=partition, timestamp=timestamp)
                     break
                 except BufferError:
-                    self._producer.poll(0.05)  # the local queue is full: drain some
-        self._producer.poll(0)
+                    native.poll(0.05)  # the local queue is full: drain some
+        native.poll(0)
         self.raise_errors()
 
     def raise_errors(self) -> None:
@@ -238,12 +243,16 @@ class KafkaProducer:
 
     def flush(self) -> None:
         """Waits until every record is acknowledged (or failed: raises)."""
-        while self._producer.flush(REQUEST_TIMEOUT_S) > 0:
+        while self.native.flush(REQUEST_TIMEOUT_S) > 0:
             log.warning("producer: records still unacknowledged after %.0fs", REQUEST_TIMEOUT_S)
         self.raise_errors()
 
     def close(self) -> None:
+        """Flushes what it can and releases the client (idempotent)."""
+        producer, self._producer = self._producer, None
+        if producer is None:
+            return
         try:
-            self._producer.flush(5.0)
+            producer.flush(5.0)
         except KafkaException:
             log.debug("producer flush on close failed", exc_info=True)
