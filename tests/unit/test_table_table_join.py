@@ -420,3 +420,42 @@ def test_a_stream_joins_an_unmaterialized_join_result() -> None:
         rt.pipe_input(1, None, 5)
         events.pipe_input(1, "e3", 6)
         assert out.read_values_to_list() == ["e2@a+b"]
+
+
+def test_tables_from_streams_join_as_kafka_describes() -> None:
+    # KStreamImplTest.shouldSupportTableTableJoinWithKStreamToKTable
+    builder = StreamsBuilder()
+    table1 = builder.stream("left", key_serde=S, value_serde=S).to_table()
+    table2 = builder.stream("right", key_serde=S, value_serde=S).to_table()
+    table1.join(table2, tostring).to_stream().to("output", value_serde=S)
+    text = builder.build().describe()
+    store1, store2 = (
+        "KSTREAM-TOTABLE-STATE-STORE-0000000002",
+        "KSTREAM-TOTABLE-STATE-STORE-0000000005",
+    )
+    for line in (
+        "Processor: KSTREAM-TOTABLE-0000000001 (stores: [" + store1 + "])\n"
+        "      --> KTABLE-JOINTHIS-0000000007",
+        "Processor: KSTREAM-TOTABLE-0000000004 (stores: [" + store2 + "])\n"
+        "      --> KTABLE-JOINOTHER-0000000008",
+        "Processor: KTABLE-JOINOTHER-0000000008 (stores: [" + store1 + "])",
+        "Processor: KTABLE-JOINTHIS-0000000007 (stores: [" + store2 + "])",
+        "Processor: KTABLE-MERGE-0000000006 (stores: [])\n"
+        "      --> KTABLE-TOSTREAM-0000000009\n"
+        "      <-- KTABLE-JOINTHIS-0000000007, KTABLE-JOINOTHER-0000000008",
+        "Sink: KSTREAM-SINK-0000000010 (topic: output)",
+    ):
+        assert line in text, line
+    with TopologyTestDriver(builder.build()) as driver:
+        left = driver.create_input_topic("left", S, S)
+        right = driver.create_input_topic("right", S, S)
+        output = driver.create_output_topic("output", S, S)
+        right.pipe_input("lhs1", "rhsValue1")
+        right.pipe_input("rhs2", "rhsValue2")
+        right.pipe_input("lhs3", "rhsValue3")
+        assert output.read_key_values_to_map() == {}
+        left.pipe_input("lhs1", "lhsValue1")
+        left.pipe_input("lhs2", "lhsValue2")
+        assert output.read_key_values_to_map() == {"lhs1": "lhsValue1+rhsValue1"}
+        left.pipe_input("lhs3", "lhsValue3")
+        assert output.read_key_values_to_map() == {"lhs3": "lhsValue3+rhsValue3"}
