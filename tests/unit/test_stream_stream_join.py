@@ -518,6 +518,21 @@ def test_late_records_out_of_retention_are_dropped_from_the_store_and_counted() 
         assert run.emitted() == []
 
 
+@pytest.mark.parametrize(("stored_at", "joins"), [(100, False), (101, True)])
+def test_a_store_hides_records_at_or_before_its_stream_time_minus_retention(
+    stored_at: int, joins: bool
+) -> None:
+    # Kafka's segmented window stores fetch from max(from, observed stream
+    # time - retention + 1): with retention 20 and the right store at 120, a
+    # record at 100 is gone and one at 101 is still there.
+    windows = JoinWindows.of_time_difference_with_no_grace(10)  # retention 20
+    with Run(topology("inner", windows)) as run:
+        run.right.pipe_input(0, "a", stored_at)
+        run.right.pipe_input(1, "b", 120)
+        run.left.pipe_input(0, "A", 105)
+        assert run.emitted() == ([(0, "A+a", 105)] if joins else [])
+
+
 def test_out_of_order_unmatched_record_past_its_window_is_emitted_at_once() -> None:
     # KStreamKStreamJoin (Kafka 4.x): an unmatched left record whose window
     # end is already behind stream time is joined with None immediately
