@@ -7,7 +7,9 @@ outputs were worked out from those sources, not copied from strom."""
 
 from __future__ import annotations
 
+import shutil
 from datetime import timedelta
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -721,6 +723,75 @@ def test_restart_resumes_with_the_same_results(
     assert read_all(log, "out", INT, S) == expected
     values = [v for _k, v, _t in expected]
     assert "A+a" in values and any("null" in v for v in values)
+
+
+def test_restart_after_losing_local_state_restores_from_the_changelogs(
+    log: EmbeddedLog, log_path: str, tmp_path: Any
+) -> None:
+    expected_log = EmbeddedLog(str(tmp_path / "reference"))
+    for one in (log, expected_log):
+        for topic in ("left", "right", "out"):
+            one.create_topic(topic)
+    produce_joined(expected_log, RESTART_INPUT)
+    with KafkaStreams(restart_topology().build(), app_config(str(tmp_path / "reference"))) as app:
+        app.run_until_end(timeout=60)
+    produce_joined(log, RESTART_INPUT[:6])
+    with KafkaStreams(restart_topology().build(), app_config(log_path)) as app:
+        app.run_until_end(timeout=60)
+    shutil.rmtree(Path(log_path) / ".state")
+    produce_joined(log, RESTART_INPUT[6:])
+    with KafkaStreams(restart_topology().build(), app_config(log_path)) as app:
+        app.run_until_end(timeout=60)
+        assert app.metrics()["restored-records"] > 0
+    assert read_all(log, "out", INT, S) == read_all(expected_log, "out", INT, S)
+
+
+def test_logging_can_be_turned_off_for_all_join_stores() -> None:
+    # KStreamKStreamJoinTest.shouldDisableLoggingOnStreamJoined.
+    builder = StreamsBuilder()
+    left = builder.stream("left", key_serde=INT, value_serde=S)
+    right = builder.stream("right", key_serde=INT, value_serde=S)
+    windows = JoinWindows.of_time_difference_with_no_grace(10)
+    left.outer_join(right, joiner, windows, store_name="store", logging=False).to("out")
+    stores = builder.build()._internal.stores
+    assert sorted(stores) == [
+        "store-outer-other-join-store",
+        "store-outer-shared-join-store",
+        "store-outer-this-join-store",
+    ]
+    assert not any(store.logged for store in stores.values())
+
+
+def test_self_join_after_a_key_change_repartitions_once() -> None:
+    builder = StreamsBuilder()
+    rekeyed = builder.stream("in", key_serde=S, value_serde=S).select_key(lambda _k, v: v[0])
+    windows = JoinWindows.of_time_difference_with_no_grace(10)
+    rekeyed.join(rekeyed, joiner, windows, key_serde=S).to("out", value_serde=S)
+    topology_ = builder.build()
+    assert topology_._internal.repartition_topics == {"KSTREAM-KEY-SELECT-0000000001-repartition"}
+    with TopologyTestDriver(topology_) as driver:
+        source = driver.create_input_topic("in", S, S)
+        source.pipe_input("x", "a1", 1)
+        source.pipe_input("y", "a2", 2)
+        out = driver.create_output_topic("out", S, S)
+        assert out.read_key_values_to_list() == [
+            ("a", "a1+a1"),
+            ("a", "a2+a1"),
+            ("a", "a1+a2"),
+            ("a", "a2+a2"),
+        ]
+
+
+def test_default_serdes_serve_the_join_stores() -> None:
+    builder = StreamsBuilder()
+    left, right = builder.stream("left"), builder.stream("right")
+    left.outer_join(right, joiner, JoinWindows.of_time_difference_with_no_grace(10)).to("out")
+    config = {"default.key.serde": S, "default.value.serde": S}
+    with TopologyTestDriver(builder.build(), config) as driver:
+        driver.create_input_topic("left", S, S).pipe_input("k", "A", 0)
+        driver.create_input_topic("right", S, S).pipe_input("j", "b", 100)
+        records = driver.create_output_topic("out", S, S).read_records_to_list()
+        assert [(r.key, r.value, r.timestamp) for r in records] == [("k", "A+null", 0)]
 
 
 def test_join_result_stream_keeps_the_key_serde() -> None:
