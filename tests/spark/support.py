@@ -59,6 +59,12 @@ class Scenario:
         return out
 
 
+@dataclass
+class Results:
+    streams: dict[str, Stream]
+    tables: dict[str, dict[Any, Any]]
+
+
 def _typed(value: Any) -> Any:
     """A windowed key struct from Spark as the Windowed the driver gives."""
     if isinstance(value, Row) and set(value.asDict()) == {"key", "start", "end"}:
@@ -116,6 +122,45 @@ def _partition_group_order(rows: list[Any]) -> list[Any]:
     return order
 
 
+def run_driver(scenario: Scenario, config: Mapping[str, Any]) -> Results:
+    """One TopologyTestDriver over every record (one partition), in timestamp
+    order across topics: for topologies whose results do not depend on how
+    records interleave across partitions."""
+    with TopologyTestDriver(scenario.build(), config) as driver:
+        for topic, _p, _o, key, value, timestamp in _partition_group_order(scenario.rows()):
+            key_serde, value_serde = scenario.serdes[topic]
+            driver.create_input_topic(topic, key_serde, value_serde).pipe_records(
+                [
+                    Record(
+                        key_serde.deserialize(topic, key),
+                        value_serde.deserialize(topic, value),
+                        timestamp,
+                    )
+                ]
+            )
+        streams: dict[str, Stream] = {}
+        for topic in scenario.outputs:
+            stream: Stream = defaultdict(list)
+            out = driver.create_output_topic(topic, *scenario.serdes[topic])
+            for record in out.read_records_to_list():
+                stream[(0, record.key)].append((record.value, record.timestamp))
+            streams[topic] = dict(stream)
+        tables = {
+            name: {kv.key: kv.value for kv in driver.get_key_value_store(name).all()}
+            for name in scenario.stores
+        }
+    return Results(streams, tables)
+
+
+def values_by_key(stream: Stream) -> dict[Any, list[Any]]:
+    """Each key's values in the order written, partitions and timestamps aside."""
+    out: dict[Any, list[Any]] = {}
+    for (_partition, key), records in stream.items():
+        assert key not in out, f"key {key!r} written to more than one partition"
+        out[key] = [value for value, _ts in records]
+    return out
+
+
 def write_log(scenario: Scenario, path: Path) -> str:
     """The scenario's topics and input records in a new embedded log."""
     log = EmbeddedLog(path)
@@ -137,12 +182,6 @@ def read_stream(log: EmbeddedLog, topic: str, serdes: tuple[Serde[Any], Serde[An
                 (value_serde.deserialize(topic, record.value), record.timestamp)
             )
     return dict(stream)
-
-
-@dataclass
-class Results:
-    streams: dict[str, Stream]
-    tables: dict[str, dict[Any, Any]]
 
 
 def run_streaming(scenario: Scenario, servers: str, config: Mapping[str, Any]) -> Results:

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 import shutil
 import tempfile
 import time
@@ -24,7 +25,8 @@ from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
 
-from strom.config import StreamsConfig
+from strom import errors
+from strom.config import EMIT_INTERVAL_WINDOWED, StreamsConfig
 from strom.errors import ConfigError, StromError, TopologyError
 from strom.internals.topology_builder import InternalTopologyBuilder, SinkDef, Subtopology
 from strom.serdes import Serde, Timestamped
@@ -77,7 +79,9 @@ def replay(
     ``deserialization.exception.handler``, ``statestore.cache.max.bytes`` and
     the default serdes apply as in the streaming app).
     """
-    props = {**_DEFAULT_PROPS, **dict(config or {})}
+    # No wall clock in a replay: emit-final aggregations look for closed
+    # windows on every record, as in the test driver.
+    props = {**_DEFAULT_PROPS, **dict(config or {}), EMIT_INTERVAL_WINDOWED: 0}
     streams_config = StreamsConfig(props)
     builder = topology._internal
     _refuse_unreplayable(builder)
@@ -352,10 +356,21 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage]) -> None:
     output = inputs.groupBy("partition").applyInArrow(run, _spark_schema(OUTPUT_SCHEMA))
     output = output.persist(StorageLevel.MEMORY_AND_DISK)
     stage.output = output
-    stage.records = sum(
-        json.loads(row["value"])["records_processed"]
-        for row in output.filter(F.col("kind") == "task").select("value").collect()
-    )
+    try:
+        tasks = output.filter(F.col("kind") == "task").select("value").collect()
+    except Exception as exc:
+        raise _strom_error(exc, stage.subtopology.id) from exc
+    stage.records = sum(json.loads(row["value"])["records_processed"] for row in tasks)
+
+
+def _strom_error(exc: Exception, sub: int) -> Exception:
+    """A strom error raised in a Spark task, raised again on the driver as
+    itself (Spark reports it as text); other failures pass unchanged."""
+    found = re.findall(r"^strom\.errors\.(\w+): (.*)$", str(exc), re.MULTILINE)
+    kind = getattr(errors, found[-1][0], None) if found else None
+    if not (isinstance(kind, type) and issubclass(kind, errors.StromError)):
+        return exc
+    return kind(f"{found[-1][1]} (replay of sub-topology {sub} on Spark)")
 
 
 def _spark_schema(schema: pa.Schema) -> Any:

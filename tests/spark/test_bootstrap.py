@@ -1,0 +1,89 @@
+"""Bootstrap: replay the first half of a topic on Spark, write its end state,
+stream the second half with KafkaStreams; the results equal one streaming run
+over the whole topic, late-record drops included (they depend on the stream
+time the replay hands over)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+from pyspark.sql import SparkSession
+from tests.spark.support import Scenario, read_stream, write_log
+from tests.spark.test_replay import out_of_order_events, windowed
+
+from strom import KafkaStreams, serdes
+from strom.embedded import EmbeddedLog
+from strom.kstream import TimeWindows
+from strom.spark import replay
+
+S, L = serdes.String(), serdes.Long()
+WINDOWED = (serdes.TimeWindowed(S, 10_000), L)
+
+
+def latest(stream: dict[tuple[int, Any], list[tuple[Any, int]]]) -> dict[Any, Any]:
+    return {key: records[-1][0] for (_p, key), records in stream.items()}
+
+
+def test_replay_then_bootstrap_then_stream_equals_one_streaming_run(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    windows = TimeWindows.of_size_and_grace(10_000, 2_000)
+    scenario = Scenario(
+        lambda: windowed(windows),
+        {"events": out_of_order_events(600, seed=6)},
+        {"events": (S, S), "windowed-counts": WINDOWED},
+        ["windowed-counts"],
+    )
+
+    # One streaming run over everything.
+    whole = write_log(scenario, tmp_path / "whole")
+    config = {"application.id": "bootstrapped", "statestore.cache.max.bytes": 0}
+    with KafkaStreams(scenario.build(), {**config, "bootstrap.servers": whole}) as app:
+        app.run_until_end(timeout=120)
+    expected = latest(
+        read_stream(EmbeddedLog(whole.removeprefix("embedded:")), "windowed-counts", WINDOWED)
+    )
+
+    # The same records: about the first half of each partition replayed on
+    # Spark, cut just before a record the whole run drops as too late, so
+    # the streaming half must know the stream time the replay reached.
+    servers = write_log(scenario, tmp_path / "split")
+    log = EmbeddedLog(servers.removeprefix("embedded:"))
+    half = {("events", p): late_record_after_half(scenario, p) for p in range(3)}
+    app_config = {**config, "bootstrap.servers": servers}
+    with replay(
+        scenario.build(), spark, source=servers, config=app_config, end_offsets=half
+    ) as result:
+        first = {
+            _typed_key(row["key"]): row["value"]
+            for row in result.output("windowed-counts").orderBy("partition", "offset").collect()
+        }
+        result.bootstrap(app_config)
+    committed = log.committed_offsets("bootstrapped")
+    assert {key: c.offset for key, c in committed.items()} == half
+
+    # The app continues from there.
+    with KafkaStreams(scenario.build(), app_config) as app:
+        app.run_until_end(timeout=120)
+        assert app.metrics()["records-processed"] == sum(
+            end - half[("events", p)] for p, end in log.end_offsets("events").items()
+        )
+    second = latest(read_stream(log, "windowed-counts", WINDOWED))
+    assert {**first, **second} == expected
+
+
+def late_record_after_half(scenario: Scenario, partition: int) -> int:
+    """The offset of the first record past the partition's middle that is
+    older than every window still open (stream time - size - grace)."""
+    stamps = [r[5] for r in sorted(scenario.rows(), key=lambda r: r[2]) if r[1] == partition]
+    for offset in range(len(stamps) // 2, len(stamps)):
+        if stamps[offset] < max(stamps[:offset]) - 12_000:
+            return offset
+    raise AssertionError(f"no late record in the second half of partition {partition}")
+
+
+def _typed_key(row: Any) -> Any:
+    from strom.kstream import Window, Windowed  # noqa: PLC0415
+
+    return Windowed(row["key"], Window(row["start"], row["end"]))
