@@ -673,6 +673,26 @@ def test_a_key_changing_operation_inserts_a_repartition_topic(
     assert all(key in ("k1", "k2") for key, _v, _t in results)
 
 
+@pytest.mark.parametrize("kind", ["inner", "left"])
+def test_null_keys_from_a_key_change_reach_left_joins_only(kind: str) -> None:
+    # KIP-962 (Kafka >= 3.7): repartition topics upstream of a left/outer join
+    # keep null keys, which the join then emits with None at once; upstream of
+    # an inner join they are filtered out.
+    builder = StreamsBuilder()
+    left = builder.stream("left", key_serde=S, value_serde=S).select_key(
+        lambda _k, v: v.split(":")[0] or None
+    )
+    right = builder.stream("right", key_serde=S, value_serde=S)
+    join = left.left_join if kind == "left" else left.join
+    windows = JoinWindows.of_time_difference_with_no_grace(10)
+    join(right, joiner, windows, key_serde=S).to("out", value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("right", S, S).pipe_input("k", "a", 5)
+        driver.create_input_topic("left", S, S).pipe_key_value_list([("x", ":A"), ("y", "k:B")])
+        out = driver.create_output_topic("out", S, S).read_key_values_to_list()
+    assert out == ([(None, ":A+null")] if kind == "left" else []) + [("k", "k:B+a")]
+
+
 RESTART_INPUT = [
     ("left", 0, "A", 100),
     ("right", 1, "b", 102),

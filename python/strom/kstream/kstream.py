@@ -12,7 +12,7 @@ from strom.internals import stream_joins as sj
 from strom.internals import table_processors as tp
 from strom.internals import window_aggregates as wa
 from strom.internals.processor_node import ProcessorAdapter
-from strom.internals.topology_builder import StoreDef
+from strom.internals.topology_builder import ProcessorDef, StoreDef
 from strom.kstream.emit_strategy import EmitStrategy
 from strom.kstream.join_windows import JoinWindows
 from strom.kstream.materialized import Materialized
@@ -396,15 +396,20 @@ class KStream:
         this_values = serdes[1] or self._value_serde
         other_values = serdes[2] or other._value_serde
         this_node, other_node = self._node, other._node
+        # Left/outer joins take records with null keys (KIP-962), so their
+        # repartition topics pass them on.
+        relaxed = left_outer
         if self._repartition_required:
             prefix = f"{name}-left" if name else self._node
-            this_node = self._repartition_for_join(prefix, this_node, keys, this_values)
+            this_node = self._repartition_for_join(prefix, this_node, keys, this_values, relaxed)
         if other._repartition_required:
             if other is self or other._node == self._node:
                 other_node = this_node  # a self-join repartitions once
             else:
                 prefix = f"{name}-right" if name else other._node
-                other_node = self._repartition_for_join(prefix, other_node, keys, other_values)
+                other_node = self._repartition_for_join(
+                    prefix, other_node, keys, other_values, relaxed
+                )
 
         this_suffix = "-outer-this-join" if right_outer else "-this-join"
         other_suffix = "-outer-other-join" if left_outer else "-other-join"
@@ -491,16 +496,23 @@ class KStream:
         parent: str,
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
+        keep_null_keys: bool,
     ) -> str:
         """``<prefix>-repartition`` for one side of a join; a stream joined
-        again reuses its repartition topic (Kafka still spends the names)."""
+        again reuses its repartition topic (Kafka still spends the names).
+        With ``keep_null_keys`` its filter lets null keys through, as Kafka
+        does upstream of left/outer joins."""
         builder = self._builder
         source = f"{prefix}-repartition-source"
         if source in builder.internal.nodes:
             for _ in range(3):
                 builder.new_name("")
-            return source
-        return builder.repartition(prefix, parent, key_serde, value_serde)
+        else:
+            source = builder.repartition(prefix, parent, key_serde, value_serde)
+        null_key_filter = builder.internal.nodes[f"{prefix}-repartition-filter"]
+        if keep_null_keys and isinstance(null_key_filter, ProcessorDef):
+            null_key_filter.supplier = p.PassThrough
+        return source
 
     def _join(
         self,
