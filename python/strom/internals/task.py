@@ -25,7 +25,7 @@ from strom.internals.topology_builder import (
     Subtopology,
 )
 from strom.serdes import Timestamped
-from strom.state.caching import CachingKeyValueStore
+from strom.state.caching import CachingKeyValueStore, CachingSessionStore, CachingWindowStore
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
 from strom.state.window import WindowStore
@@ -35,6 +35,9 @@ if TYPE_CHECKING:
     from strom.serdes import Serde
 
 log = logging.getLogger("strom.task")
+
+# Stores behind the record cache: flushed on commit, closed with the task.
+_CACHING = (CachingKeyValueStore, CachingWindowStore, CachingSessionStore)
 
 
 class InputRecords(Protocol):
@@ -229,10 +232,18 @@ class StreamTask:
         if store_def.timestamped:
             values = Timestamped(values)
         clock = lambda: self.current_timestamp  # noqa: E731 - the changelog's timestamps
+        cache = self._cache if store_def.caching else None
+        namespace = f"{self.task_id}-{name}"
         if store_def.kind == "window":
-            return WindowStore(name, keys, values, native, writer, clock)
+            window_store = WindowStore(name, keys, values, native, writer, clock)
+            if cache is None:
+                return window_store
+            return CachingWindowStore(window_store, cache, namespace, clock)
         if store_def.kind == "session":
-            return SessionStore(name, keys, values, native, writer, clock)
+            session_store = SessionStore(name, keys, values, native, writer, clock)
+            if cache is None:
+                return session_store
+            return CachingSessionStore(session_store, cache, namespace, clock)
         store = KeyValueStore(name, keys, values, writer, clock=clock, native=native)
         if store_def.caching and self._cache is not None:
             return CachingKeyValueStore(store, self._cache, f"{self.task_id}-{name}", clock)
@@ -373,7 +384,7 @@ class StreamTask:
     def flush(self) -> None:
         """On commit: the caches write and forward their dirty entries first."""
         for store in self.stores.values():
-            if isinstance(store, CachingKeyValueStore):
+            if isinstance(store, _CACHING):
                 store.flush()
         for node in self.nodes.values():
             node.flush()
@@ -390,7 +401,7 @@ class StreamTask:
         for node in self.nodes.values():
             node.close()
         for store in self.stores.values():
-            if isinstance(store, CachingKeyValueStore):
+            if isinstance(store, _CACHING):
                 store.close()
         self.state.close()
 

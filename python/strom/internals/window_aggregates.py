@@ -24,6 +24,7 @@ from strom.config import EMIT_INTERVAL_WINDOWED
 from strom.internals.batch import Batch
 from strom.internals.processors import Node, log
 from strom.kstream.windowed import Window, Windowed
+from strom.state.caching import CachingSessionStore, CachingWindowStore
 
 if TYPE_CHECKING:
     from strom.internals.task import StreamTask
@@ -75,6 +76,12 @@ class _WindowedAggregate(Node):
     def init(self, task: StreamTask) -> None:
         super().init(task)
         self.store: Any = task.store(self.store_name)
+        # Behind the record cache, updates reach the children when the cache
+        # writes them out (the latest per window and commit), as in Kafka.
+        self.caching = isinstance(self.store, CachingWindowStore | CachingSessionStore)
+        if self.caching:
+            self.store.listener = self.forward_flushed_results
+        self.forwards = not self.final_only and not self.caching
         self.observed = task.state.node_stream_time(self.name)
         self._emit_key = f"{self.name}#last-emit-close-time"
         self.last_emit_close = task.state.node_times.get(self._emit_key, NO_TIMESTAMP)
@@ -108,6 +115,11 @@ class _WindowedAggregate(Node):
         self, key: Any, value: Any, timestamp: int, offset: int, out: _Results
     ) -> None:
         raise NotImplementedError
+
+    def forward_flushed_results(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
+        """What the record cache wrote out: window values are (aggregate,
+        timestamp) pairs; session values plain, timestamped with their end."""
+        self.forward_flushed(entries)
 
     def drop_expired(self, timestamp: int, window: str, close_time: int) -> None:
         self.dropped += 1
@@ -189,7 +201,7 @@ class KStreamWindowAggregate(_WindowedAggregate):
                 result_time = max(timestamp, old_time)
                 new = self.aggregator(key, value, old)
             store.put(key, (new, result_time), start)
-            if not self.final_only:
+            if self.forwards:
                 out.add(Windowed(key, Window(start, end)), new, old, result_time, offset)
         self.maybe_forward_final(close_time, offset, out)
 
@@ -356,7 +368,7 @@ class KStreamSlidingWindowAggregate(_WindowedAggregate):
         new = self.aggregator(key, value, old)
         new_time = ts if old is None else max(ts, old_time)
         self.store.put(key, (new, new_time), start)
-        if not self.final_only:
+        if self.forwards:
             out.add(Windowed(key, Window(start, end)), new, old, new_time, offset)
 
     def put_right_window(
@@ -365,7 +377,7 @@ class KStreamSlidingWindowAggregate(_WindowedAggregate):
         """The record's right window takes the later records' aggregate as it
         is (no close check, no aggregation), as Kafka does."""
         self.store.put(key, agg, start)
-        if not self.final_only:
+        if self.forwards:
             end = start + self.windows.time_difference_ms
             out.add(Windowed(key, Window(start, end)), agg[0], None, agg[1], offset)
 
@@ -397,6 +409,13 @@ class KStreamSessionWindowAggregate(_WindowedAggregate):
 
     drops_null_values = False
 
+    def forward_flushed_results(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
+        keys = [key for key, _, _, _ in entries]
+        news = [new for _, new, _, _ in entries]
+        olds = [old for _, _, old, _ in entries]
+        stamps = [timestamp for _, _, _, timestamp in entries]
+        self.forward(Batch("", -1, keys, news, stamps, [-1] * len(keys), olds))
+
     def __init__(
         self,
         store_name: str,
@@ -421,14 +440,12 @@ class KStreamSessionWindowAggregate(_WindowedAggregate):
         gap = self.windows.inactivity_gap_ms
         close_time = self.observed - self.windows.grace_ms - gap
         store = self.store
-        # Lookups see what Kafka's stores show: sessions ending after store
-        # time - retention (the store may hold more for final results).
-        visible_from = store.observed_stream_time - self.retention_ms + 1
-        found = [
-            entry
-            for entry in store.find_sessions(key, timestamp - gap, timestamp + gap)
-            if entry.key.window.end >= visible_from
-        ]
+        found = list(store.find_sessions(key, timestamp - gap, timestamp + gap))
+        if self.final_only:
+            # The store keeps more for final results; lookups see what Kafka's
+            # show: sessions ending after store time - retention.
+            visible_from = store.observed_stream_time - self.retention_ms + 1
+            found = [entry for entry in found if entry.key.window.end >= visible_from]
         agg = self.initializer()
         start = end = timestamp
         for entry in found:
@@ -441,12 +458,12 @@ class KStreamSessionWindowAggregate(_WindowedAggregate):
             if (start, end) != (timestamp, timestamp):
                 for entry in found:
                     store.remove(entry.key)
-                    if not self.final_only:
+                    if self.forwards:
                         out.add(entry.key, None, entry.value, entry.key.window.end, offset)
             agg = self.aggregator(key, value, agg)
             session = Windowed(key, Window(start, end))
             store.put(session, agg)
-            if not self.final_only:
+            if self.forwards:
                 out.add(session, agg, None, end, offset)
         self.maybe_forward_final(close_time, offset, out)
 

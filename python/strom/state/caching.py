@@ -1,5 +1,6 @@
-"""The record cache in front of a key-value store (Kafka's
-CachingKeyValueStore over a thread's ThreadCache).
+"""The record cache in front of key-value, window and session stores
+(Kafka's CachingKeyValueStore, CachingWindowStore and CachingSessionStore
+over a thread's ThreadCache).
 
 Writes stay in the cache, deduplicated per key, until the task commits or the
 cache evicts; then each dirty entry is written to the store (and so to its
@@ -158,3 +159,234 @@ class CachingKeyValueStore(Generic[K, V]):
 
     def close(self) -> None:
         self._cache.close(self._id)
+
+
+def _split_windowed(cache_key: bytes) -> tuple[bytes, int]:
+    return cache_key[:-8], int.from_bytes(cache_key[-8:], "big", signed=True)
+
+
+def _split_session(cache_key: bytes) -> tuple[bytes, int, int]:
+    end = int.from_bytes(cache_key[-16:-8], "big", signed=True)
+    return cache_key[:-16], end, int.from_bytes(cache_key[-8:], "big", signed=True)
+
+
+class _CachingWindowedBase:
+    """What the caching window and session stores share. Reads the caching
+    layer does not serve itself go to the store underneath (as of the last
+    flush); writes stay in the record cache until a commit or an eviction
+    writes them to the store (and changelog) and hands them to the listener,
+    as Kafka's CachingWindowStore and CachingSessionStore do."""
+
+    def __init__(
+        self, inner: Any, cache: _core.NativeThreadCache, namespace: str, clock: Callable[[], int]
+    ) -> None:
+        self.inner = inner
+        self.name = inner.name
+        self.key_serde = inner.key_serde
+        self.value_serde = inner.value_serde
+        self.native = inner.native
+        self._cache = cache
+        self._id = cache.named(namespace)
+        self._clock = clock
+        self.listener: FlushListener | None = None
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.inner, name)
+
+    def flush(self) -> None:
+        """Writes every dirty entry to the store and hands them on (commit)."""
+        self._write(self._cache.flush(self._id))
+
+    def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self._cache.close(self._id)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.inner!r})"
+
+
+class CachingWindowStore(_CachingWindowedBase):
+    """A window store whose writes go through the record cache: the latest
+    value per key and window start is written (and forwarded) per commit."""
+
+    native: _core.NativeWindowStore
+
+    def __init__(
+        self, inner: Any, cache: _core.NativeThreadCache, namespace: str, clock: Callable[[], int]
+    ) -> None:
+        super().__init__(inner, cache, namespace, clock)
+        # Window starts written per raw key since their last flush.
+        self._dirty: dict[bytes, set[int]] = {}
+
+    def put(self, key: Any, value: Any, window_start: int) -> None:
+        raw_key = self.inner._key(key)
+        raw_value = self.value_serde.serialize(self.name, value)
+        self._dirty.setdefault(raw_key, set()).add(window_start)
+        cache_key = raw_key + window_start.to_bytes(8, "big", signed=True)
+        self._write(self._cache.put(self._id, cache_key, raw_value, self._clock(), True))
+
+    def put_all(self, entries: Any) -> None:
+        for key, value, start in entries:
+            self.put(key, value, start)
+
+    def _one(self, raw_key: bytes, start: int) -> bytes | None:
+        # The cache may still hold a window the store has expired: hide it.
+        if start <= self.native.observed_stream_time - self.native.retention_ms:
+            return None
+        hit = self._cache.get(self._id, raw_key + start.to_bytes(8, "big", signed=True))
+        if hit is not None:
+            return hit[0]
+        return self.native.fetch_one(raw_key, start)
+
+    def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> Any:
+        """As ``WindowStore.fetch``, seeing the cache's writes."""
+        raw_key = self.inner._key(key)
+        if time_to is None:
+            return self.value_serde.deserialize(self.name, self._one(raw_key, time_from))
+        return iter(self._starts(raw_key, time_from, time_to))
+
+    def backward_fetch(self, key: Any, time_from: int, time_to: int) -> Iterator[KeyValue]:
+        return iter(self._starts(self.inner._key(key), time_from, time_to)[::-1])
+
+    def _starts(self, raw_key: bytes, time_from: int, time_to: int) -> list[KeyValue]:
+        starts, raw_values = self.native.fetch(raw_key, time_from, time_to)
+        entries: dict[int, bytes | None] = dict(zip(starts, raw_values, strict=True))
+        for start in self._dirty.get(raw_key, ()):
+            if time_from <= start <= time_to:
+                entries[start] = self._one(raw_key, start)
+        found = sorted((s, v) for s, v in entries.items() if v is not None)
+        values = self.value_serde.deserialize_batch(self.name, [v for _, v in found])
+        return [KeyValue(s, v) for (s, _), v in zip(found, values, strict=True)]
+
+    def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
+        if not flushed:
+            return
+        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
+
+        out: list[tuple[Any, Any, Any, int]] = []
+        size = self.native.window_size_ms
+        for cache_key, value, timestamp in flushed:
+            raw_key, start = _split_windowed(cache_key)
+            starts = self._dirty.get(raw_key)
+            if starts is not None:
+                starts.discard(start)
+                if not starts:
+                    del self._dirty[raw_key]
+            old = self.native.fetch_one(raw_key, start)
+            logged = self.native.put(raw_key, value, start)
+            self.inner._log([logged], [value])
+            if self.listener is not None and (value is not None or old is not None):
+                key = self.key_serde.deserialize(self.name, raw_key)
+                new_value = self.value_serde.deserialize(self.name, value)
+                old_value = self.value_serde.deserialize(self.name, old)
+                out.append(
+                    (Windowed(key, Window(start, start + size)), new_value, old_value, timestamp)
+                )
+        if out and self.listener is not None:
+            self.listener(out)
+
+
+class CachingSessionStore(_CachingWindowedBase):
+    """A session store whose writes go through the record cache: the latest
+    value (or removal) per session is written and forwarded per commit."""
+
+    native: _core.NativeSessionStore
+
+    def __init__(
+        self, inner: Any, cache: _core.NativeThreadCache, namespace: str, clock: Callable[[], int]
+    ) -> None:
+        super().__init__(inner, cache, namespace, clock)
+        # (end, start) of the sessions written per raw key since their last flush.
+        self._dirty: dict[bytes, set[tuple[int, int]]] = {}
+
+    @staticmethod
+    def _cache_key(raw_key: bytes, start: int, end: int) -> bytes:
+        return raw_key + end.to_bytes(8, "big", signed=True) + start.to_bytes(8, "big", signed=True)
+
+    def _set(self, session: Any, raw_value: bytes | None) -> None:
+        raw_key = self.inner._key(session.key)
+        start, end = session.window.start, session.window.end
+        self._dirty.setdefault(raw_key, set()).add((end, start))
+        cache_key = self._cache_key(raw_key, start, end)
+        # Session results are timestamped with the session's end.
+        self._write(self._cache.put(self._id, cache_key, raw_value, end, True))
+
+    def put(self, session: Any, value: Any) -> None:
+        self._set(session, self.value_serde.serialize(self.name, value))
+
+    def put_all(self, entries: Any) -> None:
+        for session, value in entries:
+            self.put(session, value)
+
+    def remove(self, session: Any) -> None:
+        self._set(session, None)
+
+    def _raw(self, raw_key: bytes, start: int, end: int) -> bytes | None:
+        # The cache may still hold a session the store has expired: hide it.
+        if end <= self.native.observed_stream_time - self.native.retention_ms:
+            return None
+        hit = self._cache.get(self._id, self._cache_key(raw_key, start, end))
+        if hit is not None:
+            return hit[0]
+        return self.native.fetch_session(raw_key, start, end)
+
+    def fetch_session(self, key: Any, start: int, end: int) -> Any:
+        return self.value_serde.deserialize(self.name, self._raw(self.inner._key(key), start, end))
+
+    def find_sessions(
+        self, key: Any, earliest_session_end: int, latest_session_start: int
+    ) -> Iterator[KeyValue]:
+        """As ``SessionStore.find_sessions``, seeing the cache's writes."""
+        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
+
+        raw_key = self.inner._key(key)
+        _keys, starts, ends, raw_values = self.native.find_sessions(
+            raw_key, earliest_session_end, latest_session_start
+        )
+        entries: dict[tuple[int, int], bytes | None] = {
+            (e, s): v for s, e, v in zip(starts, ends, raw_values, strict=True)
+        }
+        for end, start in self._dirty.get(raw_key, ()):
+            if end >= earliest_session_end and start <= latest_session_start:
+                entries[(end, start)] = self._raw(raw_key, start, end)
+        found = sorted((k, v) for k, v in entries.items() if v is not None)
+        values = self.value_serde.deserialize_batch(self.name, [v for _, v in found])
+        return iter(
+            [
+                KeyValue(Windowed(key, Window(start, end)), value)
+                for ((end, start), _), value in zip(found, values, strict=True)
+            ]
+        )
+
+    def fetch(self, key: Any) -> Iterator[KeyValue]:
+        return self.find_sessions(key, -(2**63), 2**63 - 1)
+
+    def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
+        if not flushed:
+            return
+        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
+
+        out: list[tuple[Any, Any, Any, int]] = []
+        for cache_key, value, timestamp in flushed:
+            raw_key, end, start = _split_session(cache_key)
+            sessions = self._dirty.get(raw_key)
+            if sessions is not None:
+                sessions.discard((end, start))
+                if not sessions:
+                    del self._dirty[raw_key]
+            old = self.native.fetch_session(raw_key, start, end)
+            logged: bytes | None = (
+                self.native.remove(raw_key, start, end)
+                if value is None
+                else self.native.put(raw_key, start, end, value)
+            )
+            self.inner._log([logged], [value])
+            if self.listener is not None and (value is not None or old is not None):
+                key = self.key_serde.deserialize(self.name, raw_key)
+                new_value = self.value_serde.deserialize(self.name, value)
+                old_value = self.value_serde.deserialize(self.name, old)
+                out.append((Windowed(key, Window(start, end)), new_value, old_value, timestamp))
+        if out and self.listener is not None:
+            self.listener(out)
