@@ -354,3 +354,100 @@ def test_windowed_sums_per_window_type_equal_a_brute_force_model() -> None:
                 if s <= t < s + 10:
                     expected[(k, s)] += t
         assert latest == dict(expected)
+
+
+def test_windowed_tables_join_window_by_window() -> None:
+    """KStreamWindowAggregateTest.testJoin (emit on update): two windowed
+    aggregations joined as tables; each update looks the other table up by
+    key and window, the result timed with the later of the two."""
+    windows = TimeWindows.of_size_and_grace(10, 100).advance_by(5)
+    builder = StreamsBuilder()
+
+    def table(topic: str, store: str) -> Any:
+        return (
+            builder.stream(topic, key_serde=S, value_serde=S)
+            .group_by_key()
+            .windowed_by(windows)
+            .aggregate(
+                lambda: "0", lambda _k, v, agg: f"{agg}+{v}", Materialized(store, value_serde=S)
+            )
+        )
+
+    table1, table2 = table("topic1", "t1"), table("topic2", "t2")
+    table2.to_stream().to("out2", value_serde=S)
+    table1.join(table2, lambda a, b: f"{a}%{b}").to_stream().to("joined", value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        in1 = driver.create_input_topic("topic1", S, S)
+        in2 = driver.create_input_topic("topic2", S, S)
+        out2 = driver.create_output_topic("out2", serdes.TimeWindowed(S, 10), S)
+        joined = driver.create_output_topic("joined", serdes.TimeWindowed(S, 10), S)
+
+        def read(topic: Any) -> list[tuple[Any, Any, int]]:
+            return [(r.key, r.value, r.timestamp) for r in topic.read_records_to_list()]
+
+        for key, value, ts in [("A", "1", 0), ("B", "2", 1), ("C", "3", 2), ("D", "4", 3)]:
+            in1.pipe_input(key, value, ts)
+        for key, value, ts in [("A", "1", 9), ("A", "1", 5), ("B", "2", 6), ("D", "4", 7)]:
+            in1.pipe_input(key, value, ts)
+        for key, value, ts in [("B", "2", 8), ("C", "3", 9)]:
+            in1.pipe_input(key, value, ts)
+        assert joined.is_empty()
+        for key, value, ts in [("A", "a", 0), ("B", "b", 1), ("C", "c", 2), ("D", "d", 20)]:
+            in2.pipe_input(key, value, ts)
+        in2.pipe_input("A", "a", 20)
+        assert read(out2) == [
+            (tw("A", 0, 10), "0+a", 0),
+            (tw("B", 0, 10), "0+b", 1),
+            (tw("C", 0, 10), "0+c", 2),
+            (tw("D", 15, 25), "0+d", 20),
+            (tw("D", 20, 30), "0+d", 20),
+            (tw("A", 15, 25), "0+a", 20),
+            (tw("A", 20, 30), "0+a", 20),
+        ]
+        assert read(joined) == [
+            (tw("A", 0, 10), "0+1+1+1%0+a", 9),
+            (tw("B", 0, 10), "0+2+2+2%0+b", 8),
+            (tw("C", 0, 10), "0+3+3%0+c", 9),
+        ]
+        for key, value, ts in [("A", "a", 5), ("B", "b", 6), ("D", "d", 7), ("D", "d", 18)]:
+            in2.pipe_input(key, value, ts)
+        in2.pipe_input("A", "a", 21)
+        assert read(joined) == [
+            (tw("A", 0, 10), "0+1+1+1%0+a+a", 9),
+            (tw("A", 5, 15), "0+1+1%0+a", 9),
+            (tw("B", 0, 10), "0+2+2+2%0+b+b", 8),
+            (tw("B", 5, 15), "0+2+2%0+b", 8),
+            (tw("D", 0, 10), "0+4+4%0+d", 7),
+            (tw("D", 5, 15), "0+4%0+d", 7),
+        ]
+
+
+def test_session_tables_join_session_by_session() -> None:
+    """A session-windowed table is read by session (Kafka's
+    KTableSessionWindowValueGetter: the aggregate, timed at the session end)."""
+    builder = StreamsBuilder()
+    windows = SessionWindows.of_inactivity_gap_with_no_grace(100)
+
+    def table(topic: str) -> Any:
+        return (
+            builder.stream(topic, key_serde=S, value_serde=S)
+            .group_by_key()
+            .windowed_by(windows)
+            .count()
+        )
+
+    table("left").join(table("right"), lambda a, b: a * 10 + b).to_stream().to(
+        "joined", value_serde=L
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        left = driver.create_input_topic("left", S, S)
+        right = driver.create_input_topic("right", S, S)
+        left.pipe_input("k", "x", 10)
+        left.pipe_input("k", "x", 20)
+        right.pipe_input("k", "y", 10)  # a different session: [10, 10]
+        right.pipe_input("k", "y", 20)  # now [10, 20], as on the left
+        joined = driver.create_output_topic("joined", serdes.SessionWindowed(S), L)
+        records = [(r.key, r.value, r.timestamp) for r in joined.read_records_to_list()]
+    session = Windowed("k", Window(10, 20))
+    assert records[-1] == (session, 22, 20)
+    assert all(key == session or value is None for key, value, _ in records)

@@ -491,3 +491,38 @@ class KStreamSessionWindowAggregate(_WindowedAggregate):
         for entry in sessions:
             out.add(entry.key, entry.value, None, entry.key.window.end, offset)
         self.emitted_final(close_time)
+
+
+# Value getters of windowed tables (how joins read them), as Kafka's
+# KStreamWindowAggregateValueGetter and KTableSessionWindowValueGetter:
+# (value, timestamp) of one window, or None.
+WindowedLookup = Callable[[Any], "tuple[Any, int] | None"]
+
+
+def window_getter(store_name: str) -> Callable[[StreamTask], WindowedLookup]:
+    def supplier(task: StreamTask) -> WindowedLookup:
+        store = task.store(store_name)
+
+        def lookup(windowed: Any) -> tuple[Any, int] | None:
+            found: tuple[Any, int] | None = store.fetch(windowed.key, windowed.window.start)
+            return found
+
+        return lookup
+
+    return supplier
+
+
+def session_getter(store_name: str) -> Callable[[StreamTask], WindowedLookup]:
+    """A session's aggregate, timestamped with the session's end."""
+
+    def supplier(task: StreamTask) -> WindowedLookup:
+        store = task.store(store_name)
+
+        def lookup(windowed: Any) -> tuple[Any, int] | None:
+            window = windowed.window
+            value = store.fetch_session(windowed.key, window.start, window.end)
+            return None if value is None else (value, window.end)
+
+        return lookup
+
+    return supplier

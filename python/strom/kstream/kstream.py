@@ -711,8 +711,19 @@ def _aggregation(
     else:
         builder.internal.add_processor(agg_name, lambda: node(store_name), parent)
     builder.internal.add_store(store, agg_name)
+    getter = None
+    if windows is not None:
+        # Joins read a windowed table by window, not by key.
+        read = wa.session_getter if isinstance(windows, SessionWindows) else wa.window_getter
+        getter = (store_name, read(store_name))
     return KTable(
-        builder, agg_name, table_key_serde, value_serde, store_name, window_grace_ms=grace_ms
+        builder,
+        agg_name,
+        table_key_serde,
+        value_serde,
+        store_name,
+        getter=getter,
+        window_grace_ms=grace_ms,
     )
 
 
