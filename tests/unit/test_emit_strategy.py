@@ -339,21 +339,33 @@ def test_on_window_close_equals_suppress_until_window_closes() -> None:
     assert sums(windows, CLOSE, records) == suppressed
 
 
-def test_windowed_sums_per_window_type_equal_a_brute_force_model() -> None:
-    """Tumbling and hopping sums against the definition: a record at t is in
-    every window [s, s + size) with s a multiple of the advance."""
-    records = [("a", t) for t in (3, 9, 14, 2, 27, 21, 8, 33)]
-    for advance in (10, 5):
-        windows = TimeWindows.of_size_and_grace(10, 100).advance_by(advance)
-        latest: dict[tuple[str, int], int] = {}
-        for k, start, _, value in sums(windows, UPDATE, records):
-            latest[(k, start)] = value
-        expected: dict[tuple[str, int], int] = defaultdict(int)
-        for k, t in records:
-            for s in range(0, t + 1, advance):
-                if s <= t < s + 10:
-                    expected[(k, s)] += t
-        assert latest == dict(expected)
+@settings(max_examples=60, deadline=None)
+@given(
+    records=st.lists(
+        st.tuples(st.sampled_from(["a", "b"]), st.integers(min_value=0, max_value=200)),
+        max_size=30,
+    ),
+    advance=st.sampled_from([10, 5, 2]),
+    grace=st.sampled_from([0, 7, 50]),
+)
+def test_time_windowed_sums_equal_a_brute_force_model(
+    records: list[tuple[str, int]], advance: int, grace: int
+) -> None:
+    """Tumbling and hopping sums, by definition: a record at t is added to
+    every window [s, s + 10) holding it (s a multiple of the advance) whose
+    end is still after stream time - grace; otherwise it is dropped there."""
+    windows = TimeWindows.of_size_and_grace(10, grace).advance_by(advance)
+    latest: dict[tuple[str, int], int] = {}
+    for k, start, _, value in sums(windows, UPDATE, records):
+        latest[(k, start)] = value
+    expected: dict[tuple[str, int], int] = defaultdict(int)
+    observed = -1
+    for k, t in records:
+        observed = max(observed, t)
+        for s in range(0, t + 1, advance):
+            if s <= t < s + 10 and s + 10 > observed - grace:
+                expected[(k, s)] += t
+    assert latest == dict(expected)
 
 
 def test_windowed_tables_join_window_by_window() -> None:
