@@ -24,7 +24,7 @@ from tests.spark.support import (
 
 from strom import StreamsBuilder, Topology, serdes
 from strom.cli.main import generate_lines, word_count_topology
-from strom.kstream import Materialized, TimeWindows
+from strom.kstream import JoinWindows, Materialized, SessionWindows, TimeWindows
 
 S, L = serdes.String(), serdes.Long()
 CONFIG = {"application.id": "replay-test", "statestore.cache.max.bytes": 0}
@@ -232,5 +232,78 @@ def test_stream_table_join(spark: SparkSession, tmp_path: Path) -> None:
         {"users": (S, S), "orders": (S, L), "enriched": (S, S)},
         ["enriched"],
         stores=["users"],
+    )
+    check_all_ways(spark, scenario, tmp_path)
+
+
+def sessions() -> Topology:
+    builder = StreamsBuilder()
+    (
+        builder.stream("clicks", key_serde=S, value_serde=L)
+        .group_by_key()
+        .windowed_by(SessionWindows.of_inactivity_gap_and_grace(2_000, 1_000))
+        .aggregate(
+            lambda: 0,
+            lambda _user, amount, total: total + amount,
+            lambda _user, a, b: a + b,
+            Materialized("sessions", value_serde=L),
+        )
+        .to_stream()
+        .to("session-totals", key_serde=serdes.SessionWindowed(S), value_serde=L)
+    )
+    return builder.build()
+
+
+def test_session_windowed_aggregate(spark: SparkSession, tmp_path: Path) -> None:
+    """Sessions merge when a record bridges them (a tombstone per absorbed
+    session, then the merged total); late records past gap + grace drop."""
+    rnd = random.Random(7)
+    clicks = []
+    for i in range(300):
+        lateness = rnd.choice([0, 0, 0, 1_500, 6_000])
+        clicks.append(
+            (f"user-{rnd.randrange(6)}", rnd.randrange(1, 10), 10_000 + i * 400 - lateness)
+        )
+    scenario = Scenario(
+        sessions,
+        {"clicks": clicks},
+        {"clicks": (S, L), "session-totals": (serdes.SessionWindowed(S), L)},
+        ["session-totals"],
+    )
+    check_all_ways(spark, scenario, tmp_path)
+
+
+def joined_streams() -> Topology:
+    builder = StreamsBuilder()
+    views = builder.stream("ad-views", key_serde=S, value_serde=S)
+    clicks = builder.stream("ad-clicks", key_serde=S, value_serde=S)
+    views.outer_join(
+        clicks,
+        lambda view, click: f"{view}/{click}",
+        JoinWindows.of_time_difference_and_grace(1_000, 500),
+    ).to("attributed", key_serde=S, value_serde=S)
+    return builder.build()
+
+
+def test_windowed_stream_stream_join(spark: SparkSession, tmp_path: Path) -> None:
+    """An outer join: matches within 1 s, unmatched records emitted once the
+    window and grace have passed in stream time, late records dropped."""
+    rnd = random.Random(8)
+
+    def events(kind: str, step: int) -> list[tuple[Any, Any, int]]:
+        return [
+            (
+                f"ad-{rnd.randrange(8)}",
+                f"{kind}{i}",
+                5_000 + i * step - rnd.choice([0, 0, 300, 3_000]),
+            )
+            for i in range(150)
+        ]
+
+    scenario = Scenario(
+        joined_streams,
+        {"ad-views": events("v", 100), "ad-clicks": events("c", 100)},
+        {"ad-views": (S, S), "ad-clicks": (S, S), "attributed": (S, S)},
+        ["attributed"],
     )
     check_all_ways(spark, scenario, tmp_path)

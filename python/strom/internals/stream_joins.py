@@ -134,6 +134,11 @@ class SharedTimeTrackers:
             weakref.WeakKeyDictionary()
         )
 
+    def __reduce__(self) -> tuple[Any, ...]:
+        # A pickled topology (a Spark replay ships it to executors) carries
+        # no tasks, so no trackers either.
+        return (SharedTimeTrackers, (self.key,))
+
     def get(self, task: StreamTask, stores: Iterable[Any], outer_store: Any | None) -> TimeTracker:
         """The task's tracker, made on first use from what was committed
         (or, when that was lost, from the restored stores)."""

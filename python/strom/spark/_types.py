@@ -27,7 +27,7 @@ def arrow_type(serde: Serde[Any] | None) -> pa.DataType:
         return pa.binary()
     if isinstance(serde, serdes.Timestamped):
         return arrow_type(serde.inner)
-    if isinstance(serde, serdes.TimeWindowed):
+    if isinstance(serde, serdes.TimeWindowed | serdes.SessionWindowed):
         return window_struct(arrow_type(serde.inner))
     return _PLAIN.get(type(serde), pa.binary())
 
@@ -50,6 +50,13 @@ def decode(serde: Serde[Any] | None, topic: str, data: Sequence[bytes | None]) -
             keys.append(None if d is None else d[:-8])
             starts.append(None if d is None else int.from_bytes(d[-8:], "big", signed=True))
         ends = [None if s is None else s + serde.window_size for s in starts]
+        return windowed(decode(serde.inner, topic, keys), starts, ends, data)
+    if isinstance(serde, serdes.SessionWindowed):
+        keys, starts, ends = [], [], []
+        for d in data:
+            keys.append(None if d is None else d[:-16])
+            ends.append(None if d is None else int.from_bytes(d[-16:-8], "big", signed=True))
+            starts.append(None if d is None else int.from_bytes(d[-8:], "big", signed=True))
         return windowed(decode(serde.inner, topic, keys), starts, ends, data)
     if isinstance(serde, serdes.Json):
         return pa.array([None if d is None else d.decode() for d in data], pa.string())
