@@ -23,7 +23,7 @@ from __future__ import annotations
 
 import struct
 import weakref
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import ConfigError, SerializationError
@@ -38,6 +38,7 @@ if TYPE_CHECKING:
 NO_MIN_TIME = 2**63 - 1
 
 _SIDE = struct.Struct(">qB")
+_TIME = struct.Struct(">q")
 _ENTRY = struct.Struct(">IB")
 
 
@@ -303,6 +304,7 @@ class KStreamKStreamJoinSide(Node):
         task = self.task
         other, outer_store = self.other_store, self.outer_store
         tracker = self.trackers.get(task, (self.this_store, other), outer_store)
+        outer_keys: Any = None if outer_store is None else outer_store.key_serde
         keys: list[Any] = []
         values: list[Any] = []
         stamps: list[int] = []
@@ -334,7 +336,8 @@ class KStreamKStreamJoinSide(Node):
                         # The other record found its match: it must never be
                         # emitted with None.
                         waiting = (match.key, not self.is_left, key)
-                        if outer_store.get(waiting) is not None:
+                        raw = outer_keys.serialize(self.outer_store_name, waiting)
+                        if outer_store.native.get(raw) is not None:
                             outer_store.delete(waiting)
                     keys.append(key)
                     values.append(self._joined(value, match.value))
@@ -379,8 +382,11 @@ class KStreamKStreamJoinSide(Node):
         tracker.min_time = NO_MIN_TIME
         left_open = right_open = False
         store = self.outer_store
-        for entry in store.all():
-            timestamp, is_left, key = entry.key
+        # Below this time every entry is visited (at least one side's windows
+        # close there); above it the scan stops within a few entries.
+        threshold = stream_time - grace - min(self.windows_after_ms, self.windows_before_ms)
+        for entry_key, waiting in self._in_order(threshold, stream_time):
+            timestamp, is_left, key = entry_key
             tracker.min_time = timestamp
             if left_open and right_open:
                 break  # every later entry is still open
@@ -391,14 +397,35 @@ class KStreamKStreamJoinSide(Node):
                 else:
                     right_open = True
                 continue
-            for side_is_left, value in entry.value:
+            for side_is_left, value in waiting:
                 keys.append(key)
                 values.append(
                     self.joiner(value, None) if side_is_left else self.joiner(None, value)
                 )
                 stamps.append(timestamp)
                 offsets.append(offset)
-            store.delete(entry.key)
+            store.delete(entry_key)
+
+    def _in_order(self, threshold: int, stream_time: int) -> Iterator[tuple[Any, Any]]:
+        """The outer-join store's entries in key order, read lazily: all those
+        before ``threshold`` at once, the rest in growing time slices, so that
+        a scan that stops early does not read (and decode) the whole store."""
+        store = self.outer_store
+        native, name = store.native, self.outer_store_name
+        keys, values = store.key_serde, store.value_serde
+
+        def decode(raw: list[tuple[bytes, bytes]]) -> Iterator[tuple[Any, Any]]:
+            for raw_key, raw_value in raw:
+                yield keys.deserialize(name, raw_key), values.deserialize(name, raw_value)
+
+        # An 8-byte time bound sorts before every key with that time.
+        low = max(0, threshold)
+        yield from decode(native.range(None, _TIME.pack(low)))
+        step = 16
+        while low <= stream_time:
+            yield from decode(native.range(_TIME.pack(low), _TIME.pack(low + step)))
+            low, step = low + step, step * 2
+        yield from decode(native.range(_TIME.pack(low), None))
 
     def close(self) -> None:
         self.trackers.remove(self.task)
