@@ -30,10 +30,10 @@ S, L = serdes.String(), serdes.Long()
 CONFIG = {"application.id": "replay-test", "statestore.cache.max.bytes": 0}
 
 
-def views() -> Topology:
+def views(topic: str = "views") -> Topology:
     builder = StreamsBuilder()
     (
-        builder.stream("views", key_serde=S, value_serde=S)
+        builder.stream(topic, key_serde=S, value_serde=S)
         .filter(lambda _user, page: page != "bot")
         .map_values(str.upper)
         .group_by_key()

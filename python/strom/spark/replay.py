@@ -95,7 +95,9 @@ def replay(
         physical(t) for s in subs for t in s.source_topics
     }
     external = sorted({physical(t) for s in subs for t in s.source_topics} - fed)
-    frame, known_partitions = _source_frame(spark, source, external)
+    frame, known_partitions = _source_frame(
+        spark, source, external, streams_config, start_offsets, end_offsets
+    )
     frame = _bounded(frame, start_offsets, end_offsets)
     partitions = _partition_counts(builder, subs, physical, known_partitions, external)
 
@@ -169,7 +171,12 @@ def _ordered(
 
 
 def _source_frame(
-    spark: SparkSession, source: str | DataFrame, topics: list[str]
+    spark: SparkSession,
+    source: str | DataFrame,
+    topics: list[str],
+    config: StreamsConfig,
+    start: Offsets | None,
+    end: Offsets | None,
 ) -> tuple[DataFrame, dict[str, int]]:
     """The input records as a DataFrame of ``INPUT_SCHEMA`` (only the
     topology's external topics) and the partition counts the source knows."""
@@ -179,11 +186,8 @@ def _source_frame(
         return _from_frame(source, topics)
     if isinstance(source, str) and source.startswith("embedded:"):
         return _from_embedded(spark, source.removeprefix("embedded:"), topics)
-    if isinstance(source, str):
-        raise ConfigError(
-            f"replay source {source!r}: reading Kafka is not supported yet; pass "
-            "'embedded:PATH' or a DataFrame"
-        )
+    if isinstance(source, str) and source.strip():
+        return _from_kafka(spark, source, topics, config, start, end)
     raise ConfigError(f"replay source must be 'embedded:PATH' or a DataFrame, not {source!r}")
 
 
@@ -275,6 +279,34 @@ def _from_embedded(
                 offset = batch.next_offset
     table = pa.concat_tables(tables) if tables else INPUT_SCHEMA.empty_table()
     return spark.createDataFrame(table), counts
+
+
+def _from_kafka(
+    spark: SparkSession,
+    servers: str,
+    topics: list[str],
+    config: StreamsConfig,
+    start: Offsets | None,
+    end: Offsets | None,
+) -> tuple[DataFrame, dict[str, int]]:
+    """Offset ranges of a Kafka cluster, read in the Spark tasks (one per
+    topic-partition) by the ``strom-kafka`` Python Data Source."""
+    from strom.spark.kafka_source import KafkaRangeSource, offset_ranges  # noqa: PLC0415
+
+    consumer = {"bootstrap.servers": servers, **config.client_config("consumer.")}
+    ranges, counts = offset_ranges(consumer, topics)
+    for bounds in ranges:
+        key = (bounds[0], bounds[1])
+        bounds[2] = max(bounds[2], (start or {}).get(key, bounds[2]))
+        bounds[3] = min(bounds[3], (end or {}).get(key, bounds[3]))
+    spark.dataSource.register(KafkaRangeSource)
+    frame = (
+        spark.read.format(KafkaRangeSource.name())
+        .option("ranges", json.dumps(ranges))
+        .option("consumer", json.dumps(consumer))
+        .load()
+    )
+    return frame, counts
 
 
 def _bounded(frame: DataFrame, start: Offsets | None, end: Offsets | None) -> DataFrame:
