@@ -14,7 +14,8 @@ from typing import Any
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from strom import StreamsBuilder, serdes
+from strom import KafkaStreams, StreamsBuilder, serdes
+from strom.embedded import EmbeddedLog
 from strom.kstream import JoinWindows
 from strom.testing import TopologyTestDriver
 
@@ -186,3 +187,63 @@ def test_every_record_is_joined_or_emitted_once_with_none_after_its_window_close
         assert mine, (value, results)
         nulls = [v for v in mine if "null" in v.split("+")]
         assert len(nulls) <= 1 and (not nulls or len(mine) == 1), (value, mine)
+
+
+def merged(lefts: list[Row], rights: list[Row]) -> list[Row]:
+    """The order a task processes two partitions in: always the queue whose
+    head has the smaller timestamp (timestamps here are distinct)."""
+    out, i, j = [], 0, 0
+    while i < len(lefts) or j < len(rights):
+        if j == len(rights) or (i < len(lefts) and lefts[i][3] < rights[j][3]):
+            out.append(lefts[i])
+            i += 1
+        else:
+            out.append(rights[j])
+            j += 1
+    return out
+
+
+@settings(max_examples=20, deadline=None)
+@given(
+    data=inputs(),
+    kind=st.sampled_from(["inner", "left", "outer"]),
+    split=st.floats(min_value=0, max_value=1),
+)
+def test_a_restarted_app_continues_exactly_as_one_run(
+    data: tuple[list[Row], JoinWindows], kind: str, split: float, tmp_path_factory: Any
+) -> None:
+    # Stream time, the window stores and the outer-join store are committed
+    # and reopened: stopping anywhere and restarting gives what one run gives.
+    rows, windows = data
+    rows = [(side, key, value, 3 * ts + i % 3) for i, (side, key, value, ts) in enumerate(rows)]
+    rows = list({row[3]: row for row in rows}.values())  # distinct timestamps
+    order = merged([r for r in rows if r[0] == "L"], [r for r in rows if r[0] == "R"])
+    cut = int(split * len(order))
+    path = str(tmp_path_factory.mktemp("log"))
+    log = EmbeddedLog(path)
+    for topic in ("left", "right", "out"):
+        log.create_topic(topic)
+    builder = StreamsBuilder()
+    left = builder.stream("left", key_serde=INT, value_serde=S)
+    right = builder.stream("right", key_serde=INT, value_serde=S)
+    join = {"inner": left.join, "left": left.left_join, "outer": left.outer_join}[kind]
+    join(right, joiner, windows).to("out", value_serde=S)
+    topology = builder.build()
+    config = {"application.id": "restart", "bootstrap.servers": f"embedded:{path}"}
+    for part in (order[:cut], order[cut:]):
+        with log.producer() as producer:
+            for side, key, value, ts in part:
+                producer.produce(
+                    "left" if side == "L" else "right",
+                    INT.serialize("", key),
+                    S.serialize("", value),
+                    timestamp=ts,
+                )
+        with KafkaStreams(topology, config) as app:
+            app.run_until_end(timeout=60)
+    end = log.end_offsets("out")[0]
+    got = [
+        (INT.deserialize("", r.key), S.deserialize("", r.value), r.timestamp)
+        for r in log.read("out", 0, 0, end)
+    ]
+    assert got == run(order, windows, kind)
