@@ -146,6 +146,9 @@ class StreamsConfig(Mapping[str, Any]):
                 values[key] = value
             else:
                 values[key] = value
+        if values.get("processing.guarantee") == EXACTLY_ONCE_V2:
+            # Kafka Streams' default under exactly-once: commit every 100 ms.
+            values.setdefault("commit.interval.ms", 100)
         for key, spec in _KEYS.items():
             values.setdefault(key, spec.default)
         self._values = values

@@ -46,7 +46,13 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
 
 
 def _start(tmp_path_factory: pytest.TempPathFactory, name: str, brokers: int) -> KafkaCluster:
-    cluster = KafkaCluster(tmp_path_factory.mktemp(name), start_timeout=START_TIMEOUT)
+    cluster = KafkaCluster(
+        tmp_path_factory.mktemp(name),
+        start_timeout=START_TIMEOUT,
+        # Transactions of killed app instances are aborted within a second of
+        # their timeout (default: checked every 10 s), so fault tests finish sooner.
+        broker_config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"},
+    )
     try:
         cluster.start(brokers=brokers)
     except KafkaHarnessError as e:

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
@@ -17,6 +17,13 @@ from strom import StreamsBuilder, Topology, serdes
 from strom.kstream import TimeWindows
 
 TIMEOUT = 60.0
+
+WINDOW_MS = 10_000
+
+# Record timestamps start an hour ago (on a window boundary): the broker
+# deletes records older than the topic's retention (7 days) at once, so
+# timestamps near 0 would make the input vanish under the test.
+BASE_TS = int(time.time() * 1000) // WINDOW_MS * WINDOW_MS - 3_600_000
 
 
 def unique(prefix: str) -> str:
@@ -114,15 +121,17 @@ def word_count_topology(source: str, sink: str) -> Topology:
     return builder.build()
 
 
-WINDOW_MS = 10_000
-
-
-def windowed_count_topology(source: str, sink: str) -> Topology:
-    """Counts per key and 10 s tumbling window; output keyed ``key@start``."""
+def windowed_count_topology(
+    source: str, sink: str, slow: Callable[[], None] | None = None
+) -> Topology:
+    """Counts per key and 10 s tumbling window; output keyed ``key@start``.
+    ``slow`` runs for every record (to make a run last)."""
     builder = StreamsBuilder()
+    stream = builder.stream(source, key_serde=serdes.String(), value_serde=serdes.String())
+    if slow is not None:
+        stream = stream.peek(lambda _k, _v: slow())
     (
-        builder.stream(source, key_serde=serdes.String(), value_serde=serdes.String())
-        .group_by_key()
+        stream.group_by_key()
         .windowed_by(TimeWindows.of_size_with_no_grace(WINDOW_MS))
         .count(materialized="window-counts")
         .to_stream()

@@ -14,6 +14,7 @@ import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from tests.integration.kafka_support import (
+    BASE_TS,
     WINDOW_MS,
     app_config,
     create_topics,
@@ -44,7 +45,7 @@ def test_word_count_equals_counter(kafka: KafkaCluster, tmp_path: Path) -> None:
     source, sink, app_id = unique("text"), unique("counts"), unique("wc")
     create_topics(boot, {source: 3, sink: 3})
     text = lines(2000, seed=1)
-    produce(boot, source, ((None, line.encode(), 1000 + i) for i, line in enumerate(text)))
+    produce(boot, source, ((None, line.encode(), BASE_TS + i) for i, line in enumerate(text)))
 
     topology = word_count_topology(source, sink)
     with KafkaStreams(topology, app_config(boot, app_id, str(tmp_path))) as app:
@@ -69,9 +70,8 @@ def test_word_count_equals_counter(kafka: KafkaCluster, tmp_path: Path) -> None:
     assert configs["cleanup.policy"].value == "compact"
 
 
-def keyed_records(n: int, seed: int, start_ts: int = 1000) -> list[tuple[bytes, bytes, int]]:
-    """Keyed records with increasing timestamps (no record is late; none at 0,
-    which confluent-kafka would replace with the current time)."""
+def keyed_records(n: int, seed: int, start_ts: int = BASE_TS) -> list[tuple[bytes, bytes, int]]:
+    """Keyed records with increasing timestamps (no record is late)."""
     rng = random.Random(seed)
     return [(f"k{rng.randrange(12)}".encode(), b"x", start_ts + i * 37) for i in range(n)]
 
@@ -109,7 +109,7 @@ def test_restart_with_state_intact_and_deleted(kafka: KafkaCluster, tmp_path: Pa
     topology = word_count_topology(source, sink)
     restored = []
     for run, chunk in enumerate(thirds):
-        produce(boot, source, ((None, line.encode(), 1) for line in chunk))
+        produce(boot, source, ((None, line.encode(), BASE_TS) for line in chunk))
         state_dir = tmp_path / ("first" if run < 2 else "second")
         with KafkaStreams(topology, app_config(boot, app_id, str(state_dir))) as app:
             app.run_until_end(timeout=120)
@@ -152,10 +152,13 @@ def test_two_instances_share_the_partitions(kafka: KafkaCluster, tmp_path: Path)
         )
         assert _tasks(first).isdisjoint(_tasks(second))
         assert _tasks(first) | _tasks(second) == {f"{s}_{p}" for s in (0, 1) for p in range(4)}
-        assert first.state is State.RUNNING and second.state is State.RUNNING
+        _wait_for(
+            lambda: first.state is State.RUNNING and second.state is State.RUNNING,
+            "both instances to finish rebalancing",
+        )
 
         text = lines(2000, seed=4)
-        produce(boot, source, ((None, line.encode(), 1000 + i) for i, line in enumerate(text)))
+        produce(boot, source, ((None, line.encode(), BASE_TS + i) for i, line in enumerate(text)))
         expected = dict(Counter(w for line in text for w in line.split()))
         _wait_for(
             lambda: latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long()) == expected,
@@ -166,7 +169,7 @@ def test_two_instances_share_the_partitions(kafka: KafkaCluster, tmp_path: Path)
 
 
 def _long_records(topic_values: list[bytes]) -> list[tuple[bytes, bytes, int]]:
-    return [(b"k", value, 1000 + i) for i, value in enumerate(topic_values)]
+    return [(b"k", value, BASE_TS + i) for i, value in enumerate(topic_values)]
 
 
 def _poison_topology(source: str, sink: str) -> Any:
@@ -225,7 +228,7 @@ def test_reset_reprocesses_from_scratch(kafka: KafkaCluster, tmp_path: Path) -> 
     source, sink, app_id = unique("text"), unique("counts"), unique("reset")
     create_topics(boot, {source: 2, sink: 2})
     text = lines(600, seed=5)
-    produce(boot, source, ((None, line.encode(), 1000 + i) for i, line in enumerate(text)))
+    produce(boot, source, ((None, line.encode(), BASE_TS + i) for i, line in enumerate(text)))
     topology = word_count_topology(source, sink)
     config = app_config(boot, app_id, str(tmp_path))
     with KafkaStreams(topology, config) as app:

@@ -5,9 +5,10 @@ turned into per-partition columnar batches."""
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
@@ -26,6 +27,37 @@ REQUEST_TIMEOUT_S = 60.0
 
 class KafkaClientError(StromError):
     """A Kafka client call failed (the cause is chained)."""
+
+
+T = TypeVar("T")
+
+
+def retrying(call: Callable[[], T], what: str) -> T:
+    """``call()``, again while it fails with a retriable error (a leader that
+    moved, metadata not yet propagated, a coordinator still loading)."""
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while True:
+        try:
+            return call()
+        except KafkaException as exc:  # noqa: PERF203 - a retry loop
+            error = exc.args[0] if exc.args else None
+            retriable = isinstance(error, KafkaError) and (
+                error.retriable()
+                or error.code()
+                in (
+                    KafkaError.NOT_LEADER_FOR_PARTITION,
+                    KafkaError.LEADER_NOT_AVAILABLE,
+                    KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    KafkaError.NOT_COORDINATOR,
+                    KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
+                    KafkaError.COORDINATOR_NOT_AVAILABLE,
+                    KafkaError._TIMED_OUT,
+                )
+            )
+            if not retriable or time.monotonic() > deadline:
+                raise KafkaClientError(f"{what} failed: {exc}") from exc
+            log.debug("%s: %s (retrying)", what, exc)
+            time.sleep(0.1)
 
 
 def _common(config: StreamsConfig) -> dict[str, Any]:

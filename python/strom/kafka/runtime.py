@@ -52,6 +52,7 @@ from strom.kafka.clients import (
     check_message_error,
     consumer_config,
     producer_config,
+    retrying,
     to_batches,
 )
 from strom.kafka.topics import Topics
@@ -85,6 +86,7 @@ class KafkaRuntime(Runtime):
             raise TopologyError("global tables and global stores are not supported on Kafka yet")
         self.eos = config["processing.guarantee"] == EXACTLY_ONCE_V2
         self.process_id = process_id or str(uuid.uuid4())
+        self.thread_index = thread_index
         self.thread_name = f"{self.app_id}-{self.process_id}-StreamThread-{thread_index}"
         self._on_rebalance = on_rebalance
         self.admin = AdminClient(admin_config(config))
@@ -167,8 +169,11 @@ class KafkaRuntime(Runtime):
         self._counts = counts
 
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
-        low, high = self.restore_consumer.get_watermark_offsets(
-            TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S
+        low, high = retrying(
+            lambda: self.restore_consumer.get_watermark_offsets(
+                TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S
+            ),
+            f"reading the offsets of {topic}-{partition}",
         )
         return int(low), int(high)
 
@@ -236,8 +241,11 @@ class KafkaRuntime(Runtime):
         offset commits of the previous owner to resolve."""
         if not keys:
             return {}, {}
-        committed = self.consumer.committed(
-            [TopicPartition(t, p) for t, p in keys], timeout=REQUEST_TIMEOUT_S
+        committed = retrying(
+            lambda: self.consumer.committed(
+                [TopicPartition(t, p) for t, p in keys], timeout=REQUEST_TIMEOUT_S
+            ),
+            "reading the committed offsets",
         )
         starts: dict[tuple[str, int], int] = {}
         times: dict[tuple[str, int], str] = {}
@@ -408,10 +416,12 @@ class KafkaRuntime(Runtime):
     def poll_once(self, timeout: float) -> int:
         try:
             return super().poll_once(timeout)
-        except KafkaException as exc:
-            if self.eos:
+        except (KafkaException, KafkaClientError) as exc:
+            if self.eos:  # the transaction cannot commit: redo it from the last commit
                 self._recover(exc)
                 return 0
+            if isinstance(exc, KafkaClientError):
+                raise
             raise KafkaClientError(str(exc)) from exc
         except TaskMigratedError as exc:
             self._recover(exc)
@@ -501,7 +511,7 @@ class KafkaRuntime(Runtime):
             self._abort_transaction()
         else:
             self.producer.close()
-            transactional_id = f"{self.app_id}-{self.process_id}-{self.thread_name[-1]}"
+            transactional_id = f"{self.app_id}-{self.process_id}-{self.thread_index}"
             self.producer = KafkaProducer(
                 producer_config(self.config, f"{self.thread_name}-producer", transactional_id),
                 self.partition_count,
@@ -534,7 +544,11 @@ class KafkaRuntime(Runtime):
             for p, end in self._end_offsets(name).items()
         }
         while True:
-            self._check_deadline(deadline)
+            if deadline is not None and time.monotonic() > deadline:
+                raise TimeoutError(
+                    "run_until_end did not reach the end offsets in time: "
+                    + self._lag_report(targets, fed)
+                )
             if self.poll_once(0.05) > 0:
                 self.maybe_commit()
                 continue
@@ -549,10 +563,20 @@ class KafkaRuntime(Runtime):
                 break
         self.commit()
 
-    @staticmethod
-    def _check_deadline(deadline: float | None) -> None:
-        if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError("run_until_end did not reach the end offsets in time")
+    def _lag_report(self, targets: dict[tuple[str, int], int], fed: set[str]) -> str:
+        behind = []
+        for topic, partition in sorted(self._positions):
+            end = targets.get((topic, partition))
+            if end is None and topic in fed:
+                end = self._watermarks(topic, partition)[1]
+            position = self._position(topic, partition)
+            if end is not None and position < end:
+                behind.append(f"{topic}-{partition} at {position} of {end}")
+        queued = [t.task_id for t in self.tasks.values() if t.has_queued()]
+        return (
+            f"behind: {', '.join(behind) or 'none'}; tasks with queued records: {queued}; "
+            f"assigned: {sorted(self.tasks)}; rebalancing: {self.rebalancing}"
+        )
 
     def _caught_up(self, targets: dict[tuple[str, int], int], fed: set[str]) -> bool:
         if any(task.has_queued() for task in self.tasks.values()):
