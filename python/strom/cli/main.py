@@ -10,6 +10,7 @@ import time
 from collections.abc import Sequence
 
 from strom import KafkaStreams, StreamsBuilder, Topology, serdes
+from strom.cli import replay as replay_command
 from strom.embedded import EmbeddedLog
 
 INPUT_TOPIC = "text-input"
@@ -133,6 +134,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p_reset.add_argument("--input-topics", help="comma-separated input topics to reset too")
     p_reset.add_argument("--state-dir", help="the app's state.dir (default: the default one)")
     p_reset.set_defaults(run=reset)
+    replay_command.add_parser(commands)
     args = parser.parse_args(argv)
     return int(args.run(args))
 
