@@ -99,6 +99,10 @@ def test_join_arguments_are_checked() -> None:
         left.outer_join(table, joiner, windows)  # type: ignore[arg-type]
     with pytest.raises(TopologyError, match="JoinWindows belong"):
         left.join(table, joiner, windows)
+    with pytest.raises(TopologyError, match="same StreamsBuilder"):
+        left.join(StreamsBuilder().stream("elsewhere"), joiner, windows)
+    with pytest.raises(TopologyError, match="callable"):
+        left.join(right, "joiner", windows)  # type: ignore[arg-type]
 
 
 # --- topology ------------------------------------------------------------------

@@ -391,6 +391,8 @@ class KStream:
             )
         if not callable(joiner):
             raise TopologyError(f"the joiner must be callable, got {joiner!r}")
+        if other._builder is not self._builder:
+            raise TopologyError("both streams of a join must come from the same StreamsBuilder")
         builder = self._builder
         keys = serdes[0] or self._key_serde or other._key_serde
         this_values = serdes[1] or self._value_serde
