@@ -7,6 +7,7 @@ mod serde;
 mod session;
 mod store;
 mod window;
+mod window_kernels;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -20,6 +21,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     serde::register(m)?;
     store::register(m)?;
     window::register(m)?;
+    window_kernels::register(m)?;
     session::register(m)?;
     cache::register(m)?;
     Ok(())

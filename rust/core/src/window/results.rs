@@ -81,6 +81,10 @@ pub struct WindowedResults<O> {
     pub tombstones: Vec<bool>,
     /// Record timestamps of the results.
     pub timestamps: Vec<i64>,
+    /// Empty unless the kernel sends old values (Kafka's
+    /// `sendOldValues`); otherwise one per result: the window's previous
+    /// result, None for a new window (and for final results, as Kafka).
+    pub old_values: Vec<Option<O>>,
     pub stats: BatchStats,
 }
 
@@ -94,6 +98,7 @@ impl<O> Default for WindowedResults<O> {
             values: Vec::new(),
             tombstones: Vec::new(),
             timestamps: Vec::new(),
+            old_values: Vec::new(),
             stats: BatchStats::default(),
         }
     }
@@ -126,6 +131,7 @@ impl<O: KafkaValue + Default> WindowedResults<O> {
         self.values.clear();
         self.tombstones.clear();
         self.timestamps.clear();
+        self.old_values.clear();
         self.stats = BatchStats::default();
     }
 
@@ -164,6 +170,12 @@ impl<O: KafkaValue + Default> WindowedResults<O> {
         if !self.tombstones.is_empty() {
             self.tombstones.push(false);
         }
+    }
+
+    /// Appends the old value of the result just pushed.
+    #[inline]
+    pub(crate) fn push_old(&mut self, old: Option<O>) {
+        self.old_values.push(old);
     }
 
     /// Appends a tombstone (a session absorbed by a merge).

@@ -94,6 +94,9 @@ pub struct TimeWindowedAggregation<A: Aggregate> {
     emit: EmitStrategy,
     retention: i64,
     emit_interval: i64,
+    /// Whether updates carry the window's previous result (Kafka's
+    /// `sendOldValues`).
+    send_old_values: bool,
     observed_stream_time: i64,
     /// The window store's own observed stream time: the largest window
     /// start put. Final results are read back through it (see
@@ -136,6 +139,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
             emit,
             retention: windows.default_retention(),
             emit_interval: DEFAULT_EMIT_INTERVAL_MS,
+            send_old_values: false,
             observed_stream_time: NO_TIMESTAMP,
             store_observed_time: NO_TIMESTAMP,
             last_emit_close_time: NO_TIMESTAMP,
@@ -167,6 +171,15 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         }
         self.emit_interval = interval_ms;
         Ok(self)
+    }
+
+    /// Updates carry the window's previous result in
+    /// [`WindowedResults::old_values`] (Kafka's `sendOldValues`, which a
+    /// downstream table operation that retracts old values turns on).
+    #[must_use]
+    pub fn with_old_values(mut self, send: bool) -> Self {
+        self.send_old_values = send;
+        self
     }
 
     pub fn windows(&self) -> &TimeWindows {
@@ -306,6 +319,9 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         if update_mode {
             let per_record = self.windows.window_starts(i64::MAX / 2).len();
             out.reserve(batch.len() * per_record);
+            if self.send_old_values {
+                out.old_values.reserve(batch.len() * per_record);
+            }
         }
         let mut prepared = self.prepared.take().unwrap_or_else(Prepared::new);
         let mut base = 0;
@@ -386,6 +402,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         C: ValueColumn<Value = A::Value>,
     {
         let update_mode = self.emit == EmitStrategy::OnWindowUpdate;
+        let send_old = update_mode && self.send_old_values;
         let timestamps = &batch.timestamps[base..base + n];
         let (size, advance, grace) = (
             self.windows.size(),
@@ -436,12 +453,13 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
                 if end > close {
                     let agg = &self.agg;
                     let table = self.tables.get_or_create(start);
-                    let (state, new_ts) = match table.upsert(key, &probe) {
+                    let (state, new_ts, old) = match table.upsert(key, &probe) {
                         Upsert::Found(i) => {
                             let slot = table.slot_mut(i);
+                            let old = slot.state;
                             slot.state = agg.add(slot.state, value);
                             slot.timestamp = slot.timestamp.max(ts);
-                            let r = (slot.state, slot.timestamp);
+                            let r = (slot.state, slot.timestamp, Some(old));
                             table.touch(i);
                             r
                         }
@@ -452,11 +470,14 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
                             slot.timestamp = ts;
                             table.touch(i);
                             self.store_observed_time = self.store_observed_time.max(start);
-                            (state, ts)
+                            (state, ts, None)
                         }
                     };
                     if update_mode {
                         out.push(row as u32, key, start, end, agg.output(state), new_ts);
+                        if send_old {
+                            out.push_old(old.map(|o| agg.output(o)));
+                        }
                     }
                 } else {
                     expired += 1;
@@ -651,5 +672,21 @@ mod tests {
         let changes = p.drain_changes();
         assert_eq!(changes.len(), 3);
         assert!(p.drain_changes().is_empty());
+    }
+
+    #[test]
+    fn old_values_are_the_previous_results() {
+        let w = TimeWindows::of_size_with_no_grace(10)
+            .unwrap()
+            .advance_by(5)
+            .unwrap();
+        let mut p = TimeWindowedAggregation::new(Count, w, EmitStrategy::OnWindowUpdate)
+            .with_old_values(true);
+        let out = run(&mut p, &[("a", 7), ("a", 8), ("b", 9)]);
+        // a@7 creates [0,10) and [5,15); a@8 updates both; b@9 creates both.
+        assert_eq!(out.values, [1, 1, 2, 2, 1, 1]);
+        assert_eq!(out.old_values, [None, None, Some(1), Some(1), None, None]);
+        let mut q = TimeWindowedAggregation::new(Count, w, EmitStrategy::OnWindowUpdate);
+        assert!(run(&mut q, &[("a", 7)]).old_values.is_empty());
     }
 }
