@@ -1,9 +1,10 @@
 """strom: Kafka Streams for Python, with its hot path in Rust."""
 
-from strom import serdes
+from strom import agg, serdes
 from strom._core import __version__
 from strom.builder import StreamsBuilder
 from strom.config import StreamsConfig
+from strom.expr import col
 from strom.keyvalue import KeyValue
 from strom.streams import KafkaStreams, State
 from strom.topology import Topology
@@ -16,5 +17,7 @@ __all__ = [
     "StreamsConfig",
     "Topology",
     "__version__",
+    "agg",
+    "col",
     "serdes",
 ]

@@ -398,3 +398,125 @@ class NativeThreadCache:
         """Drops the named cache, discarding its dirty entries."""
     def size_bytes(self) -> int: ...
     def __len__(self) -> int: ...
+
+# --- windowed-aggregation kernels (rust/python/src/window_kernels.rs) --------
+
+__all__ += [
+    "NativeSessionWindowedAggregation",
+    "NativeSlidingWindowedAggregation",
+    "NativeTimeWindowedAggregation",
+    "NativeWindowedResults",
+]
+
+# keys: a list of bytes | None, or Arrow Binary buffers (data, int32
+# offsets[, validity bitmap]) packed native-endian in bytes
+_KeyColumn = list[bytes | None] | tuple[bytes, bytes] | tuple[bytes, bytes, bytes | None]
+# a list, or packed native-endian int64 / float64 in bytes (no nulls)
+_IntColumn = list[int] | bytes | bytearray
+_ValueColumn = list[object] | bytes | bytearray
+# (keys, starts, ends, store values or None, timestamps)
+_StoreChanges = tuple[list[bytes], list[int], list[int], list[bytes | None], list[int]]
+
+@final
+class NativeWindowedResults:
+    """One batch's results in Kafka's forwarding order; columns on demand,
+    as lists or (``packed=True``) native-endian bytes."""
+
+    def __len__(self) -> int: ...
+    @property
+    def is_float(self) -> bool: ...
+    @property
+    def stats(self) -> dict[str, int]: ...
+    def rows(self, packed: bool = False) -> list[int] | bytes: ...
+    def keys(self) -> list[bytes] | None:
+        """The keys, or None when each result's key is its input row's."""
+    def starts(self, packed: bool = False) -> list[int] | bytes: ...
+    def ends(self, packed: bool = False) -> list[int] | bytes: ...
+    def timestamps(self, packed: bool = False) -> list[int] | bytes: ...
+    def values(self, packed: bool = False) -> list[int | float | None] | bytes: ...
+    def tombstones(self) -> list[bool] | None: ...
+    def old_values(self) -> list[int | float | None] | None: ...
+    def store_values(self) -> list[bytes] | None: ...
+
+class _NativeWindowedAggregation:
+    def process(
+        self,
+        keys: _KeyColumn,
+        timestamps: _IntColumn,
+        values: _ValueColumn | None = None,
+        *,
+        field: str | None = None,
+        wall_clock_ms: int = 0,
+    ) -> NativeWindowedResults: ...
+    def drain_changes(self) -> _StoreChanges: ...
+    def restore_times(
+        self, observed_stream_time: int, last_emit_close_time: int, store_observed_time: int
+    ) -> None: ...
+    def restore(
+        self,
+        keys: Sequence[bytes],
+        starts: Sequence[int],
+        ends: Sequence[int],
+        values: Sequence[bytes],
+    ) -> None: ...
+    @property
+    def observed_stream_time(self) -> int: ...
+    @property
+    def last_emit_close_time(self) -> int: ...
+    @property
+    def store_observed_time(self) -> int: ...
+    @property
+    def value_type(self) -> str | None: ...
+    @property
+    def totals(self) -> dict[str, int]: ...
+
+@final
+class NativeTimeWindowedAggregation(_NativeWindowedAggregation):
+    """Tumbling and hopping windows (Kafka's KStreamWindowAggregate)."""
+
+    def __new__(
+        cls,
+        aggregation: str,
+        value_type: str | None,
+        size_ms: int,
+        advance_ms: int,
+        grace_ms: int,
+        *,
+        emit_final: bool = False,
+        retention_ms: int | None = None,
+        emit_interval_ms: int | None = None,
+        send_old_values: bool = False,
+        send_store_values: bool = False,
+    ) -> Self: ...
+
+@final
+class NativeSlidingWindowedAggregation(_NativeWindowedAggregation):
+    """Sliding windows (Kafka's KStreamSlidingWindowAggregate)."""
+
+    def __new__(
+        cls,
+        aggregation: str,
+        value_type: str | None,
+        time_difference_ms: int,
+        grace_ms: int,
+        *,
+        emit_final: bool = False,
+        retention_ms: int | None = None,
+        emit_interval_ms: int | None = None,
+    ) -> Self: ...
+
+@final
+class NativeSessionWindowedAggregation(_NativeWindowedAggregation):
+    """Session windows (Kafka's KStreamSessionWindowAggregate)."""
+
+    def __new__(
+        cls,
+        aggregation: str,
+        value_type: str | None,
+        inactivity_gap_ms: int,
+        grace_ms: int,
+        *,
+        emit_final: bool = False,
+        retention_ms: int | None = None,
+        emit_interval_ms: int | None = None,
+    ) -> Self: ...

@@ -6,11 +6,13 @@ from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, overload
 
+from strom import agg as strom_agg
 from strom.errors import TopologyError
 from strom.internals import processors as p
 from strom.internals import stream_joins as sj
 from strom.internals import table_processors as tp
 from strom.internals import window_aggregates as wa
+from strom.internals.native_window import MeanState, NativeTimeWindowAggregate
 from strom.internals.processor_node import ProcessorAdapter
 from strom.internals.topology_builder import ProcessorDef, StoreDef
 from strom.kstream.emit_strategy import EmitStrategy
@@ -18,7 +20,7 @@ from strom.kstream.join_windows import JoinWindows
 from strom.kstream.materialized import Materialized
 from strom.kstream.suppressed import Suppressed
 from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
-from strom.serdes import Long, Serde, SessionWindowed, TimeWindowed
+from strom.serdes import Double, Long, Serde, SessionWindowed, TimeWindowed
 from strom.state.stores import to_millis
 
 if TYPE_CHECKING:
@@ -666,6 +668,7 @@ def _aggregation(
     windows: AnyWindows | None = None,
     emit: EmitStrategy | None = None,
     windowed_node: Callable[[str, int], p.Node] | None = None,
+    store_value_serde: Serde[Any] | None = None,
 ) -> KTable:
     """The shape every DSL aggregation shares: name the processor and its
     store (Kafka's ``<PREFIX>-STATE-STORE-…`` unless materialized with a
@@ -678,7 +681,7 @@ def _aggregation(
     value_serde = mat.value_serde or result_serde
     if repartition:
         parent = builder.repartition(store_name, parent, key_serde, repartition_serde)
-    store = mat.store_def(store_name, key_serde, value_serde)
+    store = mat.store_def(store_name, key_serde, store_value_serde or value_serde)
     table_key_serde = key_serde
     grace_ms = None
     retention = 0
@@ -910,9 +913,46 @@ class TimeWindowedKStream:
         )
 
     def count(self, materialized: Materialized | str | None = None) -> KTable:
-        """Records per key and window (null keys and values are skipped)."""
+        """Records per key and window (null keys and values are skipped), on
+        the native kernel (``strom.agg.count()``) unless ``materialized``
+        asks for a value serde other than ``Long``."""
+        value_serde = Materialized.of(materialized).value_serde
+        if value_serde is None or isinstance(value_serde, Long):
+            return self._native(strom_agg.count(), materialized)
         return self._aggregate(
             "KSTREAM-AGGREGATE-", materialized, Long(), lambda: 0, lambda _k, _v, agg: agg + 1
+        )
+
+    def _native(self, aggregation: strom_agg.Aggregation, materialized: Any) -> KTable:
+        """A built-in aggregation on the native kernel (see strom.agg)."""
+        grouped, windows, emit = self._grouped, self._windows, self._emit
+        value_type = aggregation.value_type(grouped._value_serde)
+        result_serde: Serde[Any] = (
+            Double() if aggregation.result_type(grouped._value_serde) == "float" else Long()
+        )
+        asked = Materialized.of(materialized).value_serde
+        if asked is not None and type(asked) is not type(result_serde):
+            raise TopologyError(
+                f"strom.agg.{aggregation.kind} results are {type(result_serde).__name__}s: "
+                f"Materialized cannot give them the value serde {type(asked).__name__}"
+            )
+        return _aggregation(
+            grouped._builder,
+            grouped._node,
+            name_prefix="KSTREAM-AGGREGATE-",
+            materialized=materialized,
+            key_serde=grouped._key_serde,
+            value_serde=grouped._value_serde,
+            result_serde=result_serde,
+            repartition_serde=grouped._value_serde,
+            repartition=grouped._repartition_required,
+            node=lambda _store: p.PassThrough(),
+            windows=windows,
+            emit=emit,
+            windowed_node=lambda store, retention: NativeTimeWindowAggregate(
+                store, windows, aggregation, value_type, retention, emit_final=emit.final_only
+            ),
+            store_value_serde=MeanState() if aggregation.kind == "mean" else None,
         )
 
     def reduce(
@@ -927,13 +967,35 @@ class TimeWindowedKStream:
             lambda _k, v, agg: reducer(agg, v),
         )
 
+    @overload
+    def aggregate(
+        self,
+        initializer: strom_agg.Aggregation,
+        aggregator: Materialized | str | None = None,
+        materialized: Materialized | str | None = None,
+    ) -> KTable: ...
+    @overload
     def aggregate(
         self,
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
         materialized: Materialized | str | None = None,
+    ) -> KTable: ...
+    def aggregate(
+        self,
+        initializer: Callable[[], Any] | strom_agg.Aggregation,
+        aggregator: Callable[[Any, Any, Any], Any] | Materialized | str | None = None,
+        materialized: Materialized | str | None = None,
     ) -> KTable:
-        """``aggregator(key, value, aggregate)`` from ``initializer()`` per key and window."""
+        """``aggregator(key, value, aggregate)`` from ``initializer()`` per key
+        and window; or a built-in ``strom.agg`` aggregation, which runs on the
+        native kernel: ``aggregate(strom.agg.sum("amount"), materialized)``."""
+        if isinstance(initializer, strom_agg.Aggregation):
+            if aggregator is not None and not isinstance(aggregator, Materialized | str):
+                raise TopologyError("aggregate(strom.agg...) takes no aggregator")
+            return self._native(initializer, materialized or aggregator)
+        if not callable(aggregator):
+            raise TopologyError("aggregate takes an initializer and an aggregator")
         return self._aggregate("KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator)
 
 

@@ -231,6 +231,15 @@ class CachingWindowStore(_CachingWindowedBase):
         for key, value, start in entries:
             self.put(key, value, start)
 
+    def put_raw(
+        self, raw_key: bytes, raw_value: bytes | None, window_start: int, timestamp: int
+    ) -> None:
+        """As ``put``, with the key and value already serialized and the
+        record's timestamp given (a native kernel's updates)."""
+        self._dirty.setdefault(raw_key, set()).add(window_start)
+        cache_key = raw_key + window_start.to_bytes(8, "big", signed=True)
+        self._write(self._cache.put(self._id, cache_key, raw_value, timestamp, True))
+
     def _one(self, raw_key: bytes, start: int) -> bytes | None:
         # The cache may still hold a window the store has expired: hide it.
         if start <= self.native.observed_stream_time - self.native.retention_ms:

@@ -258,6 +258,26 @@ class WindowStore(_TypedStore[K, V]):
         logged = self.native.put_all(raw_keys, raw_values, [t for _, _, t in items])
         self._log(logged, raw_values)
 
+    def put_raw_all(
+        self,
+        keys: Sequence[bytes],
+        values: Sequence[bytes | None],
+        window_starts: Sequence[int],
+        timestamps: Sequence[int],
+    ) -> None:
+        """Puts serialized windows as they are (what a native kernel
+        reports), each logged with its own timestamp rather than the clock's."""
+        logged = self.native.put_all(keys, values, window_starts)
+        if self._changelog is None:
+            return
+        kept = [i for i, k in enumerate(logged) if k is not None]
+        if kept:
+            self._changelog(
+                [logged[i] for i in kept],  # type: ignore[misc]
+                [values[i] for i in kept],
+                [timestamps[i] for i in kept],
+            )
+
     @overload
     def fetch(self, key: K, time_from: int) -> V | None: ...
     @overload

@@ -19,6 +19,7 @@
 //! (`memoryview(b).cast("q")` reads them without a copy).
 
 use std::borrow::Cow;
+use std::sync::{Arc, Mutex, PoisonError};
 
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
@@ -28,8 +29,8 @@ use strom_core::window::aggregate::split_value_and_timestamp;
 use strom_core::window::{
     Aggregate, Batch, BatchStats, BinaryColumn, Count, EmitStrategy, KafkaValue, Max, Mean, Min,
     NoValues, ResultKeys, SessionWindowedAggregation, SessionWindows, SlidingWindowedAggregation,
-    SlidingWindows, StoreChanges, Sum, TimeWindowedAggregation, TimeWindows, Validity,
-    ValueColumn, Values, WindowedResults,
+    SlidingWindows, StoreChanges, Sum, TimeWindowedAggregation, TimeWindows, Validity, ValueColumn,
+    Values, WindowedResults,
 };
 
 use crate::errors::IntoPyResult;
@@ -99,7 +100,9 @@ fn packed<'a, T: Packable>(obj: &Bound<'_, PyAny>, what: &str) -> PyResult<Cow<'
             return Ok(Cow::Borrowed(mid));
         }
     }
-    Ok(Cow::Owned(raw.chunks_exact(T::WIDTH).map(T::from_ne).collect()))
+    Ok(Cow::Owned(
+        raw.chunks_exact(T::WIDTH).map(T::from_ne).collect(),
+    ))
 }
 
 /// A binary column's buffers (Arrow `Binary` layout).
@@ -227,7 +230,9 @@ impl<'py> ValuesIn<'py> {
         let Ok(list) = obj.cast::<PyList>() else {
             match kind {
                 ValueKind::None => {
-                    return Err(PyTypeError::new_err("a count takes values as a list or None"));
+                    return Err(PyTypeError::new_err(
+                        "a count takes values as a list or None",
+                    ));
                 }
                 ValueKind::Int => out.ints = packed::<i64>(obj, "values")?,
                 ValueKind::Float => out.floats = packed::<f64>(obj, "values")?,
@@ -300,7 +305,12 @@ fn value_at(row: usize, field: Option<&str>) -> String {
 
 /// An `int` for an integer aggregation (which never rounds a float), an
 /// `int` or `float` for a float one.
-fn check_number(v: &Bound<'_, PyAny>, row: usize, field: Option<&str>, float: bool) -> PyResult<()> {
+fn check_number(
+    v: &Bound<'_, PyAny>,
+    row: usize,
+    field: Option<&str>,
+    float: bool,
+) -> PyResult<()> {
     let ok = v.is_instance_of::<pyo3::types::PyInt>()
         || (float && v.is_instance_of::<pyo3::types::PyFloat>());
     if ok {
@@ -436,12 +446,21 @@ macro_rules! kernel_impl {
     };
 }
 
-kernel_impl!(TimeWindowedAggregation, true, |k, key, start, end, state, ts| k
-    .restore_window(key, start, state, ts));
-kernel_impl!(SlidingWindowedAggregation, true, |k, key, start, end, state, ts| k
-    .restore_window(key, start, state, ts));
-kernel_impl!(SessionWindowedAggregation, false, |k, key, start, end, state, ts| k
-    .restore_session(key, start, end, state));
+kernel_impl!(
+    TimeWindowedAggregation,
+    true,
+    |k, key, start, end, state, ts| k.restore_window(key, start, state, ts)
+);
+kernel_impl!(
+    SlidingWindowedAggregation,
+    true,
+    |k, key, start, end, state, ts| k.restore_window(key, start, state, ts)
+);
+kernel_impl!(
+    SessionWindowedAggregation,
+    false,
+    |k, key, start, end, state, ts| k.restore_session(key, start, end, state)
+);
 
 /// One kernel of a kind, with its aggregation (to encode states).
 struct Typed<K: Kernel> {
@@ -456,10 +475,11 @@ impl<K: Kernel> Typed<K> {
         timestamps: &[i64],
         values: &ValuesIn<'_>,
         wall_clock_ms: i64,
+        spare: Option<ResultsAny>,
     ) -> strom_core::Result<ResultsAny> {
         let column = <<K::A as Aggregate>::Value as ValueType>::column(values)?;
         let batch = Batch::new(keys.column()?, timestamps, column)?;
-        let mut out = WindowedResults::new();
+        let mut out = spare.and_then(Output::unwrap).unwrap_or_default();
         self.kernel.process_into(&batch, wall_clock_ms, &mut out);
         Ok(Output::wrap(out))
     }
@@ -500,7 +520,8 @@ impl<K: Kernel> Typed<K> {
                 (ends[i], &values[i][..])
             };
             let state = self.agg.decode_state(state)?;
-            self.kernel.restore_one(&keys[i], starts[i], ends[i], state, ts);
+            self.kernel
+                .restore_one(&keys[i], starts[i], ends[i], state, ts);
         }
         Ok(())
     }
@@ -566,10 +587,7 @@ macro_rules! dispatch {
 /// Builds a family's kernel for an aggregation, given how to make the
 /// kernel from the aggregation.
 trait Make<F: Family> {
-    fn make<A: Agg>(
-        &self,
-        agg: A,
-    ) -> strom_core::Result<F::K<A>>;
+    fn make<A: Agg>(&self, agg: A) -> strom_core::Result<F::K<A>>;
 }
 
 fn build<F: Family>(
@@ -578,10 +596,7 @@ fn build<F: Family>(
     value_type: Option<&str>,
     make: &impl Make<F>,
 ) -> PyResult<(AnyKernel<F>, ValueKind)> {
-    fn typed<F: Family, A: Agg>(
-        agg: A,
-        make: &impl Make<F>,
-    ) -> strom_core::Result<Typed<F::K<A>>> {
+    fn typed<F: Family, A: Agg>(agg: A, make: &impl Make<F>) -> strom_core::Result<Typed<F::K<A>>> {
         Ok(Typed {
             kernel: make.make(agg.clone())?,
             agg,
@@ -590,7 +605,10 @@ fn build<F: Family>(
     let e = |r: strom_core::Error| crate::errors::to_py_err(py, r);
     let float = match (aggregation, value_type) {
         ("count", None) => {
-            return Ok((AnyKernel::Count(typed(Count, make).map_err(e)?), ValueKind::None));
+            return Ok((
+                AnyKernel::Count(typed(Count, make).map_err(e)?),
+                ValueKind::None,
+            ));
         }
         ("count", Some(_)) => {
             return Err(PyValueError::new_err("a count takes no value_type"));
@@ -619,7 +637,14 @@ fn build<F: Family>(
             )));
         }
     };
-    Ok((kernel, if float { ValueKind::Float } else { ValueKind::Int }))
+    Ok((
+        kernel,
+        if float {
+            ValueKind::Float
+        } else {
+            ValueKind::Int
+        },
+    ))
 }
 
 fn emit_strategy(emit_final: bool) -> EmitStrategy {
@@ -634,7 +659,13 @@ fn emit_strategy(emit_final: bool) -> EmitStrategy {
 struct Shared<F: Family> {
     kernel: AnyKernel<F>,
     kind: ValueKind,
+    /// The buffers of dropped results, reused by the next batch: a large
+    /// batch's results are hundreds of MB, which fresh pages would make
+    /// the kernel fault in again on every call.
+    spare: Spare,
 }
+
+type Spare = Arc<Mutex<Option<ResultsAny>>>;
 
 impl<F: Family> Shared<F>
 where
@@ -654,10 +685,20 @@ where
         let rows = timestamps.len();
         let values = ValuesIn::new(values, field, self.kind, rows)?;
         let kernel = &mut self.kernel;
+        let spare = self
+            .spare
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .take();
         let results = py
-            .detach(|| dispatch!(kernel, k => k.process(&keys, &timestamps, &values, wall_clock_ms)))
+            .detach(|| {
+                dispatch!(kernel, k => k.process(&keys, &timestamps, &values, wall_clock_ms, spare))
+            })
             .py_err(py)?;
-        Ok(NativeWindowedResults { inner: results })
+        Ok(NativeWindowedResults {
+            inner: Some(results),
+            spare: Arc::clone(&self.spare),
+        })
     }
 
     fn drain_changes<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
@@ -686,10 +727,10 @@ where
     fn restore(
         &mut self,
         py: Python<'_>,
-        keys: Vec<Vec<u8>>,
-        starts: Vec<i64>,
-        ends: Vec<i64>,
-        values: Vec<Vec<u8>>,
+        keys: &[Vec<u8>],
+        starts: &[i64],
+        ends: &[i64],
+        values: &[Vec<u8>],
     ) -> PyResult<()> {
         let n = keys.len();
         if starts.len() != n || ends.len() != n || values.len() != n {
@@ -701,7 +742,7 @@ where
             )));
         }
         let kernel = &mut self.kernel;
-        py.detach(|| dispatch!(kernel, k => k.restore(&keys, &starts, &ends, &values)))
+        py.detach(|| dispatch!(kernel, k => k.restore(keys, starts, ends, values)))
             .py_err(py)
     }
 
@@ -743,17 +784,30 @@ fn stats_dict<'py>(py: Python<'py>, s: &BatchStats) -> PyResult<Bound<'py, PyDic
 /// Result values of either numeric type.
 trait Output: KafkaValue + Default + Sync + for<'py> IntoPyObject<'py> {
     fn wrap(results: WindowedResults<Self>) -> ResultsAny;
+    fn unwrap(results: ResultsAny) -> Option<WindowedResults<Self>>;
 }
 
 impl Output for i64 {
     fn wrap(results: WindowedResults<i64>) -> ResultsAny {
         ResultsAny::Int(results)
     }
+    fn unwrap(results: ResultsAny) -> Option<WindowedResults<i64>> {
+        match results {
+            ResultsAny::Int(r) => Some(r),
+            ResultsAny::Float(_) => None,
+        }
+    }
 }
 
 impl Output for f64 {
     fn wrap(results: WindowedResults<f64>) -> ResultsAny {
         ResultsAny::Float(results)
+    }
+    fn unwrap(results: ResultsAny) -> Option<WindowedResults<f64>> {
+        match results {
+            ResultsAny::Float(r) => Some(r),
+            ResultsAny::Int(_) => None,
+        }
     }
 }
 
@@ -802,36 +856,56 @@ macro_rules! ne_bytes {
 }
 ne_bytes!(i64, f64, u32);
 
-/// One batch's results, in the order Kafka forwards them: KTable updates
+/// One batch's results, in the order Kafka forwards them: `KTable` updates
 /// of windowed keys. Columns are built on demand.
 #[pyclass(module = "strom._core", frozen)]
 pub struct NativeWindowedResults {
-    inner: ResultsAny,
+    /// Always Some until dropped.
+    inner: Option<ResultsAny>,
+    spare: Spare,
+}
+
+impl NativeWindowedResults {
+    fn results(&self) -> &ResultsAny {
+        self.inner.as_ref().expect("results live until dropped")
+    }
+}
+
+impl Drop for NativeWindowedResults {
+    /// Hands the buffers back to the kernel for its next batch.
+    fn drop(&mut self) {
+        if let Some(results) = self.inner.take()
+            && let Ok(mut spare) = self.spare.lock()
+            && spare.is_none()
+        {
+            *spare = Some(results);
+        }
+    }
 }
 
 #[pymethods]
 impl NativeWindowedResults {
     fn __len__(&self) -> usize {
-        on_results!(&self.inner, r => r.len())
+        on_results!(self.results(), r => r.len())
     }
 
     /// Whether the values are floats (mean, and float sum/min/max).
     #[getter]
     fn is_float(&self) -> bool {
-        matches!(self.inner, ResultsAny::Float(_))
+        matches!(self.results(), ResultsAny::Float(_))
     }
 
     /// Per result, the input row whose processing forwarded it (for a
     /// final result, the row that triggered the emit).
     #[pyo3(signature = (packed=false))]
     fn rows<'py>(&self, py: Python<'py>, packed: bool) -> PyResult<Bound<'py, PyAny>> {
-        on_results!(&self.inner, r => column(py, &r.rows, packed))
+        on_results!(self.results(), r => column(py, &r.rows, packed))
     }
 
     /// The result keys, or None when each result's key is its input row's
     /// (every update; see `rows`).
     fn keys<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
-        on_results!(&self.inner, r => match &r.keys {
+        on_results!(self.results(), r => match &r.keys {
             ResultKeys::InputRows => Ok(None),
             ResultKeys::Owned(keys) => {
                 Ok(Some(PyList::new(py, keys.iter().map(|k| PyBytes::new(py, k)))?))
@@ -841,25 +915,25 @@ impl NativeWindowedResults {
 
     #[pyo3(signature = (packed=false))]
     fn starts<'py>(&self, py: Python<'py>, packed: bool) -> PyResult<Bound<'py, PyAny>> {
-        on_results!(&self.inner, r => column(py, &r.starts, packed))
+        on_results!(self.results(), r => column(py, &r.starts, packed))
     }
 
     /// Window ends: exclusive for time windows, inclusive for sliding and
     /// session windows.
     #[pyo3(signature = (packed=false))]
     fn ends<'py>(&self, py: Python<'py>, packed: bool) -> PyResult<Bound<'py, PyAny>> {
-        on_results!(&self.inner, r => column(py, &r.ends, packed))
+        on_results!(self.results(), r => column(py, &r.ends, packed))
     }
 
     #[pyo3(signature = (packed=false))]
     fn timestamps<'py>(&self, py: Python<'py>, packed: bool) -> PyResult<Bound<'py, PyAny>> {
-        on_results!(&self.inner, r => column(py, &r.timestamps, packed))
+        on_results!(self.results(), r => column(py, &r.timestamps, packed))
     }
 
     /// The values (`int` or `float`); a tombstone's is None (packed: 0).
     #[pyo3(signature = (packed=false))]
     fn values<'py>(&self, py: Python<'py>, packed: bool) -> PyResult<Bound<'py, PyAny>> {
-        on_results!(&self.inner, r => {
+        on_results!(self.results(), r => {
             if packed || r.tombstones.is_empty() {
                 column(py, &r.values, packed)
             } else {
@@ -871,7 +945,7 @@ impl NativeWindowedResults {
     /// Per result, whether it is a tombstone (a session absorbed by a
     /// merge); None when none is.
     fn tombstones<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
-        on_results!(&self.inner, r => if r.tombstones.is_empty() {
+        on_results!(self.results(), r => if r.tombstones.is_empty() {
             Ok(None)
         } else {
             Ok(Some(PyList::new(py, &r.tombstones)?))
@@ -881,10 +955,35 @@ impl NativeWindowedResults {
     /// Per result, the window's previous result (None for a new window);
     /// None unless the kernel sends old values.
     fn old_values<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
-        on_results!(&self.inner, r => if r.old_values.is_empty() && !r.is_empty() {
+        on_results!(self.results(), r => if r.old_values.is_empty() && !r.is_empty() {
             Ok(None)
         } else {
             Ok(Some(PyList::new(py, &r.old_values)?))
+        })
+    }
+
+    /// Per update, the window's new value as a window store holds it
+    /// (Kafka's value-and-timestamp bytes); None unless the kernel sends
+    /// store values.
+    fn store_values<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+        on_results!(self.results(), r => {
+            if r.encoded_states.is_empty() || r.is_empty() {
+                return Ok(None);
+            }
+            let width = r.encoded_states.len() / r.len();
+            let mut value = Vec::with_capacity(8 + width);
+            let items = r
+                .encoded_states
+                .chunks_exact(width)
+                .zip(&r.timestamps)
+                .map(|(state, ts)| {
+                    value.clear();
+                    value.extend_from_slice(&ts.to_be_bytes());
+                    value.extend_from_slice(state);
+                    PyBytes::new(py, &value)
+                })
+                .collect::<Vec<_>>();
+            Ok(Some(PyList::new(py, items)?))
         })
     }
 
@@ -893,7 +992,7 @@ impl NativeWindowedResults {
     /// `expired_before_emit`.
     #[getter]
     fn stats<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyDict>> {
-        on_results!(&self.inner, r => stats_dict(py, &r.stats))
+        on_results!(self.results(), r => stats_dict(py, &r.stats))
     }
 }
 
@@ -956,7 +1055,7 @@ macro_rules! py_kernel {
                 ends: Vec<i64>,
                 values: Vec<Vec<u8>>,
             ) -> PyResult<()> {
-                self.0.restore(py, keys, starts, ends, values)
+                self.0.restore(py, &keys, &starts, &ends, &values)
             }
 
             /// The largest record timestamp seen (-1 before any).
@@ -1002,15 +1101,14 @@ struct MakeTime {
     retention: Option<i64>,
     emit_interval: Option<i64>,
     send_old_values: bool,
+    send_store_values: bool,
 }
 
 impl Make<TimeFamily> for MakeTime {
-    fn make<A: Agg>(
-        &self,
-        agg: A,
-    ) -> strom_core::Result<TimeWindowedAggregation<A>> {
+    fn make<A: Agg>(&self, agg: A) -> strom_core::Result<TimeWindowedAggregation<A>> {
         let mut k = TimeWindowedAggregation::new(agg, self.windows, self.emit)
-            .with_old_values(self.send_old_values);
+            .with_old_values(self.send_old_values)
+            .with_states(self.send_store_values);
         if let Some(r) = self.retention {
             k = k.with_retention(r)?;
         }
@@ -1028,7 +1126,8 @@ py_kernel!(
     #[new]
     #[pyo3(signature = (
         aggregation, value_type, size_ms, advance_ms, grace_ms, *, emit_final=false,
-        retention_ms=None, emit_interval_ms=None, send_old_values=false
+        retention_ms=None, emit_interval_ms=None, send_old_values=false,
+        send_store_values=false
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -1042,6 +1141,7 @@ py_kernel!(
         retention_ms: Option<i64>,
         emit_interval_ms: Option<i64>,
         send_old_values: bool,
+        send_store_values: bool,
     ) -> PyResult<Self> {
         let windows = TimeWindows::of_size_and_grace(size_ms, grace_ms)
             .and_then(|w| w.advance_by(advance_ms))
@@ -1052,9 +1152,14 @@ py_kernel!(
             retention: retention_ms,
             emit_interval: emit_interval_ms,
             send_old_values,
+            send_store_values,
         };
         let (kernel, kind) = build(py, aggregation, value_type, &make)?;
-        Ok(Self(Shared { kernel, kind }))
+        Ok(Self(Shared {
+            kernel,
+            kind,
+            spare: Spare::default(),
+        }))
     }
 );
 
@@ -1070,10 +1175,7 @@ struct MakeSliding {
 }
 
 impl Make<SlidingFamily> for MakeSliding {
-    fn make<A: Agg>(
-        &self,
-        agg: A,
-    ) -> strom_core::Result<SlidingWindowedAggregation<A>> {
+    fn make<A: Agg>(&self, agg: A) -> strom_core::Result<SlidingWindowedAggregation<A>> {
         let mut k = SlidingWindowedAggregation::new(agg, self.windows, self.emit)?;
         if let Some(r) = self.retention {
             k = k.with_retention(r)?;
@@ -1112,7 +1214,11 @@ py_kernel!(
             emit_interval: emit_interval_ms,
         };
         let (kernel, kind) = build(py, aggregation, value_type, &make)?;
-        Ok(Self(Shared { kernel, kind }))
+        Ok(Self(Shared {
+            kernel,
+            kind,
+            spare: Spare::default(),
+        }))
     }
 );
 
@@ -1128,10 +1234,7 @@ struct MakeSession {
 }
 
 impl Make<SessionFamily> for MakeSession {
-    fn make<A: Agg>(
-        &self,
-        agg: A,
-    ) -> strom_core::Result<SessionWindowedAggregation<A>> {
+    fn make<A: Agg>(&self, agg: A) -> strom_core::Result<SessionWindowedAggregation<A>> {
         let mut k = SessionWindowedAggregation::new(agg, self.windows, self.emit);
         if let Some(r) = self.retention {
             k = k.with_retention(r)?;
@@ -1170,7 +1273,11 @@ py_kernel!(
             emit_interval: emit_interval_ms,
         };
         let (kernel, kind) = build(py, aggregation, value_type, &make)?;
-        Ok(Self(Shared { kernel, kind }))
+        Ok(Self(Shared {
+            kernel,
+            kind,
+            spare: Spare::default(),
+        }))
     }
 );
 

@@ -85,6 +85,12 @@ pub struct WindowedResults<O> {
     /// `sendOldValues`); otherwise one per result: the window's previous
     /// result, None for a new window (and for final results, as Kafka).
     pub old_values: Vec<Option<O>>,
+    /// Empty unless the kernel sends store values; otherwise each update's
+    /// new aggregate state as the store holds it
+    /// ([`super::aggregate::Aggregate::encode_state`]), `STATE_SIZE` bytes
+    /// per result: what a caller that writes every update through a record
+    /// cache puts.
+    pub encoded_states: Vec<u8>,
     pub stats: BatchStats,
 }
 
@@ -99,6 +105,7 @@ impl<O> Default for WindowedResults<O> {
             tombstones: Vec::new(),
             timestamps: Vec::new(),
             old_values: Vec::new(),
+            encoded_states: Vec::new(),
             stats: BatchStats::default(),
         }
     }
@@ -132,6 +139,7 @@ impl<O: KafkaValue + Default> WindowedResults<O> {
         self.tombstones.clear();
         self.timestamps.clear();
         self.old_values.clear();
+        self.encoded_states.clear();
         self.stats = BatchStats::default();
     }
 

@@ -97,6 +97,9 @@ pub struct TimeWindowedAggregation<A: Aggregate> {
     /// Whether updates carry the window's previous result (Kafka's
     /// `sendOldValues`).
     send_old_values: bool,
+    /// Whether updates carry their encoded state (see
+    /// [`WindowedResults::encoded_states`]).
+    send_states: bool,
     observed_stream_time: i64,
     /// The window store's own observed stream time: the largest window
     /// start put. Final results are read back through it (see
@@ -140,6 +143,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
             retention: windows.default_retention(),
             emit_interval: DEFAULT_EMIT_INTERVAL_MS,
             send_old_values: false,
+            send_states: false,
             observed_stream_time: NO_TIMESTAMP,
             store_observed_time: NO_TIMESTAMP,
             last_emit_close_time: NO_TIMESTAMP,
@@ -179,6 +183,15 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
     #[must_use]
     pub fn with_old_values(mut self, send: bool) -> Self {
         self.send_old_values = send;
+        self
+    }
+
+    /// Updates carry their new state as the store holds it, in
+    /// [`WindowedResults::encoded_states`] (for a caller that writes every
+    /// update through a record cache, as Kafka's caching store sees them).
+    #[must_use]
+    pub fn with_states(mut self, send: bool) -> Self {
+        self.send_states = send;
         self
     }
 
@@ -403,6 +416,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
     {
         let update_mode = self.emit == EmitStrategy::OnWindowUpdate;
         let send_old = update_mode && self.send_old_values;
+        let send_states = update_mode && self.send_states;
         let timestamps = &batch.timestamps[base..base + n];
         let (size, advance, grace) = (
             self.windows.size(),
@@ -477,6 +491,9 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
                         out.push(row as u32, key, start, end, agg.output(state), new_ts);
                         if send_old {
                             out.push_old(old.map(|o| agg.output(o)));
+                        }
+                        if send_states {
+                            agg.encode_state(state, &mut out.encoded_states);
                         }
                     }
                 } else {
@@ -688,5 +705,14 @@ mod tests {
         assert_eq!(out.old_values, [None, None, Some(1), Some(1), None, None]);
         let mut q = TimeWindowedAggregation::new(Count, w, EmitStrategy::OnWindowUpdate);
         assert!(run(&mut q, &[("a", 7)]).old_values.is_empty());
+        let mut s =
+            TimeWindowedAggregation::new(Count, w, EmitStrategy::OnWindowUpdate).with_states(true);
+        let out = run(&mut s, &[("a", 7), ("a", 8)]);
+        let states: Vec<i64> = out
+            .encoded_states
+            .chunks(8)
+            .map(|c| i64::from_be_bytes(c.try_into().unwrap()))
+            .collect();
+        assert_eq!(states, [1, 1, 2, 2]);
     }
 }

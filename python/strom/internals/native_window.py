@@ -1,0 +1,198 @@
+"""Windowed aggregations on the native kernels (``strom.agg``): one kernel
+call per batch, no per-record Python for the aggregation itself.
+
+The node is a drop-in for ``KStreamWindowAggregate`` with a built-in
+aggregation: same drops, results, timestamps and emission order, for both
+emit strategies. It keeps the task's window store current after every
+batch (the kernel reports the windows it changed), so changelogs,
+interactive queries, commits and restores work as with the Python path; the
+kernel's own copy of the open windows is reloaded from the store before the
+first batch after a (re)start, together with the node's observed stream
+time and last final emit. Behind a record cache every update is written
+through the cache (one native cache call per update, no aggregation in
+Python), which forwards them as it does for the Python path.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import TYPE_CHECKING, Any
+
+from strom import _core
+from strom.config import EMIT_INTERVAL_WINDOWED
+from strom.errors import SerializationError, TaskError
+from strom.internals.batch import Batch
+from strom.internals.processors import Node, log
+from strom.serdes import Serde
+from strom.state.caching import CachingWindowStore
+
+if TYPE_CHECKING:
+    from strom.agg import Aggregation
+    from strom.internals.task import StreamTask
+    from strom.kstream.windows import TimeWindows
+
+
+class MeanState(Serde[float]):
+    """The window store's value of a native mean: the sum as a ``Double``
+    and the count as a ``Long`` (16 bytes); read back as the mean."""
+
+    def serialize(self, topic: str, data: float | None) -> bytes | None:
+        if data is None:
+            return None
+        raise SerializationError(
+            f"store {topic!r} holds a native mean's sum and count; a mean alone cannot be written"
+        )
+
+    def deserialize(self, topic: str, data: bytes | None) -> float | None:
+        if data is None:
+            return None
+        if len(data) != 16:
+            raise SerializationError(f"a stored mean is 16 bytes, got {len(data)} in {topic!r}")
+        total, count = struct.unpack(">dq", data)
+        return float(total / count) if count else float("nan")
+
+
+class NativeTimeWindowAggregate(Node):
+    """``windowed_by(TimeWindows)`` with a ``strom.agg`` aggregation, on
+    ``_core.NativeTimeWindowedAggregation`` (see ``KStreamWindowAggregate``
+    for the semantics, which are the same)."""
+
+    def __init__(
+        self,
+        store_name: str,
+        windows: TimeWindows,
+        aggregation: Aggregation,
+        value_type: str | None,
+        retention_ms: int,
+        *,
+        emit_final: bool = False,
+    ) -> None:
+        super().__init__()
+        self.store_name = store_name
+        self.windows = windows
+        self.aggregation = aggregation
+        self.value_type = value_type
+        # Kafka's retention (the store keeps 1 ms more for final results).
+        self.retention_ms = retention_ms
+        self.emit_final = emit_final
+
+    def init(self, task: StreamTask) -> None:
+        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
+
+        super().init(task)
+        self.window_type, self.windowed_type = Window, Windowed
+        self.store = task.store(self.store_name)
+        # Behind the record cache, updates reach the children when the cache
+        # writes them out (the latest per window and commit), as in Kafka.
+        self.caching = isinstance(self.store, CachingWindowStore)
+        if self.caching:
+            self.store.listener = self.forward_flushed
+        w = self.windows
+        self.kernel = _core.NativeTimeWindowedAggregation(
+            self.aggregation.kind,
+            self.value_type,
+            w.size_ms,
+            w.advance_ms,
+            w.grace_ms,
+            emit_final=self.emit_final,
+            retention_ms=self.retention_ms,
+            emit_interval_ms=int(task.config[EMIT_INTERVAL_WINDOWED]),
+            send_old_values=not self.caching,
+            send_store_values=self.caching,
+        )
+        self.emit_key = f"{self.name}#last-emit-close-time"
+        # The store is restored from its changelog after the nodes are
+        # initialized: load the kernel on the first batch.
+        self.loaded = False
+
+    def _load(self) -> None:
+        observed = self.task.state.node_stream_time(self.name)
+        last_emit = self.task.state.node_times.get(self.emit_key, -1)
+        self.kernel.restore_times(observed, last_emit, self.store.observed_stream_time)
+        self.kernel.restore(*self.store.native.all())
+        self.loaded = True
+
+    def process(self, batch: Batch) -> None:
+        if not self.loaded:
+            self._load()
+        task = self.task
+        keys, values = batch.keys, batch.values
+        raw_keys = self.store.key_serde.serialize_batch(self.store_name, keys)
+        if None in values:
+            # As KStreamWindowAggregate: a null value is dropped before it
+            # counts towards stream time, as a null key is.
+            raw_keys = [None if v is None else k for k, v in zip(raw_keys, values, strict=True)]
+        try:
+            results = self.kernel.process(
+                raw_keys,
+                batch.timestamps,
+                None if self.aggregation.kind == "count" else values,
+                field=self.aggregation.field,
+                wall_clock_ms=task.wall_clock_ms(),
+            )
+        except (TypeError, ValueError) as exc:
+            raise TaskError(
+                f"task {task.task_id} node {self.name!r} cannot aggregate a record of "
+                f"{batch.topic}-{batch.partition} (offsets {batch.offsets[0]}.."
+                f"{batch.offsets[-1]}): {exc}"
+            ) from exc
+        task.current_timestamp = batch.timestamps[-1]
+        if self.caching:
+            self._write_through_cache(raw_keys, batch.timestamps, results)
+        else:
+            self._write_changes()
+        task.state.set_node_stream_time(self.name, self.kernel.observed_stream_time)
+        if self.emit_final and self.kernel.last_emit_close_time != -1:
+            task.state.set_node_stream_time(self.emit_key, self.kernel.last_emit_close_time)
+        stats = results.stats
+        if stats["dropped_records"]:
+            task.metrics.dropped_records += stats["dropped_records"]
+            log.debug(
+                "%s: dropped %d record(s) (%d for closed windows)",
+                self.name,
+                stats["dropped_records"],
+                stats["dropped_expired"],
+            )
+        if len(results) and not self.caching:
+            self.forward(self._results(batch, results))
+
+    def _write_through_cache(
+        self, raw_keys: list[bytes | None], timestamps: list[int], results: Any
+    ) -> None:
+        """Every update into the record cache, in order, as the Python path
+        puts them (the cache writes the store when it flushes or evicts)."""
+        self.kernel.drain_changes()  # the cache writes the store
+        if not len(results):
+            return
+        put = self.store.put_raw
+        for row, start, value in zip(
+            results.rows(), results.starts(), results.store_values(), strict=True
+        ):
+            put(raw_keys[row], value, start, timestamps[row])
+
+    def _write_changes(self) -> None:
+        keys, starts, _ends, values, timestamps = self.kernel.drain_changes()
+        if keys:
+            self.store.put_raw_all(keys, values, starts, timestamps)
+
+    def _results(self, batch: Batch, results: Any) -> Batch:
+        rows: list[int] = results.rows()
+        owned = results.keys()
+        if owned is None:
+            source = batch.keys
+            keys = [source[r] for r in rows]
+        else:
+            keys = self.store.key_serde.deserialize_batch(self.store_name, owned)
+        window, windowed = self.window_type, self.windowed_type
+        windowed_keys = [
+            windowed(k, window(s, e))
+            for k, s, e in zip(keys, results.starts(), results.ends(), strict=True)
+        ]
+        offsets = batch.offsets
+        return batch.derive(
+            windowed_keys,
+            results.values(),
+            results.timestamps(),
+            [offsets[r] for r in rows],
+            results.old_values() or [None] * len(rows),
+        )
