@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import functools
 import logging
 import signal
 import threading
@@ -54,18 +55,21 @@ class KafkaStreams:
         self.config = config if isinstance(config, StreamsConfig) else StreamsConfig(config)
         self.config.application_id  # noqa: B018 - fail fast when missing
         self._path = self.config.embedded_path
-        if self._path is None and self.config["num.stream.threads"] != 1:
-            raise ConfigError(
-                "num.stream.threads > 1 is not supported on Kafka yet; run more instances"
-            )
         self._topology = topology
         self._state = State.CREATED
         self._listener: Callable[[State, State], None] | None = None
-        self._runtime: Runtime | None = None
-        self._thread: threading.Thread | None = None
+        # One runtime per stream thread (the embedded log has one thread).
+        self._runtimes: list[Runtime] = []
+        self._threads: list[threading.Thread] = []
+        self._rebalancing: set[int] = set()
         self._stop = threading.Event()
         self._lock = threading.RLock()
         self.exception: BaseException | None = None
+
+    @property
+    def _runtime(self) -> Runtime | None:
+        """The first stream thread's runtime (the only one on the embedded log)."""
+        return self._runtimes[0] if self._runtimes else None
 
     # --- state ----------------------------------------------------------------
     @property
@@ -77,37 +81,57 @@ class KafkaStreams:
         self._listener = listener
 
     def _set_state(self, new: State) -> None:
-        old, self._state = self._state, new
+        with self._lock:
+            old, self._state = self._state, new
         if old is not new and self._listener is not None:
             self._listener(new, old)
 
-    def _new_runtime(self) -> Runtime:
+    def _new_runtimes(self) -> list[Runtime]:
         if self._path is not None:
-            return EmbeddedRuntime(self._topology._internal, self.config, self._path)
+            return [EmbeddedRuntime(self._topology._internal, self.config, self._path)]
         try:
             from strom.kafka.runtime import KafkaRuntime, process_id  # noqa: PLC0415 - optional
         except ImportError as exc:  # confluent-kafka is an optional dependency
             raise ConfigError(
                 "running on Kafka needs the confluent-kafka package (pip install confluent-kafka)"
             ) from exc
-        return KafkaRuntime(
-            self._topology._internal,
-            self.config,
-            process_id=process_id(),
-            on_rebalance=self._on_rebalance,
-        )
+        pid = process_id()
+        runtimes: list[Runtime] = []
+        try:
+            for index in range(1, self.config["num.stream.threads"] + 1):
+                self._rebalancing.add(index)  # until its first assignment
+                runtimes.append(
+                    KafkaRuntime(
+                        self._topology._internal,
+                        self.config,
+                        process_id=pid,
+                        thread_index=index,
+                        on_rebalance=functools.partial(self._on_rebalance, index),
+                    )
+                )
+        except BaseException:
+            for runtime in runtimes:
+                runtime.abort()
+            raise
+        return runtimes
 
-    def _on_rebalance(self, started: bool) -> None:
-        if self._state in (State.RUNNING, State.REBALANCING):
-            self._set_state(State.REBALANCING if started else State.RUNNING)
+    def _on_rebalance(self, thread: int, started: bool) -> None:
+        """REBALANCING while any stream thread rebalances, else RUNNING."""
+        with self._lock:
+            if started:
+                self._rebalancing.add(thread)
+            else:
+                self._rebalancing.discard(thread)
+            if self._state in (State.RUNNING, State.REBALANCING):
+                self._set_state(State.REBALANCING if self._rebalancing else State.RUNNING)
 
-    def _open(self) -> Runtime:
+    def _open(self) -> list[Runtime]:
         with self._lock:
             if self._state is not State.CREATED:
                 raise StromError(f"cannot start a KafkaStreams in state {self._state.value}")
             self._set_state(State.REBALANCING)
             try:
-                self._runtime = self._new_runtime()
+                self._runtimes = self._new_runtimes()
             except BaseException as exc:
                 self.exception = exc
                 self._set_state(State.ERROR)
@@ -115,16 +139,28 @@ class KafkaStreams:
             # On Kafka, RUNNING comes with the first assignment.
             if self._path is not None:
                 self._set_state(State.RUNNING)
-            return self._runtime
+            return self._runtimes
 
     # --- running --------------------------------------------------------------
     def start(self) -> None:
-        """Starts processing in a background thread and returns."""
-        runtime = self._open()
-        self._thread = threading.Thread(
-            target=self._loop, args=(runtime,), name="strom-StreamThread-1", daemon=True
-        )
-        self._thread.start()
+        """Starts processing in background threads (``num.stream.threads`` on
+        Kafka) and returns."""
+        for index, runtime in enumerate(self._open(), start=1):
+            thread = threading.Thread(
+                target=self._loop, args=(runtime,), name=f"strom-StreamThread-{index}", daemon=True
+            )
+            self._threads.append(thread)
+            thread.start()
+
+    def _fail(self, exc: BaseException) -> None:
+        """A stream thread died: the whole client stops (Kafka's SHUTDOWN_CLIENT)."""
+        with self._lock:
+            if self.exception is None:
+                self.exception = exc
+            self._stop.set()
+            if self._state is not State.ERROR:
+                self._set_state(State.PENDING_ERROR)
+                self._set_state(State.ERROR)
 
     def _loop(self, runtime: Runtime) -> None:
         try:
@@ -132,10 +168,8 @@ class KafkaStreams:
                 runtime.poll_once(0.1)
                 runtime.maybe_commit()
         except BaseException as exc:
-            self.exception = exc
             log.exception("stream thread died; the application goes to ERROR")
-            self._set_state(State.PENDING_ERROR)
-            self._set_state(State.ERROR)
+            self._fail(exc)
 
     def run(self) -> None:
         """Runs in the foreground until SIGINT or SIGTERM, then closes."""
@@ -146,7 +180,7 @@ class KafkaStreams:
             for sig in (signal.SIGINT, signal.SIGTERM)
         }
         try:
-            # Until a signal arrives or the stream thread stops by itself.
+            # Until a signal arrives or the stream threads stop by themselves.
             while self._state in (State.RUNNING, State.REBALANCING) and not stop.wait(0.2):
                 continue
         finally:
@@ -163,23 +197,73 @@ class KafkaStreams:
         until ``close()``."""
         seconds = _seconds(timeout)
         deadline = None if seconds is None else time.monotonic() + seconds
-        if self._thread is not None:
+        if self._threads:
             raise StromError("run_until_end cannot be used on an app started with start()")
         opened = self._state in (State.RUNNING, State.REBALANCING)
-        runtime = self._runtime if opened else self._open()
-        assert runtime is not None
+        runtimes = self._runtimes if opened else self._open()
         try:
-            runtime.run_until_end(deadline)
+            if len(runtimes) == 1:
+                runtimes[0].run_until_end(deadline)
+            else:
+                self._run_threads_until_end(runtimes, deadline)
         except BaseException as exc:
             self.exception = exc
             self._set_state(State.PENDING_ERROR)
             self._set_state(State.ERROR)
-            runtime.abort()
+            for runtime in runtimes:
+                runtime.abort()
             raise
+
+    def _run_threads_until_end(self, runtimes: list[Runtime], deadline: float | None) -> None:
+        """Each thread steps until all of them are idle and at their targets
+        at once: a thread that ran dry may get more from another's output
+        (repartition topics), so none stops before all do."""
+        done = threading.Event()
+        rounds = [0] * len(runtimes)
+        idle = [False] * len(runtimes)
+        processed = [0] * len(runtimes)
+        errors: list[BaseException] = []
+
+        def step(i: int, runtime: Any) -> None:
+            try:
+                end = runtime.end_targets()
+                while not done.is_set():
+                    idle[i] = runtime.step_until_end(end, deadline)
+                    processed[i] = runtime.metrics()["records-processed"]
+                    rounds[i] += 1
+                runtime.commit()
+            except BaseException as exc:
+                errors.append(exc)
+                done.set()
+
+        threads = [
+            threading.Thread(target=step, args=(i, r), name=f"strom-StreamThread-{i + 1}")
+            for i, r in enumerate(runtimes)
+        ]
+        for thread in threads:
+            thread.start()
+        try:
+            while not done.is_set():
+                if all(idle):
+                    # Quiet for two more rounds of every thread: finished.
+                    seen, before = list(rounds), list(processed)
+                    while not done.is_set() and any(
+                        r < s + 2 for r, s in zip(rounds, seen, strict=True)
+                    ):
+                        time.sleep(0.01)
+                    if all(idle) and processed == before:
+                        break
+                time.sleep(0.01)
+        finally:
+            done.set()
+            for thread in threads:
+                thread.join()
+        if errors:
+            raise errors[0]
 
     def close(self, timeout: float | timedelta | None = None) -> bool:
         """Stops processing, commits, and releases resources. Returns whether
-        the stream thread stopped within ``timeout``."""
+        the stream threads stopped within ``timeout``."""
         with self._lock:
             if self._state in (State.NOT_RUNNING, State.PENDING_SHUTDOWN):
                 return True
@@ -187,15 +271,18 @@ class KafkaStreams:
             if not failed:
                 self._set_state(State.PENDING_SHUTDOWN)
         self._stop.set()
-        stopped = True
-        if self._thread is not None:
-            self._thread.join(_seconds(timeout))
-            stopped = not self._thread.is_alive()
-        if stopped and self._runtime is not None:
-            if failed:
-                self._runtime.abort()
-            else:
-                self._runtime.close()
+        seconds = _seconds(timeout)
+        deadline = None if seconds is None else time.monotonic() + seconds
+        for thread in self._threads:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            thread.join(left)
+        stopped = not any(thread.is_alive() for thread in self._threads)
+        if stopped:
+            for runtime in self._runtimes:
+                if failed:
+                    runtime.abort()
+                else:
+                    runtime.close()
         if not failed:
             self._set_state(State.NOT_RUNNING)
         return stopped
@@ -207,19 +294,35 @@ class KafkaStreams:
         self.close()
 
     # --- queries --------------------------------------------------------------
+    def _local_tasks(self) -> dict[str, list[str]]:
+        """The ids of the tasks each stream thread runs now, by thread name
+        (Kafka's ``metadataForLocalThreads``, reduced to the active tasks)."""
+        return {
+            f"StreamThread-{i}": sorted(runtime.tasks)
+            for i, runtime in enumerate(list(self._runtimes), start=1)
+        }
+
     def store(self, name: str) -> ReadOnlyKeyValueView:
         """Interactive query of a key-value store across this instance's tasks."""
-        runtime = self._runtime
-        if runtime is None:
+        if not self._runtimes:
             raise StoreError("the application has not started; there are no stores yet")
-        tasks = [*runtime.tasks.values(), *([runtime.global_task] if runtime.global_task else [])]
+        tasks = []
+        for runtime in self._runtimes:
+            tasks += [*runtime.tasks.values()]
+            if runtime.global_task is not None:
+                tasks.append(runtime.global_task)
+                break  # the global stores are shared: once is enough
         stores = [plain(t.stores[name]) for t in tasks if name in t.stores]
         if not stores:
             raise StoreError(f"no state store named {name!r} in this topology")
         return ReadOnlyKeyValueView(name, stores)
 
     def metrics(self) -> dict[str, Any]:
-        return {} if self._runtime is None else self._runtime.metrics()
+        totals: dict[str, Any] = {}
+        for runtime in self._runtimes:
+            for key, value in runtime.metrics().items():
+                totals[key] = totals.get(key, 0) + value
+        return totals
 
 
 class ReadOnlyKeyValueView:

@@ -130,8 +130,7 @@ def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 90.0) -
 
 
 def _tasks(app: KafkaStreams) -> set[str]:
-    runtime = app._runtime
-    return set() if runtime is None else set(runtime.tasks)
+    return {task for tasks in app._local_tasks().values() for task in tasks}
 
 
 def test_two_instances_share_the_partitions(kafka: KafkaCluster, tmp_path: Path) -> None:
@@ -262,4 +261,24 @@ def test_reset_reprocesses_from_scratch(kafka: KafkaCluster, tmp_path: Path) -> 
         assert app.metrics()["records-processed"] == first
         assert app.metrics()["restored-records"] == 0
     expected = dict(Counter(w for line in text for w in line.split()))
+    assert latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long()) == expected
+
+
+def test_stream_threads_share_the_tasks(kafka: KafkaCluster, tmp_path: Path) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("text"), unique("counts"), unique("threads")
+    create_topics(boot, {source: 4, sink: 4})
+    text = lines(1500, seed=6)
+    produce(boot, source, ((None, line.encode(), BASE_TS + i) for i, line in enumerate(text)))
+    config = app_config(boot, app_id, str(tmp_path), **{"num.stream.threads": 2})
+    with KafkaStreams(word_count_topology(source, sink), config) as app:
+        app.run_until_end(timeout=120)
+        threads = app._local_tasks()
+        # Every task of both sub-topologies, each on exactly one of the two threads.
+        assert len(threads) == 2 and all(threads.values())
+        owned = [task for tasks in threads.values() for task in tasks]
+        assert sorted(owned) == sorted(f"{s}_{p}" for s in (0, 1) for p in range(4))
+        store = {kv.key: kv.value for kv in app.store("counts").all()}
+    expected = dict(Counter(w for line in text for w in line.split()))
+    assert store == expected
     assert latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long()) == expected

@@ -30,10 +30,12 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import (
     Consumer,
+    ConsumerGroupState,
     KafkaException,
     TopicPartition,
 )
@@ -65,6 +67,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.kafka")
 
 RESTORE_BATCH = 10_000
+
+
+@dataclass(frozen=True)
+class EndTargets:
+    targets: dict[tuple[str, int], int]
+    fed: set[str]
 
 
 class TaskMigratedError(StromError):
@@ -536,31 +544,65 @@ class KafkaRuntime(Runtime):
             out[partition] = high
         return out
 
-    def run_until_end(self, deadline: float | None) -> None:
+    def end_targets(self) -> EndTargets:
+        """The input end offsets as of now (external inputs) and the topics
+        the app feeds itself (read to their end whenever checked)."""
         fed = self._fed_by_the_app()
         targets = {
             (name, p): end
             for name in self._input_topics() - fed
             for p, end in self._end_offsets(name).items()
         }
-        while True:
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError(
-                    "run_until_end did not reach the end offsets in time: "
-                    + self._lag_report(targets, fed)
-                )
-            if self.poll_once(0.05) > 0:
-                self.maybe_commit()
-                continue
-            if not self.assigned_once or self.rebalancing:
-                continue
-            # Output may feed repartition topics: make it readable.
-            if self.eos and self._dirty:
-                self.commit()
-            else:
-                self.producer.flush()
-            if self._caught_up(targets, fed):
-                break
+        return EndTargets(targets, fed)
+
+    def step_until_end(self, end: EndTargets, deadline: float | None) -> bool:
+        """One round of a bounded run: True when nothing was processed and
+        this thread's partitions are at their targets."""
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(
+                "run_until_end did not reach the end offsets in time: "
+                + self._lag_report(end.targets, end.fed)
+            )
+        if self.poll_once(0.05) > 0:
+            self.maybe_commit()
+            return False
+        if not self.assigned_once or self.rebalancing:
+            return False
+        # Output may feed repartition topics: make it readable.
+        if self.eos and self._dirty:
+            self.commit()
+        else:
+            self.producer.flush()
+        return self._caught_up(end.targets, end.fed) and self._group_covers_all()
+
+    def _group_covers_all(self) -> bool:
+        """Whether the group is stable with every anchor partition owned by a
+        member: in a cooperative rebalance a partition is unowned for a while,
+        and a bounded run must not end while its records wait for an owner."""
+        try:
+            future = self.admin.describe_consumer_groups(
+                [self.app_id], request_timeout=REQUEST_TIMEOUT_S
+            )[self.app_id]
+            group = future.result()
+        except KafkaException:
+            return False  # ask again in the next round
+        if group.state != ConsumerGroupState.STABLE:
+            return False
+        owned = {
+            (tp.topic, tp.partition)
+            for member in group.members
+            for tp in member.assignment.topic_partitions
+        }
+        return all(
+            (topic, p) in owned
+            for topic in self._anchors
+            for p in range(self.partition_count(topic))
+        )
+
+    def run_until_end(self, deadline: float | None) -> None:
+        end = self.end_targets()
+        while not self.step_until_end(end, deadline):
+            continue
         self.commit()
 
     def _lag_report(self, targets: dict[tuple[str, int], int], fed: set[str]) -> str:
