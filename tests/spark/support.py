@@ -37,6 +37,8 @@ class Scenario:
     partitions: int = 3
     stores: list[str] = field(default_factory=list)
     config: dict[str, Any] = field(default_factory=dict)
+    # Partitions of the output topics (default: as the inputs).
+    output_partitions: int | None = None
 
     def rows(self) -> list[tuple[str, int, int, bytes | None, bytes | None, int]]:
         """Serialized input records with their partition (Kafka's default
@@ -164,8 +166,10 @@ def values_by_key(stream: Stream) -> dict[Any, list[Any]]:
 def write_log(scenario: Scenario, path: Path) -> str:
     """The scenario's topics and input records in a new embedded log."""
     log = EmbeddedLog(path)
-    for topic in [*scenario.inputs, *scenario.outputs]:
+    for topic in scenario.inputs:
         log.create_topic(topic, scenario.partitions)
+    for topic in scenario.outputs:
+        log.create_topic(topic, scenario.output_partitions or scenario.partitions)
     with log.producer() as producer:
         for topic, partition, _offset, key, value, timestamp in scenario.rows():
             producer.produce(topic, key, value, timestamp=timestamp, partition=partition)

@@ -80,6 +80,24 @@ def test_count_by_key(spark: SparkSession, tmp_path: Path) -> None:
     check_all_ways(spark, scenario, tmp_path)
 
 
+def test_output_partitions_follow_the_output_topic(spark: SparkSession, tmp_path: Path) -> None:
+    """An output topic with fewer partitions than the input: the replay puts
+    each record where the streaming app's producer does (murmur2 of the key
+    over the topic's own partition count, read from the embedded log)."""
+    scenario = Scenario(
+        views,
+        {"views": page_views(200, seed=11)},
+        {"views": (S, S), "view-counts": (S, L)},
+        ["view-counts"],
+        output_partitions=2,
+    )
+    servers = write_log(scenario, tmp_path / "log")
+    streaming = run_streaming(scenario, servers, CONFIG)
+    replayed = run_replay(spark, scenario, servers, CONFIG)
+    assert {p for p, _key in streaming.streams["view-counts"]} == {0, 1}
+    assert replayed.streams == streaming.streams
+
+
 def windowed(windows: TimeWindows) -> Topology:
     builder = StreamsBuilder()
     (

@@ -141,7 +141,7 @@ def offset_ranges(
     consumer_config: Mapping[str, Any], topics: Sequence[str]
 ) -> tuple[list[list[Any]], dict[str, int]]:
     """Every partition of ``topics`` from its log start to its end offset as
-    of now, and the topics' partition counts (on the driver)."""
+    of now, and the cluster's topics' partition counts (on the driver)."""
     from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
 
     consumer = Consumer(
@@ -149,7 +149,13 @@ def offset_ranges(
     )
     try:
         metadata = consumer.list_topics(timeout=30)
-        ranges, counts = [], {}
+        ranges: list[list[Any]] = []
+        # Every topic's count: output topics the cluster has keep theirs.
+        counts = {
+            name: len(found.partitions)
+            for name, found in metadata.topics.items()
+            if found.error is None
+        }
         for topic in topics:
             found = metadata.topics.get(topic)
             if found is None or found.error is not None:

@@ -249,10 +249,11 @@ def _from_embedded(
         raise TopologyError(
             f"topic(s) {', '.join(missing)} do not exist in the embedded log {path}"
         )
-    tables, counts = [], {}
+    # Every topic's count: output topics the log has keep theirs.
+    counts = {topic: log_.partitions(topic) for topic in existing}
+    tables = []
     for topic in topics:
         ends = log_.end_offsets(topic)
-        counts[topic] = len(ends)
         for partition, start in log_.log_start_offsets(topic).items():
             offset = start
             while offset < ends[partition]:
