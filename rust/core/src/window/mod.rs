@@ -43,6 +43,13 @@
 //!   negative timestamp are skipped before stream time advances; late
 //!   records count once per closed window they miss (Kafka's
 //!   `dropped-records`, see [`BatchStats`]).
+//! - **Bindings.** `strom._core.Native{Time,Sliding,Session}WindowedAggregation`
+//!   (`rust/python/src/window_kernels.rs`) wrap the kernels for Python and
+//!   Spark; the DSL's node (`strom.internals.native_window`) applies the
+//!   store changes after each batch. For Kafka's `sendOldValues` and for a
+//!   caller that writes every update through a record cache, time windows
+//!   can also return each update's previous result and its encoded state
+//!   ([`WindowedResults::old_values`], [`WindowedResults::encoded_states`]).
 //! - **Final results** ([`EmitStrategy::OnWindowClose`]) are looked for at
 //!   most once per emit interval of the wall-clock time given with each
 //!   batch (Kafka's default 1 s; Kafka's test driver uses 0), in the order

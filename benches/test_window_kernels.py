@@ -1,0 +1,146 @@
+"""Windowed aggregation: the native kernels called from Python on one
+columnar batch, and a windowed count of JSON records end to end."""
+
+from __future__ import annotations
+
+import array
+import itertools
+import json
+import random
+import tempfile
+from typing import Any
+
+import pytest
+
+from strom import KafkaStreams, StreamsBuilder, _core, serdes
+from strom.embedded import EmbeddedLog
+from strom.kstream import TimeWindows
+
+RECORDS = 10_000_000
+KEYS = 100_000
+SIZE_MS = 60_000
+GRACE_MS = 5_000
+
+
+@pytest.fixture(scope="module")
+def batch() -> tuple[tuple[bytes, bytes], bytes, bytes]:
+    """10M records of 100k keys, 10 per ms, up to 2 s out of order, as
+    packed buffers (Arrow Binary keys, int64 timestamps and values)."""
+    rng = random.Random(7)
+    width = 9
+    names = [b"key-%05d" % i for i in range(KEYS)]
+    data = b"".join(names[rng.randrange(KEYS)] for _ in range(RECORDS))
+    offsets = array.array("i", range(0, (RECORDS + 1) * width, width)).tobytes()
+    timestamps = array.array(
+        "q", (max(0, i // 10 - (i * 7919) % 2_000) for i in range(RECORDS))
+    ).tobytes()
+    values = array.array("q", ((i * 31) % 1_000 for i in range(RECORDS))).tobytes()
+    return (data, offsets), timestamps, values
+
+
+@pytest.mark.benchmark(group="window-kernels")
+@pytest.mark.parametrize("calls", [1, 100])
+@pytest.mark.parametrize("aggregation", ["count", "sum"])
+@pytest.mark.parametrize("windows", ["tumbling", "hopping"])
+def test_native_windowed_aggregation(
+    benchmark: Any, batch: tuple[Any, bytes, bytes], aggregation: str, windows: str, calls: int
+) -> None:
+    """The batch in one process() call, or in 100 calls of 100k records
+    (steady state: each call reuses the buffers of the previous results);
+    every update is a result (hopping: 4 windows per record, so about 4
+    results per record)."""
+    (data, offsets), timestamps, values = batch
+    step = RECORDS // calls
+    chunks = [
+        (
+            (data, offsets[4 * i * step : 4 * ((i + 1) * step + 1)]),
+            timestamps[8 * i * step : 8 * (i + 1) * step],
+            values[8 * i * step : 8 * (i + 1) * step],
+        )
+        for i in range(calls)
+    ]
+    advance = SIZE_MS if windows == "tumbling" else SIZE_MS // 4
+    value_type = None if aggregation == "count" else "int"
+    results: list[int] = []
+
+    def setup() -> tuple[tuple[Any], dict[str, Any]]:
+        kernel = _core.NativeTimeWindowedAggregation(
+            aggregation, value_type, SIZE_MS, advance, GRACE_MS
+        )
+        return (kernel,), {}
+
+    def run(kernel: Any) -> None:
+        n = 0
+        for keys, stamps, column in chunks:
+            out = kernel.process(keys, stamps, None if aggregation == "count" else column)
+            n += len(out)
+            del out  # its buffers go back to the kernel for the next call
+        results.append(n)
+
+    benchmark.pedantic(run, setup=setup, rounds=3)
+    benchmark.extra_info["records_per_s"] = RECORDS / benchmark.stats.stats.min
+    benchmark.extra_info["note"] = (
+        f"{RECORDS:,} records, {KEYS:,} keys, {calls} call(s); best "
+        f"{RECORDS / benchmark.stats.stats.min / 1e6:.1f}M records/s, "
+        f"{results[-1]:,} results"
+    )
+
+
+LINES = 200_000
+_runs = itertools.count()
+
+
+def _json_records() -> list[tuple[bytes, bytes, int]]:
+    rng = random.Random(11)
+    out = []
+    for i in range(LINES):
+        value = {"user": f"u{rng.randrange(1_000)}", "kind": rng.choice(["buy", "view"])}
+        out.append((value["user"].encode(), json.dumps(value).encode(), i * 10))
+    return out
+
+
+@pytest.mark.benchmark(group="runtime")
+@pytest.mark.parametrize("path", ["native", "python"])
+def test_windowed_count_of_json_records(benchmark: Any, path: str) -> None:
+    """KafkaStreams on the embedded log: JSON values, a Python filter
+    lambda, a one-minute tumbling count per key (native count(), or the
+    same count as a Python aggregator for comparison)."""
+    records = _json_records()
+
+    def topology() -> Any:
+        builder = StreamsBuilder()
+        windowed = (
+            builder.stream("events", key_serde=serdes.String(), value_serde=serdes.Json())
+            .filter(lambda _k, v: v["kind"] == "buy")
+            .group_by_key()
+            .windowed_by(TimeWindows.of_size_with_no_grace(60_000))
+        )
+        table = (
+            windowed.count()
+            if path == "native"
+            else windowed.aggregate(lambda: 0, lambda _k, _v, a: a + 1)
+        )
+        table.to_stream().to("counts", value_serde=serdes.Long())
+        return builder.build()
+
+    def setup() -> tuple[tuple[str], dict[str, Any]]:
+        where = tempfile.mkdtemp(prefix="strom-bench-wcount-")
+        log = EmbeddedLog(where)
+        log.create_topic("events")
+        log.create_topic("counts")
+        with log.producer() as producer:
+            producer.produce_batch("events", records)
+        return (where,), {}
+
+    def run(where: str) -> None:
+        config = {
+            "application.id": f"bench-{next(_runs)}",
+            "bootstrap.servers": f"embedded:{where}",
+            "default.value.serde": serdes.Long(),
+        }
+        with KafkaStreams(topology(), config) as app:
+            app.run_until_end()
+
+    benchmark.pedantic(run, setup=setup, rounds=3)
+    benchmark.extra_info["records_per_s"] = LINES / benchmark.stats.stats.median
+    benchmark.extra_info["note"] = f"{LINES:,} JSON records, filter lambda, {path} count"
