@@ -115,7 +115,9 @@ def _kill_and_finish(
     return updates, expected
 
 
-@pytest.mark.parametrize(("fraction", "seed"), [(0.1, 11), (0.45, 12), (0.8, 13)])
+@pytest.mark.parametrize(
+    ("fraction", "seed"), [(0.1, 11), (0.3, 12), (0.5, 13), (0.7, 14), (0.85, 15)]
+)
 def test_exactly_once_survives_sigkill(
     kafka: KafkaCluster, tmp_path: Path, fraction: float, seed: int
 ) -> None:
@@ -126,7 +128,7 @@ def test_exactly_once_survives_sigkill(
         assert counts == sorted(set(counts)), f"{key}: {counts}"
 
 
-@pytest.mark.parametrize(("fraction", "seed"), [(0.3, 21), (0.7, 22)])
+@pytest.mark.parametrize(("fraction", "seed"), [(0.2, 21), (0.5, 22), (0.8, 23)])
 def test_at_least_once_loses_nothing(
     kafka: KafkaCluster, tmp_path: Path, fraction: float, seed: int
 ) -> None:

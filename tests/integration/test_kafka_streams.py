@@ -29,7 +29,7 @@ from tests.kafka_harness import KafkaCluster
 
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.cli import main
-from strom.errors import SerializationError
+from strom.errors import SerializationError, TopologyError
 from strom.streams import State
 
 WORDS = [f"w{i}" for i in range(40)]
@@ -282,3 +282,43 @@ def test_stream_threads_share_the_tasks(kafka: KafkaCluster, tmp_path: Path) -> 
     expected = dict(Counter(w for line in text for w in line.split()))
     assert store == expected
     assert latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long()) == expected
+
+
+def test_missing_source_topic_is_named(kafka: KafkaCluster, tmp_path: Path) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink = unique("absent"), unique("out")
+    create_topics(boot, {sink: 1})
+    app = KafkaStreams(
+        word_count_topology(source, sink), app_config(boot, unique("m"), str(tmp_path))
+    )
+    with app, pytest.raises(TopologyError, match=source):
+        app.run_until_end(timeout=60)
+
+
+def test_join_inputs_with_different_partition_counts_are_named(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    boot = kafka.bootstrap_servers
+    left, right, sink = unique("left"), unique("right"), unique("out")
+    create_topics(boot, {left: 2, right: 3, sink: 2})
+    builder = StreamsBuilder()
+    table = builder.table(right, key_serde=serdes.String(), value_serde=serdes.String())
+    (
+        builder.stream(left, key_serde=serdes.String(), value_serde=serdes.String())
+        .join(table, lambda v, tv: f"{v}+{tv}")
+        .to(sink, key_serde=serdes.String(), value_serde=serdes.String())
+    )
+    app = KafkaStreams(builder.build(), app_config(boot, unique("j"), str(tmp_path)))
+    with app, pytest.raises(TopologyError, match=rf"{left} \(2\).*{right} \(3\)"):
+        app.run_until_end(timeout=60)
+
+
+def test_internal_topic_with_the_wrong_partition_count_is_refused(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("text"), unique("counts"), unique("wrong")
+    create_topics(boot, {source: 2, sink: 2, f"{app_id}-counts-changelog": 5})
+    app = KafkaStreams(word_count_topology(source, sink), app_config(boot, app_id, str(tmp_path)))
+    with app, pytest.raises(TopologyError, match=rf"{app_id}-counts-changelog has 5 partition"):
+        app.run_until_end(timeout=60)

@@ -36,6 +36,7 @@ from typing import TYPE_CHECKING, Any
 from confluent_kafka import (
     Consumer,
     ConsumerGroupState,
+    KafkaError,
     KafkaException,
     TopicPartition,
 )
@@ -306,7 +307,8 @@ class KafkaRuntime(Runtime):
                 for message in messages:
                     key = (str(message.topic()), int(message.partition() or 0))
                     if not check_message_error(message):
-                        if message.error() is not None:  # the end of the partition
+                        error = message.error()
+                        if error is not None and error.code() == KafkaError._PARTITION_EOF:
                             pending.discard(key)
                         continue
                     keys, values = batches.setdefault(key, ([], []))
