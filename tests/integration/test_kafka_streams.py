@@ -322,3 +322,29 @@ def test_internal_topic_with_the_wrong_partition_count_is_refused(
     app = KafkaStreams(word_count_topology(source, sink), app_config(boot, app_id, str(tmp_path)))
     with app, pytest.raises(TopologyError, match=rf"{app_id}-counts-changelog has 5 partition"):
         app.run_until_end(timeout=60)
+
+
+def test_global_table_join(kafka: KafkaCluster, tmp_path: Path) -> None:
+    """The global table is bootstrapped before processing and needs no
+    co-partitioning (3 partitions against the stream's 2)."""
+    boot = kafka.bootstrap_servers
+    orders, products, sink = unique("orders"), unique("products"), unique("out")
+    create_topics(boot, {orders: 2, products: 3, sink: 2})
+    names = {f"p{i}": f"product-{i}" for i in range(20)}
+    produce(boot, products, ((k.encode(), v.encode(), BASE_TS) for k, v in names.items()))
+    order_list = [(f"o{i}", f"p{i % 25}") for i in range(200)]  # p20..p24 are unknown
+    produce(
+        boot, orders, ((o.encode(), p.encode(), BASE_TS + i) for i, (o, p) in enumerate(order_list))
+    )
+    builder = StreamsBuilder()
+    table = builder.global_table(products, key_serde=serdes.String(), value_serde=serdes.String())
+    (
+        builder.stream(orders, key_serde=serdes.String(), value_serde=serdes.String())
+        .join(table, lambda _k, product: product, lambda o, name: f"{o}={name}")
+        .to(sink, key_serde=serdes.String(), value_serde=serdes.String())
+    )
+    with KafkaStreams(builder.build(), app_config(boot, unique("global"), str(tmp_path))) as app:
+        app.run_until_end(timeout=120)
+    output = latest_by_key(read_all(boot, sink), serdes.String(), serdes.String())
+    expected = {o: f"{p}={names[p]}" for o, p in order_list if p in names}
+    assert output == expected

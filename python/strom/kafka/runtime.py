@@ -91,8 +91,10 @@ class KafkaRuntime(Runtime):
         on_rebalance: Callable[[bool], None] | None = None,
     ) -> None:
         super().__init__(builder, config)
-        if builder.global_subtopology() is not None:
-            raise TopologyError("global tables and global stores are not supported on Kafka yet")
+        if builder.global_subtopology() is not None and config["num.stream.threads"] > 1:
+            raise ConfigError(
+                "global tables and global stores on Kafka need num.stream.threads = 1 for now"
+            )
         self.eos = config["processing.guarantee"] == EXACTLY_ONCE_V2
         self.process_id = process_id or str(uuid.uuid4())
         self.thread_index = thread_index
@@ -108,6 +110,7 @@ class KafkaRuntime(Runtime):
             transactional=self.eos,
         )
         self.collector = RecordCollector(self.producer, self.partition_count)
+        self.global_consumer: Consumer | None = None
         # Anchor topic (physical) -> its sub-topology; other inputs -> side consumer.
         self._anchors: dict[str, Subtopology] = {}
         self._side_topics: set[str] = set()
@@ -149,6 +152,11 @@ class KafkaRuntime(Runtime):
         self.rebalancing = False
         self._failure: BaseException | None = None
         self._dirty = False
+        try:
+            self._create_global_task()
+        except BaseException:
+            self.abort()
+            raise
         self.consumer.subscribe(
             sorted(self._anchors),
             on_assign=self._on_assign,
@@ -185,6 +193,72 @@ class KafkaRuntime(Runtime):
             f"reading the offsets of {topic}-{partition}",
         )
         return int(low), int(high)
+
+    # --- global stores --------------------------------------------------------
+    def _create_global_task(self) -> None:
+        """Opens the global stores and bootstraps them from the start to the
+        end of their topics (as of now) before any task is created."""
+        sub = self.builder.global_subtopology()
+        if sub is None:
+            return
+        self.global_task = StreamTask(
+            sub,
+            0,
+            self.builder,
+            self.config,
+            self.collector,
+            self.topic_name,
+            self.state_dir,
+            task_id="global",
+        )
+        for store in self.global_task.stores.values():
+            store.native.clear()  # rebuilt from its topic on every start
+        self.global_consumer = Consumer(
+            consumer_config(
+                self.config,
+                f"{self.thread_name}-global-consumer",
+                group=False,
+                prefix="global.consumer.",
+            )
+        )
+        assign, pending = [], set()
+        for topic in sub.source_topics:
+            for partition in range(self.partition_count(topic)):
+                low, high = self._watermarks(topic, partition)
+                assign.append(TopicPartition(topic, partition, low))
+                if high > low:
+                    pending.add((topic, partition))
+        self.global_consumer.assign(assign)
+        deadline = time.monotonic() + 10 * REQUEST_TIMEOUT_S
+        while pending:
+            pending -= self._apply_global(0.1)
+            if time.monotonic() > deadline:
+                raise KafkaClientError(
+                    f"bootstrapping global stores from {sorted(pending)} timed out"
+                )
+
+    def _apply_global(self, timeout: float) -> set[tuple[str, int]]:
+        """Applies what the global consumer has; returns the partitions it
+        found at their end."""
+        assert self.global_consumer is not None and self.global_task is not None
+        messages = self.global_consumer.consume(RESTORE_BATCH, timeout)
+        ended = set()
+        records = []
+        for message in messages:
+            error = message.error()
+            if error is not None and error.code() == KafkaError._PARTITION_EOF:
+                ended.add((str(message.topic()), int(message.partition() or 0)))
+            else:
+                records.append(message)
+        for batch in to_batches(records):
+            self.global_task.process(batch)
+        return ended
+
+    def poll_global(self) -> int:
+        if self.global_consumer is None:
+            return 0
+        self._apply_global(0)
+        return 0
 
     # --- rebalancing ----------------------------------------------------------
     def _guard(self, fn: Callable[[], None]) -> None:
@@ -302,7 +376,7 @@ class KafkaRuntime(Runtime):
         restored = 0
         try:
             while pending:
-                messages = consumer.consume(RESTORE_BATCH, 1.0)
+                messages = consumer.consume(RESTORE_BATCH, 0.1)
                 batches: dict[tuple[str, int], tuple[list[Any], list[Any]]] = {}
                 for message in messages:
                     key = (str(message.topic()), int(message.partition() or 0))
@@ -658,7 +732,10 @@ class KafkaRuntime(Runtime):
             self._abort_transaction()
         for task in list(self.tasks.values()):
             self._close_task(task, clean=False)
-        for consumer in (self.consumer, self.side, self.restore_consumer):
+        if self.global_task is not None:
+            self.global_task.close()
+            self.global_task = None
+        for consumer in (self.consumer, self.side, self.restore_consumer, self.global_consumer):
             if consumer is None:
                 continue
             try:
