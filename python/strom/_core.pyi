@@ -2,7 +2,7 @@
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import final
+from typing import Literal, final, overload
 
 from typing_extensions import Self
 
@@ -416,6 +416,9 @@ _IntColumn = list[int] | bytes | bytearray
 _ValueColumn = list[object] | bytes | bytearray
 # (keys, starts, ends, store values or None, timestamps)
 _StoreChanges = tuple[list[bytes], list[int], list[int], list[bytes | None], list[int]]
+# the same packed: Arrow Binary (data, offsets), int64 columns, values
+# (data, offsets, validity bitmap or None)
+_PackedChanges = tuple[tuple[bytes, bytes], bytes, bytes, tuple[bytes, bytes, bytes | None], bytes]
 
 @final
 class NativeWindowedResults:
@@ -428,8 +431,11 @@ class NativeWindowedResults:
     @property
     def stats(self) -> dict[str, int]: ...
     def rows(self, packed: bool = False) -> list[int] | bytes: ...
-    def keys(self) -> list[bytes] | None:
+    @overload
+    def keys(self, packed: Literal[False] = False) -> list[bytes] | None:
         """The keys, or None when each result's key is its input row's."""
+    @overload
+    def keys(self, packed: Literal[True]) -> tuple[bytes, bytes] | None: ...
     def starts(self, packed: bool = False) -> list[int] | bytes: ...
     def ends(self, packed: bool = False) -> list[int] | bytes: ...
     def timestamps(self, packed: bool = False) -> list[int] | bytes: ...
@@ -448,7 +454,10 @@ class _NativeWindowedAggregation:
         field: str | None = None,
         wall_clock_ms: int = 0,
     ) -> NativeWindowedResults: ...
-    def drain_changes(self) -> _StoreChanges: ...
+    @overload
+    def drain_changes(self, packed: Literal[False] = False) -> _StoreChanges: ...
+    @overload
+    def drain_changes(self, packed: Literal[True]) -> _PackedChanges: ...
     def restore_times(
         self, observed_stream_time: int, last_emit_close_time: int, store_observed_time: int
     ) -> None: ...

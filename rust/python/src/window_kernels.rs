@@ -27,10 +27,10 @@ use pyo3::types::{PyByteArray, PyBytes, PyDict, PyList, PyTuple};
 
 use strom_core::window::aggregate::split_value_and_timestamp;
 use strom_core::window::{
-    Aggregate, Batch, BatchStats, BinaryColumn, Count, EmitStrategy, KafkaValue, Max, Mean, Min,
-    NoValues, ResultKeys, SessionWindowedAggregation, SessionWindows, SlidingWindowedAggregation,
-    SlidingWindows, StoreChanges, Sum, TimeWindowedAggregation, TimeWindows, Validity, ValueColumn,
-    Values, WindowedResults,
+    Aggregate, Batch, BatchStats, BinaryBuffer, BinaryColumn, Count, EmitStrategy, KafkaValue, Max,
+    Mean, Min, NoValues, ResultKeys, SessionWindowedAggregation, SessionWindows,
+    SlidingWindowedAggregation, SlidingWindows, StoreChanges, Sum, TimeWindowedAggregation,
+    TimeWindows, Validity, ValueColumn, Values, WindowedResults,
 };
 
 use crate::errors::IntoPyResult;
@@ -486,22 +486,26 @@ impl<K: Kernel> Typed<K> {
 
     fn drain(&mut self) -> ChangesOut {
         let changes = self.kernel.drain_changes();
-        let mut values = Vec::with_capacity(changes.len());
+        let mut values = BinaryBuffer::new();
+        let mut present = Vec::with_capacity(changes.len());
+        let mut v = Vec::with_capacity(8 + <K::A as Aggregate>::STATE_SIZE);
         for (state, &ts) in changes.states.iter().zip(&changes.timestamps) {
-            values.push(state.map(|s| {
-                let mut v = Vec::with_capacity(8 + <K::A as Aggregate>::STATE_SIZE);
+            v.clear();
+            if let Some(s) = state {
                 if K::TIMESTAMPED {
                     v.extend_from_slice(&ts.to_be_bytes());
                 }
-                self.agg.encode_state(s, &mut v);
-                v
-            }));
+                self.agg.encode_state(*s, &mut v);
+            }
+            values.push(&v);
+            present.push(state.is_some());
         }
         ChangesOut {
-            keys: changes.keys.iter().map(<[u8]>::to_vec).collect(),
+            keys: changes.keys,
             starts: changes.starts,
             ends: changes.ends,
             values,
+            present,
             timestamps: changes.timestamps,
         }
     }
@@ -530,11 +534,44 @@ impl<K: Kernel> Typed<K> {
 /// Store changes, ready for `NativeWindowStore.put_all` /
 /// `NativeSessionStore` puts.
 struct ChangesOut {
-    keys: Vec<Vec<u8>>,
+    keys: BinaryBuffer,
     starts: Vec<i64>,
     ends: Vec<i64>,
-    values: Vec<Option<Vec<u8>>>,
+    /// Empty where `present` is false (a removal).
+    values: BinaryBuffer,
+    present: Vec<bool>,
     timestamps: Vec<i64>,
+}
+
+impl ChangesOut {
+    /// Arrow `Binary` buffers: `(data, offsets[, validity])` as bytes.
+    fn packed_binary<'py>(
+        py: Python<'py>,
+        buffer: &BinaryBuffer,
+        present: Option<&[bool]>,
+    ) -> PyResult<Bound<'py, PyTuple>> {
+        let mut offsets = Vec::with_capacity(buffer.offsets.len() * 4);
+        for &o in &buffer.offsets {
+            offsets.extend_from_slice(&o.to_ne_bytes());
+        }
+        let mut items = vec![
+            PyBytes::new(py, &buffer.data).into_any(),
+            PyBytes::new(py, &offsets).into_any(),
+        ];
+        if let Some(present) = present {
+            let validity = if present.iter().all(|&p| p) {
+                py.None().into_bound(py)
+            } else {
+                let mut bits = vec![0u8; present.len().div_ceil(8)];
+                for (i, _) in present.iter().enumerate().filter(|(_, p)| **p) {
+                    bits[i >> 3] |= 1 << (i & 7);
+                }
+                PyBytes::new(py, &bits).into_any()
+            };
+            items.push(validity);
+        }
+        PyTuple::new(py, items)
+    }
 }
 
 /// A kernel family (time, sliding or session windows) over each built-in
@@ -701,25 +738,38 @@ where
         })
     }
 
-    fn drain_changes<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
+    fn drain_changes<'py>(
+        &mut self,
+        py: Python<'py>,
+        packed: bool,
+    ) -> PyResult<Bound<'py, PyTuple>> {
         let kernel = &mut self.kernel;
         let changes = py.detach(|| dispatch!(kernel, k => k.drain()));
-        let keys = PyList::new(py, changes.keys.iter().map(|k| PyBytes::new(py, k)))?;
-        let values = PyList::new(
-            py,
-            changes
-                .values
-                .iter()
-                .map(|v| v.as_deref().map(|v| PyBytes::new(py, v))),
-        )?;
+        let (keys, values) = if packed {
+            (
+                ChangesOut::packed_binary(py, &changes.keys, None)?.into_any(),
+                ChangesOut::packed_binary(py, &changes.values, Some(&changes.present))?.into_any(),
+            )
+        } else {
+            let keys = PyList::new(py, changes.keys.iter().map(|k| PyBytes::new(py, k)))?;
+            let values = PyList::new(
+                py,
+                changes
+                    .values
+                    .iter()
+                    .zip(&changes.present)
+                    .map(|(v, &p)| p.then(|| PyBytes::new(py, v))),
+            )?;
+            (keys.into_any(), values.into_any())
+        };
         PyTuple::new(
             py,
             [
-                keys.into_any(),
-                PyList::new(py, &changes.starts)?.into_any(),
-                PyList::new(py, &changes.ends)?.into_any(),
-                values.into_any(),
-                PyList::new(py, &changes.timestamps)?.into_any(),
+                keys,
+                column(py, &changes.starts, packed)?,
+                column(py, &changes.ends, packed)?,
+                values,
+                column(py, &changes.timestamps, packed)?,
             ],
         )
     }
@@ -903,13 +953,17 @@ impl NativeWindowedResults {
     }
 
     /// The result keys, or None when each result's key is its input row's
-    /// (every update; see `rows`).
-    fn keys<'py>(&self, py: Python<'py>) -> PyResult<Option<Bound<'py, PyList>>> {
+    /// (every update; see `rows`); packed: Arrow `Binary` `(data, offsets)`.
+    #[pyo3(signature = (packed=false))]
+    fn keys<'py>(&self, py: Python<'py>, packed: bool) -> PyResult<Option<Bound<'py, PyAny>>> {
         on_results!(self.results(), r => match &r.keys {
             ResultKeys::InputRows => Ok(None),
-            ResultKeys::Owned(keys) => {
-                Ok(Some(PyList::new(py, keys.iter().map(|k| PyBytes::new(py, k)))?))
+            ResultKeys::Owned(keys) if packed => {
+                Ok(Some(ChangesOut::packed_binary(py, keys, None)?.into_any()))
             }
+            ResultKeys::Owned(keys) => Ok(Some(
+                PyList::new(py, keys.iter().map(|k| PyBytes::new(py, k)))?.into_any(),
+            )),
         })
     }
 
@@ -1025,8 +1079,16 @@ macro_rules! py_kernel {
             /// starts, ends, values, timestamps)`, values as the store holds
             /// them (window stores: Kafka's value-and-timestamp bytes;
             /// session stores: the aggregate's bytes) or None to delete.
-            fn drain_changes<'py>(&mut self, py: Python<'py>) -> PyResult<Bound<'py, PyTuple>> {
-                self.0.drain_changes(py)
+            /// With `packed=True`, keys are Arrow `Binary` buffers `(data,
+            /// offsets)`, values `(data, offsets, validity or None)`, the
+            /// other columns native-endian int64 bytes.
+            #[pyo3(signature = (packed=false))]
+            fn drain_changes<'py>(
+                &mut self,
+                py: Python<'py>,
+                packed: bool,
+            ) -> PyResult<Bound<'py, PyTuple>> {
+                self.0.drain_changes(py, packed)
             }
 
             /// After a restart: the times committed with the offsets, before
