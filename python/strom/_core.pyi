@@ -163,7 +163,7 @@ def decode_doubles(values: list[bytes | None]) -> list[float | None]: ...
 
 # --- state stores ---------------------------------------------------------------
 
-__all__ += ["NativeKeyValueStore"]
+__all__ += ["NativeKeyValueStore", "split_stamped", "stamp_values"]
 
 @final
 class NativeKeyValueStore:
@@ -181,6 +181,24 @@ class NativeKeyValueStore:
     def get_all(self, keys: list[bytes]) -> list[bytes | None]:
         """The values of ``keys`` (None where absent), in order; one native
         call that releases the GIL for the lookups."""
+    def get_all_cached(
+        self, keys: list[bytes], cache: NativeThreadCache, cache_id: int
+    ) -> list[bytes | None]:
+        """``get_all`` as seen through the named cache ``cache_id`` (a cached
+        delete reads None); the cache is peeked, no use is counted."""
+    def upsert(
+        self,
+        keys: list[bytes],
+        values: list[bytes | None],
+        timestamps: list[int],
+        cache: NativeThreadCache | None = None,
+        cache_id: int = 0,
+        want_old: bool = True,
+    ) -> tuple[list[bytes | None], list[tuple[bytes, bytes | None, bytes | None, int]]]:
+        """Writes the records one after the other (None deletes), through
+        the named cache when given; returns each record's old value (empty
+        unless ``want_old``) and the ``(key, new, old, timestamp)`` entries
+        the cache's evictions flushed and wrote to the store, in order."""
     def put(self, key: bytes, value: bytes | None) -> None: ...
     def put_if_absent(self, key: bytes, value: bytes) -> bytes | None: ...
     def delete(self, key: bytes) -> bytes | None: ...
@@ -212,6 +230,13 @@ class NativeKeyValueStore:
     def count_timestamped(
         self, keys: list[bytes], timestamps: list[int]
     ) -> tuple[list[int], list[int], list[bytes]]: ...
+
+def stamp_values(values: list[bytes | None], timestamps: list[int]) -> list[bytes | None]:
+    """Timestamped-store values: 8 big-endian bytes of timestamp, then the
+    value's bytes; None stays None."""
+
+def split_stamped(values: list[bytes | None]) -> tuple[list[bytes | None], list[int | None]]:
+    """The inverse of ``stamp_values``; a value under 8 bytes raises SerializationError."""
 
 # --- window and session stores (rust/python/src/window.rs, session.rs) --------
 

@@ -8,10 +8,11 @@ import struct
 from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, Any
 
-from strom.errors import SerializationError, TaskError
+from strom import _core
+from strom.errors import SerializationError, StoreError, TaskError
 from strom.internals.batch import Batch
 from strom.internals.processors import Node, log
-from strom.serdes import Serde, Timestamped
+from strom.serdes import Long, Serde, String, Timestamped
 from strom.state.caching import CachingKeyValueStore
 
 if TYPE_CHECKING:
@@ -37,6 +38,11 @@ def _old(batch: Batch) -> list[Any]:
 
 
 class _StoreNode(Node):
+    """Updates a store per record, over whole batches: keys, old values and
+    new values cross into native code once per batch (serdes included); only
+    a user callback runs per record in Python. Results equal Kafka's
+    record-at-a-time processing, the record cache's evictions included."""
+
     def __init__(self, store_name: str) -> None:
         super().__init__()
         self.store_name = store_name
@@ -48,6 +54,15 @@ class _StoreNode(Node):
         if self.caching:
             # Updates reach the children when the cache writes them out.
             self.store.listener = self.forward_flushed
+        serde = self.store.value_serde
+        self.timestamped = isinstance(serde, Timestamped)
+        self.inner_serde: Serde[Any] = serde.inner if self.timestamped else serde
+        # Values that survive a serde round trip unchanged: no need to make one.
+        self.plain_type: type | None = None
+        if isinstance(self.inner_serde, Long):
+            self.plain_type = int
+        elif isinstance(self.inner_serde, String):
+            self.plain_type = str
 
     # Aggregations time their results with the latest record (Kafka's
     # KStreamAggregate/KTableAggregate); a table source uses the record's own.
@@ -57,7 +72,9 @@ class _StoreNode(Node):
         self, batch: Batch, keys: list[Any], update: Callable[[Any, Any, int], Any]
     ) -> None:
         """For each record: new = update(key, old, i); store it (with its
-        result timestamp when the store is timestamped); forward the change."""
+        result timestamp when the store is timestamped); forward the change.
+        Record by record: used when a batch cannot be serialized as a whole,
+        so that the error names the record, as it would have one by one."""
         store, timestamped = self.store, is_timestamped(self.store)
         new_values: list[Any] = []
         old_values: list[Any] = []
@@ -83,9 +100,107 @@ class _StoreNode(Node):
         if not self.caching:
             self.forward(batch.derive(keys, new_values, stamps, batch.offsets, old_values))
 
+    # --- batches -------------------------------------------------------------
+    def _raw_keys(self, keys: list[Any]) -> list[bytes]:
+        raw: list[Any] = self.store.key_serde.serialize_batch(self.store_name, keys)
+        if None in raw:
+            raise StoreError(f"store {self.store_name!r}: keys must not be None")
+        return raw
+
+    def _encode(self, values: list[Any], stamps: list[int]) -> list[bytes | None]:
+        raw = self.inner_serde.serialize_batch(self.store_name, values)
+        if not self.timestamped:
+            return raw
+        if raw.count(None) != values.count(None):
+            # A value its serde turns into None is still stored (as Timestamped does).
+            pairs = zip(raw, values, strict=True)
+            raw = [b"" if r is None and v is not None else r for r, v in pairs]
+        stamped: list[bytes | None] = _core.stamp_values(raw, stamps)
+        return stamped
+
+    def _decode(self, raw: list[bytes | None]) -> tuple[list[Any], list[int | None]]:
+        if not self.timestamped:
+            return self.inner_serde.deserialize_batch(self.store_name, raw), [None] * len(raw)
+        inner, stamps = _core.split_stamped(raw)
+        return self.inner_serde.deserialize_batch(self.store_name, inner), stamps
+
+    def _round_trip(self, value: Any) -> Any:
+        """The value as the store would give it back."""
+        if value is None or type(value) is self.plain_type:
+            return value
+        serde, name = self.inner_serde, self.store_name
+        return serde.deserialize(name, serde.serialize(name, value) or b"")
+
+    def _update_batch(self, batch: Batch, update: Callable[[Any, Any, int], Any]) -> None:
+        """``_put_each`` over the whole batch: old values read in one native
+        call, ``update`` per record (a record whose key came earlier in the
+        batch sees that record's result), new values written in one."""
+        keys, record_stamps = batch.keys, batch.timestamps
+        try:
+            raw_keys = self._raw_keys(keys)
+            olds, old_stamps = self._decode(self.store.get_raw_batch(raw_keys))
+        except Exception:
+            # Nothing written yet: one by one, the error names its record.
+            self._put_each(batch, keys, update)
+            return
+        repeated = len(set(raw_keys)) < len(raw_keys)
+        current: dict[bytes, tuple[Any, Any]] = {}
+        news: list[Any] = []
+        stamps: list[int] = []
+        old_values: list[Any] = []
+        task, latest = self.task, self.latest_timestamp
+        failure: Exception | None = None
+        i = 0
+        try:
+            for i, key in enumerate(keys):
+                timestamp = record_stamps[i]
+                task.current_timestamp = timestamp
+                if repeated and raw_keys[i] in current:
+                    old, old_time = current[raw_keys[i]]
+                else:
+                    old, old_time = olds[i], old_stamps[i]
+                if latest and old_time is not None:
+                    timestamp = max(timestamp, old_time)
+                new = update(key, old, i)
+                if repeated:
+                    current[raw_keys[i]] = (
+                        (None, None) if new is None else (self._round_trip(new), timestamp)
+                    )
+                news.append(new)
+                stamps.append(timestamp)
+                old_values.append(old)
+        except Exception as exc:
+            failure = exc
+        # Records before a failure are written, as one by one they would be.
+        # (A result that fails to serialize is found only here, after the
+        # callbacks of the records behind it in the batch have run.)
+        done = len(news)
+        try:
+            encoded = self._encode(news, stamps)
+        except Exception:
+            for j in range(done):
+                if (error := self._encode_error(news[j], stamps[j])) is not None:
+                    failure, i, done = error, j, j
+                    break
+            encoded = self._encode(news[:done], stamps[:done])
+        self.store.upsert_raw(raw_keys[:done], encoded, record_stamps[:done], False)
+        if failure is not None:
+            raise self.callback_failed(batch, i, failure) from failure
+        if not self.caching:
+            self.forward(batch.derive(keys, news, stamps, batch.offsets, old_values))
+
+    def _encode_error(self, value: Any, stamp: int) -> Exception | None:
+        try:
+            self._encode([value], [stamp])
+        except Exception as exc:
+            return exc
+        return None
+
 
 class KTableSource(_StoreNode):
-    """``builder.table``: the latest value per key; a None value deletes."""
+    """``builder.table``: the latest value per key; a None value deletes.
+    No user code runs: a batch is written in one native call that returns
+    the old values."""
 
     latest_timestamp = False
 
@@ -96,7 +211,21 @@ class KTableSource(_StoreNode):
             log.debug("%s: skipped %d record(s) with a null key", self.name, skipped)
             batch = batch.select([i for i, k in enumerate(batch.keys) if k is not None])
         values = batch.values
-        self._put_each(batch, batch.keys, lambda _key, _old, i: values[i])
+        if not len(batch):
+            if not self.caching:
+                self.forward(batch.derive([], [], [], []))
+            return
+        try:
+            raw_keys = self._raw_keys(batch.keys)
+            encoded = self._encode(values, batch.timestamps)
+        except Exception:
+            self._put_each(batch, batch.keys, lambda _key, _old, i: values[i])
+            return
+        self.task.current_timestamp = batch.timestamps[-1]
+        raw_olds = self.store.upsert_raw(raw_keys, encoded, batch.timestamps, not self.caching)
+        if not self.caching:
+            olds, _ = self._decode(raw_olds)
+            self.forward(batch.derive(batch.keys, values, batch.timestamps, batch.offsets, olds))
 
 
 class KTableFilter(Node):
@@ -261,7 +390,7 @@ class KTableAggregate(_StoreNode):
                 agg = self.adder(key, new, agg)
             return agg
 
-        self._put_each(batch, batch.keys, update)
+        self._update_batch(batch, update)
 
 
 class KStreamAggregate(_StoreNode):
@@ -296,7 +425,7 @@ class KStreamAggregate(_StoreNode):
                 agg = self.initializer()
             return self.aggregator(key, values[i], agg)
 
-        self._put_each(batch, batch.keys, update)
+        self._update_batch(batch, update)
 
 
 # A table's value getter: given a task, a function from key to the current

@@ -140,19 +140,59 @@ class CachingKeyValueStore(Generic[K, V]):
         for key, value, _ in flushed:
             self._dirty.discard(key)
             self.native.put(key, value)
-        self.inner.log_raw(keys, [v for _, v, _ in flushed], [ts for _, _, ts in flushed])
+        self._emit(keys, [v for _, v, _ in flushed], olds, [ts for _, _, ts in flushed])
+
+    def _emit(
+        self,
+        keys: list[bytes],
+        values: list[bytes | None],
+        olds: list[bytes | None],
+        timestamps: list[int],
+    ) -> None:
+        """Logs flushed entries already written to the store and hands them
+        to the listener (deletes of absent keys included)."""
+        self.inner.log_raw(keys, values, timestamps)
         if self.listener is not None:
             typed_keys = self.key_serde.deserialize_batch(self.name, keys)
-            news = self.value_serde.deserialize_batch(self.name, [v for _, v, _ in flushed])
+            news = self.value_serde.deserialize_batch(self.name, values)
             old_values = self.value_serde.deserialize_batch(self.name, olds)
-            self.listener(
-                [
-                    (k, n, o, ts)
-                    for k, n, o, (_, _, ts) in zip(
-                        typed_keys, news, old_values, flushed, strict=True
-                    )
-                ]
+            self.listener(list(zip(typed_keys, news, old_values, timestamps, strict=True)))
+
+    # --- batches: one native call each ---------------------------------------
+    def get_raw_batch(self, raw_keys: list[bytes]) -> list[bytes | None]:
+        """The serialized values of serialized keys as the cache sees them,
+        in one native call that counts no use (the writes that follow do)."""
+        return self.native.get_all_cached(raw_keys, self._cache, self._id)
+
+    def upsert_raw(
+        self,
+        raw_keys: list[bytes],
+        raw_values: list[bytes | None],
+        timestamps: list[int],
+        want_old: bool,
+    ) -> list[bytes | None]:
+        """Puts serialized records into the cache in order, each with its
+        record's timestamp, in one native call: evictions happen exactly
+        where puts one by one would cause them, and what they flush is
+        written, logged and handed on. Returns each record's old serialized
+        value when ``want_old``."""
+        # A superset of the keys the cache holds dirty is harmless: ``_merged``
+        # reads them through the cache.
+        self._dirty.update(raw_keys)
+        olds, flushed = self.native.upsert(
+            raw_keys, raw_values, timestamps, self._cache, self._id, want_old
+        )
+        if flushed:
+            keys = [k for k, _, _, _ in flushed]
+            # A key written in this batch may be dirty again after its flush.
+            self._dirty.difference_update(set(keys).difference(raw_keys))
+            self._emit(
+                keys,
+                [n for _, n, _, _ in flushed],
+                [o for _, _, o, _ in flushed],
+                [ts for _, _, _, ts in flushed],
             )
+        return olds
 
     def restore(self, keys: list[bytes | None], values: list[bytes | None]) -> None:
         self.inner.restore(keys, values)

@@ -126,6 +126,26 @@ class KeyValueStore(Generic[K, V]):
             self._changelog(raw_keys, encoded, stamps)  # type: ignore[arg-type]
         return list(counts), list(stamps)
 
+    def get_raw_batch(self, raw_keys: list[bytes]) -> list[bytes | None]:
+        """The serialized values of serialized keys, in one native call."""
+        return self.native.get_all(raw_keys)
+
+    def upsert_raw(
+        self,
+        raw_keys: list[bytes],
+        raw_values: list[bytes | None],
+        timestamps: list[int],
+        want_old: bool,
+    ) -> list[bytes | None]:
+        """Writes serialized records in order (None deletes) in one native
+        call, logging each with its record's timestamp; returns each record's
+        old serialized value (the previous record's for a repeated key) when
+        ``want_old``."""
+        olds, _ = self.native.upsert(raw_keys, raw_values, timestamps, want_old=want_old)
+        if self._changelog is not None:
+            self._changelog(raw_keys, raw_values, timestamps)
+        return olds
+
     def restore(self, keys: list[bytes | None], values: list[bytes | None]) -> None:
         """Applies changelog records (None value = delete) without re-logging them."""
         if None in keys:

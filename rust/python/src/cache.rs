@@ -22,8 +22,8 @@ use strom_core::store::cache::{DirtyEntry, NamedCacheId};
 
 use crate::errors::{IntoPyResult, new_error};
 
-struct Inner {
-    cache: ThreadCache,
+pub(crate) struct Inner {
+    pub(crate) cache: ThreadCache,
     /// Python id → core id; None once closed.
     ids: Vec<Option<NamedCacheId>>,
     /// Core id → Python id, for the open caches.
@@ -32,7 +32,7 @@ struct Inner {
 
 impl Inner {
     /// The core id behind a Python id, or `StoreError` if unknown or closed.
-    fn id(&self, py: Python<'_>, cache_id: i64) -> PyResult<NamedCacheId> {
+    pub(crate) fn id(&self, py: Python<'_>, cache_id: i64) -> PyResult<NamedCacheId> {
         usize::try_from(cache_id)
             .ok()
             .and_then(|i| self.ids.get(i).copied().flatten())
@@ -48,12 +48,16 @@ impl Inner {
 
 #[pyclass(module = "strom._core", frozen)]
 pub struct NativeThreadCache {
-    inner: Mutex<Inner>,
+    pub(crate) inner: Mutex<Inner>,
 }
 
 impl NativeThreadCache {
     /// Locks the cache while attached (see the module docs) and runs `f`.
-    fn with<T>(&self, py: Python<'_>, f: impl FnOnce(&mut Inner) -> PyResult<T>) -> PyResult<T> {
+    pub(crate) fn with<T>(
+        &self,
+        py: Python<'_>,
+        f: impl FnOnce(&mut Inner) -> PyResult<T>,
+    ) -> PyResult<T> {
         // A panic while holding the lock leaves a cache we can still use:
         // every core call leaves it consistent or fails before changing it.
         let mut guard = self

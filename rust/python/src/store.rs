@@ -23,11 +23,13 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use strom_core::Error;
 use strom_core::log::Log;
+use strom_core::store::cache::FlushedEntry;
 use strom_core::store::{
     InMemoryKeyValueStore, KeyValueBytes, PersistentKeyValueStore, PersistentStoreOptions, kernels,
 };
 
-use crate::errors::IntoPyResult;
+use crate::cache::NativeThreadCache;
+use crate::errors::{IntoPyResult, new_error};
 use crate::log::NativeLog;
 
 /// `restore_from_log` reads the changelog in batches of at most this many
@@ -376,6 +378,119 @@ impl NativeKeyValueStore {
         Ok(list)
     }
 
+    /// `get_all` as seen through a record cache: a key's cached value (None
+    /// for a cached delete) if the named cache `cache_id` holds it, else the
+    /// store's. The cache is only peeked (no use is counted), so a batch can
+    /// read its old values first and put afterwards.
+    fn get_all_cached<'py>(
+        &self,
+        keys: &Bound<'py, PyList>,
+        cache: &Bound<'py, NativeThreadCache>,
+        cache_id: i64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let py = keys.py();
+        let keys = Packed::from_list(keys, false, "keys")?;
+        let cache = cache.get();
+        let id = cache.with(py, |inner| inner.id(py, cache_id))?;
+        let values = self.detached(py, |b| {
+            let kv = b.kv_ref();
+            let guard = cache.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            keys.iter()
+                .map(|key| {
+                    let key = key.unwrap_or_default();
+                    match guard.cache.peek(id, key) {
+                        Some(hit) => Ok(hit.value.map(<[u8]>::to_vec)),
+                        None => kv.get(key),
+                    }
+                })
+                .collect::<strom_core::Result<Vec<_>>>()
+        })?;
+        PyList::new(
+            py,
+            values
+                .iter()
+                .map(|v| v.as_deref().map(|v| PyBytes::new(py, v))),
+        )
+    }
+
+    /// Writes `(keys[i], values[i])` (None deletes) one after the other, with
+    /// the record timestamps, through the named cache `cache_id` of `cache`
+    /// when given (see `strom_core::store::kernels::upsert`). Returns the old
+    /// value of each record (the previous record's for a key repeated in the
+    /// batch; an empty list unless `want_old`) and the entries evictions
+    /// flushed, as `(key, new, old, timestamp)` in emission order, already
+    /// written to the store: the caller logs and forwards them.
+    #[pyo3(signature = (keys, values, timestamps, cache=None, cache_id=0, want_old=true))]
+    #[allow(clippy::needless_pass_by_value)] // pyo3 hands the list over as a Vec
+    fn upsert<'py>(
+        &self,
+        keys: &Bound<'py, PyList>,
+        values: &Bound<'py, PyList>,
+        timestamps: Vec<i64>,
+        cache: Option<&Bound<'py, NativeThreadCache>>,
+        cache_id: i64,
+        want_old: bool,
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+        let py = keys.py();
+        if keys.len() != values.len() || keys.len() != timestamps.len() {
+            return Err(PyValueError::new_err(format!(
+                "upsert got {} keys, {} values and {} timestamps",
+                keys.len(),
+                values.len(),
+                timestamps.len()
+            )));
+        }
+        let keys = Packed::from_list(keys, false, "keys")?;
+        let values = Packed::from_list(values, true, "values")?;
+        let cache = match cache {
+            Some(c) => {
+                let c = c.get();
+                Some((c, c.with(py, |inner| inner.id(py, cache_id))?))
+            }
+            None => None,
+        };
+        let n = keys.len();
+        let (olds, flushed) = self.detached(py, |b| {
+            let key = |i: usize| keys.get(i).unwrap_or_default();
+            let (mut olds, mut flushed) = (Vec::with_capacity(n), Vec::new());
+            if let Some((c, id)) = cache {
+                // Record order: the cache's evictions depend on it.
+                let mut guard = c.inner.lock().unwrap_or_else(PoisonError::into_inner);
+                let records = (0..n).map(|i| (key(i), values.get(i), timestamps[i]));
+                kernels::upsert(
+                    b.kv(),
+                    Some((&mut guard.cache, id)),
+                    records,
+                    want_old,
+                    &mut olds,
+                    &mut flushed,
+                )?;
+                return Ok((olds, flushed));
+            }
+            // Straight to the store: in key order (see `key_order`), which
+            // keeps each key's writes in record order; olds answered in the callers'.
+            let order = key_order(n, &key);
+            let records = order.iter().map(|&i| {
+                (
+                    key(i as usize),
+                    values.get(i as usize),
+                    timestamps[i as usize],
+                )
+            });
+            let mut sorted = Vec::with_capacity(if want_old { n } else { 0 });
+            kernels::upsert(b.kv(), None, records, want_old, &mut sorted, &mut flushed)?;
+            if want_old {
+                olds.resize(n, None);
+                for (&i, old) in order.iter().zip(sorted) {
+                    olds[i as usize] = old;
+                }
+            }
+            Ok((olds, flushed))
+        })?;
+        let olds = PyList::new(py, olds.iter().map(|v| opt_slice(py, v.as_deref())))?;
+        Ok((olds, flushed_list(py, &flushed)?))
+    }
+
     #[pyo3(signature = (key, value))]
     fn put(&self, py: Python<'_>, key: &[u8], value: Option<&[u8]>) -> PyResult<()> {
         self.attached(py, |b| b.kv().put(key, value))
@@ -564,7 +679,96 @@ impl NativeKeyValueStore {
     }
 }
 
+fn opt_slice<'py>(py: Python<'py>, value: Option<&[u8]>) -> Option<Bound<'py, PyBytes>> {
+    value.map(|v| PyBytes::new(py, v))
+}
+
+/// `[(key, new, old, timestamp), ...]` of flushed entries, in emission order.
+fn flushed_list<'py>(py: Python<'py>, entries: &[FlushedEntry]) -> PyResult<Bound<'py, PyList>> {
+    PyList::new(
+        py,
+        entries
+            .iter()
+            .map(|e| {
+                (
+                    PyBytes::new(py, &e.key),
+                    opt_slice(py, e.new_value.as_deref()),
+                    opt_slice(py, e.old_value.as_deref()),
+                    e.timestamp,
+                )
+                    .into_pyobject(py)
+            })
+            .collect::<PyResult<Vec<Bound<'py, PyTuple>>>>()?,
+    )
+}
+
+/// Kafka's timestamped-store values (`ValueAndTimestamp`): the 8-byte
+/// big-endian timestamp, then the value's bytes; a None value stays None.
+#[pyfunction]
+fn stamp_values<'py>(
+    values: &Bound<'py, PyList>,
+    timestamps: Vec<i64>,
+) -> PyResult<Bound<'py, PyList>> {
+    let py = values.py();
+    if values.len() != timestamps.len() {
+        return Err(PyValueError::new_err(format!(
+            "stamp_values got {} values and {} timestamps",
+            values.len(),
+            timestamps.len()
+        )));
+    }
+    let values = Packed::from_list(values, true, "values")?;
+    let mut buf = Vec::new();
+    PyList::new(
+        py,
+        values.iter().zip(timestamps).map(|(value, ts)| {
+            value.map(|v| {
+                buf.clear();
+                buf.extend_from_slice(&ts.to_be_bytes());
+                buf.extend_from_slice(v);
+                PyBytes::new(py, &buf)
+            })
+        }),
+    )
+}
+
+/// The inverse of `stamp_values`: `(values, timestamps)`, both None where
+/// the input is None. A value shorter than 8 bytes raises `SerializationError`.
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn split_stamped<'py>(
+    values: &Bound<'py, PyList>,
+) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    let py = values.py();
+    let values = Packed::from_list(values, true, "values")?;
+    let mut inner = Vec::with_capacity(values.len());
+    let mut stamps = Vec::with_capacity(values.len());
+    for value in values.iter() {
+        match value {
+            None => {
+                inner.push(None);
+                stamps.push(None);
+            }
+            Some(v) if v.len() < 8 => {
+                return Err(new_error(
+                    py,
+                    "SerializationError",
+                    format!("a timestamped value needs 8 bytes of timestamp: {v:?}"),
+                ));
+            }
+            Some(v) => {
+                let (ts, rest) = v.split_at(8);
+                stamps.push(Some(i64::from_be_bytes(ts.try_into().unwrap_or_default())));
+                inner.push(Some(PyBytes::new(py, rest)));
+            }
+        }
+    }
+    Ok((PyList::new(py, inner)?, PyList::new(py, stamps)?))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeKeyValueStore>()?;
+    m.add_function(wrap_pyfunction!(stamp_values, m)?)?;
+    m.add_function(wrap_pyfunction!(split_stamped, m)?)?;
     Ok(())
 }

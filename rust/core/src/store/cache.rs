@@ -518,6 +518,24 @@ impl ThreadCache {
         })
     }
 
+    /// Looks `key` up without counting a use or a hit: the entry stays where
+    /// it is in the LRU order (a batch reads its old values this way, then
+    /// puts each key, which moves it exactly as a get and a put would).
+    pub fn peek(&self, id: NamedCacheId, key: &[u8]) -> Option<CachedEntry<'_>> {
+        let cache = self
+            .slots
+            .get(id.slot as usize)
+            .filter(|s| s.generation == id.generation)?
+            .cache
+            .as_ref()?;
+        let node = &cache.nodes[*cache.index.get(key)?];
+        Some(CachedEntry {
+            value: node.value.as_deref(),
+            timestamp: node.timestamp,
+            dirty: node.dirty,
+        })
+    }
+
     /// Caches `value` for `key` (None caches a delete) as the most recently
     /// used entry; a dirty entry moves to the end of the dirty order. Returns
     /// what the evictions this put caused flushed, in emission order (mostly

@@ -2,6 +2,7 @@
 //! record order, so the result equals Kafka Streams' record-at-a-time run.
 
 use super::KeyValueBytes;
+use super::cache::{FlushedEntry, NamedCacheId, ThreadCache};
 use crate::error::Result;
 use crate::serde::codec::decode_long;
 
@@ -68,10 +69,64 @@ pub fn count_timestamped<'k>(
     Ok((counts, stamps))
 }
 
+/// Writes a batch of `(key, value, timestamp)` records (a None value
+/// deletes) one after the other, as a table source or an aggregation writes
+/// its results: each record's old value (the previous record's for a key
+/// repeated in the batch) is appended to `olds` when `want_old`.
+///
+/// With a record cache (`Some((cache, id))`) each write is a dirty put into
+/// the named cache carrying the record's timestamp, exactly as a put per
+/// record would be. Entries that its evictions flush are written to `store`
+/// at once (so the next record reads them there) and appended to `flushed`
+/// with the store's value before the write, in emission order, deletes of
+/// absent keys included; the caller logs and forwards them. Without a cache,
+/// each write goes straight to `store`.
+pub fn upsert<'k>(
+    store: &mut dyn KeyValueBytes,
+    mut cache: Option<(&mut ThreadCache, NamedCacheId)>,
+    records: impl IntoIterator<Item = (&'k [u8], Option<&'k [u8]>, i64)>,
+    want_old: bool,
+    olds: &mut Vec<Option<Vec<u8>>>,
+    flushed: &mut Vec<FlushedEntry>,
+) -> Result<()> {
+    let mut dirty = Vec::new();
+    for (key, value, timestamp) in records {
+        let Some((cache, id)) = cache.as_mut() else {
+            if want_old {
+                olds.push(store.get(key)?);
+            }
+            store.put(key, value)?;
+            continue;
+        };
+        if want_old {
+            // A get counts as a use, as a per-record read would.
+            let old = match cache.get(*id, key) {
+                Some(hit) => hit.value.map(<[u8]>::to_vec),
+                None => store.get(key)?,
+            };
+            olds.push(old);
+        }
+        cache.put_into(*id, key, value, timestamp, true, &mut dirty)?;
+        for entry in dirty.drain(..) {
+            let old_value = store.get(&entry.key)?;
+            store.put(&entry.key, entry.value.as_deref())?;
+            flushed.push(FlushedEntry {
+                key: entry.key,
+                new_value: entry.value,
+                old_value,
+                timestamp: entry.timestamp,
+            });
+        }
+    }
+    Ok(())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::store::InMemoryKeyValueStore;
+
+    type Record<'a> = (&'a [u8], Option<&'a [u8]>, i64);
 
     #[test]
     fn count_follows_record_order() {
@@ -101,5 +156,75 @@ mod tests {
         store.put(b"a", Some(b"xyz"));
         let err = count(&mut store, [&b"a"[..]], &mut Vec::new()).unwrap_err();
         assert!(err.to_string().contains("not 8"), "{err}");
+    }
+
+    #[test]
+    fn upsert_returns_olds_in_record_order() {
+        let mut store = InMemoryKeyValueStore::new();
+        store.put(b"a", Some(b"0"));
+        let (mut olds, mut flushed) = (Vec::new(), Vec::new());
+        let records: [Record<'_>; 4] = [
+            (b"a", Some(b"1"), 1),
+            (b"b", Some(b"2"), 2),
+            (b"a", None, 3),
+            (b"a", Some(b"4"), 4),
+        ];
+        upsert(&mut store, None, records, true, &mut olds, &mut flushed).unwrap();
+        let want: Vec<Option<Vec<u8>>> = vec![Some(b"0".to_vec()), None, Some(b"1".to_vec()), None];
+        assert_eq!(olds, want);
+        assert!(flushed.is_empty());
+        assert_eq!(store.get(b"a"), Some(&b"4"[..]));
+    }
+
+    #[test]
+    fn upsert_through_a_cache_flushes_as_puts_one_by_one() {
+        // Budget for about two entries: the third put evicts the first,
+        // which flushes every dirty entry of the cache.
+        let size = crate::store::cache::entry_size(b"a", Some(b"1"));
+        let run = |batched: bool| {
+            let mut store = InMemoryKeyValueStore::new();
+            let mut cache = ThreadCache::new(2 * size);
+            let id = cache.named("t-s");
+            let records: [Record<'_>; 4] = [
+                (b"a", Some(b"1"), 1),
+                (b"b", Some(b"2"), 2),
+                (b"a", Some(b"3"), 3),
+                (b"c", Some(b"4"), 4),
+            ];
+            let (mut olds, mut flushed) = (Vec::new(), Vec::new());
+            if batched {
+                upsert(
+                    &mut store,
+                    Some((&mut cache, id)),
+                    records,
+                    true,
+                    &mut olds,
+                    &mut flushed,
+                )
+                .unwrap();
+            } else {
+                for record in records {
+                    upsert(
+                        &mut store,
+                        Some((&mut cache, id)),
+                        [record],
+                        true,
+                        &mut olds,
+                        &mut flushed,
+                    )
+                    .unwrap();
+                }
+            }
+            (olds, flushed, store.get(b"b").map(<[u8]>::to_vec))
+        };
+        let (olds, flushed, b) = run(true);
+        assert_eq!(run(false), (olds.clone(), flushed.clone(), b.clone()));
+        assert_eq!(olds[2], Some(b"1".to_vec()));
+        // "c" evicts "b" (least recently used), which flushes "b", then the
+        // other dirty entries in last-update order.
+        let keys: Vec<&[u8]> = flushed.iter().map(|f| f.key.as_slice()).collect();
+        assert_eq!(keys, vec![&b"b"[..], b"a", b"c"]);
+        assert_eq!(flushed[1].new_value, Some(b"3".to_vec()));
+        assert_eq!(b, Some(b"2".to_vec()));
     }
 }
