@@ -118,9 +118,10 @@ class NativeTimeWindowAggregate(Node):
         task = self.task
         keys, values = batch.keys, batch.values
         raw_keys = self.store.key_serde.serialize_batch(self.store_name, keys)
-        if None in values:
-            # As KStreamWindowAggregate: a null value is dropped before it
-            # counts towards stream time, as a null key is.
+        if self.aggregation.kind != "count" and None in values:
+            # count() counts null values, as Kafka 4.x's KStreamWindowAggregate
+            # hands them to the aggregator; an aggregation of the value skips
+            # them before they count towards stream time, as a null key is.
             raw_keys = [None if v is None else k for k, v in zip(raw_keys, values, strict=True)]
         try:
             results = self.kernel.process(

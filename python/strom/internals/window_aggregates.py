@@ -64,8 +64,8 @@ class _WindowedAggregate(Node):
     """What the three windowed aggregations share: the store, observed
     stream time, drops, and the emit-final throttle and bookkeeping."""
 
-    # Whether records with a null value are dropped (sessions pass them to
-    # the aggregator, as Kafka's KStreamSessionWindowAggregate does).
+    # Whether records with a null value are dropped (Kafka drops them only
+    # for sliding windows; time and session windows aggregate them).
     drops_null_values = True
 
     def __init__(self, store_name: str, final_only: bool) -> None:
@@ -165,7 +165,11 @@ class KStreamWindowAggregate(_WindowedAggregate):
     stream time passes its end plus grace; a record for a closed window is
     dropped (counted per window). Results are KTable updates keyed by
     ``Windowed`` and timestamped with the latest record of their window.
-    ``initializer`` None means reduce: the first value is the aggregate."""
+    ``initializer`` None means reduce: the first value is the aggregate.
+    Only null keys are dropped: null values reach the aggregator, as in
+    Kafka 4.x (its Javadoc says otherwise; its processor decides)."""
+
+    drops_null_values = False
 
     def __init__(
         self,
@@ -200,7 +204,9 @@ class KStreamWindowAggregate(_WindowedAggregate):
                 old, old_time = previous
                 result_time = max(timestamp, old_time)
                 new = self.aggregator(key, value, old)
-            store.put(key, (new, result_time), start)
+            # A None aggregate (reduce of a null first value) deletes, as
+            # Kafka's ValueAndTimestamp.make(null, ...) does.
+            store.put(key, None if new is None else (new, result_time), start)
             if self.forwards:
                 out.add(Windowed(key, Window(start, end)), new, old, result_time, offset)
         self.maybe_forward_final(close_time, offset, out)
