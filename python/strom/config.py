@@ -103,6 +103,9 @@ _KEYS: dict[str, _Key] = {
     "auto.offset.reset": _Key(
         "earliest", _one_of("auto.offset.reset", "earliest", "latest", "none"), "no offset"
     ),
+    "repartition.purge.interval.ms": _Key(
+        30_000, _positive_int("repartition.purge.interval.ms"), "purge consumed records"
+    ),
     "poll.max.records": _Key(10_000, _positive_int("poll.max.records", 1), "records per poll"),
     "deserialization.exception.handler": _Key(
         "log_and_fail", _handler("deserialization.exception.handler"), "bad input records"

@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from confluent_kafka import Consumer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from tests.integration.kafka_support import (
@@ -348,3 +349,30 @@ def test_global_table_join(kafka: KafkaCluster, tmp_path: Path) -> None:
     output = latest_by_key(read_all(boot, sink), serdes.String(), serdes.String())
     expected = {o: f"{p}={names[p]}" for o, p in order_list if p in names}
     assert output == expected
+
+
+def test_consumed_repartition_records_are_purged(kafka: KafkaCluster, tmp_path: Path) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("text"), unique("counts"), unique("purge")
+    create_topics(boot, {source: 2, sink: 2})
+    text = lines(300, seed=7)
+    produce(boot, source, ((None, line.encode(), BASE_TS + i) for i, line in enumerate(text)))
+    config = app_config(boot, app_id, str(tmp_path), **{"repartition.purge.interval.ms": 0})
+    with KafkaStreams(word_count_topology(source, sink), config) as app:
+        app.run_until_end(timeout=120)
+    consumer = Consumer({"bootstrap.servers": boot, "group.id": unique("probe")})
+    try:
+        topics = consumer.list_topics(timeout=10).topics
+        repartition = [t for t in topics if t.startswith(app_id) and t.endswith("-repartition")]
+        assert len(repartition) == 1
+
+        def purged() -> bool:
+            marks = [
+                consumer.get_watermark_offsets(TopicPartition(repartition[0], p), timeout=10)
+                for p in range(2)
+            ]
+            return sum(high for _, high in marks) > 0 and all(lo == hi for lo, hi in marks)
+
+        _wait_for(purged, "the repartition topic to be purged up to the committed offsets")
+    finally:
+        consumer.close()

@@ -30,6 +30,7 @@ import os
 import time
 import uuid
 from collections.abc import Callable
+from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -147,6 +148,9 @@ class KafkaRuntime(Runtime):
         self._positions: dict[tuple[str, int], int] = {}
         self._committed: dict[tuple[str, int], int] = {}
         self._changelog_end: dict[tuple[str, int], int] = {}
+        self._repartition = {self.topic_name(t) for t in builder.repartition_topics}
+        self._purged: dict[tuple[str, int], int] = {}
+        self._last_purge = time.monotonic()
         self._closed_totals: dict[str, int] = {}
         self.assigned_once = False
         self.rebalancing = False
@@ -341,6 +345,8 @@ class KafkaRuntime(Runtime):
                 times[key] = tp.metadata or ""
                 continue
             policy = self._offset_resets.get(tp.topic) or self.config["auto.offset.reset"]
+            if tp.topic in self._repartition:
+                policy = "earliest"  # the app's own topics: always from their start, as Kafka
             if policy == "none":
                 raise ConfigError(
                     f"no committed offset for {tp.topic}-{tp.partition} and "
@@ -529,6 +535,7 @@ class KafkaRuntime(Runtime):
             except KafkaException as exc:
                 raise KafkaClientError(f"committing offsets failed: {exc}") from exc
             self._note_committed(offsets)
+            self._maybe_purge()
         self._dirty = False
         self._last_commit = time.monotonic()
 
@@ -546,6 +553,7 @@ class KafkaRuntime(Runtime):
             self.producer.native.commit_transaction(REQUEST_TIMEOUT_S)
             self.producer.in_transaction = False
             self._note_committed(offsets)
+            self._maybe_purge()
         # The stores commit only what the transaction made durable.
         self._commit_stores()
         self._dirty = False
@@ -571,6 +579,26 @@ class KafkaRuntime(Runtime):
                     continue
                 out.append(TopicPartition(topic, partition, offset, metadata=partition_time))
         return out
+
+    def _maybe_purge(self) -> None:
+        """Deletes the records of repartition topics that the app has
+        committed past (Kafka's repartition.purge.interval.ms): the app is
+        their only reader. Fire and forget; a failure is only logged."""
+        now = time.monotonic()
+        if (now - self._last_purge) * 1000 < self.config["repartition.purge.interval.ms"]:
+            return
+        self._last_purge = now
+        purge = [
+            TopicPartition(topic, partition, offset)
+            for (topic, partition), offset in self._committed.items()
+            if topic in self._repartition and offset > self._purged.get((topic, partition), 0)
+        ]
+        if not purge:
+            return
+        for tp in purge:
+            self._purged[(tp.topic, tp.partition)] = tp.offset
+        for tp, future in self.admin.delete_records(purge).items():
+            future.add_done_callback(_log_failure(f"purging {tp.topic}-{tp.partition}"))
 
     def _note_committed(self, offsets: list[TopicPartition]) -> None:
         for tp in offsets:
@@ -743,6 +771,14 @@ class KafkaRuntime(Runtime):
             except (KafkaException, RuntimeError):
                 log.debug("closing a consumer failed", exc_info=True)
         self.producer.close()
+
+
+def _log_failure(what: str) -> Callable[[Future[Any]], None]:
+    def done(future: Future[Any]) -> None:
+        if future.exception() is not None:
+            log.warning("%s failed: %s", what, future.exception())
+
+    return done
 
 
 def process_id() -> str:
