@@ -64,6 +64,8 @@ class KafkaStreams:
         self._rebalancing: set[int] = set()
         self._stop = threading.Event()
         self._lock = threading.RLock()
+        self._exception_handler: Callable[[BaseException], str] | None = None
+        self._process_id: str | None = None
         self.exception: BaseException | None = None
 
     @property
@@ -86,7 +88,8 @@ class KafkaStreams:
         if old is not new and self._listener is not None:
             self._listener(new, old)
 
-    def _new_runtimes(self) -> list[Runtime]:
+    def _new_runtimes(self, only: int | None = None) -> list[Runtime]:
+        """A runtime per stream thread (or only for thread number ``only``)."""
         if self._path is not None:
             return [EmbeddedRuntime(self._topology._internal, self.config, self._path)]
         try:
@@ -95,10 +98,13 @@ class KafkaStreams:
             raise ConfigError(
                 "running on Kafka needs the confluent-kafka package (pip install confluent-kafka)"
             ) from exc
-        pid = process_id()
+        if self._process_id is None:
+            self._process_id = process_id()
+        pid = self._process_id
         runtimes: list[Runtime] = []
+        indexes = range(1, self.config["num.stream.threads"] + 1) if only is None else [only]
         try:
-            for index in range(1, self.config["num.stream.threads"] + 1):
+            for index in indexes:
                 self._rebalancing.add(index)  # until its first assignment
                 runtimes.append(
                     KafkaRuntime(
@@ -145,9 +151,12 @@ class KafkaStreams:
     def start(self) -> None:
         """Starts processing in background threads (``num.stream.threads`` on
         Kafka) and returns."""
-        for index, runtime in enumerate(self._open(), start=1):
+        for index, _runtime in enumerate(self._open()):
             thread = threading.Thread(
-                target=self._loop, args=(runtime,), name=f"strom-StreamThread-{index}", daemon=True
+                target=self._loop,
+                args=(index,),
+                name=f"strom-StreamThread-{index + 1}",
+                daemon=True,
             )
             self._threads.append(thread)
             thread.start()
@@ -162,14 +171,47 @@ class KafkaStreams:
                 self._set_state(State.PENDING_ERROR)
                 self._set_state(State.ERROR)
 
-    def _loop(self, runtime: Runtime) -> None:
+    def set_uncaught_exception_handler(self, handler: Callable[[BaseException], str]) -> None:
+        """``handler(exception)`` decides what a stream thread that failed
+        does, as Kafka's StreamsUncaughtExceptionHandler: ``"replace_thread"``
+        (its tasks are closed without committing and a new thread takes over,
+        redoing what was not committed) or ``"shutdown_client"`` (the default:
+        the app goes to ERROR)."""
+        self._exception_handler = handler
+
+    def _loop(self, index: int) -> None:
+        while not self._stop.is_set():
+            runtime = self._runtimes[index]
+            try:
+                while not self._stop.is_set():
+                    runtime.poll_once(0.1)
+                    runtime.maybe_commit()
+            except Exception as exc:
+                verdict = "shutdown_client"
+                if self._exception_handler is not None:
+                    try:
+                        verdict = self._exception_handler(exc)
+                    except Exception:
+                        log.exception("the uncaught exception handler failed")
+                if verdict != "replace_thread" or not self._replace(index):
+                    log.exception("stream thread died; the application goes to ERROR")
+                    self._fail(exc)
+                    return
+                log.warning("stream thread %d failed (%s); replaced it", index + 1, exc)
+            except BaseException as exc:
+                self._fail(exc)
+                return
+
+    def _replace(self, index: int) -> bool:
+        """A new runtime for stream thread ``index``; False if that failed too."""
+        old = self._runtimes[index]
+        old.abort()
         try:
-            while not self._stop.is_set():
-                runtime.poll_once(0.1)
-                runtime.maybe_commit()
-        except BaseException as exc:
-            log.exception("stream thread died; the application goes to ERROR")
-            self._fail(exc)
+            self._runtimes[index] = self._new_runtimes(only=index + 1)[0]
+        except Exception:
+            log.exception("replacing stream thread %d failed", index + 1)
+            return False
+        return True
 
     def run(self) -> None:
         """Runs in the foreground until SIGINT or SIGTERM, then closes."""

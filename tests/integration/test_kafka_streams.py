@@ -376,3 +376,46 @@ def test_consumed_repartition_records_are_purged(kafka: KafkaCluster, tmp_path: 
         _wait_for(purged, "the repartition topic to be purged up to the committed offsets")
     finally:
         consumer.close()
+
+
+def test_replace_thread_redoes_the_uncommitted_work(kafka: KafkaCluster, tmp_path: Path) -> None:
+    """A user function fails once; the handler replaces the stream thread,
+    which restarts from the last commit: every record comes out once more
+    at most, none is missing."""
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("in"), unique("out"), unique("replace")
+    create_topics(boot, {source: 1, sink: 1})
+    longs = serdes.Long()
+    produce(boot, source, _long_records([longs.serialize(source, n) for n in range(100)]))
+    failures: list[BaseException] = []
+
+    def once(value: int) -> int:
+        if value == 60 and not failures:
+            raise RuntimeError("boom")
+        return value * 10
+
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, key_serde=serdes.String(), value_serde=serdes.Long())
+        .map_values(once)
+        .to(sink, key_serde=serdes.String(), value_serde=serdes.Long())
+    )
+
+    def handler(exc: BaseException) -> str:
+        failures.append(exc)
+        return "replace_thread"
+
+    app = KafkaStreams(builder.build(), app_config(boot, app_id, str(tmp_path)))
+    app.set_uncaught_exception_handler(handler)
+    with app:
+        app.start()
+        _wait_for(
+            lambda: (
+                len(read_all(boot, sink)) >= 100
+                and {longs.deserialize(sink, m.value()) for m in read_all(boot, sink)}
+                == {n * 10 for n in range(100)}
+            ),
+            "every record to come out after the thread was replaced",
+        )
+        assert app.state in (State.RUNNING, State.REBALANCING)
+    assert len(failures) == 1 and "boom" in str(failures[0])
