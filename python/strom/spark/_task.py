@@ -205,7 +205,10 @@ def open_task(
     plan: StagePlan, partition: int, collector: RecordCollector, state_dir: Path
 ) -> StreamTask:
     config = StreamsConfig(plan.props)
-    cache = _core.NativeThreadCache(config["statestore.cache.max.bytes"])
+    # A cache of 0 bytes evicts (forwards) every write at once, as no cache
+    # does: the stores then run uncached, on the engine's batch paths.
+    size = config["statestore.cache.max.bytes"]
+    cache = _core.NativeThreadCache(size) if size > 0 else None
     return StreamTask(
         plan.subtopology,
         partition,
