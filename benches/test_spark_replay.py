@@ -94,10 +94,11 @@ def test_spark_builtin_windowed_count(benchmark: Any, events: Any) -> None:
     benchmark.extra_info["note"] = f"groupBy(window, key).count(), {RECORDS:,} records, local[2]"
 
 
-def test_replay_windowed_count(benchmark: Any, spark: Any, events: Any) -> None:
+@pytest.mark.parametrize("cache", [10 << 20, 0], ids=["cache-10MiB", "no-cache"])
+def test_replay_windowed_count(benchmark: Any, spark: Any, events: Any, cache: int) -> None:
     from strom.spark import replay  # noqa: PLC0415
 
-    config = {"application.id": "bench", "statestore.cache.max.bytes": 10 << 20}
+    config = {"application.id": "bench", "statestore.cache.max.bytes": cache}
 
     def run() -> None:
         started = time.monotonic()
@@ -109,5 +110,6 @@ def test_replay_windowed_count(benchmark: Any, spark: Any, events: Any) -> None:
     benchmark.pedantic(run, rounds=3)
     benchmark.extra_info["records_per_s"] = RECORDS / benchmark.stats.stats.median
     benchmark.extra_info["note"] = (
-        f"strom.spark.replay, tumbling count with grace, {RECORDS:,} records, local[2]"
+        f"strom.spark.replay, tumbling count with grace, {RECORDS:,} records, local[2], "
+        f"statestore.cache.max.bytes={cache}"
     )
