@@ -163,7 +163,13 @@ def decode_doubles(values: list[bytes | None]) -> list[float | None]: ...
 
 # --- state stores ---------------------------------------------------------------
 
-__all__ += ["NativeKeyValueStore", "split_stamped", "stamp_values"]
+__all__ += [
+    "NativeKeyValueStore",
+    "pack_changes",
+    "split_stamped",
+    "stamp_values",
+    "unpack_changes",
+]
 
 @final
 class NativeKeyValueStore:
@@ -199,6 +205,29 @@ class NativeKeyValueStore:
         the named cache when given; returns each record's old value (empty
         unless ``want_old``) and the ``(key, new, old, timestamp)`` entries
         the cache's evictions flushed and wrote to the store, in order."""
+    def table_count(
+        self,
+        keys: list[bytes],
+        timestamps: list[int],
+        has_new: list[bool],
+        has_old: list[bool],
+        cache: NativeThreadCache | None = None,
+        cache_id: int = 0,
+    ) -> tuple[
+        list[int | None],
+        list[int | None],
+        list[int],
+        list[bytes | None],
+        list[tuple[bytes, bytes | None, bytes | None, int]],
+    ]:
+        """``KGroupedTable.count()`` over a timestamped store, through the
+        named cache when given: (old counts, new counts, result timestamps,
+        written values, entries evictions flushed)."""
+    def count_timestamped_cached(
+        self, keys: list[bytes], timestamps: list[int], cache: NativeThreadCache, cache_id: int
+    ) -> list[tuple[bytes, bytes | None, bytes | None, int]]:
+        """``count_timestamped`` through the named cache, as puts one by one;
+        returns the entries evictions flushed (already in the store)."""
     def put(self, key: bytes, value: bytes | None) -> None: ...
     def put_if_absent(self, key: bytes, value: bytes) -> bytes | None: ...
     def delete(self, key: bytes) -> bytes | None: ...
@@ -237,6 +266,15 @@ def stamp_values(values: list[bytes | None], timestamps: list[int]) -> list[byte
 
 def split_stamped(values: list[bytes | None]) -> tuple[list[bytes | None], list[int | None]]:
     """The inverse of ``stamp_values``; a value under 8 bytes raises SerializationError."""
+
+def pack_changes(news: list[bytes | None], olds: list[bytes | None]) -> list[bytes]:
+    """Table changes for a repartition topic: a flag byte (bit 0: new, bit 1:
+    old present), the new value's 4-byte length, the new bytes, the old bytes."""
+
+def unpack_changes(
+    changes: list[bytes | None],
+) -> tuple[list[bytes | None], list[bytes | None]] | None:
+    """The inverse of ``pack_changes``; None if an item is None or under 5 bytes."""
 
 # --- window and session stores (rust/python/src/window.rs, session.rs) --------
 

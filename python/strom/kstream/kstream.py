@@ -1452,9 +1452,9 @@ class KGroupedTable:
             "KTABLE-AGGREGATE-",
             materialized,
             Long(),
-            lambda: 0,
-            lambda _k, _v, agg: agg + 1,
-            lambda _k, _v, agg: agg - 1,
+            tp.count_initializer,
+            tp.count_adder,
+            tp.count_subtractor,
         )
 
     def reduce(

@@ -11,16 +11,12 @@ update goes through at once.
 
 from __future__ import annotations
 
-import struct
 from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from strom import _core
 from strom.keyvalue import KeyValue
 from strom.state.key_value import KeyValueStore
-
-# Timestamped(Long) values: 8-byte timestamp, then the 8-byte count.
-_TIMESTAMPED_LONG = struct.Struct(">qq")
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -107,26 +103,24 @@ class CachingKeyValueStore(Generic[K, V]):
         return previous
 
     def count(self, keys: list[Any], timestamps: list[int]) -> None:
-        """``count()`` through the cache, record by record (so evictions
-        happen exactly when they would), over a timestamped Long store: keys
-        serialized in one batch, values packed directly."""
-        raw_keys = self.key_serde.serialize_batch(self.name, keys)
-        cache, cache_id, native, dirty = self._cache, self._id, self.native, self._dirty
-        for raw_key, timestamp in zip(raw_keys, timestamps, strict=True):
-            assert raw_key is not None
-            hit = cache.get(cache_id, raw_key)
-            raw = hit[0] if hit is not None else native.get(raw_key)
-            if raw is None:
-                count, result_time = 1, timestamp
-            else:
-                result_time, count = _TIMESTAMPED_LONG.unpack(raw)
-                count, result_time = count + 1, max(result_time, timestamp)
-            dirty.add(raw_key)
-            flushed = cache.put(
-                cache_id, raw_key, _TIMESTAMPED_LONG.pack(result_time, count), timestamp, True
-            )
-            if flushed:
-                self._write(flushed)
+        """``count()`` through the cache over a timestamped Long store, in
+        one native call that reads and puts record by record (so evictions
+        happen exactly when they would)."""
+        raw_keys: list[Any] = self.key_serde.serialize_batch(self.name, keys)
+        self._dirty.update(raw_keys)
+        flushed = self.native.count_timestamped_cached(raw_keys, timestamps, self._cache, self._id)
+        self._emit_flushed(flushed, raw_keys)
+
+    def table_count(
+        self, raw_keys: list[bytes], timestamps: list[int], has_new: list[bool], has_old: list[bool]
+    ) -> None:
+        """``KGroupedTable.count()``'s native kernel through the cache (see
+        ``KeyValueStore.table_count``); what it evicts is written and handed on."""
+        self._dirty.update(raw_keys)
+        *_, flushed = self.native.table_count(
+            raw_keys, timestamps, has_new, has_old, self._cache, self._id
+        )
+        self._emit_flushed(flushed, raw_keys)
 
     def flush(self) -> None:
         """Writes every dirty entry to the store and hands them on (commit)."""
@@ -182,17 +176,24 @@ class CachingKeyValueStore(Generic[K, V]):
         olds, flushed = self.native.upsert(
             raw_keys, raw_values, timestamps, self._cache, self._id, want_old
         )
-        if flushed:
-            keys = [k for k, _, _, _ in flushed]
-            # A key written in this batch may be dirty again after its flush.
-            self._dirty.difference_update(set(keys).difference(raw_keys))
-            self._emit(
-                keys,
-                [n for _, n, _, _ in flushed],
-                [o for _, _, o, _ in flushed],
-                [ts for _, _, _, ts in flushed],
-            )
+        self._emit_flushed(flushed, raw_keys)
         return olds
+
+    def _emit_flushed(
+        self, flushed: list[tuple[bytes, bytes | None, bytes | None, int]], written: list[bytes]
+    ) -> None:
+        """Hands on what a native batch's evictions flushed (and wrote)."""
+        if not flushed:
+            return
+        keys = [k for k, _, _, _ in flushed]
+        # A key written in this batch may be dirty again after its flush.
+        self._dirty.difference_update(set(keys).difference(written))
+        self._emit(
+            keys,
+            [n for _, n, _, _ in flushed],
+            [o for _, _, o, _ in flushed],
+            [ts for _, _, _, ts in flushed],
+        )
 
     def restore(self, keys: list[bytes | None], values: list[bytes | None]) -> None:
         self.inner.restore(keys, values)

@@ -146,6 +146,20 @@ class KeyValueStore(Generic[K, V]):
             self._changelog(raw_keys, raw_values, timestamps)
         return olds
 
+    def table_count(
+        self, raw_keys: list[bytes], timestamps: list[int], has_new: list[bool], has_old: list[bool]
+    ) -> tuple[list[int | None], list[int | None], list[int]]:
+        """``KGroupedTable.count()`` in one native call over a timestamped
+        Long store: record ``i`` changes ``raw_keys[i]``, retracting an old
+        value (``has_old``) and adding a new one (``has_new``). Returns the
+        old counts, the new counts (None: absent) and the result timestamps."""
+        olds, news, stamps, encoded, _ = self.native.table_count(
+            raw_keys, timestamps, has_new, has_old
+        )
+        if self._changelog is not None:
+            self._changelog(raw_keys, encoded, timestamps)
+        return olds, news, stamps
+
     def restore(self, keys: list[bytes | None], values: list[bytes | None]) -> None:
         """Applies changelog records (None value = delete) without re-logging them."""
         if None in keys:

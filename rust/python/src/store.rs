@@ -491,6 +491,121 @@ impl NativeKeyValueStore {
         Ok((olds, flushed_list(py, &flushed)?))
     }
 
+    /// `KGroupedTable.count()`'s kernel over a timestamped store: record `i`
+    /// is a change of `keys[i]` at `timestamps[i]` with a new value or not
+    /// (`has_new`) and an old one or not (`has_old`); through the named
+    /// cache when given. Returns the old counts, new counts (None: absent),
+    /// result timestamps, the written values (None: a delete) and the
+    /// `(key, new, old, timestamp)` entries evictions flushed.
+    #[pyo3(signature = (keys, timestamps, has_new, has_old, cache=None, cache_id=0))]
+    #[allow(clippy::type_complexity, clippy::needless_pass_by_value)]
+    fn table_count<'py>(
+        &self,
+        keys: &Bound<'py, PyList>,
+        timestamps: Vec<i64>,
+        has_new: Vec<bool>,
+        has_old: Vec<bool>,
+        cache: Option<&Bound<'py, NativeThreadCache>>,
+        cache_id: i64,
+    ) -> PyResult<(
+        Bound<'py, PyList>,
+        Bound<'py, PyList>,
+        Bound<'py, PyList>,
+        Bound<'py, PyList>,
+        Bound<'py, PyList>,
+    )> {
+        let py = keys.py();
+        let n = keys.len();
+        if timestamps.len() != n || has_new.len() != n || has_old.len() != n {
+            return Err(PyValueError::new_err(
+                "table_count needs as many timestamps and flags as keys",
+            ));
+        }
+        let keys = Packed::from_list(keys, false, "keys")?;
+        let cache = match cache {
+            Some(c) => {
+                let c = c.get();
+                Some((c, c.with(py, |inner| inner.id(py, cache_id))?))
+            }
+            None => None,
+        };
+        let (changes, flushed) = self.detached(py, |b| {
+            let records: Vec<_> = (0..n)
+                .map(|i| {
+                    let key = keys.get(i).unwrap_or_default();
+                    (key, timestamps[i], has_new[i], has_old[i])
+                })
+                .collect();
+            let mut flushed = Vec::new();
+            let changes = match cache {
+                Some((c, id)) => {
+                    let mut guard = c.inner.lock().unwrap_or_else(PoisonError::into_inner);
+                    kernels::table_count(
+                        b.kv(),
+                        Some((&mut guard.cache, id)),
+                        &records,
+                        &mut flushed,
+                    )?
+                }
+                None => kernels::table_count(b.kv(), None, &records, &mut flushed)?,
+            };
+            Ok((changes, flushed))
+        })?;
+        let encoded = changes.iter().map(|c| {
+            c.new.map(|count| {
+                let mut value = [0u8; 16];
+                value[..8].copy_from_slice(&c.timestamp.to_be_bytes());
+                value[8..].copy_from_slice(&count.to_be_bytes());
+                PyBytes::new(py, &value)
+            })
+        });
+        Ok((
+            PyList::new(py, changes.iter().map(|c| c.old))?,
+            PyList::new(py, changes.iter().map(|c| c.new))?,
+            PyList::new(py, changes.iter().map(|c| c.timestamp))?,
+            PyList::new(py, encoded)?,
+            flushed_list(py, &flushed)?,
+        ))
+    }
+
+    /// `count_timestamped` through the named cache `cache_id` of `cache`,
+    /// record by record as puts one by one would go; returns the
+    /// `(key, new, old, timestamp)` entries evictions flushed, already
+    /// written to the store.
+    #[allow(clippy::needless_pass_by_value)]
+    fn count_timestamped_cached<'py>(
+        &self,
+        keys: &Bound<'py, PyList>,
+        timestamps: Vec<i64>,
+        cache: &Bound<'py, NativeThreadCache>,
+        cache_id: i64,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let py = keys.py();
+        if timestamps.len() != keys.len() {
+            return Err(PyValueError::new_err(
+                "keys and timestamps must have the same length",
+            ));
+        }
+        let keys = Packed::from_list(keys, false, "keys")?;
+        let cache = cache.get();
+        let id = cache.with(py, |inner| inner.id(py, cache_id))?;
+        let flushed = self.detached(py, |b| {
+            let records: Vec<_> = (0..keys.len())
+                .map(|i| (keys.get(i).unwrap_or_default(), timestamps[i]))
+                .collect();
+            let mut flushed = Vec::new();
+            let mut guard = cache.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            kernels::count_timestamped_cached(
+                b.kv(),
+                (&mut guard.cache, id),
+                &records,
+                &mut flushed,
+            )?;
+            Ok(flushed)
+        })?;
+        flushed_list(py, &flushed)
+    }
+
     #[pyo3(signature = (key, value))]
     fn put(&self, py: Python<'_>, key: &[u8], value: Option<&[u8]>) -> PyResult<()> {
         self.attached(py, |b| b.kv().put(key, value))
@@ -766,9 +881,74 @@ fn split_stamped<'py>(
     Ok((PyList::new(py, inner)?, PyList::new(py, stamps)?))
 }
 
+/// A table's changes on its repartition topic (strom's `ChangeSerde`): a
+/// flag byte (bit 0: new present, bit 1: old present), the new value's length
+/// as 4 big-endian bytes, the new value's bytes, the old value's bytes.
+#[pyfunction]
+fn pack_changes<'py>(
+    news: &Bound<'py, PyList>,
+    olds: &Bound<'py, PyList>,
+) -> PyResult<Bound<'py, PyList>> {
+    let py = news.py();
+    if news.len() != olds.len() {
+        return Err(PyValueError::new_err(format!(
+            "pack_changes got {} new and {} old values",
+            news.len(),
+            olds.len()
+        )));
+    }
+    let news = Packed::from_list(news, true, "news")?;
+    let olds = Packed::from_list(olds, true, "olds")?;
+    let mut buf = Vec::new();
+    let mut out = Vec::with_capacity(news.len());
+    for (new, old) in news.iter().zip(olds.iter()) {
+        let flags = u8::from(new.is_some()) | (u8::from(old.is_some()) << 1);
+        let new = new.unwrap_or_default();
+        let Ok(length) = u32::try_from(new.len()) else {
+            return Err(PyValueError::new_err(
+                "a table change's new value is over 4 GiB",
+            ));
+        };
+        buf.clear();
+        buf.push(flags);
+        buf.extend_from_slice(&length.to_be_bytes());
+        buf.extend_from_slice(new);
+        buf.extend_from_slice(old.unwrap_or_default());
+        out.push(PyBytes::new(py, &buf));
+    }
+    PyList::new(py, out)
+}
+
+/// The inverse of `pack_changes`: `(news, olds)`, None where a flag says
+/// absent. Returns None if an item is None or shorter than 5 bytes (the
+/// caller then decodes one by one to name it).
+#[pyfunction]
+#[allow(clippy::type_complexity)]
+fn unpack_changes<'py>(
+    changes: &Bound<'py, PyList>,
+) -> PyResult<Option<(Bound<'py, PyList>, Bound<'py, PyList>)>> {
+    let py = changes.py();
+    let changes = Packed::from_list(changes, true, "changes")?;
+    let mut news = Vec::with_capacity(changes.len());
+    let mut olds = Vec::with_capacity(changes.len());
+    for change in changes.iter() {
+        let Some(data) = change.filter(|d| d.len() >= 5) else {
+            return Ok(None);
+        };
+        let length = u32::from_be_bytes([data[1], data[2], data[3], data[4]]) as usize;
+        // As slicing would: a length past the end takes what there is.
+        let split = 5usize.saturating_add(length).min(data.len());
+        news.push((data[0] & 1 != 0).then(|| PyBytes::new(py, &data[5..split])));
+        olds.push((data[0] & 2 != 0).then(|| PyBytes::new(py, &data[split..])));
+    }
+    Ok(Some((PyList::new(py, news)?, PyList::new(py, olds)?)))
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<NativeKeyValueStore>()?;
     m.add_function(wrap_pyfunction!(stamp_values, m)?)?;
     m.add_function(wrap_pyfunction!(split_stamped, m)?)?;
+    m.add_function(wrap_pyfunction!(pack_changes, m)?)?;
+    m.add_function(wrap_pyfunction!(unpack_changes, m)?)?;
     Ok(())
 }
