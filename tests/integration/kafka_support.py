@@ -9,8 +9,9 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import Consumer, IsolationLevel, KafkaError, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._listoffsets import OffsetSpec
 from confluent_kafka.cimpl import NewTopic
 
 from strom import StreamsBuilder, Topology, serdes
@@ -59,8 +60,27 @@ def produce(
     return count
 
 
+def _settled(bootstrap: str, topic: str) -> bool:
+    """No open transaction on ``topic``: its last stable offsets equal its ends."""
+    admin = AdminClient({"bootstrap.servers": bootstrap})
+    partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
+    latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
+    request = {TopicPartition(topic, p): latest for p in partitions}
+    ends = {tp.partition: f.result().offset for tp, f in admin.list_offsets(request).items()}
+    stable = admin.list_offsets(request, isolation_level=IsolationLevel.READ_COMMITTED)
+    return all(f.result().offset == ends[tp.partition] for tp, f in stable.items())
+
+
 def read_all(bootstrap: str, topic: str, *, committed_only: bool = True) -> list[Any]:
-    """Every record of ``topic`` up to its current end, as messages."""
+    """Every record of ``topic`` up to its current end, as messages. With
+    ``committed_only``, first waits until no transaction is open on it (a
+    killed producer's is aborted after its timeout), so that the end is final."""
+    if committed_only:
+        deadline = time.monotonic() + TIMEOUT
+        while not _settled(bootstrap, topic):
+            if time.monotonic() > deadline:
+                pytest.fail(f"{topic} still has an open transaction")
+            time.sleep(0.2)
     consumer = Consumer(
         {
             "bootstrap.servers": bootstrap,
