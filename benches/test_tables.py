@@ -1,8 +1,9 @@
 """Tables and aggregations on the embedded log: batched store updates (one
-native call to read a batch's old values, one to write its new ones; none
-at all per record for a table source) against the same nodes forced record
+native call to read a batch's old values, one to write its new ones; one in
+all for a table source or a count) against the same nodes forced record
 by record (one store call and one serde call per record, the path they took
-before), side by side in one run, with the record cache on and off.
+before, table changes also framed one by one for the repartition topic),
+side by side in one run, with the record cache on and off.
 
 Workloads, each over RECORDS updates of KEYS keys (one partition):
 - ``table``: ``builder.table`` materialized, its changes to a topic;
@@ -120,8 +121,11 @@ def test_tables(
             raise ValueError("record by record")
 
         # The nodes fall back to one record at a time when a batch's keys
-        # do not serialize together.
+        # do not serialize together; table changes framed one by one.
         monkeypatch.setattr(table_processors._StoreNode, "_raw_keys", refuse)
+        change = table_processors.ChangeSerde
+        monkeypatch.setattr(change, "serialize_batch", serdes.Serde.serialize_batch)
+        monkeypatch.setattr(change, "deserialize_batch", serdes.Serde.deserialize_batch)
         _record_by_record[f"{workload}-{caching}"] = _bench(benchmark, log_dir, workload, caching)
         benchmark.extra_info["note"] = f"{what}, record by record"
         return
