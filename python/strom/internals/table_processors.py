@@ -159,8 +159,8 @@ class _StoreNode(Node):
                     old, old_time = current[raw_keys[i]]
                 else:
                     old, old_time = olds[i], old_stamps[i]
-                if latest and old_time is not None:
-                    timestamp = max(timestamp, old_time)
+                if latest and old_time is not None and old_time > timestamp:
+                    timestamp = old_time
                 new = update(key, old, i)
                 if repeated:
                     current[raw_keys[i]] = (

@@ -16,7 +16,7 @@ from typing import Any, Generic, TypeVar
 
 from strom import _core
 from strom.keyvalue import KeyValue
-from strom.state.key_value import KeyValueStore
+from strom.state.key_value import KeyValueStore, deserialize_values
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -130,11 +130,12 @@ class CachingKeyValueStore(Generic[K, V]):
         if not flushed:
             return
         keys = [k for k, _, _ in flushed]
+        values = [v for _, v, _ in flushed]
+        # A flush holds each key once: the old values are the store's now.
         olds = self.native.get_all(keys)
-        for key, value, _ in flushed:
-            self._dirty.discard(key)
-            self.native.put(key, value)
-        self._emit(keys, [v for _, v, _ in flushed], olds, [ts for _, _, ts in flushed])
+        self._dirty.difference_update(keys)
+        self.native.put_all(keys, values)
+        self._emit(keys, values, olds, [ts for _, _, ts in flushed])
 
     def _emit(
         self,
@@ -148,8 +149,8 @@ class CachingKeyValueStore(Generic[K, V]):
         self.inner.log_raw(keys, values, timestamps)
         if self.listener is not None:
             typed_keys = self.key_serde.deserialize_batch(self.name, keys)
-            news = self.value_serde.deserialize_batch(self.name, values)
-            old_values = self.value_serde.deserialize_batch(self.name, olds)
+            news = deserialize_values(self.value_serde, self.name, values)
+            old_values = deserialize_values(self.value_serde, self.name, olds)
             self.listener(list(zip(typed_keys, news, old_values, timestamps, strict=True)))
 
     # --- batches: one native call each ---------------------------------------

@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from strom import _core
-from strom.errors import StoreError
+from strom.errors import SerializationError, StoreError
 from strom.keyvalue import KeyValue
 from strom.serdes import Long, Serde, Timestamped
 
@@ -16,6 +16,18 @@ V = TypeVar("V")
 
 # (serialized keys, serialized values, timestamps) -> None
 ChangelogSink = Callable[[list[bytes], list[bytes | None], list[int]], None]
+
+
+def deserialize_values(serde: Serde[Any], name: str, raw: Sequence[bytes | None]) -> list[Any]:
+    """``serde.deserialize_batch``, splitting timestamped values natively."""
+    if not isinstance(serde, Timestamped):
+        return serde.deserialize_batch(name, raw)
+    try:
+        inner, stamps = _core.split_stamped(list(raw))
+    except SerializationError:
+        return serde.deserialize_batch(name, raw)  # one by one, naming the bad value
+    values = serde.inner.deserialize_batch(name, inner)
+    return [None if t is None else (v, t) for v, t in zip(values, stamps, strict=True)]
 
 
 class KeyValueStore(Generic[K, V]):
@@ -62,7 +74,7 @@ class KeyValueStore(Generic[K, V]):
     def get_all(self, keys: Sequence[K]) -> list[V | None]:
         """The values of ``keys`` (None where absent), in order, in one native call."""
         raw = self.native.get_all([self._key(k) for k in keys])
-        return self.value_serde.deserialize_batch(self.name, raw)
+        return deserialize_values(self.value_serde, self.name, raw)
 
     def put(self, key: K, value: V | None) -> None:
         raw_key = self._key(key)
@@ -94,7 +106,7 @@ class KeyValueStore(Generic[K, V]):
 
     def _entries(self, raw: list[tuple[bytes, bytes]]) -> Iterator[KeyValue]:
         keys = self.key_serde.deserialize_batch(self.name, [k for k, _ in raw])
-        values = self.value_serde.deserialize_batch(self.name, [v for _, v in raw])
+        values = deserialize_values(self.value_serde, self.name, [v for _, v in raw])
         return (KeyValue(k, v) for k, v in zip(keys, values, strict=True))
 
     def range(self, key_from: K | None, key_to: K | None) -> Iterator[KeyValue]:
