@@ -471,12 +471,13 @@ class KStreamAggregate(_StoreNode):
         self.aggregator = aggregator
 
     def process(self, batch: Batch) -> None:
-        keep = [
-            i
-            for i, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True))
-            if k is not None and v is not None
-        ]
-        if len(keep) < len(batch):
+        # By identity: a value's own == may not give a bool (arrays).
+        if any(k is None for k in batch.keys) or any(v is None for v in batch.values):
+            keep = [
+                i
+                for i, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True))
+                if k is not None and v is not None
+            ]
             self.task.metrics.dropped_records += len(batch) - len(keep)
             batch = batch.select(keep)
         values = batch.values
