@@ -91,8 +91,6 @@ def _run(log_dir: str, workload: str, caching: bool) -> None:
         builder.build(), {"application.id": app_id, "bootstrap.servers": f"embedded:{log_dir}"}
     ) as app:
         app.run_until_end()
-        if workload == "table_count":
-            app.run_until_end()  # what the final commit sent through the repartition topic
 
 
 def _bench(benchmark: Any, log_dir: str, workload: str, caching: bool) -> float:

@@ -104,3 +104,28 @@ def test_table_aggregation_with_cache_still_retracts_and_adds() -> None:
             "oslo": 1,
             "rome": 1,
         }
+
+
+def test_run_until_end_processes_what_its_final_commit_sends_through_a_repartition_topic(
+    log: EmbeddedLog, log_path: str
+) -> None:
+    # The cache holds the table's updates until the commit; its flush feeds
+    # the group-by's repartition topic, which the bounded run must drain too.
+    builder = StreamsBuilder()
+    (
+        builder.table("users", key_serde=S, value_serde=S)
+        .group_by(lambda user, city: (city, user), key_serde=S, value_serde=S)
+        .count("per-city")
+    )
+    log.create_topic("users")
+    cities = {f"user{i}": ["oslo", "rome", "lima"][i % 3] for i in range(30)}
+    with log.producer() as producer:
+        producer.produce_batch("users", [(u.encode(), c.encode()) for u, c in cities.items()])
+    props = {
+        "application.id": "cache-drain",
+        "bootstrap.servers": f"embedded:{log_path}",
+        "commit.interval.ms": 3_600_000,
+    }
+    with KafkaStreams(builder.build(), props) as app:
+        app.run_until_end(timeout=30)
+        assert {kv.key: kv.value for kv in app.store("per-city").all()} == Counter(cities.values())

@@ -121,8 +121,6 @@ def _run(path: Path, workload: str, cache_bytes: int | None) -> dict[str, Any]:
     }
     with KafkaStreams(b.build(), props) as app:
         app.run_until_end(timeout=60)
-        # Again, for what a commit's flush sent through a repartition topic.
-        app.run_until_end(timeout=60)
         store = [(kv.key, kv.value) for kv in app.store("store").all()]
 
     def records(topic: str) -> list[Any]:

@@ -532,12 +532,15 @@ class EmbeddedRuntime(Runtime):
                 # Output still buffered in the producer may feed repartition topics.
                 self.collector.flush()
                 if self.caught_up(targets):
-                    break
+                    # The commit flushes the record caches, whose output may
+                    # feed repartition topics again: done once it feeds none.
+                    self.commit()
+                    if self.caught_up(targets):
+                        return
             else:
                 self.maybe_commit()
             if deadline is not None and time.monotonic() > deadline:
                 raise TimeoutError("run_until_end did not reach the end offsets in time")
-        self.commit()
 
     def close(self) -> None:
         try:

@@ -672,8 +672,9 @@ class KafkaRuntime(Runtime):
             return False
         if not self.assigned_once or self.rebalancing:
             return False
-        # Output may feed repartition topics: make it readable.
-        if self.eos and self._dirty:
+        # Output may feed repartition topics: make it readable. A commit also
+        # flushes the record caches, whose output may feed them too.
+        if self._dirty:
             self.commit()
         else:
             self.producer.flush()
