@@ -31,9 +31,16 @@ def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
-def create_topics(bootstrap: str, topics: dict[str, int]) -> None:
+def create_topics(
+    bootstrap: str,
+    topics: dict[str, int],
+    replication_factor: int = 1,
+    config: dict[str, str] | None = None,
+) -> None:
     admin = AdminClient({"bootstrap.servers": bootstrap})
-    futures = admin.create_topics([NewTopic(t, n, 1) for t, n in topics.items()])
+    futures = admin.create_topics(
+        [NewTopic(t, n, replication_factor, config=config or {}) for t, n in topics.items()]
+    )
     for future in futures.values():
         future.result()
     deadline = time.monotonic() + TIMEOUT

@@ -1,0 +1,127 @@
+"""Scale and failure tests against the real broker: instances added while
+input flows, a broker stopped mid-stream, local state corrupted between runs.
+
+Results are compared with a plain Python computation of the same input (the
+issue's acceptance tests; Kafka Streams' own counterparts are its
+integration tests for rebalancing, broker failure and state restoration)."""
+
+from __future__ import annotations
+
+import threading
+from collections import Counter
+from pathlib import Path
+
+from tests.integration.kafka_support import (
+    BASE_TS,
+    app_config,
+    create_topics,
+    produce,
+    read_all,
+    unique,
+    word_count_topology,
+)
+from tests.integration.test_kafka_streams import lines
+from tests.kafka_harness import KafkaCluster
+from tests.support import wait_until
+
+from strom import KafkaStreams, serdes
+
+TASKS = {f"{s}_{p}" for s in (0, 1) for p in range(4)}  # word count, 4 partitions
+
+
+def _tasks(app: KafkaStreams) -> set[str]:
+    return {task for tasks in app._local_tasks().values() for task in tasks}
+
+
+class _Feeder(threading.Thread):
+    """Writes lines of text in small batches until stopped, keeping what it wrote."""
+
+    def __init__(self, boot: str, topic: str, seed: int) -> None:
+        super().__init__(daemon=True)
+        self.boot, self.topic = boot, topic
+        self.text = lines(100_000, seed)
+        self.written = 0
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            while not self.stop.is_set() and self.written < len(self.text):
+                batch = self.text[self.written : self.written + 40]
+                produce(
+                    self.boot,
+                    self.topic,
+                    (
+                        (None, line.encode(), BASE_TS + self.written + i)
+                        for i, line in enumerate(batch)
+                    ),
+                )
+                self.written += len(batch)
+                self.stop.wait(0.05)  # pace the input: it must still flow while instances join
+        except BaseException as exc:
+            self.error = exc
+
+    def finish(self) -> Counter[str]:
+        self.stop.set()
+        self.join(60)
+        assert not self.is_alive() and self.error is None, self.error
+        return Counter(w for line in self.text[: self.written] for w in line.split())
+
+
+def _committed_counts(boot: str, sink: str) -> dict[str, list[int]]:
+    updates: dict[str, list[int]] = {}
+    longs, strings = serdes.Long(), serdes.String()
+    for message in read_all(boot, sink):
+        key = strings.deserialize(sink, message.key())
+        updates.setdefault(key, []).append(longs.deserialize(sink, message.value()))
+    return updates
+
+
+def test_scale_out_from_one_to_three_instances_while_input_flows(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    """exactly_once_v2: the committed output of the three instances holds
+    every word's count exactly, each update once (counts rise strictly)."""
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("text"), unique("counts"), unique("scale")
+    create_topics(boot, {source: 4, sink: 4})
+    topology = word_count_topology(source, sink)
+    config = app_config(boot, app_id, "", **{"processing.guarantee": "exactly_once_v2"})
+    apps = [
+        KafkaStreams(topology, config | {"state.dir": str(tmp_path / name)})
+        for name in ("a", "b", "c")
+    ]
+    feeder = _Feeder(boot, source, seed=31)
+    try:
+        apps[0].start()
+        wait_until(lambda: _tasks(apps[0]) == TASKS, 90, "the first instance to own every task")
+        feeder.start()
+        wait_until(lambda: apps[0].metrics()["records-processed"] > 0, 90, "processing to start")
+        for n in (2, 3):
+            apps[n - 1].start()
+            wait_until(
+                lambda n=n: (
+                    all(_tasks(app) for app in apps[:n])  # type: ignore[misc]
+                    and sum(len(_tasks(app)) for app in apps[:n]) == len(TASKS)
+                ),
+                90,
+                f"the tasks to spread over {n} instances",
+            )
+            assert feeder.is_alive(), "the input ran out before the instances joined"
+        owned = [_tasks(app) for app in apps]
+        assert set().union(*owned) == TASKS
+        assert sum(len(tasks) for tasks in owned) == len(TASKS)  # each task on one instance
+        assert all(len(tasks) >= 2 for tasks in owned), owned  # spread, not left on one
+        expected = dict(feeder.finish())
+
+        def done() -> bool:
+            return {k: v[-1] for k, v in _committed_counts(boot, sink).items()} == expected
+
+        wait_until(done, 120, "the committed counts to equal the input's")
+        for word, counts in _committed_counts(boot, sink).items():
+            assert counts == sorted(set(counts)), f"{word}: {counts}"  # no update twice
+        assert all(app.metrics()["records-processed"] > 0 for app in apps)
+    finally:
+        feeder.stop.set()
+        for app in apps:
+            app.close()
