@@ -17,7 +17,15 @@ __all__ = ["StreamsConfig"]
 AT_LEAST_ONCE = "at_least_once"
 EXACTLY_ONCE_V2 = "exactly_once_v2"
 EMIT_INTERVAL_WINDOWED = "__emit.interval.ms.kstreams.windowed.aggregation__"
-CLIENT_PREFIXES = ("consumer.", "producer.", "admin.", "main.consumer.", "restore.consumer.")
+# ``topic.`` keys configure the internal topics (Kafka's StreamsConfig.topicPrefix), not a client.
+CLIENT_PREFIXES = (
+    "consumer.",
+    "producer.",
+    "admin.",
+    "main.consumer.",
+    "restore.consumer.",
+    "topic.",
+)
 
 
 @dataclass(frozen=True)
@@ -196,6 +204,15 @@ class StreamsConfig(Mapping[str, Any]):
                 raise ConfigError("bootstrap.servers 'embedded:' needs a path: 'embedded:PATH'")
             return path
         return None
+
+    def topic_config(self) -> dict[str, str]:
+        """``topic.``-prefixed settings (e.g. ``topic.min.insync.replicas``), unprefixed:
+        applied to every internal topic."""
+        return {
+            k.removeprefix("topic."): str(v)
+            for k, v in self._values.items()
+            if k.startswith("topic.")
+        }
 
     def client_config(self, prefix: str) -> dict[str, Any]:
         """Pass-through settings for one client: plain unknown keys plus ``prefix``-ed ones."""

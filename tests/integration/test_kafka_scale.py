@@ -11,6 +11,8 @@ import threading
 from collections import Counter
 from pathlib import Path
 
+from confluent_kafka.admin import AdminClient
+from confluent_kafka.admin._config import ConfigResource
 from tests.integration.kafka_support import (
     BASE_TS,
     app_config,
@@ -25,6 +27,7 @@ from tests.kafka_harness import KafkaCluster
 from tests.support import wait_until
 
 from strom import KafkaStreams, serdes
+from strom.streams import State
 
 TASKS = {f"{s}_{p}" for s in (0, 1) for p in range(4)}  # word count, 4 partitions
 
@@ -125,3 +128,58 @@ def test_scale_out_from_one_to_three_instances_while_input_flows(
         feeder.stop.set()
         for app in apps:
             app.close()
+
+
+def test_broker_stopped_mid_stream_on_three_nodes(
+    kafka_cluster3: KafkaCluster, tmp_path: Path
+) -> None:
+    """Replication factor 3, min.insync.replicas 2: the node leading the
+    input's first partition stops while the app runs (exactly_once_v2); the
+    app carries on with the other two and the committed counts are exact."""
+    boot = kafka_cluster3.bootstrap_servers
+    source, sink, app_id = unique("text"), unique("counts"), unique("rf3")
+    min_isr = {"min.insync.replicas": "2"}
+    create_topics(boot, {source: 3, sink: 3}, replication_factor=3, config=min_isr)
+    text = lines(3000, seed=32)
+    halves = [text[:1500], text[1500:]]
+    produce(boot, source, ((None, line.encode(), BASE_TS + i) for i, line in enumerate(halves[0])))
+    config = app_config(
+        boot,
+        app_id,
+        str(tmp_path),
+        **{
+            "processing.guarantee": "exactly_once_v2",
+            "replication.factor": 3,
+            "topic.min.insync.replicas": 2,
+        },
+    )
+    admin = AdminClient({"bootstrap.servers": boot})
+    with KafkaStreams(word_count_topology(source, sink), config) as app:
+        app.start()
+        wait_until(lambda: bool(_committed_counts(boot, sink)), 90, "the first committed output")
+        leader = admin.list_topics(source, timeout=10).topics[source].partitions[0].leader
+        kafka_cluster3.stop_broker(leader)
+        produce(
+            boot,
+            source,
+            ((None, line.encode(), BASE_TS + 1500 + i) for i, line in enumerate(halves[1])),
+        )
+        expected = dict(Counter(w for line in text for w in line.split()))
+
+        def done() -> bool:
+            return {k: v[-1] for k, v in _committed_counts(boot, sink).items()} == expected
+
+        wait_until(done, 120, "the committed counts to equal the input's")
+        assert app.state in (State.RUNNING, State.REBALANCING)
+    for word, counts in _committed_counts(boot, sink).items():
+        assert counts == sorted(set(counts)), f"{word}: {counts}"
+
+    # The internal topics: three replicas each, min.insync.replicas from topic.*.
+    topics = admin.list_topics(timeout=10).topics
+    internal = [t for t in topics if t.startswith(app_id)]
+    assert len(internal) == 2  # the repartition topic and the counts changelog
+    for topic in internal:
+        assert all(len(p.replicas) == 3 for p in topics[topic].partitions.values()), topic
+        resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
+        configs = admin.describe_configs([resource])[resource].result()
+        assert configs["min.insync.replicas"].value == "2", topic

@@ -54,3 +54,9 @@ def test_client_settings_pass_through() -> None:
         "fetch.min.bytes": 1,
     }
     assert config.client_config("producer.") == {"security.protocol": "SASL_SSL", "linger.ms": 5}
+
+
+def test_topic_settings_go_to_internal_topics_not_clients() -> None:
+    config = StreamsConfig({"topic.min.insync.replicas": 2, "security.protocol": "SSL"})
+    assert config.topic_config() == {"min.insync.replicas": "2"}
+    assert config.client_config("consumer.") == {"security.protocol": "SSL"}

@@ -183,8 +183,13 @@ class KafkaRuntime(Runtime):
             )
         counts = self._size_topics(found)
         self._check_co_partitioning(counts)
+        # topic.* settings apply to every internal topic, under the ones its kind needs.
+        extra = self.config.topic_config()
         self.topics.ensure_internal(
-            self._internal_topics(counts, REPARTITION_CONFIG),
+            [
+                (name, partitions, extra | config)
+                for name, partitions, config in self._internal_topics(counts, REPARTITION_CONFIG)
+            ],
             self.config["replication.factor"],
         )
         self._counts = counts
