@@ -7,10 +7,12 @@ integration tests for rebalancing, broker failure and state restoration)."""
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections import Counter
 from pathlib import Path
 
+import pytest
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin._config import ConfigResource
 from tests.integration.kafka_support import (
@@ -183,3 +185,71 @@ def test_broker_stopped_mid_stream_on_three_nodes(
         resource = ConfigResource(ConfigResource.Type.TOPIC, topic)
         configs = admin.describe_configs([resource])[resource].result()
         assert configs["min.insync.replicas"].value == "2", topic
+
+
+def _frames(segment: bytes) -> list[tuple[int, int, bool]]:
+    """(start, end, is commit marker) of each frame of a store segment
+    (layout: rust/core/src/store/README.md; markers have a null key)."""
+    out, pos = [], 0
+    while pos + 28 <= len(segment):
+        end = pos + 4 + int.from_bytes(segment[pos : pos + 4], "big")
+        key_length = int.from_bytes(segment[pos + 24 : pos + 28], "big", signed=True)
+        out.append((pos, end, key_length == -1))
+        pos = end
+    return out
+
+
+def _corrupt(store_dir: Path, how: str) -> None:
+    segments = sorted(store_dir.glob("*.log"))
+    assert segments, f"no segment in {store_dir}"
+    path = segments[-1]
+    data = bytearray(path.read_bytes())
+    frames = _frames(bytes(data))
+    puts = [f for f in frames if not f[2]]
+    assert puts and frames[-1][2], f"{path}: {frames}"  # data, then a commit
+    if how == "flip":
+        # A byte of the first put's key or value: committed data, before a marker.
+        data[puts[0][0] + 30] ^= 0xFF
+        path.write_bytes(bytes(data))
+    elif how == "truncate":
+        path.write_bytes(bytes(data[: puts[-1][1] - 3]))  # cut inside the last put
+    else:  # the commit marker after the last put goes, and everything after it
+        path.write_bytes(bytes(data[: puts[-1][1]]))
+
+
+@pytest.mark.parametrize("how", ["flip", "truncate", "drop_commit_marker"])
+def test_restart_with_corrupted_local_state(
+    kafka: KafkaCluster, tmp_path: Path, how: str, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Between two runs the count store's files are damaged: the second run
+    detects it (corruption: wiped; a cut tail: reopened as of an earlier
+    commit), restores from the changelog and ends with the exact counts.
+    Restarts with the state intact or deleted: test_kafka_streams.py."""
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("text"), unique("counts"), unique(f"corrupt-{how[:4]}")
+    create_topics(boot, {source: 2, sink: 2})
+    text = lines(1200, seed=33)
+    topology = word_count_topology(source, sink)
+    config = app_config(boot, app_id, str(tmp_path))
+    restored = []
+    for run, chunk in enumerate((text[:600], text[600:])):
+        produce(
+            boot,
+            source,
+            ((None, line.encode(), BASE_TS + 600 * run + i) for i, line in enumerate(chunk)),
+        )
+        if run == 1:
+            for task in ("1_0", "1_1"):
+                _corrupt(tmp_path / app_id / task / "counts", how)
+        with caplog.at_level(logging.WARNING), KafkaStreams(topology, config) as app:
+            app.run_until_end(timeout=120)
+            restored.append(app.metrics()["restored-records"])
+            store = {kv.key: kv.value for kv in app.store("counts").all()}
+        expected = dict(Counter(w for line in text[: 600 * (run + 1)] for w in line.split()))
+        assert store == expected, f"run {run}"
+        output = {k: v[-1] for k, v in _committed_counts(boot, sink).items()}
+        assert output == expected, f"run {run}"
+    assert restored[0] == 0
+    assert restored[1] > 0  # the damaged part came back from the changelog
+    if how == "flip":
+        assert any("is corrupt" in r.getMessage() for r in caplog.records), caplog.text
