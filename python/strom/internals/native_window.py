@@ -85,7 +85,9 @@ class NativeTimeWindowAggregate(Node):
         # Behind the record cache, updates reach the children when the cache
         # writes them out (the latest per window and commit), as in Kafka.
         self.caching = isinstance(self.store, CachingWindowStore)
-        if self.caching:
+        if self.caching and self.children:
+            # Nothing downstream (a terminal count): the flushed entries are
+            # not deserialized into windowed results for nobody.
             self.store.listener = self.forward_flushed
         w = self.windows
         self.kernel = _core.NativeTimeWindowedAggregation(
@@ -154,7 +156,7 @@ class NativeTimeWindowAggregate(Node):
                 stats["dropped_records"],
                 stats["dropped_expired"],
             )
-        if len(results) and not self.caching:
+        if len(results) and not self.caching and self.children:
             self.forward(self._results(batch, results))
 
     def _write_through_cache(
@@ -165,11 +167,13 @@ class NativeTimeWindowAggregate(Node):
         self.kernel.drain_changes()  # the cache writes the store
         if not len(results):
             return
-        put = self.store.put_raw
-        for row, start, value in zip(
-            results.rows(), results.starts(), results.store_values(), strict=True
-        ):
-            put(raw_keys[row], value, start, timestamps[row])
+        rows = results.rows()
+        self.store.put_raw_all(
+            [raw_keys[r] for r in rows],
+            results.store_values(),
+            results.starts(),
+            [timestamps[r] for r in rows],
+        )
 
     def _write_changes(self) -> None:
         keys, starts, _ends, values, timestamps = self.kernel.drain_changes()

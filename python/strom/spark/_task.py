@@ -44,7 +44,10 @@ INPUT_SCHEMA = pa.schema(
 
 # What a task gives back, one row per item; ``kind`` says which:
 #   sink       a record written to topic ``name`` (partition, producing task, seq)
-#   changelog  the latest changelog record per key of changelog topic ``name``
+#   changelog  the latest changelog record per key of changelog topic ``name``,
+#              packed: ``value`` holds up to PACKED_ROWS of them as an Arrow IPC
+#              stream of CHANGELOG_SCHEMA (one row per window ever updated is
+#              too many for Spark to carry as rows; only bootstrap reads them)
 #   store      an entry of store ``name`` (window/session stores: timestamp and
 #              offset carry the window start and end)
 #   offset     input topic ``name``: the offset after the last record read and,
@@ -66,6 +69,22 @@ OUTPUT_SCHEMA = pa.schema(
 
 # Records handed to the task per input partition at a time (a poll's worth).
 CHUNK = 10_000
+
+CHANGELOG_SCHEMA = pa.schema(
+    [("seq", pa.int64()), ("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64())]
+)
+PACKED_ROWS = 250_000
+
+
+def pack(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as writer:
+        writer.write_table(table)
+    return bytes(sink.getvalue())
+
+
+def unpack(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
 
 
 @dataclass
@@ -115,13 +134,19 @@ class _Records:
 
 
 class _Capture(RecordCollector):
-    """Keeps what the task sends, with the partition each record goes to."""
+    """Keeps what the task sends, as the columns each send hands over (no
+    per-record Python), with the partition each record goes to and its
+    position in the task's output (``seq``)."""
 
     def __init__(self, partitions: dict[str, int], task_partition: int) -> None:
         super().__init__(None, self._count)
         self._partitions = partitions
         self._task_partition = task_partition
-        self.sent: list[tuple[str, bytes | None, bytes | None, int, int]] = []
+        # (topic, first seq, keys, values, timestamps, partitions) per send.
+        self.sent: list[
+            tuple[str, int, Sequence[bytes | None], Sequence[bytes | None], Sequence[int], Any]
+        ] = []
+        self.count = 0
 
     def _count(self, topic: str) -> int:
         count = self._partitions.get(topic)
@@ -137,13 +162,14 @@ class _Capture(RecordCollector):
         timestamps: Sequence[int],
         partitions: Sequence[int] | None,
     ) -> None:
-        if partitions is None:
-            partitions = self._default_partitions(topic, keys)
-        self.sent.extend(
-            zip([topic] * len(keys), keys, values, timestamps, partitions, strict=True)
-        )
+        if not len(keys):
+            return
+        # Partitions are worked out when the rows are assembled (changelog
+        # records, most of what is sent, need none).
+        self.sent.append((topic, self.count, keys, values, timestamps, partitions))
+        self.count += len(keys)
 
-    def _default_partitions(self, topic: str, keys: Sequence[bytes | None]) -> list[int]:
+    def default_partitions(self, topic: str, keys: Sequence[bytes | None]) -> list[int]:
         """Kafka's default partitioner: murmur2 of the serialized key; a null
         key (spread by the producer in the streaming app) stays with the
         task's own partition number so the replay is deterministic."""
@@ -161,23 +187,23 @@ def _chunks(
     table: pa.Table, topic: str, partition: int, internal: bool, size: int
 ) -> Iterator[_Records]:
     """One input partition's records in log order, in chunks."""
-    rows = table.to_pydict()
-    keys, values, stamps = rows["key"], rows["value"], rows["timestamp"]
     if internal:
-        order = _merge_order(rows["task"], rows["seq"], stamps)
-        offsets = list(range(len(order)))
+        rows = table.select(["task", "seq", "timestamp"]).to_pydict()
+        order = pa.array(_merge_order(rows["task"], rows["seq"], rows["timestamp"]), pa.int64())
+        table = table.take(order)
+        offsets = pa.array(range(len(table)), pa.int64())
     else:
-        order = sorted(range(len(keys)), key=rows["offset"].__getitem__)
-        offsets = [rows["offset"][i] for i in order]
-    for start in range(0, len(order), size):
-        picked = order[start : start + size]
+        table = table.take(pc.sort_indices(table.column("offset")))
+        offsets = table.column("offset")
+    keys, values, stamps = (table.column(c) for c in ("key", "value", "timestamp"))
+    for start in range(0, len(table), size):
         yield _Records(
             topic,
             partition,
-            [keys[i] for i in picked],
-            [values[i] for i in picked],
-            [stamps[i] for i in picked],
-            offsets[start : start + size],
+            keys.slice(start, size).to_pylist(),
+            values.slice(start, size).to_pylist(),
+            stamps.slice(start, size).to_pylist(),
+            offsets.slice(start, size).to_pylist(),
         )
 
 
@@ -276,44 +302,86 @@ def _feed(plan: StagePlan, task: StreamTask, partition: int, table: pa.Table) ->
 
 
 def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
-    rows: dict[str, list[Any]] = {name: [] for name in OUTPUT_SCHEMA.names}
+    """The task's output as rows of ``OUTPUT_SCHEMA``, built a column at a
+    time: per changelog topic only the latest record per key (in the order
+    of those latest writes), then the stores' entries, offsets and the
+    task's times."""
+    parts: list[pa.Table] = []
 
     def add(
         kind: str,
         name: str,
-        part: int,
-        seq: int,
-        key: bytes | None,
-        value: bytes | None,
-        timestamp: int,
-        offset: int = -1,
+        part: Any,
+        seq: Any,
+        keys: Any,
+        values: Any,
+        timestamps: Any,
+        offsets: Any = None,
     ) -> None:
-        rows["kind"].append(kind)
-        rows["name"].append(name)
-        rows["partition"].append(part)
-        rows["task"].append(partition)
-        rows["seq"].append(seq)
-        rows["key"].append(key)
-        rows["value"].append(value)
-        rows["timestamp"].append(timestamp)
-        rows["offset"].append(offset)
+        n = len(keys)
+        if not n:
+            return
+        columns = {
+            "kind": pa.array([kind] * n, pa.string()),
+            "name": pa.array([name] * n, pa.string()),
+            "partition": pa.array([part] * n if isinstance(part, int) else part, pa.int32()),
+            "task": pa.array([partition] * n, pa.int32()),
+            "seq": pa.array(range(n) if seq is None else seq, pa.int64()),
+            "key": pa.array(keys, pa.binary()),
+            "value": pa.array(values, pa.binary()),
+            "timestamp": pa.array(timestamps, pa.int64()),
+            "offset": pa.array([-1] * n if offsets is None else offsets, pa.int64()),
+        }
+        parts.append(pa.Table.from_pydict(columns, schema=OUTPUT_SCHEMA))
 
     changelogs = set(task.changelogs.values())
-    latest: dict[tuple[str, bytes | None], tuple[bytes | None, int, int]] = {}
-    for seq, (topic, key, value, timestamp, part) in enumerate(collector.sent):
+    by_topic: dict[str, list[Any]] = {}
+    for sent in collector.sent:
+        by_topic.setdefault(sent[0], []).append(sent)
+    for topic, sends in by_topic.items():
+        keys = [k for s in sends for k in s[2]]
+        values = [v for s in sends for v in s[3]]
+        stamps = [t for s in sends for t in s[4]]
+        seqs = [q for s in sends for q in range(s[1], s[1] + len(s[2]))]
         if topic in changelogs:
-            latest.pop((topic, key), None)  # keep the latest write, in write order
-            latest[(topic, key)] = (value, timestamp, seq)
+            # The latest write per key, in the order of those latest writes.
+            picked = sorted({k: i for i, k in enumerate(keys)}.values())
+            latest = pa.table(
+                [
+                    pa.array([seqs[i] for i in picked], pa.int64()),
+                    pa.array([keys[i] for i in picked], pa.binary()),
+                    pa.array([values[i] for i in picked], pa.binary()),
+                    pa.array([stamps[i] for i in picked], pa.int64()),
+                ],
+                schema=CHANGELOG_SCHEMA,
+            )
+            blobs = [
+                pack(latest.slice(start, PACKED_ROWS))
+                for start in range(0, len(latest), PACKED_ROWS)
+            ]
+            add("changelog", topic, partition, None, [None] * len(blobs), blobs, [-1] * len(blobs))
         else:
-            add("sink", topic, part, seq, key, value, timestamp)
-    for (topic, key), (value, timestamp, seq) in latest.items():
-        add("changelog", topic, partition, seq, key, value, timestamp)
+            targets: list[int] = []
+            for s in sends:
+                given = s[5]
+                targets.extend(
+                    collector.default_partitions(topic, s[2]) if given is None else given
+                )
+            add("sink", topic, targets, seqs, keys, values, stamps)
 
     for name, opened in task.state.stores.items():
         native = opened.native
         if isinstance(native, _core.NativeKeyValueStore):
-            for seq, (key, value) in enumerate(native.range(None, None)):
-                add("store", name, partition, seq, key, value, -1)
+            entries = native.range(None, None)
+            add(
+                "store",
+                name,
+                partition,
+                None,
+                [k for k, _ in entries],
+                [v for _, v in entries],
+                [-1] * len(entries),
+            )
         else:
             columns = (
                 native.all()
@@ -321,11 +389,10 @@ def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
                 else native.fetch_range(None, None)
             )
             keys, starts, ends, values = columns
-            for seq in range(len(keys)):
-                add("store", name, partition, seq, keys[seq], values[seq], starts[seq], ends[seq])
+            add("store", name, partition, None, keys, values, starts, ends)
 
     for (topic, part), (offset, partition_time) in task.committable_offsets().items():
-        add("offset", topic, part, 0, None, None, int(partition_time), offset)
+        add("offset", topic, part, [0], [None], [None], [int(partition_time)], [offset])
     meta = {
         "stream_time": task.stream_time,
         "node_times": task.state.node_times,
@@ -333,8 +400,8 @@ def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
         "dropped_records": task.metrics.dropped_records,
         "skipped_records": task.metrics.skipped_records,
     }
-    add("task", "", partition, 0, None, json.dumps(meta).encode(), task.stream_time)
-    return pa.Table.from_pydict(rows, schema=OUTPUT_SCHEMA)
+    add("task", "", partition, [0], [None], [json.dumps(meta).encode()], [task.stream_time])
+    return pa.concat_tables(parts) if parts else OUTPUT_SCHEMA.empty_table()
 
 
 def scheduled_wall_clock(task: StreamTask) -> list[str]:

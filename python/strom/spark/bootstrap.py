@@ -15,10 +15,13 @@ import json
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+import pyarrow as pa
+
 from strom.config import StreamsConfig
 from strom.embedded import EmbeddedLog, OffsetAndMetadata
 from strom.errors import ConfigError, StromError
 from strom.internals.runtime import EmbeddedRuntime
+from strom.spark._task import unpack
 
 if TYPE_CHECKING:
     from strom.spark.replay import Replay
@@ -53,20 +56,24 @@ def bootstrap(result: Replay, config: Mapping[str, Any]) -> None:
     # Create the app's internal topics (and check the input topics exist),
     # as the app would on its first start; then fill the changelogs.
     EmbeddedRuntime(builder, streams_config, path).abort()
-    changelogs: dict[str, list[Any]] = {}
+    changelogs: dict[str, list[pa.Table]] = {}
     for row in result._collect("changelog"):
-        changelogs.setdefault(row["name"], []).append(row)
+        packed = unpack(row["value"])
+        partitions = pa.array([row["partition"]] * len(packed), pa.int32())
+        changelogs.setdefault(row["name"], []).append(packed.append_column("partition", partitions))
     with log.producer() as producer:
-        for topic, rows in changelogs.items():
+        for topic, parts in changelogs.items():
             if any(log.end_offsets(topic).values()):
                 raise StromError(f"changelog {topic} is not empty; reset the application first")
-            rows.sort(key=lambda r: (r["partition"], r["seq"]))
+            rows = pa.concat_tables(parts).sort_by(
+                [("partition", "ascending"), ("seq", "ascending")]
+            )
             producer.produce_columns(
                 topic,
-                [r["key"] for r in rows],
-                [r["value"] for r in rows],
-                [r["timestamp"] for r in rows],
-                [r["partition"] for r in rows],
+                rows.column("key").to_pylist(),
+                rows.column("value").to_pylist(),
+                rows.column("timestamp").to_pylist(),
+                rows.column("partition").to_pylist(),
             )
 
     offsets = {

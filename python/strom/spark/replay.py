@@ -383,10 +383,21 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage]) -> None:
         )
         inputs = inputs.unionByName(fed)
 
-    def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        return run_task(plan, int(key[0].as_py()), table)
+    # One Spark task per stream task, in parallel: a plain groupBy would hash
+    # partition numbers into colliding shuffle partitions (and adaptive
+    # execution would coalesce small ones), running several stream tasks one
+    # after another in one Spark task.
+    count = max((plan.partitions.get(t, 1) for t in own), default=1)
+    buckets = F.array(*[F.lit(b) for b in _hash_buckets(frame.sparkSession, count)])
+    inputs = inputs.withColumn(
+        "bucket", F.element_at(buckets, F.pmod(F.col("partition"), F.lit(count)) + 1)
+    ).repartition(count, "bucket")
 
-    output = inputs.groupBy("partition").applyInArrow(run, _spark_schema(OUTPUT_SCHEMA))
+    def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
+        return run_task(plan, int(key[1].as_py()), table)
+
+    # Grouping by the repartitioning column too keeps Spark from shuffling again.
+    output = inputs.groupBy("bucket", "partition").applyInArrow(run, _spark_schema(OUTPUT_SCHEMA))
     output = output.persist(StorageLevel.MEMORY_AND_DISK)
     stage.output = output
     try:
@@ -394,6 +405,26 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage]) -> None:
     except Exception as exc:
         raise _strom_error(exc, stage.subtopology.id) from exc
     stage.records = sum(json.loads(row["value"])["records_processed"] for row in tasks)
+
+
+def _hash_buckets(spark: SparkSession, count: int) -> list[int]:
+    """For each ``i < count`` a number Spark's hash partitioner sends to
+    shuffle partition ``i`` of ``count``, found with Spark's own hash."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
+    limit = 16 * count + 64
+    while True:
+        rows = (
+            spark.range(limit)
+            .select(F.pmod(F.hash("id"), F.lit(count)).alias("target"), "id")
+            .groupBy("target")
+            .agg(F.min("id").alias("id"))
+            .collect()
+        )
+        found = {int(row["target"]): int(row["id"]) for row in rows}
+        if len(found) == count:
+            return [found[i] for i in range(count)]
+        limit *= 4
 
 
 def _strom_error(exc: Exception, sub: int) -> Exception:

@@ -11,7 +11,7 @@ update goes through at once.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from strom import _core
@@ -282,6 +282,62 @@ class CachingWindowStore(_CachingWindowedBase):
         cache_key = raw_key + window_start.to_bytes(8, "big", signed=True)
         self._write(self._cache.put(self._id, cache_key, raw_value, timestamp, True))
 
+    def put_raw_all(
+        self,
+        raw_keys: Sequence[bytes],
+        raw_values: Sequence[bytes | None],
+        window_starts: Sequence[int],
+        timestamps: Sequence[int],
+    ) -> None:
+        """``put_raw`` for each update in order. With no listener, what the
+        puts evict is written to the store and changelog in one call at the
+        end (nothing reads the store in between, and each write is logged
+        with the clock, which a batch does not move)."""
+        if self.listener is not None:
+            for raw_key, raw_value, start, timestamp in zip(
+                raw_keys, raw_values, window_starts, timestamps, strict=True
+            ):
+                self.put_raw(raw_key, raw_value, start, timestamp)
+            return
+        dirty, put, cache_id = self._dirty, self._cache.put, self._id
+        evicted: list[tuple[bytes, bytes | None, int]] = []
+        for raw_key, raw_value, start, timestamp in zip(
+            raw_keys, raw_values, window_starts, timestamps, strict=True
+        ):
+            dirty.setdefault(raw_key, set()).add(start)
+            flushed = put(
+                cache_id,
+                raw_key + start.to_bytes(8, "big", signed=True),
+                raw_value,
+                timestamp,
+                True,
+            )
+            if flushed:
+                evicted.extend(flushed)
+                self._clean(flushed)
+        self._write_all(evicted)
+
+    def _write_all(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
+        """Writes entries out of the cache to the store and changelog in one
+        call (no listener to hand them to)."""
+        if flushed:
+            keys = [key[:-8] for key, _, _ in flushed]
+            starts = [int.from_bytes(key[-8:], "big", signed=True) for key, _, _ in flushed]
+            values = [value for _, value, _ in flushed]
+            logged = self.native.put_all(keys, values, starts)
+            self.inner._log(logged, values)
+
+    def _clean(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
+        """Drops written-out windows from the dirty set."""
+        dirty = self._dirty
+        for cache_key, _, _ in flushed:
+            raw_key = cache_key[:-8]
+            starts = dirty.get(raw_key)
+            if starts is not None:
+                starts.discard(int.from_bytes(cache_key[-8:], "big", signed=True))
+                if not starts:
+                    del dirty[raw_key]
+
     def _one(self, raw_key: bytes, start: int) -> bytes | None:
         # The cache may still hold a window the store has expired: hide it.
         if start <= self.native.observed_stream_time - self.native.retention_ms:
@@ -316,15 +372,14 @@ class CachingWindowStore(_CachingWindowedBase):
             return
         from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
 
+        self._clean(flushed)
+        if self.listener is None:
+            self._write_all(flushed)
+            return
         out: list[tuple[Any, Any, Any, int]] = []
         size = self.native.window_size_ms
         for cache_key, value, timestamp in flushed:
             raw_key, start = _split_windowed(cache_key)
-            starts = self._dirty.get(raw_key)
-            if starts is not None:
-                starts.discard(start)
-                if not starts:
-                    del self._dirty[raw_key]
             old = self.native.fetch_one(raw_key, start)
             logged = self.native.put(raw_key, value, start)
             self.inner._log([logged], [value])
