@@ -24,6 +24,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from strom import errors
 from strom.config import EMIT_INTERVAL_WINDOWED, StreamsConfig
@@ -383,21 +384,29 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage]) -> None:
         )
         inputs = inputs.unionByName(fed)
 
-    # One Spark task per stream task, in parallel: a plain groupBy would hash
+    # One Spark task per stream task, in parallel: a groupBy would hash
     # partition numbers into colliding shuffle partitions (and adaptive
     # execution would coalesce small ones), running several stream tasks one
-    # after another in one Spark task.
+    # after another in one Spark task. Spread by a column whose hash sends
+    # partition i to Spark partition i (a fixed count: not coalesced), and
+    # run each Spark partition's tasks without Spark sorting to group them.
     count = max((plan.partitions.get(t, 1) for t in own), default=1)
     buckets = F.array(*[F.lit(b) for b in _hash_buckets(frame.sparkSession, count)])
     inputs = inputs.withColumn(
         "bucket", F.element_at(buckets, F.pmod(F.col("partition"), F.lit(count)) + 1)
     ).repartition(count, "bucket")
 
-    def run(key: tuple[Any, ...], table: pa.Table) -> pa.Table:
-        return run_task(plan, int(key[1].as_py()), table)
+    def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        received = list(batches)
+        if not received:
+            return
+        table = pa.Table.from_batches(received)
+        numbers = table.column("partition")
+        for partition in sorted(set(pc.unique(numbers).to_pylist())):
+            rows = table.filter(pc.equal(numbers, partition))
+            yield from run_task(plan, partition, rows).to_batches()
 
-    # Grouping by the repartitioning column too keeps Spark from shuffling again.
-    output = inputs.groupBy("bucket", "partition").applyInArrow(run, _spark_schema(OUTPUT_SCHEMA))
+    output = inputs.mapInArrow(run, _spark_schema(OUTPUT_SCHEMA))
     output = output.persist(StorageLevel.MEMORY_AND_DISK)
     stage.output = output
     try:
@@ -407,11 +416,18 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage]) -> None:
     stage.records = sum(json.loads(row["value"])["records_processed"] for row in tasks)
 
 
+# Spark's hash is fixed (Murmur3, seed 42): the buckets per count are too.
+_BUCKETS: dict[int, list[int]] = {}
+
+
 def _hash_buckets(spark: SparkSession, count: int) -> list[int]:
     """For each ``i < count`` a number Spark's hash partitioner sends to
     shuffle partition ``i`` of ``count``, found with Spark's own hash."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
+    known = _BUCKETS.get(count)
+    if known is not None:
+        return known
     limit = 16 * count + 64
     while True:
         rows = (
@@ -423,7 +439,8 @@ def _hash_buckets(spark: SparkSession, count: int) -> list[int]:
         )
         found = {int(row["target"]): int(row["id"]) for row in rows}
         if len(found) == count:
-            return [found[i] for i in range(count)]
+            _BUCKETS[count] = [found[i] for i in range(count)]
+            return _BUCKETS[count]
         limit *= 4
 
 
