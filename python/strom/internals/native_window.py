@@ -24,12 +24,12 @@ from strom.errors import SerializationError, TaskError
 from strom.internals.batch import Batch
 from strom.internals.processors import Node, log
 from strom.serdes import Serde
-from strom.state.caching import CachingWindowStore
+from strom.state.caching import CachingSessionStore, CachingWindowStore
 
 if TYPE_CHECKING:
     from strom.agg import Aggregation
     from strom.internals.task import StreamTask
-    from strom.kstream.windows import TimeWindows
+    from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
 
 
 class MeanState(Serde[float]):
@@ -201,3 +201,240 @@ class NativeTimeWindowAggregate(Node):
             [offsets[r] for r in rows],
             results.old_values() or [None] * len(rows),
         )
+
+
+class _NativeCount(Node):
+    """What the sliding and session counts on the native kernels share: the
+    kernel's reload from the store, drops, and the persisted times. Behind a
+    record cache they run the Python processor (``fallback``) instead: the
+    cache needs every update's store value in order, which these kernels do
+    not report."""
+
+    def __init__(self, store_name: str, fallback: Node, *, emit_final: bool) -> None:
+        super().__init__()
+        self.store_name = store_name
+        self.fallback = fallback
+        self.emit_final = emit_final
+
+    def make_kernel(self, task: StreamTask) -> Any:
+        raise NotImplementedError
+
+    def init(self, task: StreamTask) -> None:
+        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
+
+        super().init(task)
+        self.window_type, self.windowed_type = Window, Windowed
+        self.store: Any = task.store(self.store_name)
+        self.caching = isinstance(self.store, CachingWindowStore | CachingSessionStore)
+        if self.caching:
+            self.fallback.name = self.name
+            self.fallback.children = self.children
+            self.fallback.init(task)
+            return
+        self.kernel = self.make_kernel(task)
+        self.emit_key = f"{self.name}#last-emit-close-time"
+        # The store is restored from its changelog after the nodes are
+        # initialized: load the kernel on the first batch.
+        self.loaded = False
+
+    def flush(self) -> None:
+        if self.caching:
+            self.fallback.flush()
+
+    def close(self) -> None:
+        if self.caching:
+            self.fallback.close()
+
+    def _load(self) -> None:
+        observed = self.task.state.node_stream_time(self.name)
+        last_emit = self.task.state.node_times.get(self.emit_key, -1)
+        self.kernel.restore_times(observed, last_emit, self.store.observed_stream_time)
+        self.kernel.restore(*self.stored())
+        self.loaded = True
+
+    def stored(self) -> Any:
+        return self.store.native.all()
+
+    def raw_keys(self, batch: Batch) -> list[bytes | None]:
+        keys: list[bytes | None] = self.store.key_serde.serialize_batch(self.store_name, batch.keys)
+        return keys
+
+    def process(self, batch: Batch) -> None:
+        if self.caching:
+            self.fallback.process(batch)
+            return
+        if not self.loaded:
+            self._load()
+        task = self.task
+        raw_keys = self.raw_keys(batch)
+        try:
+            results = self.kernel.process(
+                raw_keys, batch.timestamps, None, wall_clock_ms=task.wall_clock_ms()
+            )
+        except (TypeError, ValueError) as exc:
+            raise TaskError(
+                f"task {task.task_id} node {self.name!r} cannot count a record of "
+                f"{batch.topic}-{batch.partition} (offsets {batch.offsets[0]}.."
+                f"{batch.offsets[-1]}): {exc}"
+            ) from exc
+        task.current_timestamp = batch.timestamps[-1]
+        # Old values are read before the store takes this batch's changes.
+        out = self._results(batch, results) if len(results) else None
+        self.write_changes()
+        task.state.set_node_stream_time(self.name, self.kernel.observed_stream_time)
+        if self.emit_final and self.kernel.last_emit_close_time != -1:
+            task.state.set_node_stream_time(self.emit_key, self.kernel.last_emit_close_time)
+        stats = results.stats
+        if stats["dropped_records"]:
+            task.metrics.dropped_records += stats["dropped_records"]
+            log.debug(
+                "%s: dropped %d record(s) (%d for closed windows)",
+                self.name,
+                stats["dropped_records"],
+                stats["dropped_expired"],
+            )
+        if out is not None:
+            self.forward(out)
+
+    def write_changes(self) -> None:
+        raise NotImplementedError
+
+    def old_values(self, batch: Batch, rows: list[int], keys: list[Any], results: Any) -> list[Any]:
+        raise NotImplementedError
+
+    def _results(self, batch: Batch, results: Any) -> Batch:
+        rows: list[int] = results.rows()
+        owned = results.keys()
+        if owned is None:
+            source = batch.keys
+            keys = [source[r] for r in rows]
+        else:
+            keys = self.store.key_serde.deserialize_batch(self.store_name, owned)
+        window, windowed = self.window_type, self.windowed_type
+        windowed_keys = [
+            windowed(k, window(s, e))
+            for k, s, e in zip(keys, results.starts(), results.ends(), strict=True)
+        ]
+        olds = (
+            [None] * len(rows) if self.emit_final else self.old_values(batch, rows, keys, results)
+        )
+        offsets = batch.offsets
+        return batch.derive(
+            windowed_keys,
+            results.values(),
+            results.timestamps(),
+            [offsets[r] for r in rows],
+            olds,
+        )
+
+
+class NativeSlidingWindowCount(_NativeCount):
+    """``windowed_by(SlidingWindows).count()`` on
+    ``_core.NativeSlidingWindowedAggregation`` (the semantics of
+    ``KStreamSlidingWindowAggregate``: null values are dropped)."""
+
+    def __init__(
+        self,
+        store_name: str,
+        windows: SlidingWindows,
+        retention_ms: int,
+        fallback: Node,
+        *,
+        emit_final: bool = False,
+    ) -> None:
+        super().__init__(store_name, fallback, emit_final=emit_final)
+        self.windows = windows
+        self.retention_ms = retention_ms
+
+    def make_kernel(self, task: StreamTask) -> Any:
+        w = self.windows
+        return _core.NativeSlidingWindowedAggregation(
+            "count",
+            None,
+            w.time_difference_ms,
+            w.grace_ms,
+            emit_final=self.emit_final,
+            retention_ms=self.retention_ms,
+            emit_interval_ms=int(task.config[EMIT_INTERVAL_WINDOWED]),
+        )
+
+    def raw_keys(self, batch: Batch) -> list[bytes | None]:
+        keys = super().raw_keys(batch)
+        if None in batch.values:
+            # Sliding windows drop null values before they count towards
+            # stream time, as a null key is.
+            keys = [None if v is None else k for k, v in zip(keys, batch.values, strict=True)]
+        return keys
+
+    def write_changes(self) -> None:
+        keys, starts, _ends, values, timestamps = self.kernel.drain_changes()
+        if keys:
+            self.store.put_raw_all(keys, values, starts, timestamps)
+
+    def old_values(self, batch: Batch, rows: list[int], keys: list[Any], results: Any) -> list[Any]:
+        # A record's right window copies the later records' count (no old
+        # value); every other update added one to the count it started from.
+        stamps = batch.timestamps
+        return [
+            None if start == stamps[row] + 1 else value - 1
+            for row, start, value in zip(rows, results.starts(), results.values(), strict=True)
+        ]
+
+
+class NativeSessionWindowCount(_NativeCount):
+    """``windowed_by(SessionWindows).count()`` on
+    ``_core.NativeSessionWindowedAggregation`` (the semantics of
+    ``KStreamSessionWindowAggregate``: null values are counted)."""
+
+    def __init__(
+        self,
+        store_name: str,
+        windows: SessionWindows,
+        retention_ms: int,
+        fallback: Node,
+        *,
+        emit_final: bool = False,
+    ) -> None:
+        super().__init__(store_name, fallback, emit_final=emit_final)
+        self.windows = windows
+        self.retention_ms = retention_ms
+
+    def make_kernel(self, task: StreamTask) -> Any:
+        w = self.windows
+        return _core.NativeSessionWindowedAggregation(
+            "count",
+            None,
+            w.inactivity_gap_ms,
+            w.grace_ms,
+            emit_final=self.emit_final,
+            retention_ms=self.retention_ms,
+            emit_interval_ms=int(task.config[EMIT_INTERVAL_WINDOWED]),
+        )
+
+    def stored(self) -> Any:
+        return self.store.native.find_sessions_range(None, None, 0, 2**63 - 1)
+
+    def write_changes(self) -> None:
+        keys, starts, ends, values, timestamps = self.kernel.drain_changes()
+        if keys:
+            self.store.put_raw_all(keys, starts, ends, values, timestamps)
+
+    def old_values(self, batch: Batch, rows: list[int], keys: list[Any], results: Any) -> list[Any]:
+        # A merged session is new (no old value); an absorbed one's tombstone
+        # carries its count: from this batch's results, else from the store.
+        tombstones = results.tombstones()
+        values = results.values()
+        starts, ends = results.starts(), results.ends()
+        olds: list[Any] = []
+        latest: dict[tuple[Any, int, int], Any] = {}
+        for i, key in enumerate(keys):
+            session = (key, starts[i], ends[i])
+            if tombstones is not None and tombstones[i]:
+                old = latest.pop(session) if session in latest else None
+                if old is None:
+                    old = self.store.fetch_session(key, starts[i], ends[i])
+                olds.append(old)
+            else:
+                latest[session] = values[i]
+                olds.append(None)
+        return olds

@@ -12,7 +12,12 @@ from strom.internals import processors as p
 from strom.internals import stream_joins as sj
 from strom.internals import table_processors as tp
 from strom.internals import window_aggregates as wa
-from strom.internals.native_window import MeanState, NativeTimeWindowAggregate
+from strom.internals.native_window import (
+    MeanState,
+    NativeSessionWindowCount,
+    NativeSlidingWindowCount,
+    NativeTimeWindowAggregate,
+)
 from strom.internals.processor_node import ProcessorAdapter
 from strom.internals.topology_builder import ProcessorDef, StoreDef
 from strom.kstream.emit_strategy import EmitStrategy
@@ -1025,6 +1030,12 @@ def _count(_key: Any, _value: Any, agg: Any) -> Any:
     return agg + 1
 
 
+def _native(materialized: Materialized | str | None) -> bool:
+    """Whether a count can run on the native kernel: its store holds Longs."""
+    value_serde = Materialized.of(materialized).value_serde
+    return value_serde is None or isinstance(value_serde, Long)
+
+
 class SlidingWindowedKStream:
     """A grouped stream in sliding windows (Kafka's ``TimeWindowedKStream``
     over ``SlidingWindows``): windows ``[start, start + d]``, both bounds
@@ -1047,8 +1058,20 @@ class SlidingWindowedKStream:
         result_serde: Serde[Any] | None,
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
+        native: bool = False,
     ) -> KTable:
         grouped, windows, final_only = self._grouped, self._windows, self._emit.final_only
+
+        def node(store: str) -> p.Node:
+            return wa.KStreamSlidingWindowAggregate(
+                store, windows, initializer, aggregator, final_only
+            )
+
+        def native_node(store: str, retention: int) -> p.Node:
+            return NativeSlidingWindowCount(
+                store, windows, retention, node(store), emit_final=final_only
+            )
+
         return _aggregation(
             grouped._builder,
             grouped._node,
@@ -1059,16 +1082,19 @@ class SlidingWindowedKStream:
             result_serde=result_serde,
             repartition_serde=grouped._value_serde,
             repartition=grouped._repartition_required,
-            node=lambda store: wa.KStreamSlidingWindowAggregate(
-                store, windows, initializer, aggregator, final_only
-            ),
+            node=node,
             windows=windows,
             emit=self._emit,
+            windowed_node=native_node if native else None,
         )
 
     def count(self, materialized: Materialized | str | None = None) -> KTable:
-        """Records per key and window (null keys and values are skipped)."""
-        return self._aggregate("KSTREAM-AGGREGATE-", materialized, Long(), lambda: 0, _count)
+        """Records per key and window (null keys and values are skipped), on
+        the native kernel unless ``materialized`` asks for a value serde
+        other than ``Long`` (or the store is behind the record cache)."""
+        return self._aggregate(
+            "KSTREAM-AGGREGATE-", materialized, Long(), lambda: 0, _count, _native(materialized)
+        )
 
     def reduce(
         self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
@@ -1116,12 +1142,18 @@ class SessionWindowedKStream:
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
         merger: Callable[[Any, Any, Any], Any],
+        native: bool = False,
     ) -> KTable:
         grouped, windows, final_only = self._grouped, self._windows, self._emit.final_only
 
         def node(store: str, retention: int) -> p.Node:
             return wa.KStreamSessionWindowAggregate(
                 store, windows, retention, initializer, aggregator, merger, final_only
+            )
+
+        def native_node(store: str, retention: int) -> p.Node:
+            return NativeSessionWindowCount(
+                store, windows, retention, node(store, retention), emit_final=final_only
             )
 
         return _aggregation(
@@ -1137,11 +1169,13 @@ class SessionWindowedKStream:
             node=lambda store: node(store, windows.retention_ms()),
             windows=windows,
             emit=self._emit,
-            windowed_node=node,
+            windowed_node=native_node if native else node,
         )
 
     def count(self, materialized: Materialized | str | None = None) -> KTable:
-        """Records per key and session (null keys are skipped)."""
+        """Records per key and session (null keys are skipped), on the native
+        kernel unless ``materialized`` asks for a value serde other than
+        ``Long`` (or the store is behind the record cache)."""
         return self._aggregate(
             "KSTREAM-AGGREGATE-",
             materialized,
@@ -1149,6 +1183,7 @@ class SessionWindowedKStream:
             lambda: 0,
             _count,
             lambda _k, agg1, agg2: agg1 + agg2,
+            _native(materialized),
         )
 
     def reduce(

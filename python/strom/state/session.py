@@ -10,7 +10,7 @@ a session expires once its end is ``<= observed stream time - retention``.
 from __future__ import annotations
 
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import TypeVar
 
@@ -118,6 +118,27 @@ class SessionStore(_TypedStore[K, V]):
             raw_values,
         )
         self._log(logged, raw_values)
+
+    def put_raw_all(
+        self,
+        keys: Sequence[bytes],
+        starts: Sequence[int],
+        ends: Sequence[int],
+        values: Sequence[bytes | None],
+        timestamps: Sequence[int],
+    ) -> None:
+        """Puts serialized sessions as they are (what a native kernel
+        reports; None removes), each logged with its own timestamp."""
+        logged = self.native.put_all(keys, starts, ends, values)
+        if self._changelog is None:
+            return
+        kept = [i for i, k in enumerate(logged) if k is not None]
+        if kept:
+            self._changelog(
+                [logged[i] for i in kept],  # type: ignore[misc]
+                [values[i] for i in kept],
+                [timestamps[i] for i in kept],
+            )
 
     def remove(self, session: Windowed[K]) -> None:
         """Deletes ``session`` if present (logs a tombstone either way, as
