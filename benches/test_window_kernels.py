@@ -14,7 +14,7 @@ import pytest
 
 from strom import KafkaStreams, StreamsBuilder, _core, serdes
 from strom.embedded import EmbeddedLog
-from strom.kstream import TimeWindows
+from strom.kstream import Materialized, SessionWindows, SlidingWindows, TimeWindows
 
 RECORDS = 10_000_000
 KEYS = 100_000
@@ -144,3 +144,63 @@ def test_windowed_count_of_json_records(benchmark: Any, path: str) -> None:
     benchmark.pedantic(run, setup=setup, rounds=3)
     benchmark.extra_info["records_per_s"] = LINES / benchmark.stats.stats.median
     benchmark.extra_info["note"] = f"{LINES:,} JSON records, filter lambda, {path} count"
+
+
+@pytest.mark.benchmark(group="runtime")
+@pytest.mark.parametrize("path", ["native", "python"])
+@pytest.mark.parametrize("windows", ["sliding", "session"])
+def test_sliding_and_session_count_of_json_records(benchmark: Any, windows: str, path: str) -> None:
+    """As above with 10 s sliding windows or 5 s-gap sessions, without the
+    record cache (behind it these counts run in Python): native count(), or
+    the same count as Python functions."""
+    records = _json_records()
+
+    def topology() -> Any:
+        builder = StreamsBuilder()
+        grouped = (
+            builder.stream("events", key_serde=serdes.String(), value_serde=serdes.Json())
+            .filter(lambda _k, v: v["kind"] == "buy")
+            .group_by_key()
+        )
+        mat = Materialized(value_serde=serdes.Long(), caching=False)
+        windowed: Any
+        if windows == "sliding":
+            windowed = grouped.windowed_by(SlidingWindows.of_time_difference_with_no_grace(10_000))
+            table = (
+                windowed.count(Materialized(caching=False))
+                if path == "native"
+                else windowed.aggregate(lambda: 0, lambda _k, _v, a: a + 1, mat)
+            )
+        else:
+            windowed = grouped.windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(5_000))
+            table = (
+                windowed.count(Materialized(caching=False))
+                if path == "native"
+                else windowed.aggregate(
+                    lambda: 0, lambda _k, _v, a: a + 1, lambda _k, a, b: a + b, mat
+                )
+            )
+        table.to_stream().to("counts", value_serde=serdes.Long())
+        return builder.build()
+
+    def setup() -> tuple[tuple[str], dict[str, Any]]:
+        where = tempfile.mkdtemp(prefix="strom-bench-swcount-")
+        log = EmbeddedLog(where)
+        log.create_topic("events")
+        log.create_topic("counts")
+        with log.producer() as producer:
+            producer.produce_batch("events", records)
+        return (where,), {}
+
+    def run(where: str) -> None:
+        config = {
+            "application.id": f"bench-{next(_runs)}",
+            "bootstrap.servers": f"embedded:{where}",
+            "default.value.serde": serdes.Long(),
+        }
+        with KafkaStreams(topology(), config) as app:
+            app.run_until_end()
+
+    benchmark.pedantic(run, setup=setup, rounds=3)
+    benchmark.extra_info["records_per_s"] = LINES / benchmark.stats.stats.median
+    benchmark.extra_info["note"] = f"{LINES:,} JSON records, filter lambda, {windows} {path} count"

@@ -8,12 +8,15 @@ from __future__ import annotations
 import random
 from typing import Any
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import strom
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.config import EMIT_INTERVAL_WINDOWED
 from strom.embedded import EmbeddedLog
+from strom.errors import TopologyError
 from strom.internals.native_window import NativeSessionWindowCount, NativeSlidingWindowCount
 from strom.kstream import EmitStrategy, Materialized, SessionWindows, SlidingWindows
 from strom.testing import TopologyTestDriver
@@ -223,3 +226,36 @@ def test_a_restart_reloads_the_kernel_from_the_store(tmp_path: Any) -> None:
                 log.close()
             assert outputs[0] == outputs[1], (windows, final)
             assert len(outputs[0][0]) > 20
+
+
+def test_agg_count_is_count_and_value_aggregations_are_refused() -> None:
+    records = [("a", 1, 5), ("a", None, 8), ("b", 2, 9), ("a", 3, 30), ("a", 4, 12)]
+    for windows in (
+        SlidingWindows.of_time_difference_and_grace(10, 50),
+        SessionWindows.of_inactivity_gap_and_grace(10, 50),
+    ):
+        got = {}
+        for how in ("count", "agg"):
+            builder = StreamsBuilder()
+            windowed: Any = (
+                builder.stream("in", key_serde=S, value_serde=S).group_by_key().windowed_by(windows)
+            )
+            mat = Materialized("store", caching=False)
+            table = (
+                windowed.count(mat)
+                if how == "count"
+                else windowed.aggregate(strom.agg.count(), mat)
+            )
+            table.to_stream().to("out", value_serde=L)
+            with TopologyTestDriver(builder.build()) as driver:
+                src = driver.create_input_topic("in", S, S)
+                for key, v, ts in records:
+                    src.pipe_input(key, None if v is None else str(v), ts)
+                out = driver.create_output_topic("out", key_serde(windows), L)
+                got[how] = out.read_key_values_to_list()
+                kinds = [type(n).__name__ for t in driver._tasks for n in t.nodes.values()]
+                assert any(k.startswith("Native") for k in kinds)
+        assert got["count"] == got["agg"] and got["count"]
+        grouped: Any = StreamsBuilder().stream("in").group_by_key().windowed_by(windows)
+        with pytest.raises(TopologyError, match=r"strom\.agg\.sum"):
+            grouped.aggregate(strom.agg.sum(), "sums")

@@ -1030,6 +1030,25 @@ def _count(_key: Any, _value: Any, agg: Any) -> Any:
     return agg + 1
 
 
+def _native_window_count(
+    stream: SlidingWindowedKStream | SessionWindowedKStream,
+    aggregation: strom_agg.Aggregation,
+    *rest: Any,
+) -> KTable:
+    """``aggregate(strom.agg...)`` of sliding or session windows: only
+    count() has a native kernel path here so far."""
+    if aggregation.kind != "count":
+        raise TopologyError(
+            f"strom.agg.{aggregation.kind} is not available for sliding or session windows "
+            "yet: use aggregate() with Python functions"
+        )
+    given = [r for r in rest if r is not None]
+    if len(given) > 1 or not all(isinstance(r, Materialized | str) for r in given):
+        raise TopologyError("aggregate(strom.agg...) takes no aggregator or merger")
+    materialized = given[0] if given else None
+    return stream.count(materialized)
+
+
 def _native(materialized: Materialized | str | None) -> bool:
     """Whether a count can run on the native kernel: its store holds Longs."""
     value_serde = Materialized.of(materialized).value_serde
@@ -1110,11 +1129,16 @@ class SlidingWindowedKStream:
 
     def aggregate(
         self,
-        initializer: Callable[[], Any],
-        aggregator: Callable[[Any, Any, Any], Any],
+        initializer: Callable[[], Any] | strom_agg.Aggregation,
+        aggregator: Callable[[Any, Any, Any], Any] | Materialized | str | None = None,
         materialized: Materialized | str | None = None,
     ) -> KTable:
-        """``aggregator(key, value, aggregate)`` from ``initializer()`` per key and window."""
+        """``aggregator(key, value, aggregate)`` from ``initializer()`` per key
+        and window; ``aggregate(strom.agg.count(), materialized)`` is count()."""
+        if isinstance(initializer, strom_agg.Aggregation):
+            return _native_window_count(self, initializer, aggregator, materialized)
+        if not callable(aggregator):
+            raise TopologyError("aggregate takes an initializer and an aggregator")
         return self._aggregate("KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator)
 
 
@@ -1204,14 +1228,19 @@ class SessionWindowedKStream:
 
     def aggregate(
         self,
-        initializer: Callable[[], Any],
-        aggregator: Callable[[Any, Any, Any], Any],
-        merger: Callable[[Any, Any, Any], Any],
+        initializer: Callable[[], Any] | strom_agg.Aggregation,
+        aggregator: Callable[[Any, Any, Any], Any] | Materialized | str | None = None,
+        merger: Callable[[Any, Any, Any], Any] | Materialized | str | None = None,
         materialized: Materialized | str | None = None,
     ) -> KTable:
         """``aggregator(key, value, aggregate)`` from ``initializer()`` per key
         and session; ``merger(key, agg1, agg2)`` combines the aggregates of
-        sessions a record merges."""
+        sessions a record merges. ``aggregate(strom.agg.count(),
+        materialized)`` is count()."""
+        if isinstance(initializer, strom_agg.Aggregation):
+            return _native_window_count(self, initializer, aggregator, merger, materialized)
+        if not callable(aggregator) or not callable(merger):
+            raise TopologyError("aggregate takes an initializer, an aggregator and a merger")
         return self._aggregate(
             "KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator, merger
         )
