@@ -16,6 +16,7 @@ Python), which forwards them as it does for the Python path.
 from __future__ import annotations
 
 import struct
+from abc import abstractmethod
 from typing import TYPE_CHECKING, Any
 
 from strom import _core
@@ -216,6 +217,7 @@ class _NativeCount(Node):
         self.fallback = fallback
         self.emit_final = emit_final
 
+    @abstractmethod
     def make_kernel(self, task: StreamTask) -> Any:
         raise NotImplementedError
 
@@ -296,9 +298,11 @@ class _NativeCount(Node):
         if out is not None:
             self.forward(out)
 
+    @abstractmethod
     def write_changes(self) -> None:
         raise NotImplementedError
 
+    @abstractmethod
     def old_values(self, batch: Batch, rows: list[int], keys: list[Any], results: Any) -> list[Any]:
         raise NotImplementedError
 

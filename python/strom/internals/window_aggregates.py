@@ -17,6 +17,7 @@ by time then key, as Kafka's time-ordered stores return them.
 
 from __future__ import annotations
 
+from abc import abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -111,6 +112,7 @@ class _WindowedAggregate(Node):
                 self.task.metrics.dropped_records += self.dropped
         self.forward(batch.derive(out.keys, out.news, out.stamps, out.offsets, out.olds))
 
+    @abstractmethod
     def aggregate_record(
         self, key: Any, value: Any, timestamp: int, offset: int, out: _Results
     ) -> None:

@@ -11,6 +11,7 @@ update goes through at once.
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -212,7 +213,7 @@ def _split_session(cache_key: bytes) -> tuple[bytes, int, int]:
     return cache_key[:-16], end, int.from_bytes(cache_key[-8:], "big", signed=True)
 
 
-class _CachingWindowedBase:
+class _CachingWindowedBase(ABC):
     """What the caching window and session stores share. Reads the caching
     layer does not serve itself go to the store underneath (as of the last
     flush); writes stay in the record cache until a commit or an eviction
@@ -239,6 +240,7 @@ class _CachingWindowedBase:
         """Writes every dirty entry to the store and hands them on (commit)."""
         self._write(self._cache.flush(self._id))
 
+    @abstractmethod
     def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
         raise NotImplementedError
 
