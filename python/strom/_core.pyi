@@ -575,6 +575,7 @@ class NativeSlidingWindowedAggregation(_NativeWindowedAggregation):
         emit_final: bool = False,
         retention_ms: int | None = None,
         emit_interval_ms: int | None = None,
+        send_old_values: bool = False,
     ) -> Self: ...
 
 @final

@@ -1234,11 +1234,13 @@ struct MakeSliding {
     emit: EmitStrategy,
     retention: Option<i64>,
     emit_interval: Option<i64>,
+    send_old_values: bool,
 }
 
 impl Make<SlidingFamily> for MakeSliding {
     fn make<A: Agg>(&self, agg: A) -> strom_core::Result<SlidingWindowedAggregation<A>> {
-        let mut k = SlidingWindowedAggregation::new(agg, self.windows, self.emit)?;
+        let mut k = SlidingWindowedAggregation::new(agg, self.windows, self.emit)?
+            .with_old_values(self.send_old_values);
         if let Some(r) = self.retention {
             k = k.with_retention(r)?;
         }
@@ -1254,7 +1256,7 @@ py_kernel!(
     #[new]
     #[pyo3(signature = (
         aggregation, value_type, time_difference_ms, grace_ms, *, emit_final=false,
-        retention_ms=None, emit_interval_ms=None
+        retention_ms=None, emit_interval_ms=None, send_old_values=false
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn new(
@@ -1266,6 +1268,7 @@ py_kernel!(
         emit_final: bool,
         retention_ms: Option<i64>,
         emit_interval_ms: Option<i64>,
+        send_old_values: bool,
     ) -> PyResult<Self> {
         let windows = SlidingWindows::of_time_difference_and_grace(time_difference_ms, grace_ms)
             .py_err(py)?;
@@ -1274,6 +1277,7 @@ py_kernel!(
             emit: emit_strategy(emit_final),
             retention: retention_ms,
             emit_interval: emit_interval_ms,
+            send_old_values,
         };
         let (kernel, kind) = build(py, aggregation, value_type, &make)?;
         Ok(Self(Shared {

@@ -61,6 +61,8 @@ pub struct SlidingWindowedAggregation<A: Aggregate> {
     by_start: BTreeMap<i64, Vec<u32>>,
     pending: StoreChanges<A::State>,
     totals: BatchStats,
+    /// Whether results carry old values (Kafka's `sendOldValues`).
+    send_old_values: bool,
 }
 
 impl<A: Aggregate> std::fmt::Debug for SlidingWindowedAggregation<A> {
@@ -110,7 +112,19 @@ impl<A: Aggregate> SlidingWindowedAggregation<A> {
             by_start: BTreeMap::new(),
             pending: StoreChanges::default(),
             totals: BatchStats::default(),
+            send_old_values: false,
         })
+    }
+
+    /// Results carry each update's old value in
+    /// [`WindowedResults::old_values`] (Kafka's `sendOldValues`): the
+    /// aggregate the update started from, which for a new window is the
+    /// initializer's (Kafka passes it to `Change` as is); None for a
+    /// record's right window, which copies the later records' aggregate.
+    #[must_use]
+    pub fn with_old_values(mut self, send: bool) -> Self {
+        self.send_old_values = send;
+        self
     }
 
     /// The window store's retention; Kafka rejects less than 2 * time
@@ -509,6 +523,9 @@ impl<A: Aggregate> SlidingWindowedAggregation<A> {
                 self.agg.output(new.state),
                 new.timestamp,
             );
+            if self.send_old_values {
+                out.push_old(Some(self.agg.output(base.state)));
+            }
         }
     }
 
@@ -534,6 +551,9 @@ impl<A: Aggregate> SlidingWindowedAggregation<A> {
                 self.agg.output(agg.state),
                 agg.timestamp,
             );
+            if self.send_old_values {
+                out.push_old(None);
+            }
         }
     }
 
