@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+import strom
 from strom import KafkaStreams, StreamsBuilder, _core, serdes
 from strom.embedded import EmbeddedLog
 from strom.kstream import Materialized, SessionWindows, SlidingWindows, TimeWindows
@@ -94,7 +95,11 @@ def _json_records() -> list[tuple[bytes, bytes, int]]:
     rng = random.Random(11)
     out = []
     for i in range(LINES):
-        value = {"user": f"u{rng.randrange(1_000)}", "kind": rng.choice(["buy", "view"])}
+        value = {
+            "user": f"u{rng.randrange(1_000)}",
+            "kind": rng.choice(["buy", "view"]),
+            "amount": rng.randrange(100),
+        }
         out.append((value["user"].encode(), json.dumps(value).encode(), i * 10))
     return out
 
@@ -147,12 +152,15 @@ def test_windowed_count_of_json_records(benchmark: Any, path: str) -> None:
 
 
 @pytest.mark.benchmark(group="runtime")
+@pytest.mark.parametrize("caching", [True, False], ids=["cached", "uncached"])
 @pytest.mark.parametrize("path", ["native", "python"])
 @pytest.mark.parametrize("windows", ["sliding", "session"])
-def test_sliding_and_session_count_of_json_records(benchmark: Any, windows: str, path: str) -> None:
-    """As above with 10 s sliding windows or 5 s-gap sessions, without the
-    record cache (behind it these counts run in Python): native count(), or
-    the same count as Python functions."""
+def test_sliding_and_session_sum_of_json_records(
+    benchmark: Any, windows: str, path: str, caching: bool
+) -> None:
+    """As above with 10 s sliding windows or 5 s-gap sessions summing a JSON
+    field, behind the record cache or not: ``strom.agg.sum("amount")`` on
+    the native kernel, or the same sum as Python functions."""
     records = _json_records()
 
     def topology() -> Any:
@@ -162,25 +170,20 @@ def test_sliding_and_session_count_of_json_records(benchmark: Any, windows: str,
             .filter(lambda _k, v: v["kind"] == "buy")
             .group_by_key()
         )
-        mat = Materialized(value_serde=serdes.Long(), caching=False)
-        windowed: Any
-        if windows == "sliding":
-            windowed = grouped.windowed_by(SlidingWindows.of_time_difference_with_no_grace(10_000))
-            table = (
-                windowed.count(Materialized(caching=False))
-                if path == "native"
-                else windowed.aggregate(lambda: 0, lambda _k, _v, a: a + 1, mat)
-            )
+        mat = Materialized(value_serde=serdes.Double(), caching=caching)
+        windowed: Any = grouped.windowed_by(
+            SlidingWindows.of_time_difference_with_no_grace(10_000)
+            if windows == "sliding"
+            else SessionWindows.of_inactivity_gap_with_no_grace(5_000)
+        )
+        add = lambda _k, v, a: a + v["amount"]  # noqa: E731
+        if path == "native":
+            table = windowed.aggregate(strom.agg.sum("amount"), mat)
+        elif windows == "sliding":
+            table = windowed.aggregate(lambda: 0.0, add, mat)
         else:
-            windowed = grouped.windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(5_000))
-            table = (
-                windowed.count(Materialized(caching=False))
-                if path == "native"
-                else windowed.aggregate(
-                    lambda: 0, lambda _k, _v, a: a + 1, lambda _k, a, b: a + b, mat
-                )
-            )
-        table.to_stream().to("counts", value_serde=serdes.Long())
+            table = windowed.aggregate(lambda: 0.0, add, lambda _k, a, b: a + b, mat)
+        table.to_stream().to("counts", value_serde=serdes.Double())
         return builder.build()
 
     def setup() -> tuple[tuple[str], dict[str, Any]]:
@@ -203,4 +206,6 @@ def test_sliding_and_session_count_of_json_records(benchmark: Any, windows: str,
 
     benchmark.pedantic(run, setup=setup, rounds=3)
     benchmark.extra_info["records_per_s"] = LINES / benchmark.stats.stats.median
-    benchmark.extra_info["note"] = f"{LINES:,} JSON records, filter lambda, {windows} {path} count"
+    benchmark.extra_info["note"] = (
+        f"{LINES:,} JSON records, filter lambda, {windows} {path} sum, caching={caching}"
+    )

@@ -204,21 +204,35 @@ class NativeTimeWindowAggregate(Node):
         )
 
 
-class _NativeCount(Node):
-    """What the sliding and session counts on the native kernels share: the
-    kernel's reload from the store, drops, and the persisted times. Behind a
-    record cache they run the Python processor (``fallback``) instead: the
-    cache needs every update's store value in order, which these kernels do
-    not report."""
+class _NativeSlidingOrSession(Node):
+    """What the sliding and session aggregations on the native kernels
+    share: the kernel's reload from the store, drops, the persisted times,
+    and the record cache. Behind the cache every store write the kernel
+    makes (in order, as the Python processor puts them) goes through the
+    cache, which forwards what it writes out as for the Python path."""
 
-    def __init__(self, store_name: str, fallback: Node, *, emit_final: bool) -> None:
+    def __init__(
+        self,
+        store_name: str,
+        aggregation: Aggregation,
+        value_type: str | None,
+        retention_ms: int,
+        *,
+        emit_final: bool,
+    ) -> None:
         super().__init__()
         self.store_name = store_name
-        self.fallback = fallback
+        self.aggregation = aggregation
+        self.value_type = value_type
+        self.retention_ms = retention_ms
         self.emit_final = emit_final
 
     @abstractmethod
-    def make_kernel(self, task: StreamTask) -> Any:
+    def make_kernel(self, task: StreamTask, send_old_values: bool) -> Any:
+        raise NotImplementedError
+
+    @abstractmethod
+    def forward_flushed_results(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
         raise NotImplementedError
 
     def init(self, task: StreamTask) -> None:
@@ -228,24 +242,14 @@ class _NativeCount(Node):
         self.window_type, self.windowed_type = Window, Windowed
         self.store: Any = task.store(self.store_name)
         self.caching = isinstance(self.store, CachingWindowStore | CachingSessionStore)
-        if self.caching:
-            self.fallback.name = self.name
-            self.fallback.children = self.children
-            self.fallback.init(task)
-            return
-        self.kernel = self.make_kernel(task)
+        if self.caching and self.children:
+            # With nothing downstream the cache writes out in batches.
+            self.store.listener = self.forward_flushed_results
+        self.kernel = self.make_kernel(task, not self.caching and not self.emit_final)
         self.emit_key = f"{self.name}#last-emit-close-time"
         # The store is restored from its changelog after the nodes are
         # initialized: load the kernel on the first batch.
         self.loaded = False
-
-    def flush(self) -> None:
-        if self.caching:
-            self.fallback.flush()
-
-    def close(self) -> None:
-        if self.caching:
-            self.fallback.close()
 
     def _load(self) -> None:
         observed = self.task.state.node_stream_time(self.name)
@@ -259,29 +263,38 @@ class _NativeCount(Node):
 
     def raw_keys(self, batch: Batch) -> list[bytes | None]:
         keys: list[bytes | None] = self.store.key_serde.serialize_batch(self.store_name, batch.keys)
+        if self.skips_null_values and None in batch.values:
+            # Dropped before they count towards stream time, as a null key is.
+            keys = [None if v is None else k for k, v in zip(keys, batch.values, strict=True)]
         return keys
 
+    @property
+    def skips_null_values(self) -> bool:
+        return self.aggregation.kind != "count"
+
     def process(self, batch: Batch) -> None:
-        if self.caching:
-            self.fallback.process(batch)
-            return
         if not self.loaded:
             self._load()
         task = self.task
         raw_keys = self.raw_keys(batch)
+        count = self.aggregation.kind == "count"
         try:
             results = self.kernel.process(
-                raw_keys, batch.timestamps, None, wall_clock_ms=task.wall_clock_ms()
+                raw_keys,
+                batch.timestamps,
+                None if count else batch.values,
+                field=None if count else self.aggregation.field,
+                wall_clock_ms=task.wall_clock_ms(),
             )
         except (TypeError, ValueError) as exc:
             raise TaskError(
-                f"task {task.task_id} node {self.name!r} cannot count a record of "
+                f"task {task.task_id} node {self.name!r} cannot aggregate a record of "
                 f"{batch.topic}-{batch.partition} (offsets {batch.offsets[0]}.."
                 f"{batch.offsets[-1]}): {exc}"
             ) from exc
         task.current_timestamp = batch.timestamps[-1]
         # Old values are read before the store takes this batch's changes.
-        out = self._results(batch, results) if len(results) else None
+        out = self._results(batch, results) if len(results) and not self.caching else None
         self.write_changes()
         task.state.set_node_stream_time(self.name, self.kernel.observed_stream_time)
         if self.emit_final and self.kernel.last_emit_close_time != -1:
@@ -295,11 +308,12 @@ class _NativeCount(Node):
                 stats["dropped_records"],
                 stats["dropped_expired"],
             )
-        if out is not None:
+        if out is not None and self.children:
             self.forward(out)
 
     @abstractmethod
     def write_changes(self) -> None:
+        """The kernel's store writes into the store (or through its cache)."""
         raise NotImplementedError
 
     @abstractmethod
@@ -332,43 +346,44 @@ class _NativeCount(Node):
         )
 
 
-class NativeSlidingWindowCount(_NativeCount):
-    """``windowed_by(SlidingWindows).count()`` on
+class NativeSlidingWindowAggregate(_NativeSlidingOrSession):
+    """``windowed_by(SlidingWindows)`` with a ``strom.agg`` aggregation on
     ``_core.NativeSlidingWindowedAggregation`` (the semantics of
-    ``KStreamSlidingWindowAggregate``: null values are dropped)."""
+    ``KStreamSlidingWindowAggregate``: null values are dropped, whatever
+    the aggregation)."""
 
     def __init__(
         self,
         store_name: str,
         windows: SlidingWindows,
+        aggregation: Aggregation,
+        value_type: str | None,
         retention_ms: int,
-        fallback: Node,
         *,
         emit_final: bool = False,
     ) -> None:
-        super().__init__(store_name, fallback, emit_final=emit_final)
+        super().__init__(store_name, aggregation, value_type, retention_ms, emit_final=emit_final)
         self.windows = windows
-        self.retention_ms = retention_ms
 
-    def make_kernel(self, task: StreamTask) -> Any:
+    @property
+    def skips_null_values(self) -> bool:
+        return True
+
+    def make_kernel(self, task: StreamTask, send_old_values: bool) -> Any:
         w = self.windows
         return _core.NativeSlidingWindowedAggregation(
-            "count",
-            None,
+            self.aggregation.kind,
+            self.value_type,
             w.time_difference_ms,
             w.grace_ms,
             emit_final=self.emit_final,
             retention_ms=self.retention_ms,
             emit_interval_ms=int(task.config[EMIT_INTERVAL_WINDOWED]),
+            send_old_values=send_old_values,
         )
 
-    def raw_keys(self, batch: Batch) -> list[bytes | None]:
-        keys = super().raw_keys(batch)
-        if None in batch.values:
-            # Sliding windows drop null values before they count towards
-            # stream time, as a null key is.
-            keys = [None if v is None else k for k, v in zip(keys, batch.values, strict=True)]
-        return keys
+    def forward_flushed_results(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
+        self.forward_flushed(entries)  # (aggregate, timestamp) pairs
 
     def write_changes(self) -> None:
         keys, starts, _ends, values, timestamps = self.kernel.drain_changes()
@@ -376,43 +391,53 @@ class NativeSlidingWindowCount(_NativeCount):
             self.store.put_raw_all(keys, values, starts, timestamps)
 
     def old_values(self, batch: Batch, rows: list[int], keys: list[Any], results: Any) -> list[Any]:
-        # A record's right window copies the later records' count (no old
-        # value); every other update added one to the count it started from.
-        stamps = batch.timestamps
-        return [
-            None if start == stamps[row] + 1 else value - 1
-            for row, start, value in zip(rows, results.starts(), results.values(), strict=True)
-        ]
+        olds: list[Any] = results.old_values()
+        return olds
 
 
-class NativeSessionWindowCount(_NativeCount):
-    """``windowed_by(SessionWindows).count()`` on
+class NativeSessionWindowAggregate(_NativeSlidingOrSession):
+    """``windowed_by(SessionWindows)`` with a ``strom.agg`` aggregation on
     ``_core.NativeSessionWindowedAggregation`` (the semantics of
-    ``KStreamSessionWindowAggregate``: null values are counted)."""
+    ``KStreamSessionWindowAggregate``: count() counts null values, the
+    aggregations of the value skip them)."""
 
     def __init__(
         self,
         store_name: str,
         windows: SessionWindows,
+        aggregation: Aggregation,
+        value_type: str | None,
         retention_ms: int,
-        fallback: Node,
         *,
         emit_final: bool = False,
     ) -> None:
-        super().__init__(store_name, fallback, emit_final=emit_final)
+        super().__init__(store_name, aggregation, value_type, retention_ms, emit_final=emit_final)
         self.windows = windows
-        self.retention_ms = retention_ms
 
-    def make_kernel(self, task: StreamTask) -> Any:
+    def make_kernel(self, task: StreamTask, send_old_values: bool) -> Any:
         w = self.windows
         return _core.NativeSessionWindowedAggregation(
-            "count",
-            None,
+            self.aggregation.kind,
+            self.value_type,
             w.inactivity_gap_ms,
             w.grace_ms,
             emit_final=self.emit_final,
             retention_ms=self.retention_ms,
             emit_interval_ms=int(task.config[EMIT_INTERVAL_WINDOWED]),
+        )
+
+    def forward_flushed_results(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
+        # Session values are plain, timestamped with their end.
+        self.forward(
+            Batch(
+                "",
+                -1,
+                [key for key, _, _, _ in entries],
+                [new for _, new, _, _ in entries],
+                [timestamp for _, _, _, timestamp in entries],
+                [-1] * len(entries),
+                [old for _, _, old, _ in entries],
+            )
         )
 
     def stored(self) -> Any:
@@ -425,7 +450,7 @@ class NativeSessionWindowCount(_NativeCount):
 
     def old_values(self, batch: Batch, rows: list[int], keys: list[Any], results: Any) -> list[Any]:
         # A merged session is new (no old value); an absorbed one's tombstone
-        # carries its count: from this batch's results, else from the store.
+        # carries its aggregate: from this batch's results, else from the store.
         tombstones = results.tombstones()
         values = results.values()
         starts, ends = results.starts(), results.ends()

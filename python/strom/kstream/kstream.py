@@ -14,8 +14,8 @@ from strom.internals import table_processors as tp
 from strom.internals import window_aggregates as wa
 from strom.internals.native_window import (
     MeanState,
-    NativeSessionWindowCount,
-    NativeSlidingWindowCount,
+    NativeSessionWindowAggregate,
+    NativeSlidingWindowAggregate,
     NativeTimeWindowAggregate,
 )
 from strom.internals.processor_node import ProcessorAdapter
@@ -930,34 +930,16 @@ class TimeWindowedKStream:
 
     def _native(self, aggregation: strom_agg.Aggregation, materialized: Any) -> KTable:
         """A built-in aggregation on the native kernel (see strom.agg)."""
-        grouped, windows, emit = self._grouped, self._windows, self._emit
-        value_type = aggregation.value_type(grouped._value_serde)
-        result_serde: Serde[Any] = (
-            Double() if aggregation.result_type(grouped._value_serde) == "float" else Long()
-        )
-        asked = Materialized.of(materialized).value_serde
-        if asked is not None and type(asked) is not type(result_serde):
-            raise TopologyError(
-                f"strom.agg.{aggregation.kind} results are {type(result_serde).__name__}s: "
-                f"Materialized cannot give them the value serde {type(asked).__name__}"
-            )
-        return _aggregation(
-            grouped._builder,
-            grouped._node,
-            name_prefix="KSTREAM-AGGREGATE-",
-            materialized=materialized,
-            key_serde=grouped._key_serde,
-            value_serde=grouped._value_serde,
-            result_serde=result_serde,
-            repartition_serde=grouped._value_serde,
-            repartition=grouped._repartition_required,
-            node=lambda _store: p.PassThrough(),
-            windows=windows,
-            emit=emit,
-            windowed_node=lambda store, retention: NativeTimeWindowAggregate(
+        windows, emit = self._windows, self._emit
+        return _native_windowed(
+            self._grouped,
+            windows,
+            emit,
+            aggregation,
+            materialized,
+            lambda store, retention, value_type: NativeTimeWindowAggregate(
                 store, windows, aggregation, value_type, retention, emit_final=emit.final_only
             ),
-            store_value_serde=MeanState() if aggregation.kind == "mean" else None,
         )
 
     def reduce(
@@ -1030,23 +1012,51 @@ def _count(_key: Any, _value: Any, agg: Any) -> Any:
     return agg + 1
 
 
-def _native_window_count(
-    stream: SlidingWindowedKStream | SessionWindowedKStream,
+def _native_windowed(
+    grouped: KGroupedStream,
+    windows: AnyWindows,
+    emit: EmitStrategy,
     aggregation: strom_agg.Aggregation,
-    *rest: Any,
+    materialized: Any,
+    make_node: Callable[[str, int, str | None], p.Node],
 ) -> KTable:
-    """``aggregate(strom.agg...)`` of sliding or session windows: only
-    count() has a native kernel path here so far."""
-    if aggregation.kind != "count":
+    """A built-in aggregation (see strom.agg) of any windows on the native
+    kernel: its results are Longs or Doubles, a mean's store holds sum and
+    count."""
+    value_type = aggregation.value_type(grouped._value_serde)
+    result_serde: Serde[Any] = (
+        Double() if aggregation.result_type(grouped._value_serde) == "float" else Long()
+    )
+    asked = Materialized.of(materialized).value_serde
+    if asked is not None and type(asked) is not type(result_serde):
         raise TopologyError(
-            f"strom.agg.{aggregation.kind} is not available for sliding or session windows "
-            "yet: use aggregate() with Python functions"
+            f"strom.agg.{aggregation.kind} results are {type(result_serde).__name__}s: "
+            f"Materialized cannot give them the value serde {type(asked).__name__}"
         )
+    return _aggregation(
+        grouped._builder,
+        grouped._node,
+        name_prefix="KSTREAM-AGGREGATE-",
+        materialized=materialized,
+        key_serde=grouped._key_serde,
+        value_serde=grouped._value_serde,
+        result_serde=result_serde,
+        repartition_serde=grouped._value_serde,
+        repartition=grouped._repartition_required,
+        node=lambda _store: p.PassThrough(),
+        windows=windows,
+        emit=emit,
+        windowed_node=lambda store, retention: make_node(store, retention, value_type),
+        store_value_serde=MeanState() if aggregation.kind == "mean" else None,
+    )
+
+
+def _agg_materialized(*rest: Any) -> Materialized | str | None:
+    """The Materialized of ``aggregate(strom.agg..., [materialized])``."""
     given = [r for r in rest if r is not None]
     if len(given) > 1 or not all(isinstance(r, Materialized | str) for r in given):
         raise TopologyError("aggregate(strom.agg...) takes no aggregator or merger")
-    materialized = given[0] if given else None
-    return stream.count(materialized)
+    return given[0] if given else None
 
 
 def _native(materialized: Materialized | str | None) -> bool:
@@ -1077,20 +1087,8 @@ class SlidingWindowedKStream:
         result_serde: Serde[Any] | None,
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
-        native: bool = False,
     ) -> KTable:
         grouped, windows, final_only = self._grouped, self._windows, self._emit.final_only
-
-        def node(store: str) -> p.Node:
-            return wa.KStreamSlidingWindowAggregate(
-                store, windows, initializer, aggregator, final_only
-            )
-
-        def native_node(store: str, retention: int) -> p.Node:
-            return NativeSlidingWindowCount(
-                store, windows, retention, node(store), emit_final=final_only
-            )
-
         return _aggregation(
             grouped._builder,
             grouped._node,
@@ -1101,19 +1099,33 @@ class SlidingWindowedKStream:
             result_serde=result_serde,
             repartition_serde=grouped._value_serde,
             repartition=grouped._repartition_required,
-            node=node,
+            node=lambda store: wa.KStreamSlidingWindowAggregate(
+                store, windows, initializer, aggregator, final_only
+            ),
             windows=windows,
             emit=self._emit,
-            windowed_node=native_node if native else None,
+        )
+
+    def _native(self, aggregation: strom_agg.Aggregation, materialized: Any) -> KTable:
+        windows, emit = self._windows, self._emit
+        return _native_windowed(
+            self._grouped,
+            windows,
+            emit,
+            aggregation,
+            materialized,
+            lambda store, retention, value_type: NativeSlidingWindowAggregate(
+                store, windows, aggregation, value_type, retention, emit_final=emit.final_only
+            ),
         )
 
     def count(self, materialized: Materialized | str | None = None) -> KTable:
         """Records per key and window (null keys and values are skipped), on
-        the native kernel unless ``materialized`` asks for a value serde
-        other than ``Long`` (or the store is behind the record cache)."""
-        return self._aggregate(
-            "KSTREAM-AGGREGATE-", materialized, Long(), lambda: 0, _count, _native(materialized)
-        )
+        the native kernel (``strom.agg.count()``) unless ``materialized``
+        asks for a value serde other than ``Long``."""
+        if _native(materialized):
+            return self._native(strom_agg.count(), materialized)
+        return self._aggregate("KSTREAM-AGGREGATE-", materialized, Long(), lambda: 0, _count)
 
     def reduce(
         self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
@@ -1134,9 +1146,10 @@ class SlidingWindowedKStream:
         materialized: Materialized | str | None = None,
     ) -> KTable:
         """``aggregator(key, value, aggregate)`` from ``initializer()`` per key
-        and window; ``aggregate(strom.agg.count(), materialized)`` is count()."""
+        and window; or a built-in ``strom.agg`` aggregation on the native
+        kernel (null values are skipped, as sliding windows skip them)."""
         if isinstance(initializer, strom_agg.Aggregation):
-            return _native_window_count(self, initializer, aggregator, materialized)
+            return self._native(initializer, _agg_materialized(aggregator, materialized))
         if not callable(aggregator):
             raise TopologyError("aggregate takes an initializer and an aggregator")
         return self._aggregate("KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator)
@@ -1166,18 +1179,12 @@ class SessionWindowedKStream:
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
         merger: Callable[[Any, Any, Any], Any],
-        native: bool = False,
     ) -> KTable:
         grouped, windows, final_only = self._grouped, self._windows, self._emit.final_only
 
         def node(store: str, retention: int) -> p.Node:
             return wa.KStreamSessionWindowAggregate(
                 store, windows, retention, initializer, aggregator, merger, final_only
-            )
-
-        def native_node(store: str, retention: int) -> p.Node:
-            return NativeSessionWindowCount(
-                store, windows, retention, node(store, retention), emit_final=final_only
             )
 
         return _aggregation(
@@ -1193,13 +1200,28 @@ class SessionWindowedKStream:
             node=lambda store: node(store, windows.retention_ms()),
             windows=windows,
             emit=self._emit,
-            windowed_node=native_node if native else node,
+            windowed_node=node,
+        )
+
+    def _native(self, aggregation: strom_agg.Aggregation, materialized: Any) -> KTable:
+        windows, emit = self._windows, self._emit
+        return _native_windowed(
+            self._grouped,
+            windows,
+            emit,
+            aggregation,
+            materialized,
+            lambda store, retention, value_type: NativeSessionWindowAggregate(
+                store, windows, aggregation, value_type, retention, emit_final=emit.final_only
+            ),
         )
 
     def count(self, materialized: Materialized | str | None = None) -> KTable:
         """Records per key and session (null keys are skipped), on the native
-        kernel unless ``materialized`` asks for a value serde other than
-        ``Long`` (or the store is behind the record cache)."""
+        kernel (``strom.agg.count()``) unless ``materialized`` asks for a
+        value serde other than ``Long``."""
+        if _native(materialized):
+            return self._native(strom_agg.count(), materialized)
         return self._aggregate(
             "KSTREAM-AGGREGATE-",
             materialized,
@@ -1207,7 +1229,6 @@ class SessionWindowedKStream:
             lambda: 0,
             _count,
             lambda _k, agg1, agg2: agg1 + agg2,
-            _native(materialized),
         )
 
     def reduce(
@@ -1235,10 +1256,10 @@ class SessionWindowedKStream:
     ) -> KTable:
         """``aggregator(key, value, aggregate)`` from ``initializer()`` per key
         and session; ``merger(key, agg1, agg2)`` combines the aggregates of
-        sessions a record merges. ``aggregate(strom.agg.count(),
-        materialized)`` is count()."""
+        sessions a record merges; or a built-in ``strom.agg`` aggregation on
+        the native kernel."""
         if isinstance(initializer, strom_agg.Aggregation):
-            return _native_window_count(self, initializer, aggregator, merger, materialized)
+            return self._native(initializer, _agg_materialized(aggregator, merger, materialized))
         if not callable(aggregator) or not callable(merger):
             raise TopologyError("aggregate takes an initializer, an aggregator and a merger")
         return self._aggregate(

@@ -431,6 +431,26 @@ class CachingSessionStore(_CachingWindowedBase):
     def remove(self, session: Any) -> None:
         self._set(session, None)
 
+    def put_raw_all(
+        self,
+        raw_keys: Sequence[bytes],
+        starts: Sequence[int],
+        ends: Sequence[int],
+        raw_values: Sequence[bytes | None],
+        timestamps: Sequence[int],
+    ) -> None:
+        """Serialized puts and removals (None) in order, as a native kernel
+        reports them, each cached with its own timestamp."""
+        dirty, put, cache_id = self._dirty, self._cache.put, self._id
+        for raw_key, start, end, raw_value, timestamp in zip(
+            raw_keys, starts, ends, raw_values, timestamps, strict=True
+        ):
+            dirty.setdefault(raw_key, set()).add((end, start))
+            cache_key = self._cache_key(raw_key, start, end)
+            flushed = put(cache_id, cache_key, raw_value, timestamp, True)
+            if flushed:
+                self._write(flushed)
+
     def _raw(self, raw_key: bytes, start: int, end: int) -> bytes | None:
         # The cache may still hold a session the store has expired: hide it.
         if end <= self.native.observed_stream_time - self.native.retention_ms:
