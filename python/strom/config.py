@@ -118,12 +118,17 @@ _KEYS: dict[str, _Key] = {
     "deserialization.exception.handler": _Key(
         "log_and_fail", _handler("deserialization.exception.handler"), "bad input records"
     ),
+    # Records a sink cannot serialize or the broker rejects (Kafka's
+    # default.production.exception.handler; strom names it like the one above).
+    "production.exception.handler": _Key(
+        "log_and_fail", _handler("production.exception.handler"), "bad output records"
+    ),
     # Kafka's internal config: how often (wall clock) a windowed aggregation
     # with EmitStrategy.on_window_close() looks for closed windows.
     EMIT_INTERVAL_WINDOWED: _Key(
         1000, _positive_int(EMIT_INTERVAL_WINDOWED), "emit-final check interval"
     ),
-    # Kafka's KIP-1034: records skipped by the handler are also written here.
+    # Kafka's KIP-1034: records the handlers reject are also written here.
     "errors.dead.letter.queue.topic.name": _Key(
         None, _non_empty("errors.dead.letter.queue.topic.name"), "dead-letter topic"
     ),

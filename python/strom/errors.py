@@ -6,11 +6,17 @@ The native module raises these classes too (it maps its error enum onto them), s
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Any
+
 __all__ = [
     "ConfigError",
     "CorruptLogError",
+    "ErrorHandlerContext",
+    "FailedRecord",
     "LogInUseError",
     "OffsetOutOfRangeError",
+    "ProductionError",
     "SerializationError",
     "StoreError",
     "StromError",
@@ -61,3 +67,35 @@ class OffsetOutOfRangeError(StromError):
 
 class TaskError(StromError):
     """A task failed while processing; wraps the cause with task, node and record."""
+
+
+class ProductionError(StromError):
+    """A record could not be written (serialized or accepted by the broker)
+    and the ``production.exception.handler`` chose to fail."""
+
+
+@dataclass(frozen=True)
+class ErrorHandlerContext:
+    """Where a record that failed came from (Kafka's ErrorHandlerContext): the
+    input record being processed (``topic`` None and -1s when not known, e.g.
+    for a broker's late rejection), the sink node and the task."""
+
+    topic: str | None
+    partition: int
+    offset: int
+    timestamp: int
+    processor_node_id: str | None
+    task_id: str | None
+
+
+@dataclass(frozen=True)
+class FailedRecord:
+    """The output record the ``production.exception.handler`` is asked about:
+    serialized bytes for a broker's rejection, the key and value objects for
+    a serialization error; ``partition`` -1 when not chosen yet."""
+
+    topic: str
+    partition: int
+    key: Any
+    value: Any
+    timestamp: int

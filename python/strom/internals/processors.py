@@ -12,8 +12,9 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
-from strom.errors import TaskError
+from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError, TaskError
 from strom.internals.batch import Batch
+from strom.internals.error_handling import continue_after, dead_letter_headers, describe_source
 from strom.processor.api import RecordContext
 
 if TYPE_CHECKING:
@@ -338,8 +339,13 @@ class SinkNode(Node):
             self._send(topic, batch.select(indices))
 
     def _send(self, topic: str, batch: Batch) -> None:
-        keys = self.key_serde.serialize_batch(topic, batch.keys)
-        values = self.value_serde.serialize_batch(topic, batch.values)
+        try:
+            keys = self.key_serde.serialize_batch(topic, batch.keys)
+            values = self.value_serde.serialize_batch(topic, batch.values)
+        except Exception:
+            batch, keys, values = self._serialize_one_by_one(topic, batch)
+            if not keys:
+                return
         partitions = None
         if self.partitioner is not None:
             count = self.task.partition_count(topic)
@@ -355,3 +361,56 @@ class SinkNode(Node):
             except Exception as exc:
                 raise self.callback_failed(batch, i, exc) from exc
         self.task.collector.send(topic, keys, values, batch.timestamps, partitions)
+
+    def _serialize_one_by_one(
+        self, topic: str, batch: Batch
+    ) -> tuple[Batch, list[bytes | None], list[bytes | None]]:
+        """The slow path after a batch failed to serialize: each bad record
+        goes to the ``production.exception.handler`` (Kafka's KIP-399), which
+        drops it (counted in ``dropped-records``) or fails the task."""
+        config = self.task.config
+        handler = config["production.exception.handler"]
+        dead_letters = config["errors.dead.letter.queue.topic.name"]
+        keep: list[int] = []
+        keys: list[bytes | None] = []
+        values: list[bytes | None] = []
+        for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
+            what = "key"
+            try:
+                key_bytes = self.key_serde.serialize(topic, key)
+                what = "value"
+                value_bytes = self.value_serde.serialize(topic, value)
+            except Exception as exc:
+                context = ErrorHandlerContext(
+                    batch.topic,
+                    batch.partition,
+                    batch.offsets[i],
+                    batch.timestamps[i],
+                    self.name,
+                    self.task.task_id,
+                )
+                record = FailedRecord(topic, -1, key, value, batch.timestamps[i])
+                message = (
+                    f"cannot serialize the {what} of a record for topic {topic}"
+                    f"{describe_source(context)} in task {self.task.task_id}: "
+                    f"{type(exc).__name__}: {exc}"
+                )
+                go_on = continue_after(handler, context, record, exc)
+                if dead_letters is not None:
+                    # The input record's raw bytes are not kept: the headers name it.
+                    self.task.collector.send_record(
+                        dead_letters,
+                        None,
+                        None,
+                        batch.timestamps[i],
+                        dead_letter_headers(exc, context),
+                    )
+                if not go_on:
+                    raise ProductionError(message) from exc
+                self.task.metrics.dropped_records += 1
+                log.warning("%s; dropping it (production.exception.handler)", message)
+                continue
+            keep.append(i)
+            keys.append(key_bytes)
+            values.append(value_bytes)
+        return batch.select(keep), keys, values

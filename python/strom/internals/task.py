@@ -11,8 +11,9 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from strom import _core
-from strom.errors import ConfigError, SerializationError, StoreError
+from strom.errors import ConfigError, ErrorHandlerContext, SerializationError, StoreError
 from strom.internals.batch import Batch
+from strom.internals.error_handling import dead_letter_headers
 from strom.internals.processor_node import PunctuationQueue
 from strom.internals.processors import Node, PassThrough, SinkNode
 from strom.internals.state_manager import ChangelogRange, StateManager
@@ -126,6 +127,22 @@ class RecordCollector:
     ) -> None:
         if keys:
             self.producer.produce_columns(topic, keys, values, timestamps, partitions)
+
+    def send_record(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: list[tuple[str, bytes | None]],
+    ) -> None:
+        """One record with headers (a dead letter). Collectors without a
+        producer (those that capture columns) get it as a one-record send."""
+        if self.producer is None:
+            self.send(topic, [key], [value], [timestamp], None)
+            return
+        stamp = timestamp if timestamp >= 0 else None  # unknown: the producer's now
+        self.producer.produce(topic, key, value, timestamp=stamp, headers=headers)
 
     def flush(self) -> None:
         self.producer.flush()
@@ -484,14 +501,22 @@ class StreamTask:
                     f"in task {self.task_id}: {exc}"
                 )
                 verdict = handler(error) if callable(handler) else handler
+                if dead_letters is not None:
+                    # Kafka (KIP-1034) dead-letters the raw record on either verdict.
+                    stamp = timestamps[i] if timestamps is not None else -1
+                    context = ErrorHandlerContext(
+                        topic, partition, offsets[i], stamp, None, self.task_id
+                    )
+                    self.collector.send_record(
+                        dead_letters,
+                        raw_keys[i],
+                        raw_values[i],
+                        stamp,
+                        dead_letter_headers(exc, context),
+                    )
                 if verdict in ("continue", "log_and_continue"):
                     self.metrics.skipped_records += 1
                     log.warning("%s; skipping it (log_and_continue)", error)
-                    if dead_letters is not None:
-                        stamp = [timestamps[i]] if timestamps is not None else [0]
-                        self.collector.send(
-                            dead_letters, [raw_keys[i]], [raw_values[i]], stamp, None
-                        )
                     continue
                 raise error from exc
             kept.append((key, value, i))

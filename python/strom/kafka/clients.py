@@ -14,7 +14,8 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 
 from strom._core import partition_for_key
 from strom.config import EXACTLY_ONCE_V2
-from strom.errors import StromError
+from strom.errors import FailedRecord, ProductionError, StromError
+from strom.internals.error_handling import UNKNOWN_CONTEXT, continue_after, dead_letter_headers
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
@@ -94,9 +95,21 @@ def consumer_config(
     return out
 
 
+# librdkafka's batch.size default (bytes per batch, framing included).
+_DEFAULT_BATCH_BYTES = 1_000_000
+
+
 def producer_config(
-    config: StreamsConfig, client_id: str, transactional_id: str | None
+    config: StreamsConfig,
+    client_id: str,
+    transactional_id: str | None,
+    max_message_bytes: int | None = None,
 ) -> dict[str, Any]:
+    """``max_message_bytes``: the smallest ``max.message.bytes`` of the topics
+    the app writes. The broker rejects a whole batch over it and librdkafka
+    does not split it (the Java producer does), so batches are kept under
+    it: a record too large for its topic then fails alone, and the production
+    exception handler drops it without taking others with it."""
     out = _common(config) | {
         "client.id": client_id,
         # Kafka Streams' producer defaults: no loss, order kept per partition.
@@ -105,6 +118,8 @@ def producer_config(
         "linger.ms": 100,
         "queue.buffering.max.messages": 1_000_000,
     }
+    if max_message_bytes is not None and max_message_bytes < _DEFAULT_BATCH_BYTES:
+        out["batch.size"] = max_message_bytes
     if transactional_id is not None:
         out |= {"transactional.id": transactional_id, "transaction.timeout.ms": 10_000}
     out |= config.client_config("producer.")
@@ -182,13 +197,113 @@ def to_batches(messages: Sequence[Message]) -> list[KafkaRecords]:
     return list(batches.values())
 
 
+# Errors the handler never sees (Kafka's RecordCollectorImpl): a fenced
+# producer (its tasks migrate), and fatal ones (security, invalid topic).
+_FENCED = {
+    KafkaError._FENCED,
+    KafkaError.PRODUCER_FENCED,
+    KafkaError.INVALID_PRODUCER_EPOCH,
+    KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
+    KafkaError.INVALID_PRODUCER_ID_MAPPING,
+}
+_FATAL = {
+    KafkaError.TOPIC_AUTHORIZATION_FAILED,
+    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
+    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+    KafkaError.SASL_AUTHENTICATION_FAILED,
+    KafkaError._AUTHENTICATION,
+    KafkaError.TOPIC_EXCEPTION,
+    KafkaError.UNKNOWN,
+}
+# Records purged when a transaction is aborted: a follow-up of the real error.
+_PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
+
+
+class DeliveryFailures:
+    """Applies ``production.exception.handler`` to records the producer could
+    not write. Outlives a replaced producer (its counts are the thread's).
+
+    ``errors`` are failures to raise and forget (the caller may retry, e.g.
+    a fenced producer reopens its tasks); ``fatal`` is sticky, so no later
+    commit covers a failed record."""
+
+    def __init__(self, config: StreamsConfig) -> None:
+        self.handler = config["production.exception.handler"]
+        self.dead_letters: str | None = config["errors.dead.letter.queue.topic.name"]
+        self.eos = config["processing.guarantee"] == EXACTLY_ONCE_V2
+        self.dropped = 0
+        self.errors: list[str] = []
+        self.fatal: ProductionError | None = None
+        # Dead letters to produce once the client call that found them returns.
+        self.pending: list[tuple[str, bytes | None, bytes | None, int, Any]] = []
+
+    def failed(
+        self,
+        error: KafkaError,
+        topic: str,
+        partition: int,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        *,
+        queued: bool,
+    ) -> None:
+        """A record for ``topic-partition`` failed with ``error``; ``queued``:
+        the client had accepted it (a delivery report), else ``produce``
+        refused it outright."""
+        where = f"{topic}-{partition}" if partition >= 0 else topic
+        code = error.code()
+        if code in _PURGED:
+            return
+        message = f"producing to {where} failed: {error.str()}"
+        if code in _FENCED or error.fatal() or code in _FATAL:
+            self.errors.append(message)
+            return
+        exc = KafkaClientError(message)
+        record = FailedRecord(topic, partition, key, value, timestamp)
+        context = UNKNOWN_CONTEXT
+        try:
+            go_on = continue_after(self.handler, context, record, exc)
+        except ProductionError as user_error:
+            self._fail(str(user_error))
+            return
+        if self.dead_letters is not None and topic != self.dead_letters:
+            self.pending.append(
+                (self.dead_letters, key, value, timestamp, dead_letter_headers(exc, context))
+            )
+        if go_on and queued and self.eos:
+            # librdkafka aborts the open transaction on any failed record.
+            self._fail(
+                f"{message}; under exactly_once_v2 a record the broker rejects aborts the "
+                "transaction, so the production.exception.handler cannot skip it"
+            )
+        elif go_on:
+            self.dropped += 1
+            log.warning("%s; dropping the record (production.exception.handler)", message)
+        else:
+            self._fail(f"{message} (production.exception.handler: fail)")
+
+    def _fail(self, message: str) -> None:
+        log.error("%s", message)
+        if self.fatal is None:
+            self.fatal = ProductionError(message)
+
+
 def _delivery(
-    written: dict[tuple[str, int], int], errors: list[str]
+    written: dict[tuple[str, int], int], failures: DeliveryFailures
 ) -> Callable[[KafkaError | None, Message], None]:
     def on_delivery(error: KafkaError | None, message: Message) -> None:
         if error is not None:
-            errors.append(
-                f"producing to {message.topic()}-{message.partition()} failed: {error.str()}"
+            kind, timestamp = message.timestamp()
+            partition = message.partition()
+            failures.failed(
+                error,
+                str(message.topic()),
+                -1 if partition is None else partition,
+                message.key(),
+                message.value(),
+                timestamp if kind else -1,
+                queued=True,
             )
             return
         key = (str(message.topic()), int(message.partition() or 0))
@@ -214,15 +329,16 @@ class KafkaProducer:
         conf: dict[str, Any],
         partition_count: Callable[[str], int],
         transactional: bool,
+        failures: DeliveryFailures,
     ) -> None:
         self._partition_count = partition_count
         self.transactional = transactional
         self.in_transaction = False
         self.written: dict[tuple[str, int], int] = {}
-        self._errors: list[str] = []
+        self.failures = failures
         # A closure, not a bound method: no cycle keeps the client alive.
         self._producer: Producer | None = Producer(
-            conf | {"on_delivery": _delivery(self.written, self._errors)}
+            conf | {"on_delivery": _delivery(self.written, failures)}
         )
         if transactional:
             self.native.init_transactions(REQUEST_TIMEOUT_S)
@@ -264,19 +380,62 @@ class KafkaProducer:
                     break
                 except BufferError:
                     native.poll(0.05)  # the local queue is full: drain some
+                except KafkaException as exc:  # refused outright, e.g. too large
+                    error = exc.args[0] if exc.args else KafkaError(KafkaError._FAIL)
+                    self.failures.failed(
+                        error, topic, partition, key, values[i], timestamp, queued=False
+                    )
+                    break
         native.poll(0)
         self.raise_errors()
 
+    def produce(
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        *,
+        timestamp: int | None = None,
+        headers: Sequence[tuple[str, bytes | None]] | None = None,
+    ) -> None:
+        """One record with headers (a dead letter), on the client's partitioner."""
+        self.begin()
+        while True:
+            try:
+                self.native.produce(
+                    topic,
+                    value,
+                    key,
+                    timestamp=timestamp or 0,
+                    headers=list(headers or []),
+                )
+                return
+            except BufferError:  # noqa: PERF203 - the local queue is full: drain some
+                self.native.poll(0.05)
+
+    def _produce_dead_letters(self) -> None:
+        pending, self.failures.pending = self.failures.pending, []
+        for topic, key, value, timestamp, headers in pending:
+            self.produce(topic, key, value, timestamp=max(timestamp, 0), headers=headers)
+
     def raise_errors(self) -> None:
-        if self._errors:
-            errors, self._errors = self._errors, []
+        self._produce_dead_letters()
+        if self.failures.fatal is not None:
+            raise self.failures.fatal  # sticky: nothing commits past a failed record
+        errors = self.failures.errors
+        if errors:
+            self.failures.errors = []
             more = f" (and {len(errors) - 1} more)" if len(errors) > 1 else ""
             raise KafkaClientError(errors[0] + more)
 
     def flush(self) -> None:
         """Waits until every record is acknowledged (or failed: raises)."""
-        while self.native.flush(REQUEST_TIMEOUT_S) > 0:
-            log.warning("producer: records still unacknowledged after %.0fs", REQUEST_TIMEOUT_S)
+        while True:
+            while self.native.flush(REQUEST_TIMEOUT_S) > 0:
+                log.warning("producer: records still unacknowledged after %.0fs", REQUEST_TIMEOUT_S)
+            if not self.failures.pending:
+                break
+            self._produce_dead_letters()
         self.raise_errors()
 
     def close(self) -> None:

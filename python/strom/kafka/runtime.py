@@ -50,6 +50,7 @@ from strom.internals.task import RecordCollector, StreamTask
 from strom.internals.topology_builder import SourceDef
 from strom.kafka.clients import (
     REQUEST_TIMEOUT_S,
+    DeliveryFailures,
     KafkaClientError,
     KafkaProducer,
     admin_config,
@@ -105,10 +106,16 @@ class KafkaRuntime(Runtime):
         self.topics = Topics(self.admin, config["bootstrap.servers"])
         self._prepare_topics()
         transactional_id = f"{self.app_id}-{self.process_id}-{thread_index}" if self.eos else None
+        # The production exception handler's state: it outlives a replaced producer.
+        self.delivery_failures = DeliveryFailures(config)
+        self._max_message_bytes = self.topics.smallest_max_message_bytes(self._output_topics())
         self.producer = KafkaProducer(
-            producer_config(config, f"{self.thread_name}-producer", transactional_id),
+            producer_config(
+                config, f"{self.thread_name}-producer", transactional_id, self._max_message_bytes
+            ),
             self.partition_count,
             transactional=self.eos,
+            failures=self.delivery_failures,
         )
         self.collector = RecordCollector(self.producer, self.partition_count)
         self.global_consumer: Consumer | None = None
@@ -193,6 +200,18 @@ class KafkaRuntime(Runtime):
             self.config["replication.factor"],
         )
         self._counts = counts
+
+    def _output_topics(self) -> list[str]:
+        """Every topic this thread's producer writes (physical names)."""
+        sinks = {self.topic_name(t) for sub in self.subtopologies for t in sub.sink_topics}
+        changelogs = {
+            self.changelog_topic(store)
+            for sub in self.subtopologies
+            for store in sub.stores
+            if self.builder.stores[store].logged
+        }
+        dead_letters = self.config["errors.dead.letter.queue.topic.name"]
+        return sorted(sinks | changelogs | ({dead_letters} if dead_letters else set()))
 
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         low, high = retrying(
@@ -630,9 +649,15 @@ class KafkaRuntime(Runtime):
             self.producer.close()
             transactional_id = f"{self.app_id}-{self.process_id}-{self.thread_index}"
             self.producer = KafkaProducer(
-                producer_config(self.config, f"{self.thread_name}-producer", transactional_id),
+                producer_config(
+                    self.config,
+                    f"{self.thread_name}-producer",
+                    transactional_id,
+                    self._max_message_bytes,
+                ),
                 self.partition_count,
                 transactional=True,
+                failures=self.delivery_failures,
             )
             self.collector.producer = self.producer
         owned = [TopicPartition(*key) for key in self._positions if key[0] in self._anchors]
@@ -748,6 +773,7 @@ class KafkaRuntime(Runtime):
         totals = super().metrics()
         for name, value in self._closed_totals.items():
             totals[name] += value
+        totals["dropped-records"] += self.delivery_failures.dropped
         totals["assigned-tasks"] = len(self.tasks)
         return totals
 

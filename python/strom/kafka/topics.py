@@ -52,6 +52,22 @@ class Topics:
                 )
         return self._counts[topic]
 
+    def smallest_max_message_bytes(self, topics: list[str]) -> int | None:
+        """The smallest ``max.message.bytes`` among ``topics`` (None: none known)."""
+        resources = [ConfigResource(ConfigResource.Type.TOPIC, name) for name in topics]
+        if not resources:
+            return None
+        futures = self.admin.describe_configs(resources, request_timeout=REQUEST_TIMEOUT_S)
+        found = []
+        for future in futures.values():
+            try:
+                entry = future.result().get("max.message.bytes")
+            except KafkaException:
+                continue  # e.g. not allowed to describe it: the broker decides
+            if entry is not None and entry.value is not None:
+                found.append(int(entry.value))
+        return min(found, default=None)
+
     def ensure_internal(
         self, wanted: list[tuple[str, int, dict[str, str]]], replication_factor: int
     ) -> None:

@@ -1,0 +1,220 @@
+"""The production exception handler and dead-letter records on a real broker.
+
+Semantics follow Kafka Streams 4.x RecordCollectorImpl (records the broker
+rejects and, per KIP-399, records a sink cannot serialize go to the
+ProductionExceptionHandler; CONTINUE drops and counts them, FAIL stops the
+thread without committing past them) and KIP-1034's ``__streams.errors.*``
+headers on dead-letter records (ExceptionHandlerUtils)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+from confluent_kafka import Consumer, TopicPartition
+from tests.integration.kafka_support import (
+    BASE_TS,
+    app_config,
+    create_topics,
+    produce,
+    read_all,
+    unique,
+)
+from tests.kafka_harness import KafkaCluster
+
+from strom import KafkaStreams, State, StreamsBuilder, serdes
+from strom.errors import ProductionError, SerializationError
+
+# The output topic's limit; the big record is well over it, the others far under.
+MAX_MESSAGE_BYTES = 2000
+BIG = "x" * 5000
+
+
+class FailingString(serdes.Serde[str]):
+    """A value serde that cannot serialize ``"boom"``."""
+
+    def serialize(self, topic: str, data: str | None) -> bytes | None:
+        if data == "boom":
+            raise SerializationError("boom is not serializable")
+        return None if data is None else data.encode()
+
+    def deserialize(self, topic: str, data: bytes | None) -> str | None:
+        return None if data is None else data.decode()
+
+
+def _copy_topology(source: str, sink: str, value_serde: Any = None) -> Any:
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, key_serde=serdes.String(), value_serde=serdes.String())
+        .map_values(lambda v: v)
+        .to(sink, key_serde=serdes.String(), value_serde=value_serde or serdes.String())
+    )
+    return builder.build()
+
+
+def _records(values: list[str]) -> list[tuple[bytes | None, bytes | None, int]]:
+    return [(b"k", v.encode(), BASE_TS + i) for i, v in enumerate(values)]
+
+
+def _headers(message: Any) -> dict[str, bytes | None]:
+    return dict(message.headers() or [])
+
+
+def _committed(boot: str, app_id: str, topic: str) -> int:
+    consumer = Consumer({"bootstrap.servers": boot, "group.id": app_id})
+    try:
+        [tp] = consumer.committed([TopicPartition(topic, 0)], timeout=30)
+        return int(tp.offset)
+    finally:
+        consumer.close()
+
+
+def test_too_large_record_log_and_continue_goes_to_dead_letters(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, dead, app_id = unique("in"), unique("out"), unique("dlq"), unique("large")
+    create_topics(boot, {source: 1, dead: 1})
+    create_topics(boot, {sink: 1}, config={"max.message.bytes": str(MAX_MESSAGE_BYTES)})
+    values = [f"v{i}" for i in range(40)]
+    values.insert(15, BIG)
+    produce(boot, source, _records(values))
+    config = app_config(
+        boot,
+        app_id,
+        str(tmp_path),
+        **{
+            "production.exception.handler": "log_and_continue",
+            "errors.dead.letter.queue.topic.name": dead,
+        },
+    )
+    with KafkaStreams(_copy_topology(source, sink), config) as app:
+        app.run_until_end(timeout=120)
+        assert app.metrics()["dropped-records"] == 1
+    # Nothing else lost, in order: the records around it were not in its
+    # batch (the producer keeps batches under the topic's limit).
+    assert [m.value().decode() for m in read_all(boot, sink)] == [f"v{i}" for i in range(40)]
+    [letter] = read_all(boot, dead)
+    assert letter.value() == BIG.encode()
+    headers = _headers(letter)
+    assert b"too large" in (headers["__streams.errors.message"] or b"").lower()
+    assert (headers["__streams.errors.exception"] or b"").startswith(b"strom.")
+    assert b"Traceback" in (headers["__streams.errors.stacktrace"] or b"")
+    # The broker's rejection does not say which input record caused it.
+    assert headers["__streams.errors.offset"] == b"-1"
+    assert _committed(boot, app_id, source) == len(values)
+
+
+def test_too_large_record_log_and_fail_commits_nothing_past_it(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("in"), unique("out"), unique("large-fail")
+    create_topics(boot, {source: 1})
+    create_topics(boot, {sink: 1}, config={"max.message.bytes": str(MAX_MESSAGE_BYTES)})
+    values = [f"v{i}" for i in range(30)]
+    big_at = 10
+    values.insert(big_at, BIG)
+    produce(boot, source, _records(values))
+    config = app_config(boot, app_id, str(tmp_path))
+    app = KafkaStreams(_copy_topology(source, sink), config)
+    with app, pytest.raises(ProductionError, match=rf"producing to {sink}-0 failed"):
+        app.run_until_end(timeout=120)
+    assert app.state is State.ERROR
+    # No commit covers the failed record (a negative offset: none committed).
+    assert _committed(boot, app_id, source) <= big_at
+
+
+def test_serialization_error_through_the_handler(kafka: KafkaCluster, tmp_path: Path) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, dead, app_id = unique("in"), unique("out"), unique("dlq"), unique("ser")
+    create_topics(boot, {source: 1, sink: 1, dead: 1})
+    values = [f"v{i}" for i in range(20)]
+    values.insert(7, "boom")
+    produce(boot, source, _records(values))
+    seen: list[tuple[Any, Any]] = []
+
+    def handler(context: Any, record: Any, exc: BaseException) -> str:
+        seen.append((context, record))
+        return "continue"
+
+    config = app_config(
+        boot,
+        app_id,
+        str(tmp_path),
+        **{"production.exception.handler": handler, "errors.dead.letter.queue.topic.name": dead},
+    )
+    with KafkaStreams(_copy_topology(source, sink, FailingString()), config) as app:
+        app.run_until_end(timeout=120)
+        assert app.metrics()["dropped-records"] == 1
+    assert [m.value().decode() for m in read_all(boot, sink)] == [f"v{i}" for i in range(20)]
+    [(context, record)] = seen
+    assert (context.topic, context.partition, context.offset) == (source, 0, 7)
+    assert (record.topic, record.value) == (sink, "boom")
+    [letter] = read_all(boot, dead)
+    headers = _headers(letter)
+    assert headers["__streams.errors.topic"] == source.encode()
+    assert headers["__streams.errors.partition"] == b"0"
+    assert headers["__streams.errors.offset"] == b"7"
+    assert headers["__streams.errors.message"] == b"boom is not serializable"
+    assert headers["__streams.errors.exception"] == (
+        b"strom.errors.SerializationError: boom is not serializable"
+    )
+
+
+def test_serialization_error_log_and_fail_stops_the_app(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("in"), unique("out"), unique("ser-fail")
+    create_topics(boot, {source: 1, sink: 1})
+    values = [f"v{i}" for i in range(10)]
+    values.insert(4, "boom")
+    produce(boot, source, _records(values))
+    app = KafkaStreams(
+        _copy_topology(source, sink, FailingString()), app_config(boot, app_id, str(tmp_path))
+    )
+    with app, pytest.raises(ProductionError, match=rf"topic {sink} \(from {source}-0@4\)"):
+        app.run_until_end(timeout=120)
+    assert app.state is State.ERROR
+    assert _committed(boot, app_id, source) <= 4
+
+
+def test_deserialization_dead_letters_carry_error_headers(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, dead, app_id = unique("in"), unique("out"), unique("dlq"), unique("deser")
+    create_topics(boot, {source: 1, sink: 1, dead: 1})
+    longs = serdes.Long()
+    values = [longs.serialize(source, n) for n in range(10)]
+    values.insert(3, b"bad")
+    produce(boot, source, [(b"k", v, BASE_TS + i) for i, v in enumerate(values)])
+    builder = StreamsBuilder()
+    builder.stream(source, key_serde=serdes.String(), value_serde=serdes.Long()).to(
+        sink, key_serde=serdes.String(), value_serde=serdes.Long()
+    )
+    config = app_config(
+        boot,
+        app_id,
+        str(tmp_path),
+        **{
+            "deserialization.exception.handler": "log_and_continue",
+            "errors.dead.letter.queue.topic.name": dead,
+        },
+    )
+    with KafkaStreams(builder.build(), config) as app:
+        app.run_until_end(timeout=120)
+        assert app.metrics()["skipped-records"] == 1
+    [letter] = read_all(boot, dead)
+    assert (letter.key(), letter.value()) == (b"k", b"bad")
+    headers = _headers(letter)
+    assert headers["__streams.errors.topic"] == source.encode()
+    assert headers["__streams.errors.partition"] == b"0"
+    assert headers["__streams.errors.offset"] == b"3"
+    assert (headers["__streams.errors.exception"] or b"").startswith(
+        b"strom.errors.SerializationError: "
+    )
+    assert headers["__streams.errors.message"]
+    assert headers["__streams.errors.stacktrace"]
