@@ -454,6 +454,17 @@ class NativeThreadCache:
         the evictions this put caused flushed, ``(key, value, timestamp)`` in
         emission order (usually none). A clean put over a dirty entry raises
         StoreError."""
+    def put_all(
+        self,
+        cache_id: int,
+        keys: list[bytes],
+        values: list[bytes | None],
+        timestamps: list[int],
+        suffixes: list[list[int]] = ...,
+    ) -> _DirtyEntries:
+        """``put`` of dirty entries in order, in one call: key ``i`` is
+        ``keys[i]`` followed by each suffix column's ``i``-th value as 8
+        big-endian bytes. Returns what the evictions flushed, in order."""
     def flush(self, cache_id: int) -> _DirtyEntries:
         """Every dirty entry in last-update order, marked clean; flushed
         deletes leave the cache."""

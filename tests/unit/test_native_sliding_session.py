@@ -354,3 +354,71 @@ def test_agg_count_is_count_and_bad_arguments_are_refused() -> None:
             grouped.aggregate(strom.agg.sum(), Materialized("sums", value_serde=D))
         with pytest.raises(TopologyError, match="takes no aggregator"):
             grouped.aggregate(strom.agg.sum(), lambda _k, v, a: a + v)
+
+
+LATE = 50
+
+
+@pytest.mark.parametrize("cache_bytes", [3_000, 10 << 20], ids=["evicting", "default"])
+def test_cached_batches_equal_the_python_path(tmp_path: Any, cache_bytes: int) -> None:
+    """Behind the record cache, with many records per call: the kernel's
+    writes go into the cache in one call per batch, and what it flushes on
+    commit is forwarded, stored and logged as the Python path's one-by-one
+    puts are, for time, sliding and session windows. When a small cache
+    evicts (a window may be evicted and written again within one batch),
+    the latest result per window, the totals and the store are the same;
+    the order of evictions may differ, as the Python processors' reads of
+    windows through the cache count as uses (Kafka's LRU) and the kernel's
+    own reads do not."""
+    from strom.kstream import TimeWindows  # noqa: PLC0415
+
+    rng = random.Random(13)
+    records = [
+        (
+            f"k{rng.randrange(30)}",
+            rng.choice([None, *range(10)]),
+            max(0, i * 10 + rng.randrange(-LATE, 100)),
+        )
+        for i in range(3_000)
+    ]
+    cases: list[Any] = [
+        TimeWindows.of_size_and_grace(200, 300).advance_by(100),
+        SlidingWindows.of_time_difference_and_grace(300, 500),
+        SessionWindows.of_inactivity_gap_and_grace(200, 500),
+    ]
+    for windows in cases:
+        for case in ("count", "sum_long"):
+            outputs = []
+            for native in (True, False):
+                path = tmp_path / f"{type(windows).__name__}-{case}-{native}"
+                log = EmbeddedLog(path)
+                for topic in ("in", "out", "totals"):
+                    log.create_topic(topic)
+                serde = CASES[case][0]
+                with log.producer() as producer:
+                    for key, v, ts in records:
+                        value = serde.serialize("in", value_of(case, v))
+                        producer.produce("in", key.encode(), value, timestamp=ts)
+                config = {
+                    "application.id": "agg",
+                    "bootstrap.servers": f"embedded:{path}",
+                    "statestore.cache.max.bytes": cache_bytes,
+                    "commit.interval.ms": 3_600_000,
+                    EMIT_INTERVAL_WINDOWED: 0,
+                }
+                built = topology(windows, native, True, False, case).build()
+                with KafkaStreams(built, config) as app:
+                    app.run_until_end(timeout=60)
+                got: list[Any] = [
+                    [(r.key, r.value, r.timestamp) for r in log.read(topic, 0, 0, 1_000_000)]
+                    for topic in ("out", "totals")
+                ]
+                if cache_bytes < 10_000:
+                    got = [{key: (value, ts) for key, value, ts in records} for records in got]
+                changelog = {
+                    r.key: r.value for r in log.read("agg-store-changelog", 0, 0, 1_000_000)
+                }
+                outputs.append((got, changelog))
+                log.close()
+            assert outputs[0] == outputs[1], (windows, case)
+            assert len(outputs[0][0][0]) > 50 and outputs[0][1]

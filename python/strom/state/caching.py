@@ -12,7 +12,7 @@ update goes through at once.
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from strom import _core
@@ -126,6 +126,8 @@ class CachingKeyValueStore(Generic[K, V]):
     def flush(self) -> None:
         """Writes every dirty entry to the store and hands them on (commit)."""
         self._write(self._cache.flush(self._id))
+        # Nothing cached differs from the store now.
+        self._dirty.clear()
 
     def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
         if not flushed:
@@ -232,6 +234,22 @@ class _CachingWindowedBase(ABC):
         self._id = cache.named(namespace)
         self._clock = clock
         self.listener: FlushListener | None = None
+        # The windows or sessions written per raw key since the last flush.
+        self._dirty: dict[bytes, set[Any]] = {}
+        # The largest window start (session end) put, cached or not.
+        self._observed = -1
+
+    @property
+    def observed_stream_time(self) -> int:
+        """The store's time as if every put had reached it: reads hide what
+        the store would have expired, cached or not, so the cache changes
+        when results are forwarded, never what they are."""
+        native_time: int = self.native.observed_stream_time
+        return max(self._observed, native_time)
+
+    def _expired_up_to(self) -> int:
+        retention: int = self.native.retention_ms
+        return self.observed_stream_time - retention
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -239,9 +257,14 @@ class _CachingWindowedBase(ABC):
     def flush(self) -> None:
         """Writes every dirty entry to the store and hands them on (commit)."""
         self._write(self._cache.flush(self._id))
+        # Nothing cached differs from the store now.
+        self._dirty.clear()
 
     @abstractmethod
-    def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
+    def _write(self, flushed: list[tuple[bytes, bytes | None, int]], clean: bool = True) -> None:
+        """Writes entries out of the cache to the store (and changelog) and
+        hands them to the listener; ``clean`` drops them from the dirty set
+        (not after a batch of puts, which may have put one again)."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -257,17 +280,11 @@ class CachingWindowStore(_CachingWindowedBase):
 
     native: _core.NativeWindowStore
 
-    def __init__(
-        self, inner: Any, cache: _core.NativeThreadCache, namespace: str, clock: Callable[[], int]
-    ) -> None:
-        super().__init__(inner, cache, namespace, clock)
-        # Window starts written per raw key since their last flush.
-        self._dirty: dict[bytes, set[int]] = {}
-
     def put(self, key: Any, value: Any, window_start: int) -> None:
         raw_key = self.inner._key(key)
         raw_value = self.value_serde.serialize(self.name, value)
         self._dirty.setdefault(raw_key, set()).add(window_start)
+        self._observed = max(self._observed, window_start)
         cache_key = raw_key + window_start.to_bytes(8, "big", signed=True)
         self._write(self._cache.put(self._id, cache_key, raw_value, self._clock(), True))
 
@@ -275,49 +292,30 @@ class CachingWindowStore(_CachingWindowedBase):
         for key, value, start in entries:
             self.put(key, value, start)
 
-    def put_raw(
-        self, raw_key: bytes, raw_value: bytes | None, window_start: int, timestamp: int
-    ) -> None:
-        """As ``put``, with the key and value already serialized and the
-        record's timestamp given (a native kernel's updates)."""
-        self._dirty.setdefault(raw_key, set()).add(window_start)
-        cache_key = raw_key + window_start.to_bytes(8, "big", signed=True)
-        self._write(self._cache.put(self._id, cache_key, raw_value, timestamp, True))
-
     def put_raw_all(
         self,
-        raw_keys: Sequence[bytes],
-        raw_values: Sequence[bytes | None],
-        window_starts: Sequence[int],
-        timestamps: Sequence[int],
+        raw_keys: list[bytes],
+        raw_values: list[bytes | None],
+        window_starts: list[int],
+        timestamps: list[int],
     ) -> None:
-        """``put_raw`` for each update in order. With no listener, what the
-        puts evict is written to the store and changelog in one call at the
-        end (nothing reads the store in between, and each write is logged
-        with the clock, which a batch does not move)."""
-        if self.listener is not None:
-            for raw_key, raw_value, start, timestamp in zip(
-                raw_keys, raw_values, window_starts, timestamps, strict=True
-            ):
-                self.put_raw(raw_key, raw_value, start, timestamp)
-            return
-        dirty, put, cache_id = self._dirty, self._cache.put, self._id
-        evicted: list[tuple[bytes, bytes | None, int]] = []
-        for raw_key, raw_value, start, timestamp in zip(
-            raw_keys, raw_values, window_starts, timestamps, strict=True
-        ):
+        """``put_raw`` for each update in order, in one native call. What the
+        puts evict is written out after them, in order: nothing reads the
+        store in between (the kernel keeps its own windows), and each write
+        is logged with the clock, which a batch does not move."""
+        dirty = self._dirty
+        for raw_key, start in zip(raw_keys, window_starts, strict=True):
             dirty.setdefault(raw_key, set()).add(start)
-            flushed = put(
-                cache_id,
-                raw_key + start.to_bytes(8, "big", signed=True),
-                raw_value,
-                timestamp,
-                True,
-            )
-            if flushed:
-                evicted.extend(flushed)
-                self._clean(flushed)
-        self._write_all(evicted)
+        if window_starts:
+            self._observed = max(self._observed, *window_starts)
+        evicted = self._cache.put_all(self._id, raw_keys, raw_values, timestamps, [window_starts])
+        # An evicted window may have been put again after its eviction, so
+        # it stays in the dirty set; a read of a window no longer cached
+        # falls through to the store, which has it. A flush clears the set.
+        if self.listener is None:
+            self._write_all(evicted)
+        else:
+            self._write(evicted, clean=False)
 
     def _write_all(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
         """Writes entries out of the cache to the store and changelog in one
@@ -342,7 +340,7 @@ class CachingWindowStore(_CachingWindowedBase):
 
     def _one(self, raw_key: bytes, start: int) -> bytes | None:
         # The cache may still hold a window the store has expired: hide it.
-        if start <= self.native.observed_stream_time - self.native.retention_ms:
+        if start <= self._expired_up_to():
             return None
         hit = self._cache.get(self._id, raw_key + start.to_bytes(8, "big", signed=True))
         if hit is not None:
@@ -365,16 +363,18 @@ class CachingWindowStore(_CachingWindowedBase):
         for start in self._dirty.get(raw_key, ()):
             if time_from <= start <= time_to:
                 entries[start] = self._one(raw_key, start)
-        found = sorted((s, v) for s, v in entries.items() if v is not None)
+        expired = self._expired_up_to()
+        found = sorted((s, v) for s, v in entries.items() if v is not None and s > expired)
         values = self.value_serde.deserialize_batch(self.name, [v for _, v in found])
         return [KeyValue(s, v) for (s, _), v in zip(found, values, strict=True)]
 
-    def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
+    def _write(self, flushed: list[tuple[bytes, bytes | None, int]], clean: bool = True) -> None:
         if not flushed:
             return
         from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
 
-        self._clean(flushed)
+        if clean:
+            self._clean(flushed)
         if self.listener is None:
             self._write_all(flushed)
             return
@@ -402,13 +402,6 @@ class CachingSessionStore(_CachingWindowedBase):
 
     native: _core.NativeSessionStore
 
-    def __init__(
-        self, inner: Any, cache: _core.NativeThreadCache, namespace: str, clock: Callable[[], int]
-    ) -> None:
-        super().__init__(inner, cache, namespace, clock)
-        # (end, start) of the sessions written per raw key since their last flush.
-        self._dirty: dict[bytes, set[tuple[int, int]]] = {}
-
     @staticmethod
     def _cache_key(raw_key: bytes, start: int, end: int) -> bytes:
         return raw_key + end.to_bytes(8, "big", signed=True) + start.to_bytes(8, "big", signed=True)
@@ -417,6 +410,7 @@ class CachingSessionStore(_CachingWindowedBase):
         raw_key = self.inner._key(session.key)
         start, end = session.window.start, session.window.end
         self._dirty.setdefault(raw_key, set()).add((end, start))
+        self._observed = max(self._observed, end)
         cache_key = self._cache_key(raw_key, start, end)
         # Session results are timestamped with the session's end.
         self._write(self._cache.put(self._id, cache_key, raw_value, end, True))
@@ -433,27 +427,28 @@ class CachingSessionStore(_CachingWindowedBase):
 
     def put_raw_all(
         self,
-        raw_keys: Sequence[bytes],
-        starts: Sequence[int],
-        ends: Sequence[int],
-        raw_values: Sequence[bytes | None],
-        timestamps: Sequence[int],
+        raw_keys: list[bytes],
+        starts: list[int],
+        ends: list[int],
+        raw_values: list[bytes | None],
+        timestamps: list[int],
     ) -> None:
         """Serialized puts and removals (None) in order, as a native kernel
-        reports them, each cached with its own timestamp."""
-        dirty, put, cache_id = self._dirty, self._cache.put, self._id
-        for raw_key, start, end, raw_value, timestamp in zip(
-            raw_keys, starts, ends, raw_values, timestamps, strict=True
-        ):
+        reports them, each cached with its own timestamp, in one native call
+        (see ``CachingWindowStore.put_raw_all``)."""
+        dirty = self._dirty
+        for raw_key, start, end in zip(raw_keys, starts, ends, strict=True):
             dirty.setdefault(raw_key, set()).add((end, start))
-            cache_key = self._cache_key(raw_key, start, end)
-            flushed = put(cache_id, cache_key, raw_value, timestamp, True)
-            if flushed:
-                self._write(flushed)
+        if ends:
+            self._observed = max(self._observed, *ends)
+        self._write(
+            self._cache.put_all(self._id, raw_keys, raw_values, timestamps, [ends, starts]),
+            clean=False,
+        )
 
     def _raw(self, raw_key: bytes, start: int, end: int) -> bytes | None:
         # The cache may still hold a session the store has expired: hide it.
-        if end <= self.native.observed_stream_time - self.native.retention_ms:
+        if end <= self._expired_up_to():
             return None
         hit = self._cache.get(self._id, self._cache_key(raw_key, start, end))
         if hit is not None:
@@ -479,7 +474,8 @@ class CachingSessionStore(_CachingWindowedBase):
         for end, start in self._dirty.get(raw_key, ()):
             if end >= earliest_session_end and start <= latest_session_start:
                 entries[(end, start)] = self._raw(raw_key, start, end)
-        found = sorted((k, v) for k, v in entries.items() if v is not None)
+        expired = self._expired_up_to()
+        found = sorted((k, v) for k, v in entries.items() if v is not None and k[0] > expired)
         values = self.value_serde.deserialize_batch(self.name, [v for _, v in found])
         return iter(
             [
@@ -491,7 +487,7 @@ class CachingSessionStore(_CachingWindowedBase):
     def fetch(self, key: Any) -> Iterator[KeyValue]:
         return self.find_sessions(key, -(2**63), 2**63 - 1)
 
-    def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
+    def _write(self, flushed: list[tuple[bytes, bytes | None, int]], clean: bool = True) -> None:
         if not flushed:
             return
         from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
@@ -499,7 +495,7 @@ class CachingSessionStore(_CachingWindowedBase):
         out: list[tuple[Any, Any, Any, int]] = []
         for cache_key, value, timestamp in flushed:
             raw_key, end, start = _split_session(cache_key)
-            sessions = self._dirty.get(raw_key)
+            sessions = self._dirty.get(raw_key) if clean else None
             if sessions is not None:
                 sessions.discard((end, start))
                 if not sessions:

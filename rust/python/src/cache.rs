@@ -13,6 +13,7 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
+use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::sync::MutexExt;
 use pyo3::types::{PyBytes, PyList, PyTuple};
@@ -146,6 +147,60 @@ impl NativeThreadCache {
         let flushed = self.with(py, |inner| {
             let id = inner.id(py, cache_id)?;
             inner.cache.put(id, key, value, timestamp, dirty).py_err(py)
+        })?;
+        dirty_list(py, &flushed)
+    }
+
+    /// `put` for many dirty entries in order, in one call: entry `i`'s key
+    /// is `keys[i]` followed by each column of `suffixes` as 8 big-endian
+    /// bytes (a window's start; a session's end and start). Returns what the
+    /// evictions flushed, in emission order, as `put` does one by one.
+    #[pyo3(signature = (cache_id, keys, values, timestamps, suffixes=Vec::new()))]
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "extracted from Python lists by PyO3"
+    )]
+    fn put_all<'py>(
+        &self,
+        py: Python<'py>,
+        cache_id: i64,
+        keys: &Bound<'py, PyList>,
+        values: &Bound<'py, PyList>,
+        timestamps: Vec<i64>,
+        suffixes: Vec<Vec<i64>>,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let n = keys.len();
+        if values.len() != n || timestamps.len() != n || suffixes.iter().any(|s| s.len() != n) {
+            return Err(PyValueError::new_err(format!(
+                "put_all columns differ in length: {n} keys, {} values, {} timestamps, \
+                 suffixes of {:?}",
+                values.len(),
+                timestamps.len(),
+                suffixes.iter().map(Vec::len).collect::<Vec<_>>()
+            )));
+        }
+        let mut flushed = Vec::new();
+        self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            let mut key = Vec::new();
+            for (i, (k, v)) in keys.iter().zip(values.iter()).enumerate() {
+                let k = k.cast::<PyBytes>()?;
+                key.clear();
+                key.extend_from_slice(k.as_bytes());
+                for column in &suffixes {
+                    key.extend_from_slice(&column[i].to_be_bytes());
+                }
+                let value = if v.is_none() {
+                    None
+                } else {
+                    Some(v.cast::<PyBytes>()?.as_bytes())
+                };
+                inner
+                    .cache
+                    .put_into(id, &key, value, timestamps[i], true, &mut flushed)
+                    .py_err(py)?;
+            }
+            Ok(())
         })?;
         dirty_list(py, &flushed)
     }
