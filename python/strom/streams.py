@@ -66,6 +66,8 @@ class KafkaStreams:
         self._lock = threading.RLock()
         self._exception_handler: Callable[[BaseException], str] | None = None
         self._process_id: str | None = None
+        # Kafka's GlobalStreamThread, shared by several stream threads.
+        self._global_thread: Any = None
         self.exception: BaseException | None = None
 
     @property
@@ -104,6 +106,7 @@ class KafkaStreams:
         runtimes: list[Runtime] = []
         indexes = range(1, self.config["num.stream.threads"] + 1) if only is None else [only]
         try:
+            self._open_global_thread(pid)
             for index in indexes:
                 self._rebalancing.add(index)  # until its first assignment
                 runtimes.append(
@@ -113,13 +116,49 @@ class KafkaStreams:
                         process_id=pid,
                         thread_index=index,
                         on_rebalance=functools.partial(self._on_rebalance, index),
+                        global_thread=self._global_thread,
                     )
                 )
         except BaseException:
             for runtime in runtimes:
                 runtime.abort()
+            if only is None:
+                self._close_global_thread()
             raise
         return runtimes
+
+    def _open_global_thread(self, pid: str) -> None:
+        """With several stream threads on Kafka, one global thread for all:
+        bootstrapped before any stream thread starts (Kafka's GlobalStreamThread)."""
+        topology = self._topology._internal
+        if (
+            self._global_thread is not None
+            or self.config["num.stream.threads"] < 2
+            or topology.global_subtopology() is None
+        ):
+            return
+        from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - optional
+
+        from strom.kafka.clients import admin_config  # noqa: PLC0415
+        from strom.kafka.global_thread import GlobalStreamThread  # noqa: PLC0415
+        from strom.kafka.topics import Topics  # noqa: PLC0415
+
+        thread_name = f"{self.config.application_id}-{pid}-GlobalStreamThread"
+        admin = AdminClient(admin_config(self.config))
+        topics = Topics(admin, self.config["bootstrap.servers"])
+        self._global_thread = GlobalStreamThread(
+            topology,
+            self.config,
+            topics.partition_count,
+            self.config.state_dir / self.config.application_id,
+            f"{thread_name}-global-consumer",
+        )
+        self._global_thread.start(thread_name)
+
+    def _close_global_thread(self) -> None:
+        if self._global_thread is not None:
+            self._global_thread.close()
+            self._global_thread = None
 
     def _on_rebalance(self, thread: int, started: bool) -> None:
         """REBALANCING while any stream thread rebalances, else RUNNING."""
@@ -254,6 +293,7 @@ class KafkaStreams:
             self._set_state(State.ERROR)
             for runtime in runtimes:
                 runtime.abort()
+            self._close_global_thread()
             raise
 
     def _run_threads_until_end(self, runtimes: list[Runtime], deadline: float | None) -> None:
@@ -320,11 +360,14 @@ class KafkaStreams:
             thread.join(left)
         stopped = not any(thread.is_alive() for thread in self._threads)
         if stopped:
-            for runtime in self._runtimes:
-                if failed:
-                    runtime.abort()
-                else:
-                    runtime.close()
+            try:
+                for runtime in self._runtimes:
+                    if failed:
+                        runtime.abort()
+                    else:
+                        runtime.close()
+            finally:
+                self._close_global_thread()
         if not failed:
             self._set_state(State.NOT_RUNNING)
         return stopped
@@ -351,9 +394,10 @@ class KafkaStreams:
         tasks = []
         for runtime in self._runtimes:
             tasks += [*runtime.tasks.values()]
-            if runtime.global_task is not None:
-                tasks.append(runtime.global_task)
-                break  # the global stores are shared: once is enough
+        # The global stores are shared by the stream threads: once is enough.
+        global_task = next((r.global_task for r in self._runtimes if r.global_task), None)
+        if global_task is not None:
+            tasks.append(global_task)
         stores = [plain(t.stores[name]) for t in tasks if name in t.stores]
         if not stores:
             raise StoreError(f"no state store named {name!r} in this topology")

@@ -60,6 +60,7 @@ from strom.kafka.clients import (
     retrying,
     to_batches,
 )
+from strom.kafka.global_thread import GlobalStreamThread
 from strom.kafka.topics import Topics
 
 if TYPE_CHECKING:
@@ -91,12 +92,21 @@ class KafkaRuntime(Runtime):
         process_id: str | None = None,
         thread_index: int = 1,
         on_rebalance: Callable[[bool], None] | None = None,
+        global_thread: GlobalStreamThread | None = None,
     ) -> None:
         super().__init__(builder, config)
-        if builder.global_subtopology() is not None and config["num.stream.threads"] > 1:
+        if (
+            builder.global_subtopology() is not None
+            and config["num.stream.threads"] > 1
+            and global_thread is None
+        ):
             raise ConfigError(
-                "global tables and global stores on Kafka need num.stream.threads = 1 for now"
+                "with num.stream.threads > 1 the stream threads share one GlobalStreamThread: "
+                "pass global_thread (KafkaStreams does)"
             )
+        # The instance's global stores: shared (several threads) or our own.
+        self._global = global_thread
+        self._owns_global = False
         self.eos = config["processing.guarantee"] == EXACTLY_ONCE_V2
         self.process_id = process_id or str(uuid.uuid4())
         self.thread_index = thread_index
@@ -118,7 +128,6 @@ class KafkaRuntime(Runtime):
             failures=self.delivery_failures,
         )
         self.collector = RecordCollector(self.producer, self.partition_count)
-        self.global_consumer: Consumer | None = None
         # Anchor topic (physical) -> its sub-topology; other inputs -> side consumer.
         self._anchors: dict[str, Subtopology] = {}
         self._side_topics: set[str] = set()
@@ -164,7 +173,7 @@ class KafkaRuntime(Runtime):
         self._failure: BaseException | None = None
         self._dirty = False
         try:
-            self._create_global_task()
+            self._open_global()
         except BaseException:
             self.abort()
             raise
@@ -223,69 +232,28 @@ class KafkaRuntime(Runtime):
         return int(low), int(high)
 
     # --- global stores --------------------------------------------------------
-    def _create_global_task(self) -> None:
-        """Opens the global stores and bootstraps them from the start to the
-        end of their topics (as of now) before any task is created."""
-        sub = self.builder.global_subtopology()
-        if sub is None:
-            return
-        self.global_task = StreamTask(
-            sub,
-            0,
-            self.builder,
-            self.config,
-            self.collector,
-            self.topic_name,
-            self.state_dir,
-            task_id="global",
-        )
-        for store in self.global_task.stores.values():
-            store.native.clear()  # rebuilt from its topic on every start
-        self.global_consumer = Consumer(
-            consumer_config(
+    def _open_global(self) -> None:
+        """The global stores, bootstrapped before any task is created: the
+        shared ones, else (one stream thread) our own, polled in our loop."""
+        if self._global is None and self.builder.global_subtopology() is not None:
+            self._global = GlobalStreamThread(
+                self.builder,
                 self.config,
+                self.partition_count,
+                self.state_dir,
                 f"{self.thread_name}-global-consumer",
-                group=False,
-                prefix="global.consumer.",
             )
-        )
-        assign, pending = [], set()
-        for topic in sub.source_topics:
-            for partition in range(self.partition_count(topic)):
-                low, high = self._watermarks(topic, partition)
-                assign.append(TopicPartition(topic, partition, low))
-                if high > low:
-                    pending.add((topic, partition))
-        self.global_consumer.assign(assign)
-        deadline = time.monotonic() + 10 * REQUEST_TIMEOUT_S
-        while pending:
-            pending -= self._apply_global(0.1)
-            if time.monotonic() > deadline:
-                raise KafkaClientError(
-                    f"bootstrapping global stores from {sorted(pending)} timed out"
-                )
-
-    def _apply_global(self, timeout: float) -> set[tuple[str, int]]:
-        """Applies what the global consumer has; returns the partitions it
-        found at their end."""
-        assert self.global_consumer is not None and self.global_task is not None
-        messages = self.global_consumer.consume(RESTORE_BATCH, timeout)
-        ended = set()
-        records = []
-        for message in messages:
-            error = message.error()
-            if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                ended.add((str(message.topic()), int(message.partition() or 0)))
-            else:
-                records.append(message)
-        for batch in to_batches(records):
-            self.global_task.process(batch)
-        return ended
+            self._owns_global = True
+        if self._global is not None:
+            self.global_task = self._global.task
 
     def poll_global(self) -> int:
-        if self.global_consumer is None:
+        if self._global is None:
             return 0
-        self._apply_global(0)
+        if self._owns_global:
+            self._global.poll()
+        else:
+            self._global.check()
         return 0
 
     # --- rebalancing ----------------------------------------------------------
@@ -792,10 +760,10 @@ class KafkaRuntime(Runtime):
             self._abort_transaction()
         for task in list(self.tasks.values()):
             self._close_task(task, clean=False)
-        if self.global_task is not None:
-            self.global_task.close()
-            self.global_task = None
-        for consumer in (self.consumer, self.side, self.restore_consumer, self.global_consumer):
+        if self._global is not None and self._owns_global:
+            self._global.close()
+        self.global_task = None
+        for consumer in (self.consumer, self.side, self.restore_consumer):
             if consumer is None:
                 continue
             try:
