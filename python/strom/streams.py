@@ -24,6 +24,11 @@ __all__ = ["KafkaStreams", "State"]
 log = logging.getLogger("strom.streams")
 
 
+class ApplicationShutdownRequested(StromError):
+    """An instance of the application (maybe this one) asked every instance
+    to shut down (``"shutdown_application"``)."""
+
+
 class State(enum.Enum):
     """Kafka Streams' client states."""
 
@@ -68,6 +73,8 @@ class KafkaStreams:
         self._process_id: str | None = None
         # Kafka's GlobalStreamThread, shared by several stream threads.
         self._global_thread: Any = None
+        # strom.kafka.shutdown.ApplicationShutdown once started on Kafka.
+        self._app_shutdown: Any = None
         self.exception: BaseException | None = None
 
     @property
@@ -190,7 +197,10 @@ class KafkaStreams:
     def start(self) -> None:
         """Starts processing in background threads (``num.stream.threads`` on
         Kafka) and returns."""
-        for index, _runtime in enumerate(self._open()):
+        runtimes = self._open()
+        if self._path is None:
+            self._watch_application_shutdown()
+        for index, _runtime in enumerate(runtimes):
             thread = threading.Thread(
                 target=self._loop,
                 args=(index,),
@@ -199,6 +209,33 @@ class KafkaStreams:
             )
             self._threads.append(thread)
             thread.start()
+
+    def _watch_application_shutdown(self) -> None:
+        """On Kafka: notice ``"shutdown_application"`` requests of any
+        instance (see strom.kafka.shutdown)."""
+        from strom.kafka.shutdown import ApplicationShutdown  # noqa: PLC0415 - optional
+
+        try:
+            self._app_shutdown = ApplicationShutdown(
+                self.config, f"{self.config.application_id}-{self._process_id}"
+            )
+        except BaseException as exc:
+            self._fail(exc)
+            for runtime in self._runtimes:
+                runtime.abort()
+            self._close_global_thread()
+            raise
+
+    def _shutdown_requested(self) -> bool:
+        return self._app_shutdown is not None and self._app_shutdown.requested()
+
+    def _request_application_shutdown(self, exc: BaseException) -> None:
+        if self._app_shutdown is None:
+            return  # the embedded log: this client is the whole application
+        try:
+            self._app_shutdown.request(f"{type(exc).__name__}: {exc}")
+        except Exception:
+            log.exception("asking the other instances to shut down failed")
 
     def _fail(self, exc: BaseException) -> None:
         """A stream thread died: the whole client stops (Kafka's SHUTDOWN_CLIENT)."""
@@ -214,8 +251,9 @@ class KafkaStreams:
         """``handler(exception)`` decides what a stream thread that failed
         does, as Kafka's StreamsUncaughtExceptionHandler: ``"replace_thread"``
         (its tasks are closed without committing and a new thread takes over,
-        redoing what was not committed) or ``"shutdown_client"`` (the default:
-        the app goes to ERROR)."""
+        redoing what was not committed), ``"shutdown_client"`` (the default:
+        the app goes to ERROR) or ``"shutdown_application"`` (every instance
+        of the application goes to ERROR)."""
         self._exception_handler = handler
 
     def _loop(self, index: int) -> None:
@@ -225,6 +263,14 @@ class KafkaStreams:
                 while not self._stop.is_set():
                     runtime.poll_once(0.1)
                     runtime.maybe_commit()
+                    if self._shutdown_requested():
+                        self._fail(
+                            ApplicationShutdownRequested(
+                                "an instance of application "
+                                f"{self.config.application_id!r} requested shutdown_application"
+                            )
+                        )
+                        return
             except Exception as exc:
                 verdict = "shutdown_client"
                 if self._exception_handler is not None:
@@ -232,6 +278,8 @@ class KafkaStreams:
                         verdict = self._exception_handler(exc)
                     except Exception:
                         log.exception("the uncaught exception handler failed")
+                if verdict == "shutdown_application":
+                    self._request_application_shutdown(exc)
                 if verdict != "replace_thread" or not self._replace(index):
                     log.exception("stream thread died; the application goes to ERROR")
                     self._fail(exc)
@@ -368,6 +416,9 @@ class KafkaStreams:
                         runtime.close()
             finally:
                 self._close_global_thread()
+                if self._app_shutdown is not None:
+                    self._app_shutdown.close()
+                    self._app_shutdown = None
         if not failed:
             self._set_state(State.NOT_RUNNING)
         return stopped

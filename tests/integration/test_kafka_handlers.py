@@ -22,9 +22,12 @@ from tests.integration.kafka_support import (
     unique,
 )
 from tests.kafka_harness import KafkaCluster
+from tests.support import wait_until
 
-from strom import KafkaStreams, State, StreamsBuilder, serdes
+from strom import KafkaStreams, State, StreamsBuilder, StreamsConfig, serdes
 from strom.errors import ProductionError, SerializationError
+from strom.kafka.shutdown import ApplicationShutdown
+from strom.streams import ApplicationShutdownRequested
 
 # The output topic's limit; the big record is well over it, the others far under.
 MAX_MESSAGE_BYTES = 2000
@@ -218,3 +221,54 @@ def test_deserialization_dead_letters_carry_error_headers(
     )
     assert headers["__streams.errors.message"]
     assert headers["__streams.errors.stacktrace"]
+
+
+def test_shutdown_application_stops_every_instance(kafka: KafkaCluster, tmp_path: Path) -> None:
+    """Kafka's SHUTDOWN_APPLICATION: the instance whose thread failed and the
+    other one both end in ERROR (KafkaStreams#setUncaughtExceptionHandler)."""
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("in"), unique("out"), unique("shutdown")
+    create_topics(boot, {source: 2, sink: 2})
+    builder = StreamsBuilder()
+
+    def check(value: str) -> str:
+        if value == "poison":
+            raise ValueError("poison pill")
+        return value
+
+    builder.stream(source, key_serde=serdes.String(), value_serde=serdes.String()).map_values(
+        check
+    ).to(sink, key_serde=serdes.String(), value_serde=serdes.String())
+    topology = builder.build()
+    apps = [KafkaStreams(topology, app_config(boot, app_id, str(tmp_path / name))) for name in "ab"]
+    for app in apps:
+        app.set_uncaught_exception_handler(lambda _exc: "shutdown_application")
+    with apps[0], apps[1]:
+        for app in apps:
+            app.start()
+        wait_until(
+            lambda: all(
+                app.state is State.RUNNING and app._local_tasks()["StreamThread-1"] for app in apps
+            ),
+            timeout=60,
+            what="both instances to own a task",
+        )
+        # One partition gets the poison pill; both partitions get ordinary records.
+        produce(boot, source, [(f"k{i}".encode(), b"ok", BASE_TS + i) for i in range(20)])
+        produce(boot, source, [(b"k3", b"poison", BASE_TS + 20)])
+        wait_until(
+            lambda: all(app.state is State.ERROR for app in apps),
+            timeout=60,
+            what="both instances to stop",
+        )
+        failed = [app for app in apps if "poison pill" in str(app.exception)]
+        assert len(failed) == 1
+        [other] = [app for app in apps if app is not failed[0]]
+        assert isinstance(other.exception, ApplicationShutdownRequested)
+    # A later run is not stopped by the old request: it only watches for new ones.
+    watcher = ApplicationShutdown(StreamsConfig(app_config(boot, app_id, str(tmp_path))), "probe")
+    try:
+        assert watcher.baseline == 1
+        assert not watcher.requested()
+    finally:
+        watcher.close()

@@ -33,7 +33,9 @@ class ResetResult:
 
 
 def _is_internal(application_id: str, topic: str) -> bool:
-    return topic.startswith(f"{application_id}-") and topic.endswith(("-changelog", "-repartition"))
+    return topic.startswith(f"{application_id}-") and topic.endswith(
+        ("-changelog", "-repartition", "-shutdown-control")
+    )
 
 
 def reset_application(
