@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Any
 
 __all__ = [
+    "ApplicationShutdownRequested",
     "ConfigError",
     "CorruptLogError",
     "ErrorHandlerContext",
@@ -99,3 +100,8 @@ class FailedRecord:
     key: Any
     value: Any
     timestamp: int
+
+
+class ApplicationShutdownRequested(StromError):
+    """An instance of the application (maybe this one) asked every instance
+    to shut down (the uncaught exception handler said ``"shutdown_application"``)."""

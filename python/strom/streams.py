@@ -13,7 +13,7 @@ from datetime import timedelta
 from typing import Any
 
 from strom.config import StreamsConfig
-from strom.errors import ConfigError, StoreError, StromError
+from strom.errors import ApplicationShutdownRequested, ConfigError, StoreError, StromError
 from strom.internals.runtime import EmbeddedRuntime, Runtime
 from strom.keyvalue import KeyValue
 from strom.state.views import plain
@@ -22,11 +22,6 @@ from strom.topology import Topology
 __all__ = ["KafkaStreams", "State"]
 
 log = logging.getLogger("strom.streams")
-
-
-class ApplicationShutdownRequested(StromError):
-    """An instance of the application (maybe this one) asked every instance
-    to shut down (``"shutdown_application"``)."""
 
 
 class State(enum.Enum):

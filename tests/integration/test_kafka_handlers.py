@@ -25,9 +25,8 @@ from tests.kafka_harness import KafkaCluster
 from tests.support import wait_until
 
 from strom import KafkaStreams, State, StreamsBuilder, StreamsConfig, serdes
-from strom.errors import ProductionError, SerializationError
+from strom.errors import ApplicationShutdownRequested, ProductionError, SerializationError
 from strom.kafka.shutdown import ApplicationShutdown
-from strom.streams import ApplicationShutdownRequested
 
 # The output topic's limit; the big record is well over it, the others far under.
 MAX_MESSAGE_BYTES = 2000
