@@ -273,6 +273,9 @@ class KafkaStreams:
                         verdict = self._exception_handler(exc)
                     except Exception:
                         log.exception("the uncaught exception handler failed")
+                if self._global_thread is not None and self._global_thread.failure is not None:
+                    # The global thread failed: replacing a stream thread cannot help (Kafka).
+                    verdict = "shutdown_client" if verdict == "replace_thread" else verdict
                 if verdict == "shutdown_application":
                     self._request_application_shutdown(exc)
                 if verdict != "replace_thread" or not self._replace(index):

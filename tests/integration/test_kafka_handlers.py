@@ -271,3 +271,34 @@ def test_shutdown_application_stops_every_instance(kafka: KafkaCluster, tmp_path
         assert not watcher.requested()
     finally:
         watcher.close()
+
+
+def test_too_large_record_under_exactly_once_cannot_be_skipped(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    """librdkafka aborts the open transaction on a record the broker rejects,
+    so log_and_continue cannot drop it under exactly_once_v2: the app stops
+    with an error saying so instead of retrying the transaction forever."""
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("in"), unique("out"), unique("large-eos")
+    create_topics(boot, {source: 1})
+    create_topics(boot, {sink: 1}, config={"max.message.bytes": str(MAX_MESSAGE_BYTES)})
+    values = [f"v{i}" for i in range(10)]
+    values.insert(5, BIG)
+    produce(boot, source, _records(values))
+    config = app_config(
+        boot,
+        app_id,
+        str(tmp_path),
+        **{
+            "processing.guarantee": "exactly_once_v2",
+            "production.exception.handler": "log_and_continue",
+        },
+    )
+    app = KafkaStreams(_copy_topology(source, sink), config)
+    with app, pytest.raises(ProductionError, match="exactly_once_v2"):
+        app.run_until_end(timeout=120)
+    assert app.state is State.ERROR
+    # Only transactions before the big record's committed (its own never did).
+    output = [m.value().decode() for m in read_all(boot, sink)]
+    assert output == [f"v{i}" for i in range(len(output))] and len(output) <= 5
