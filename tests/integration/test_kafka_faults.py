@@ -5,11 +5,15 @@ Under exactly_once_v2 the committed output (read_committed) must hold every
 update exactly once: each key's counts rise strictly and end at the expected
 totals. Under at_least_once nothing may be missing (the final counts may be
 higher, but every window must be there). Kill points are chosen by how much
-input the killed instance has committed, at several fractions."""
+input the killed instance has committed, drawn at random from a seeded
+generator (``STROM_FAULT_SEED``, shown in each test id so a failure
+reruns): five kill points per guarantee by default, ``STROM_SOAK_RUNS``
+more per guarantee in the ``soak`` run (``pytest -m soak``)."""
 
 from __future__ import annotations
 
 import os
+import random
 import signal
 import subprocess
 import sys
@@ -34,11 +38,22 @@ from tests.kafka_harness import REPO_ROOT, KafkaCluster
 from strom import KafkaStreams, serdes
 
 RECORDS = 2000
+SEED = int(os.environ.get("STROM_FAULT_SEED", "20261122"))
+SOAK_RUNS = int(os.environ.get("STROM_SOAK_RUNS", "20"))
+
+
+def kill_points(guarantee: str, runs: int, seed: int = SEED) -> list[tuple[float, int]]:
+    """``runs`` (fraction of the input committed when killed, data seed)
+    pairs for ``guarantee``, drawn from ``seed``."""
+    rng = random.Random(f"{seed}-{guarantee}")
+    return [(round(rng.uniform(0.05, 0.9), 3), rng.randrange(1 << 30)) for _ in range(runs)]
+
+
+def _ids(points: list[tuple[float, int]]) -> list[str]:
+    return [f"killed-at-{fraction:.0%}-data-{seed}" for fraction, seed in points]
 
 
 def _records(seed: int) -> list[tuple[bytes, bytes, int]]:
-    import random  # noqa: PLC0415
-
     rng = random.Random(seed)
     return [(f"k{rng.randrange(10)}".encode(), b"x", BASE_TS + i * 29) for i in range(RECORDS)]
 
@@ -115,24 +130,51 @@ def _kill_and_finish(
     return updates, expected
 
 
-@pytest.mark.parametrize(
-    ("fraction", "seed"), [(0.1, 11), (0.3, 12), (0.5, 13), (0.7, 14), (0.85, 15)]
-)
-def test_exactly_once_survives_sigkill(
-    kafka: KafkaCluster, tmp_path: Path, fraction: float, seed: int
-) -> None:
-    updates, expected = _kill_and_finish(kafka, tmp_path, "exactly_once_v2", fraction, seed)
+def _check_exactly_once(updates: dict[str, list[int]], expected: dict[str, int]) -> None:
     assert {k: v[-1] for k, v in updates.items()} == expected
     for key, counts in updates.items():
         # No update applied twice, none emitted twice.
         assert counts == sorted(set(counts)), f"{key}: {counts}"
 
 
-@pytest.mark.parametrize(("fraction", "seed"), [(0.2, 21), (0.5, 22), (0.8, 23)])
-def test_at_least_once_loses_nothing(
-    kafka: KafkaCluster, tmp_path: Path, fraction: float, seed: int
-) -> None:
-    updates, expected = _kill_and_finish(kafka, tmp_path, "at_least_once", fraction, seed)
+def _check_at_least_once(updates: dict[str, list[int]], expected: dict[str, int]) -> None:
     assert set(updates) == set(expected)
     for key, total in expected.items():
         assert max(updates[key]) >= total, key
+
+
+EOS_POINTS = kill_points("exactly_once_v2", 5)
+ALOS_POINTS = kill_points("at_least_once", 5)
+
+
+@pytest.mark.parametrize(("fraction", "seed"), EOS_POINTS, ids=_ids(EOS_POINTS))
+def test_exactly_once_survives_sigkill(
+    kafka: KafkaCluster, tmp_path: Path, fraction: float, seed: int
+) -> None:
+    _check_exactly_once(*_kill_and_finish(kafka, tmp_path, "exactly_once_v2", fraction, seed))
+
+
+@pytest.mark.parametrize(("fraction", "seed"), ALOS_POINTS, ids=_ids(ALOS_POINTS))
+def test_at_least_once_loses_nothing(
+    kafka: KafkaCluster, tmp_path: Path, fraction: float, seed: int
+) -> None:
+    _check_at_least_once(*_kill_and_finish(kafka, tmp_path, "at_least_once", fraction, seed))
+
+
+@pytest.mark.soak
+@pytest.mark.parametrize("guarantee", ["exactly_once_v2", "at_least_once"])
+def test_soak_sigkill_at_random_points(kafka: KafkaCluster, tmp_path: Path, guarantee: str) -> None:
+    """``STROM_SOAK_RUNS`` more kill points per guarantee, after the five of
+    the default run (same seed: the soak extends that sequence)."""
+    check = _check_exactly_once if guarantee == "exactly_once_v2" else _check_at_least_once
+    points = kill_points(guarantee, 5 + SOAK_RUNS)[5:]
+    for run, (fraction, seed) in enumerate(points):
+        where = tmp_path / f"run{run}"
+        where.mkdir()
+        try:
+            check(*_kill_and_finish(kafka, where, guarantee, fraction, seed))
+        except AssertionError as exc:
+            raise AssertionError(
+                f"run {run}: killed at {fraction:.0%}, data seed {seed}, "
+                f"STROM_FAULT_SEED={SEED}: {exc}"
+            ) from exc
