@@ -930,16 +930,13 @@ class TimeWindowedKStream:
 
     def _native(self, aggregation: strom_agg.Aggregation, materialized: Any) -> KTable:
         """A built-in aggregation on the native kernel (see strom.agg)."""
-        windows, emit = self._windows, self._emit
         return _native_windowed(
             self._grouped,
-            windows,
-            emit,
+            self._windows,
+            self._emit,
             aggregation,
             materialized,
-            lambda store, retention, value_type: NativeTimeWindowAggregate(
-                store, windows, aggregation, value_type, retention, emit_final=emit.final_only
-            ),
+            NativeTimeWindowAggregate,
         )
 
     def reduce(
@@ -1018,7 +1015,9 @@ def _native_windowed(
     emit: EmitStrategy,
     aggregation: strom_agg.Aggregation,
     materialized: Any,
-    make_node: Callable[[str, int, str | None], p.Node],
+    node_type: type[NativeTimeWindowAggregate]
+    | type[NativeSlidingWindowAggregate]
+    | type[NativeSessionWindowAggregate],
 ) -> KTable:
     """A built-in aggregation (see strom.agg) of any windows on the native
     kernel: its results are Longs or Doubles, a mean's store holds sum and
@@ -1046,7 +1045,14 @@ def _native_windowed(
         node=lambda _store: p.PassThrough(),
         windows=windows,
         emit=emit,
-        windowed_node=lambda store, retention: make_node(store, retention, value_type),
+        windowed_node=lambda store, retention: node_type(
+            store,
+            windows,  # type: ignore[arg-type]  # each node type takes its own windows
+            aggregation,
+            value_type,
+            retention,
+            emit_final=emit.final_only,
+        ),
         store_value_serde=MeanState() if aggregation.kind == "mean" else None,
     )
 
@@ -1107,16 +1113,13 @@ class SlidingWindowedKStream:
         )
 
     def _native(self, aggregation: strom_agg.Aggregation, materialized: Any) -> KTable:
-        windows, emit = self._windows, self._emit
         return _native_windowed(
             self._grouped,
-            windows,
-            emit,
+            self._windows,
+            self._emit,
             aggregation,
             materialized,
-            lambda store, retention, value_type: NativeSlidingWindowAggregate(
-                store, windows, aggregation, value_type, retention, emit_final=emit.final_only
-            ),
+            NativeSlidingWindowAggregate,
         )
 
     def count(self, materialized: Materialized | str | None = None) -> KTable:
@@ -1204,16 +1207,13 @@ class SessionWindowedKStream:
         )
 
     def _native(self, aggregation: strom_agg.Aggregation, materialized: Any) -> KTable:
-        windows, emit = self._windows, self._emit
         return _native_windowed(
             self._grouped,
-            windows,
-            emit,
+            self._windows,
+            self._emit,
             aggregation,
             materialized,
-            lambda store, retention, value_type: NativeSessionWindowAggregate(
-                store, windows, aggregation, value_type, retention, emit_final=emit.final_only
-            ),
+            NativeSessionWindowAggregate,
         )
 
     def count(self, materialized: Materialized | str | None = None) -> KTable:
