@@ -155,3 +155,14 @@ def test_driver_handler_saying_fail_or_raising_fails() -> None:
 def test_bad_handler_value_is_a_config_error() -> None:
     with pytest.raises(ConfigError, match=r"production\.exception\.handler"):
         TopologyTestDriver(_topology(), {"production.exception.handler": "ignore"})
+
+
+def test_dead_letters_are_written_under_log_and_fail_too(log: EmbeddedLog, log_path: str) -> None:
+    """KIP-1034: the default handlers dead-letter on FAIL as well as CONTINUE."""
+    app = _embedded(log, log_path, ["a", "BOOM"], **{"errors.dead.letter.queue.topic.name": "dlq"})
+    with pytest.raises(ProductionError):
+        app.run_until_end(timeout=30)
+    app.close()
+    [letter] = log.read("dlq", 0, 0, 10)
+    assert _headers(letter)["__streams.errors.offset"] == b"1"
+    assert log.committed_offsets("prod") == {}

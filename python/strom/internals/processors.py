@@ -404,6 +404,7 @@ class SinkNode(Node):
                         None,
                         batch.timestamps[i],
                         dead_letter_headers(exc, context),
+                        durable=not go_on,
                     )
                 if not go_on:
                     raise ProductionError(message) from exc

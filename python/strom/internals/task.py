@@ -135,14 +135,22 @@ class RecordCollector:
         value: bytes | None,
         timestamp: int,
         headers: list[tuple[str, bytes | None]],
+        *,
+        durable: bool = False,
     ) -> None:
-        """One record with headers (a dead letter). Collectors without a
-        producer (those that capture columns) get it as a one-record send."""
+        """One record with headers (a dead letter); ``durable``: flushed now,
+        because the task is about to fail. Collectors without a producer
+        (those that capture columns) get it as a one-record send."""
         if self.producer is None:
             self.send(topic, [key], [value], [timestamp], None)
             return
         stamp = timestamp if timestamp >= 0 else None  # unknown: the producer's now
         self.producer.produce(topic, key, value, timestamp=stamp, headers=headers)
+        if durable:
+            try:
+                self.producer.flush()
+            except Exception:  # the failure being reported matters more
+                log.warning("flushing the dead letter for %s failed", topic, exc_info=True)
 
     def flush(self) -> None:
         self.producer.flush()
@@ -501,6 +509,7 @@ class StreamTask:
                     f"in task {self.task_id}: {exc}"
                 )
                 verdict = handler(error) if callable(handler) else handler
+                go_on = verdict in ("continue", "log_and_continue")
                 if dead_letters is not None:
                     # Kafka (KIP-1034) dead-letters the raw record on either verdict.
                     stamp = timestamps[i] if timestamps is not None else -1
@@ -513,8 +522,9 @@ class StreamTask:
                         raw_values[i],
                         stamp,
                         dead_letter_headers(exc, context),
+                        durable=not go_on,
                     )
-                if verdict in ("continue", "log_and_continue"):
+                if go_on:
                     self.metrics.skipped_records += 1
                     log.warning("%s; skipping it (log_and_continue)", error)
                     continue
