@@ -61,6 +61,7 @@ from strom.kafka.clients import (
     to_batches,
 )
 from strom.kafka.global_thread import GlobalStreamThread
+from strom.kafka.standby import StandbyTasks
 from strom.kafka.topics import Topics
 
 if TYPE_CHECKING:
@@ -95,6 +96,13 @@ class KafkaRuntime(Runtime):
         global_thread: GlobalStreamThread | None = None,
     ) -> None:
         super().__init__(builder, config)
+        if config["num.standby.replicas"] and config["num.stream.threads"] > 1:
+            # A task moving to another thread of this instance would open the
+            # state its standby on this thread holds open.
+            raise ConfigError(
+                "num.standby.replicas needs num.stream.threads = 1 for now "
+                f"(got {config['num.stream.threads']} threads)"
+            )
         if (
             builder.global_subtopology() is not None
             and config["num.stream.threads"] > 1
@@ -177,12 +185,29 @@ class KafkaRuntime(Runtime):
         except BaseException:
             self.abort()
             raise
+        replicas = config["num.standby.replicas"]
+        self.standbys = StandbyTasks(self, replicas) if replicas else None
         self.consumer.subscribe(
             sorted(self._anchors),
             on_assign=self._on_assign,
             on_revoke=self._on_revoke,
             on_lost=self._on_lost,
         )
+
+    # --- what standby tasks need ----------------------------------------------
+    def anchor_subtopology(self, topic: str) -> Subtopology | None:
+        """The sub-topology whose tasks a partition of ``topic`` assigns."""
+        return self._anchors.get(topic)
+
+    def watermarks(self, topic: str, partition: int) -> tuple[int, int]:
+        return self._watermarks(topic, partition)
+
+    def standby_task(self, sub: Subtopology, partition: int) -> StreamTask:
+        """A task with its stores open, to be kept current, never processed."""
+        return self._new_task(sub, partition, self._watermarks)
+
+    def local_task_ids(self) -> set[str]:
+        return set(self.tasks)
 
     # --- topics ---------------------------------------------------------------
     def partition_count(self, topic: str) -> int:
@@ -286,6 +311,9 @@ class KafkaRuntime(Runtime):
         specs = [(self._anchors[tp.topic], tp.partition) for tp in partitions]
         inputs = {id(spec): self.task_inputs(*spec) for spec in specs}
         every = [key for spec in specs for key in inputs[id(spec)]]
+        if self.standbys is not None:
+            for sub, partition in specs:
+                self.standbys.release(f"{sub.id}_{partition}")
         starts, times = self._start_offsets(every)
         created = []
         try:
@@ -497,7 +525,11 @@ class KafkaRuntime(Runtime):
 
     def poll_once(self, timeout: float) -> int:
         try:
-            return super().poll_once(timeout)
+            processed = super().poll_once(timeout)
+            if self.standbys is not None:
+                self.standbys.refresh()
+                self.standbys.poll()
+            return processed
         except (KafkaException, KafkaClientError) as exc:
             if self.eos:  # the transaction cannot commit: redo it from the last commit
                 self._recover(exc)
@@ -552,6 +584,8 @@ class KafkaRuntime(Runtime):
         self._last_commit = time.monotonic()
 
     def _commit_stores(self) -> None:
+        if self.standbys is not None:
+            self.standbys.commit()
         for task in self.tasks.values():
             if task.changelogs or task.state.stores:
                 ends = {}
@@ -631,6 +665,8 @@ class KafkaRuntime(Runtime):
         owned = [TopicPartition(*key) for key in self._positions if key[0] in self._anchors]
         for task in list(self.tasks.values()):
             self._close_task(task, clean=False)
+        if self.standbys is not None:
+            self.standbys.close()
         self._positions.clear()
         self._committed.clear()
         self.consumer.incremental_unassign(owned)
@@ -743,6 +779,9 @@ class KafkaRuntime(Runtime):
             totals[name] += value
         totals["dropped-records"] += self.delivery_failures.dropped
         totals["assigned-tasks"] = len(self.tasks)
+        if self.standbys is not None:
+            totals["standby-tasks"] = len(self.standbys.tasks)
+            totals["standby-records"] = self.standbys.records
         return totals
 
     def assigned_tasks(self) -> list[str]:
