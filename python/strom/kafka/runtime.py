@@ -80,6 +80,17 @@ class EndTargets:
     fed: set[str]
 
 
+# Commit errors that mean the group rebalanced under us (not a failure).
+_REBALANCED = frozenset(
+    {
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError._ASSIGNMENT_LOST,
+    }
+)
+
+
 class TaskMigratedError(StromError):
     """The producer was fenced or a transaction failed: tasks must be reopened."""
 
@@ -103,6 +114,7 @@ class KafkaRuntime(Runtime):
                 "num.standby.replicas needs num.stream.threads = 1 for now "
                 f"(got {config['num.stream.threads']} threads)"
             )
+        self.standbys: StandbyTasks | None = None
         if (
             builder.global_subtopology() is not None
             and config["num.stream.threads"] > 1
@@ -186,7 +198,8 @@ class KafkaRuntime(Runtime):
             self.abort()
             raise
         replicas = config["num.standby.replicas"]
-        self.standbys = StandbyTasks(self, replicas) if replicas else None
+        if replicas:
+            self.standbys = StandbyTasks(self, replicas)
         self.consumer.subscribe(
             sorted(self._anchors),
             on_assign=self._on_assign,
@@ -557,7 +570,17 @@ class KafkaRuntime(Runtime):
             try:
                 self.consumer.commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:
-                raise KafkaClientError(f"committing offsets failed: {exc}") from exc
+                error = exc.args[0] if exc.args else None
+                if not isinstance(error, KafkaError) or error.code() not in _REBALANCED:
+                    raise KafkaClientError(f"committing offsets failed: {exc}") from exc
+                # Kafka's CommitFailedException: the group moved on. The
+                # rebalance callbacks hand the partitions over; what was
+                # processed since the last commit may be processed again
+                # (at_least_once allows it).
+                log.warning("%s: offset commit rejected by a rebalance (%s)", self.thread_name, exc)
+                self._dirty = False
+                self._last_commit = time.monotonic()
+                return
             self._note_committed(offsets)
             self._maybe_purge()
         self._dirty = False
@@ -665,8 +688,6 @@ class KafkaRuntime(Runtime):
         owned = [TopicPartition(*key) for key in self._positions if key[0] in self._anchors]
         for task in list(self.tasks.values()):
             self._close_task(task, clean=False)
-        if self.standbys is not None:
-            self.standbys.close()
         self._positions.clear()
         self._committed.clear()
         self.consumer.incremental_unassign(owned)
@@ -799,6 +820,8 @@ class KafkaRuntime(Runtime):
             self._abort_transaction()
         for task in list(self.tasks.values()):
             self._close_task(task, clean=False)
+        if self.standbys is not None:
+            self.standbys.close()
         if self._global is not None and self._owns_global:
             self._global.close()
         self.global_task = None
