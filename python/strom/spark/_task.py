@@ -14,9 +14,11 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
+from itertools import chain
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
@@ -67,8 +69,10 @@ OUTPUT_SCHEMA = pa.schema(
     ]
 )
 
-# Records handed to the task per input partition at a time (a poll's worth).
-CHUNK = 10_000
+# Records handed to the task per input partition at a time. Larger than a
+# poll: fewer calls per record; the results do not depend on it (records are
+# processed in timestamp order across partitions however they are queued).
+CHUNK = 50_000
 
 CHANGELOG_SCHEMA = pa.schema(
     [("seq", pa.int64()), ("key", pa.binary()), ("value", pa.binary()), ("timestamp", pa.int64())]
@@ -104,6 +108,11 @@ class StagePlan:
     def topic_name(self, topic: str) -> str:
         app_id = StreamsConfig(self.props).application_id
         return self.builder.physical_topic(app_id, topic)
+
+    def external_topics(self) -> list[str]:
+        """Physical names of the stage's input topics the replay does not feed."""
+        own = {self.topic_name(t) for t in self.subtopology.source_topics}
+        return sorted(own - self.internal)
 
 
 @dataclass
@@ -278,12 +287,17 @@ def _feed(plan: StagePlan, task: StreamTask, partition: int, table: pa.Table) ->
     still to come (the default ``max.task.idle.ms`` with every record already
     in the log)."""
     pending: dict[tuple[str, int], Iterator[_Records]] = {}
-    topics = table.column("topic")
-    for topic in sorted(set(topics.to_pylist())):
-        rows = table.filter(pc.equal(topics, topic))
-        pending[(topic, partition)] = _chunks(
-            rows, topic, partition, topic in plan.internal, plan.chunk
-        )
+    if "topic" not in table.column_names:
+        # The stage reads one external topic: Spark leaves the column out.
+        (only,) = plan.external_topics()
+        pending[(only, partition)] = _chunks(table, only, partition, False, plan.chunk)
+    else:
+        topics = table.column("topic")
+        for topic in sorted(pc.unique(topics).to_pylist()):
+            rows = table.filter(pc.equal(topics, topic))
+            pending[(topic, partition)] = _chunks(
+                rows, topic, partition, topic in plan.internal, plan.chunk
+            )
 
     def must_wait(topic: str, part: int) -> bool:
         return (topic, part) in pending
@@ -339,21 +353,21 @@ def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
     for sent in collector.sent:
         by_topic.setdefault(sent[0], []).append(sent)
     for topic, sends in by_topic.items():
-        keys = [k for s in sends for k in s[2]]
-        values = [v for s in sends for v in s[3]]
-        stamps = [t for s in sends for t in s[4]]
-        seqs = [q for s in sends for q in range(s[1], s[1] + len(s[2]))]
+        keys = list(chain.from_iterable(s[2] for s in sends))
+        values = list(chain.from_iterable(s[3] for s in sends))
+        stamps = list(chain.from_iterable(s[4] for s in sends))
+        seqs = np.concatenate([np.arange(s[1], s[1] + len(s[2]), dtype=np.int64) for s in sends])
         if topic in changelogs:
-            # The latest write per key, in the order of those latest writes.
-            picked = sorted({k: i for i, k in enumerate(keys)}.values())
-            latest = pa.table(
-                [
-                    pa.array([seqs[i] for i in picked], pa.int64()),
-                    pa.array([keys[i] for i in picked], pa.binary()),
-                    pa.array([values[i] for i in picked], pa.binary()),
-                    pa.array([stamps[i] for i in picked], pa.int64()),
-                ],
-                schema=CHANGELOG_SCHEMA,
+            latest = _latest_per_key(
+                pa.table(
+                    [
+                        pa.array(seqs, pa.int64()),
+                        pa.array(keys, pa.binary()),
+                        pa.array(values, pa.binary()),
+                        pa.array(stamps, pa.int64()),
+                    ],
+                    schema=CHANGELOG_SCHEMA,
+                )
             )
             blobs = [
                 pack(latest.slice(start, PACKED_ROWS))
@@ -402,6 +416,14 @@ def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
     }
     add("task", "", partition, [0], [None], [json.dumps(meta).encode()], [task.stream_time])
     return pa.concat_tables(parts) if parts else OUTPUT_SCHEMA.empty_table()
+
+
+def _latest_per_key(changes: pa.Table) -> pa.Table:
+    """The latest change per key, in the order of those latest changes (the
+    rows are in write order, ``seq`` rising)."""
+    last = changes.group_by("key", use_threads=False).aggregate([("seq", "max")])
+    seqs = changes.column("seq").to_numpy()
+    return changes.take(np.searchsorted(seqs, np.sort(last.column("seq_max").to_numpy())))
 
 
 def scheduled_wall_clock(task: StreamTask) -> list[str]:
