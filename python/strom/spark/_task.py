@@ -14,7 +14,6 @@ import shutil
 import tempfile
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
-from itertools import chain
 from pathlib import Path
 from typing import Any
 
@@ -142,6 +141,19 @@ class _Records:
         return self._offsets
 
 
+@dataclass
+class _Sent:
+    """One send's records as Arrow columns: the task's output (mostly
+    changelog records, one per update) stays compact, and the Python objects
+    of each batch are freed as the task goes."""
+
+    first_seq: int
+    keys: pa.Array
+    values: pa.Array
+    timestamps: pa.Array
+    partitions: pa.Array | None
+
+
 class _Capture(RecordCollector):
     """Keeps what the task sends, as the columns each send hands over (no
     per-record Python), with the partition each record goes to and its
@@ -151,10 +163,7 @@ class _Capture(RecordCollector):
         super().__init__(None, self._count)
         self._partitions = partitions
         self._task_partition = task_partition
-        # (topic, first seq, keys, values, timestamps, partitions) per send.
-        self.sent: list[
-            tuple[str, int, Sequence[bytes | None], Sequence[bytes | None], Sequence[int], Any]
-        ] = []
+        self.sent: dict[str, list[_Sent]] = {}
         self.count = 0
 
     def _count(self, topic: str) -> int:
@@ -175,7 +184,15 @@ class _Capture(RecordCollector):
             return
         # Partitions are worked out when the rows are assembled (changelog
         # records, most of what is sent, need none).
-        self.sent.append((topic, self.count, keys, values, timestamps, partitions))
+        self.sent.setdefault(topic, []).append(
+            _Sent(
+                self.count,
+                pa.array(keys, pa.binary()),
+                pa.array(values, pa.binary()),
+                pa.array(timestamps, pa.int64()),
+                None if partitions is None else pa.array(partitions, pa.int32()),
+            )
+        )
         self.count += len(keys)
 
     def default_partitions(self, topic: str, keys: Sequence[bytes | None]) -> list[int]:
@@ -338,36 +355,29 @@ def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
         columns = {
             "kind": pa.array([kind] * n, pa.string()),
             "name": pa.array([name] * n, pa.string()),
-            "partition": pa.array([part] * n if isinstance(part, int) else part, pa.int32()),
+            "partition": _column([part] * n if isinstance(part, int) else part, pa.int32()),
             "task": pa.array([partition] * n, pa.int32()),
-            "seq": pa.array(range(n) if seq is None else seq, pa.int64()),
-            "key": pa.array(keys, pa.binary()),
-            "value": pa.array(values, pa.binary()),
-            "timestamp": pa.array(timestamps, pa.int64()),
-            "offset": pa.array([-1] * n if offsets is None else offsets, pa.int64()),
+            "seq": _column(range(n) if seq is None else seq, pa.int64()),
+            "key": _column(keys, pa.binary()),
+            "value": _column(values, pa.binary()),
+            "timestamp": _column(timestamps, pa.int64()),
+            "offset": _column([-1] * n if offsets is None else offsets, pa.int64()),
         }
         parts.append(pa.Table.from_pydict(columns, schema=OUTPUT_SCHEMA))
 
     changelogs = set(task.changelogs.values())
-    by_topic: dict[str, list[Any]] = {}
-    for sent in collector.sent:
-        by_topic.setdefault(sent[0], []).append(sent)
-    for topic, sends in by_topic.items():
-        keys = list(chain.from_iterable(s[2] for s in sends))
-        values = list(chain.from_iterable(s[3] for s in sends))
-        stamps = list(chain.from_iterable(s[4] for s in sends))
-        seqs = np.concatenate([np.arange(s[1], s[1] + len(s[2]), dtype=np.int64) for s in sends])
+    for topic, sends in collector.sent.items():
+        keys = pa.concat_arrays([s.keys for s in sends])
+        values = pa.concat_arrays([s.values for s in sends])
+        stamps = pa.concat_arrays([s.timestamps for s in sends])
+        seqs = pa.array(
+            np.concatenate(
+                [np.arange(s.first_seq, s.first_seq + len(s.keys), dtype=np.int64) for s in sends]
+            )
+        )
         if topic in changelogs:
             latest = _latest_per_key(
-                pa.table(
-                    [
-                        pa.array(seqs, pa.int64()),
-                        pa.array(keys, pa.binary()),
-                        pa.array(values, pa.binary()),
-                        pa.array(stamps, pa.int64()),
-                    ],
-                    schema=CHANGELOG_SCHEMA,
-                )
+                pa.table([seqs, keys, values, stamps], schema=CHANGELOG_SCHEMA)
             )
             blobs = [
                 pack(latest.slice(start, PACKED_ROWS))
@@ -375,12 +385,14 @@ def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
             ]
             add("changelog", topic, partition, None, [None] * len(blobs), blobs, [-1] * len(blobs))
         else:
-            targets: list[int] = []
-            for s in sends:
-                given = s[5]
-                targets.extend(
-                    collector.default_partitions(topic, s[2]) if given is None else given
-                )
+            targets = pa.concat_arrays(
+                [
+                    pa.array(collector.default_partitions(topic, s.keys.to_pylist()), pa.int32())
+                    if s.partitions is None
+                    else s.partitions
+                    for s in sends
+                ]
+            )
             add("sink", topic, targets, seqs, keys, values, stamps)
 
     for name, opened in task.state.stores.items():
@@ -416,6 +428,12 @@ def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
     }
     add("task", "", partition, [0], [None], [json.dumps(meta).encode()], [task.stream_time])
     return pa.concat_tables(parts) if parts else OUTPUT_SCHEMA.empty_table()
+
+
+def _column(values: Any, kind: pa.DataType) -> pa.Array:
+    if isinstance(values, pa.Array):
+        return values if values.type == kind else values.cast(kind)
+    return pa.array(values, kind)
 
 
 def _latest_per_key(changes: pa.Table) -> pa.Table:

@@ -85,7 +85,8 @@ def replay(
     ``(topic, partition)`` to ``start <= offset < end``. ``config`` is the
     app's StreamsConfig (``application.id`` names internal topics and
     ``deserialization.exception.handler``, ``statestore.cache.max.bytes`` and
-    the default serdes apply as in the streaming app).
+    the default serdes apply as in the streaming app, except that the record
+    cache is off unless ``config`` sizes it: every update is emitted).
     """
     # No wall clock in a replay: emit-final aggregations look for closed
     # windows on every record, as in the test driver.
