@@ -438,6 +438,11 @@ class KafkaProducer:
             self._produce_dead_letters()
         self.raise_errors()
 
+    def abandon(self) -> None:
+        """Drops the client without touching it (a call on it is stuck)."""
+        self._producer = None
+        self.in_transaction = False
+
     def close(self) -> None:
         """Flushes what it can and releases the client (idempotent)."""
         producer, self._producer = self._producer, None

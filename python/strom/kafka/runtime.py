@@ -27,6 +27,7 @@ from __future__ import annotations
 
 import logging
 import os
+import threading
 import time
 import uuid
 from collections.abc import Callable
@@ -594,9 +595,7 @@ class KafkaRuntime(Runtime):
             self.producer.begin()
             self.producer.flush()
             if offsets:
-                self.producer.native.send_offsets_to_transaction(
-                    offsets, self.consumer.consumer_group_metadata(), REQUEST_TIMEOUT_S
-                )
+                self._send_offsets(offsets)
             self.producer.native.commit_transaction(REQUEST_TIMEOUT_S)
             self.producer.in_transaction = False
             self._note_committed(offsets)
@@ -605,6 +604,37 @@ class KafkaRuntime(Runtime):
         self._commit_stores()
         self._dirty = False
         self._last_commit = time.monotonic()
+
+    def _send_offsets(self, offsets: list[TopicPartition]) -> None:
+        """send_offsets_to_transaction with its timeout enforced here:
+        librdkafka may wait forever when the group coordinator's broker has
+        gone (confluentinc/librdkafka#5456, #5511). Past the deadline the
+        producer is abandoned (its call never returns) and the error is fatal,
+        so ``_recover`` opens a new producer, which fences the old one."""
+        producer = self.producer
+        native, metadata = producer.native, self.consumer.consumer_group_metadata()
+        done, failure = threading.Event(), []
+
+        def call() -> None:
+            try:
+                native.send_offsets_to_transaction(offsets, metadata, REQUEST_TIMEOUT_S)
+            except BaseException as exc:  # handed to the stream thread
+                failure.append(exc)
+            finally:
+                done.set()
+
+        threading.Thread(target=call, name=f"{self.thread_name}-offsets", daemon=True).start()
+        if not done.wait(REQUEST_TIMEOUT_S + 5.0):
+            producer.abandon()
+            raise KafkaException(
+                KafkaError(
+                    KafkaError._TIMED_OUT,
+                    "send_offsets_to_transaction did not return within its timeout",
+                    fatal=True,
+                )
+            )
+        if failure:
+            raise failure[0]
 
     def _commit_stores(self) -> None:
         if self.standbys is not None:
