@@ -132,10 +132,6 @@ def test_scale_out_from_one_to_three_instances_while_input_flows(
             app.close()
 
 
-# Out of the default run: on a fresh CI machine the app did not reach the
-# exact counts within 120 s after the partition leader stopped (and close()
-# then hung on the stream thread). Passes locally; cause not yet found.
-@pytest.mark.soak
 def test_broker_stopped_mid_stream_on_three_nodes(
     kafka_cluster3: KafkaCluster, tmp_path: Path
 ) -> None:

@@ -24,6 +24,9 @@ log = logging.getLogger("strom.kafka")
 
 # How long a client call that should be quick (metadata, committed offsets) may take.
 REQUEST_TIMEOUT_S = 60.0
+# One attempt of such a call inside ``retrying``: after a broker stops, a call
+# can wait out its whole timeout on stale metadata where a new try succeeds.
+ATTEMPT_TIMEOUT_S = 10.0
 
 
 class KafkaClientError(StromError):
@@ -33,9 +36,13 @@ class KafkaClientError(StromError):
 T = TypeVar("T")
 
 
-def retrying(call: Callable[[], T], what: str) -> T:
+def retrying(call: Callable[[], T], what: str, refresh: Callable[[], object] | None = None) -> T:
     """``call()``, again while it fails with a retriable error (a leader that
-    moved, metadata not yet propagated, a coordinator still loading)."""
+    moved, metadata not yet propagated, a coordinator still loading).
+    ``refresh`` runs before each new try: librdkafka keeps sending a
+    partition's requests to a stopped leader until its metadata is refreshed,
+    which for a partition it does not fetch from happens only every
+    ``topic.metadata.refresh.interval.ms`` (5 minutes)."""
     deadline = time.monotonic() + REQUEST_TIMEOUT_S
     while True:
         try:
@@ -49,6 +56,7 @@ def retrying(call: Callable[[], T], what: str) -> T:
                     KafkaError.NOT_LEADER_FOR_PARTITION,
                     KafkaError.LEADER_NOT_AVAILABLE,
                     KafkaError.UNKNOWN_TOPIC_OR_PART,
+                    KafkaError._UNKNOWN_PARTITION,  # local metadata lags a new leader
                     KafkaError.NOT_COORDINATOR,
                     KafkaError.COORDINATOR_LOAD_IN_PROGRESS,
                     KafkaError.COORDINATOR_NOT_AVAILABLE,
@@ -59,6 +67,11 @@ def retrying(call: Callable[[], T], what: str) -> T:
                 raise KafkaClientError(f"{what} failed: {exc}") from exc
             log.debug("%s: %s (retrying)", what, exc)
             time.sleep(0.1)
+            if refresh is not None:
+                try:
+                    refresh()
+                except KafkaException as refresh_exc:
+                    log.debug("%s: refreshing metadata: %s", what, refresh_exc)
 
 
 def _common(config: StreamsConfig) -> dict[str, Any]:
@@ -127,7 +140,10 @@ def producer_config(
 
 
 def admin_config(config: StreamsConfig) -> dict[str, Any]:
-    return _common(config) | config.client_config("admin.")
+    # librdkafka's admin client is a producer underneath, whose metadata
+    # requests would have the broker create a topic they name (with the
+    # broker's defaults) where the app only looks it up.
+    return _common(config) | {"allow.auto.create.topics": False} | config.client_config("admin.")
 
 
 @dataclass
@@ -336,6 +352,8 @@ class KafkaProducer:
         self.in_transaction = False
         self.written: dict[tuple[str, int], int] = {}
         self.failures = failures
+        # Past it the coordinator aborts an open transaction on its own.
+        self.transaction_timeout_s = int(conf.get("transaction.timeout.ms", 60_000)) / 1000
         # A closure, not a bound method: no cycle keeps the client alive.
         self._producer: Producer | None = Producer(
             conf | {"on_delivery": _delivery(self.written, failures)}

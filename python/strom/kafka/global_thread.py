@@ -21,6 +21,7 @@ from confluent_kafka import Consumer, KafkaError, TopicPartition
 from strom.errors import StromError
 from strom.internals.task import RecordCollector, StreamTask
 from strom.kafka.clients import (
+    ATTEMPT_TIMEOUT_S,
     REQUEST_TIMEOUT_S,
     KafkaClientError,
     consumer_config,
@@ -85,9 +86,12 @@ class GlobalStreamThread:
                 tp = TopicPartition(topic, partition)
                 low, high = retrying(
                     lambda tp=tp: self.consumer.get_watermark_offsets(  # type: ignore[misc]
-                        tp, timeout=REQUEST_TIMEOUT_S
+                        tp, timeout=ATTEMPT_TIMEOUT_S
                     ),
                     f"reading the offsets of {topic}-{partition}",
+                    lambda topic=topic: self.consumer.list_topics(  # type: ignore[misc]
+                        topic, timeout=ATTEMPT_TIMEOUT_S
+                    ),
                 )
                 assign.append(TopicPartition(topic, partition, int(low)))
                 if high > low:

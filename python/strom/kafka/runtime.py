@@ -50,6 +50,7 @@ from strom.internals.runtime import REPARTITION_CONFIG, Runtime
 from strom.internals.task import RecordCollector, StreamTask
 from strom.internals.topology_builder import SourceDef
 from strom.kafka.clients import (
+    ATTEMPT_TIMEOUT_S,
     REQUEST_TIMEOUT_S,
     DeliveryFailures,
     KafkaClientError,
@@ -264,9 +265,10 @@ class KafkaRuntime(Runtime):
     def _watermarks(self, topic: str, partition: int) -> tuple[int, int]:
         low, high = retrying(
             lambda: self.restore_consumer.get_watermark_offsets(
-                TopicPartition(topic, partition), timeout=REQUEST_TIMEOUT_S
+                TopicPartition(topic, partition), timeout=ATTEMPT_TIMEOUT_S
             ),
             f"reading the offsets of {topic}-{partition}",
+            lambda: self.restore_consumer.list_topics(topic, timeout=ATTEMPT_TIMEOUT_S),
         )
         return int(low), int(high)
 
@@ -364,7 +366,7 @@ class KafkaRuntime(Runtime):
             return {}, {}
         committed = retrying(
             lambda: self.consumer.committed(
-                [TopicPartition(t, p) for t, p in keys], timeout=REQUEST_TIMEOUT_S
+                [TopicPartition(t, p) for t, p in keys], timeout=ATTEMPT_TIMEOUT_S
             ),
             "reading the committed offsets",
         )
@@ -608,28 +610,31 @@ class KafkaRuntime(Runtime):
     def _send_offsets(self, offsets: list[TopicPartition]) -> None:
         """send_offsets_to_transaction with its timeout enforced here:
         librdkafka may wait forever when the group coordinator's broker has
-        gone (confluentinc/librdkafka#5456, #5511). Past the deadline the
-        producer is abandoned (its call never returns) and the error is fatal,
-        so ``_recover`` opens a new producer, which fences the old one."""
+        gone (confluentinc/librdkafka#5456, #5511). The wait is bounded by
+        twice the transaction timeout (the coordinator has aborted the
+        transaction by then, so a later success could not commit it). Past
+        it the producer is abandoned (its call never returns) and the error
+        is fatal, so ``_recover`` opens a new producer, which fences the old."""
         producer = self.producer
         native, metadata = producer.native, self.consumer.consumer_group_metadata()
+        timeout = min(REQUEST_TIMEOUT_S, 2 * producer.transaction_timeout_s)
         done, failure = threading.Event(), []
 
         def call() -> None:
             try:
-                native.send_offsets_to_transaction(offsets, metadata, REQUEST_TIMEOUT_S)
+                native.send_offsets_to_transaction(offsets, metadata, timeout)
             except BaseException as exc:  # handed to the stream thread
                 failure.append(exc)
             finally:
                 done.set()
 
         threading.Thread(target=call, name=f"{self.thread_name}-offsets", daemon=True).start()
-        if not done.wait(REQUEST_TIMEOUT_S + 5.0):
+        if not done.wait(timeout + 5.0):
             producer.abandon()
             raise KafkaException(
                 KafkaError(
                     KafkaError._TIMED_OUT,
-                    "send_offsets_to_transaction did not return within its timeout",
+                    f"send_offsets_to_transaction did not return within {timeout:.0f} s",
                     fatal=True,
                 )
             )

@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 import threading
 import time
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
@@ -23,6 +23,7 @@ from confluent_kafka.cimpl import NewTopic
 
 from strom.errors import StromError
 from strom.kafka.clients import (
+    ATTEMPT_TIMEOUT_S,
     REQUEST_TIMEOUT_S,
     admin_config,
     consumer_config,
@@ -36,6 +37,7 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.kafka")
 
 CHECK_INTERVAL_S = 0.5
+FAILED_CHECK_BACKOFF_S = 30.0
 
 
 def shutdown_topic(application_id: str) -> str:
@@ -58,23 +60,31 @@ class ApplicationShutdown:
         self._requested = False
         self.baseline = self._end()
 
-    def _exists(self) -> bool:
-        metadata = retrying(
-            lambda: self.admin.list_topics(self.topic, timeout=REQUEST_TIMEOUT_S),
-            f"looking up {self.topic}",
-        )
+    def _exists(self, patient: bool) -> bool:
+        def look_up() -> Any:  # confluent_kafka ClusterMetadata
+            return self.admin.list_topics(self.topic, timeout=ATTEMPT_TIMEOUT_S)
+
+        metadata = retrying(look_up, f"looking up {self.topic}") if patient else look_up()
         topic = metadata.topics.get(self.topic)
         return topic is not None and topic.error is None and bool(topic.partitions)
 
-    def _end(self) -> int:
-        """The control topic's end offset (0 while it does not exist)."""
-        if not self._exists():
+    def _end(self, patient: bool = True) -> int:
+        """The control topic's end offset (0 while it does not exist).
+        ``patient``: retried; else one attempt (the stream thread's checks)."""
+        if not self._exists(patient):
             return 0
+
+        def end() -> tuple[int, int]:
+            return self.consumer.get_watermark_offsets(
+                TopicPartition(self.topic, 0), timeout=ATTEMPT_TIMEOUT_S
+            )
+
+        if not patient:
+            return int(end()[1])
         _, high = retrying(
-            lambda: self.consumer.get_watermark_offsets(
-                TopicPartition(self.topic, 0), timeout=REQUEST_TIMEOUT_S
-            ),
+            end,
             f"reading the end of {self.topic}",
+            lambda: self.consumer.list_topics(self.topic, timeout=ATTEMPT_TIMEOUT_S),
         )
         return int(high)
 
@@ -88,8 +98,10 @@ class ApplicationShutdown:
             return False
         try:
             self._last_check = now
-            self._requested = self._end() > self.baseline
-        except StromError:
+            self._requested = self._end(patient=False) > self.baseline
+        except (StromError, KafkaException):
+            # Asked on the stream thread: a cluster in trouble is asked less often.
+            self._last_check = now + FAILED_CHECK_BACKOFF_S
             log.warning("checking %s failed (asking again)", self.topic, exc_info=True)
         finally:
             self._lock.release()
