@@ -132,7 +132,14 @@ def _kill_and_finish(
 
 
 def _check_exactly_once(updates: dict[str, list[int]], expected: dict[str, int]) -> None:
-    assert {k: v[-1] for k, v in updates.items()} == expected
+    wrong = {
+        key: (updates.get(key), total)
+        for key, total in expected.items()
+        if not updates.get(key) or updates[key][-1] != total
+    }
+    # Every update of a wrong window, for the next one who reads a failure.
+    assert not wrong, f"(committed updates, expected) of wrong windows: {wrong}"
+    assert set(updates) == set(expected)
     for key, counts in updates.items():
         # No update applied twice, none emitted twice.
         assert counts == sorted(set(counts)), f"{key}: {counts}"
