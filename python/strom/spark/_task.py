@@ -8,6 +8,8 @@ group's Arrow table and returns the Arrow table it gives back.
 
 from __future__ import annotations
 
+import copy
+import dataclasses
 import heapq
 import json
 import shutil
@@ -25,7 +27,7 @@ from strom import _core
 from strom.config import StreamsConfig
 from strom.errors import TopologyError
 from strom.internals.task import RecordCollector, StreamTask
-from strom.internals.topology_builder import InternalTopologyBuilder, Subtopology
+from strom.internals.topology_builder import InternalTopologyBuilder, StoreDef, Subtopology
 
 # The records a task reads: external topics carry their offsets; records of
 # topics the replay itself feeds (repartition topics) carry the producing task
@@ -45,7 +47,8 @@ INPUT_SCHEMA = pa.schema(
 
 # What a task gives back, one row per item; ``kind`` says which:
 #   sink       a record written to topic ``name`` (partition, producing task, seq)
-#   changelog  the latest changelog record per key of changelog topic ``name``,
+#   changelog  the latest changelog record per key of changelog topic ``name``
+#              (timestamped window stores: their final contents),
 #              packed: ``value`` holds up to PACKED_ROWS of them as an Arrow IPC
 #              stream of CHANGELOG_SCHEMA (one row per window ever updated is
 #              too many for Spark to carry as rows; only bootstrap reads them)
@@ -253,6 +256,33 @@ def _merge_order(tasks: list[int], seqs: list[int], stamps: list[int]) -> list[i
     return order
 
 
+def rebuilt_from_contents(store: StoreDef) -> bool:
+    """Whether the replay rebuilds the store's compacted changelog from its
+    final contents instead of capturing a record per update: a timestamped
+    window store without duplicates. Its changelog keys are its store keys
+    and its records' timestamps the ones its values carry (as Kafka's
+    timestamped window store logs them), so its contents are the latest
+    record per key, less the windows retention already dropped (which a
+    restore drops as well)."""
+    return (
+        store.logged
+        and store.kind == "window"
+        and store.timestamped
+        and not store.retain_duplicates
+    )
+
+
+def _replay_builder(builder: InternalTopologyBuilder) -> InternalTopologyBuilder:
+    """The builder with the stores whose changelog the replay rebuilds from
+    their final contents unlogged: no record captured per update."""
+    replayed = copy.copy(builder)
+    replayed.stores = {
+        name: dataclasses.replace(store, logged=False) if rebuilt_from_contents(store) else store
+        for name, store in builder.stores.items()
+    }
+    return replayed
+
+
 def open_task(
     plan: StagePlan, partition: int, collector: RecordCollector, state_dir: Path
 ) -> StreamTask:
@@ -264,7 +294,7 @@ def open_task(
     return StreamTask(
         plan.subtopology,
         partition,
-        plan.builder,
+        _replay_builder(plan.builder),
         config,
         collector,
         plan.topic_name,
@@ -290,7 +320,7 @@ def run_task(plan: StagePlan, partition: int, table: pa.Table) -> pa.Table:
         try:
             _feed(plan, task, partition, table)
             task.flush()  # one commit at the end: the caches write out
-            return _result(task, partition, collector)
+            return _result(plan, task, partition, collector)
         finally:
             task.close()
     finally:
@@ -332,10 +362,11 @@ def _feed(plan: StagePlan, task: StreamTask, partition: int, table: pa.Table) ->
     task.process_ready(lambda _topic, _part: False)
 
 
-def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
+def _result(plan: StagePlan, task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
     """The task's output as rows of ``OUTPUT_SCHEMA``, built a column at a
     time: per changelog topic only the latest record per key (in the order
-    of those latest writes), then the stores' entries, offsets and the
+    of those latest writes; for stores that :func:`rebuilt_from_contents`,
+    their final contents), then the stores' entries, offsets and the
     task's times."""
     parts: list[pa.Table] = []
 
@@ -365,6 +396,12 @@ def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
         }
         parts.append(pa.Table.from_pydict(columns, schema=OUTPUT_SCHEMA))
 
+    def add_changelog(topic: str, latest: pa.Table) -> None:
+        blobs = [
+            pack(latest.slice(start, PACKED_ROWS)) for start in range(0, len(latest), PACKED_ROWS)
+        ]
+        add("changelog", topic, partition, None, [None] * len(blobs), blobs, [-1] * len(blobs))
+
     changelogs = set(task.changelogs.values())
     for topic, sends in collector.sent.items():
         keys = pa.concat_arrays([s.keys for s in sends])
@@ -376,14 +413,10 @@ def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
             )
         )
         if topic in changelogs:
-            latest = _latest_per_key(
-                pa.table([seqs, keys, values, stamps], schema=CHANGELOG_SCHEMA)
+            add_changelog(
+                topic,
+                _latest_per_key(pa.table([seqs, keys, values, stamps], schema=CHANGELOG_SCHEMA)),
             )
-            blobs = [
-                pack(latest.slice(start, PACKED_ROWS))
-                for start in range(0, len(latest), PACKED_ROWS)
-            ]
-            add("changelog", topic, partition, None, [None] * len(blobs), blobs, [-1] * len(blobs))
         else:
             targets = pa.concat_arrays(
                 [
@@ -416,6 +449,10 @@ def _result(task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
             )
             keys, starts, ends, values = columns
             add("store", name, partition, None, keys, values, starts, ends)
+            store_def = plan.builder.stores[name]
+            if rebuilt_from_contents(store_def):
+                topic = f"{task.config.application_id}-{name}-changelog"
+                add_changelog(topic, _changelog_of(keys, starts, values))
 
     for (topic, part), (offset, partition_time) in task.committable_offsets().items():
         add("offset", topic, part, [0], [None], [None], [int(partition_time)], [offset])
@@ -434,6 +471,23 @@ def _column(values: Any, kind: pa.DataType) -> pa.Array:
     if isinstance(values, pa.Array):
         return values if values.type == kind else values.cast(kind)
     return pa.array(values, kind)
+
+
+def _changelog_of(keys: list[bytes], starts: list[int], values: list[bytes]) -> pa.Table:
+    """A timestamped window store's compacted changelog from its contents:
+    store keys (key, window start, seqnum 0) and the values' timestamps."""
+    return pa.table(
+        [
+            pa.array(range(len(keys)), pa.int64()),
+            pa.array(
+                [_core.window_store_key(k, s, 0) for k, s in zip(keys, starts, strict=True)],
+                pa.binary(),
+            ),
+            pa.array(values, pa.binary()),
+            pa.array([int.from_bytes(v[:8], "big", signed=True) for v in values], pa.int64()),
+        ],
+        schema=CHANGELOG_SCHEMA,
+    )
 
 
 def _latest_per_key(changes: pa.Table) -> pa.Table:
