@@ -571,6 +571,7 @@ class NativeTimeWindowedAggregation(_NativeWindowedAggregation):
         send_old_values: bool = False,
         send_store_values: bool = False,
     ) -> Self: ...
+    def drain_into(self, store: NativeWindowStore) -> int: ...
 
 @final
 class NativeSlidingWindowedAggregation(_NativeWindowedAggregation):

@@ -3,6 +3,7 @@ the windowing section of its developer guide."""
 
 from __future__ import annotations
 
+import random
 from collections import defaultdict
 from pathlib import Path
 
@@ -62,6 +63,39 @@ def test_tumbling_count_with_a_late_record_inside_and_outside_grace() -> None:
             # Retention is size + grace: without grace, [0, 5000) has expired.
             store = driver.get_window_store("counts")
             assert store.fetch("k", 0) == (None if expected_last is None else (4, 4_999))
+
+
+def test_an_unlogged_store_gets_the_same_writes() -> None:
+    """Without a changelog (and cache) the native kernel writes the store itself
+    (``drain_into``); results and store contents equal the logged store's,
+    with out-of-order records, a late drop and expired windows."""
+    rng = random.Random(7)
+    records = [(f"k{rng.randrange(20)}", rng.randrange(0, 60_000)) for _ in range(2_000)]
+    windows = TimeWindows.of_size_and_grace(5_000, 1_000).advance_by(2_500)
+    runs = []
+    for logging in (True, False):
+        builder = StreamsBuilder()
+        (
+            builder.stream("in", key_serde=S, value_serde=S)
+            .group_by_key()
+            .windowed_by(windows)
+            .count(Materialized("counts", logging=logging, caching=False))
+            .to_stream()
+            .to("out", value_serde=L)
+        )
+        with TopologyTestDriver(builder.build()) as driver:
+            src = driver.create_input_topic("in", S, S)
+            for key, ts in records:
+                src.pipe_input(key, "v", ts)
+            out = [
+                (r.key, r.value, r.timestamp)
+                for r in out_topic(driver, 5_000).read_records_to_list()
+            ]
+            store = driver.get_window_store("counts")
+            runs.append((out, [(kv.key, kv.value) for kv in store.all()], store.logged))
+    (logged_out, logged_store, had_changelog), (out, store, has_changelog) = runs
+    assert (had_changelog, has_changelog) == (True, False)
+    assert logged_store and out == logged_out and store == logged_store
 
 
 def test_hopping_windows_put_a_record_in_every_window_containing_it() -> None:

@@ -95,6 +95,11 @@ class _TypedStore(Generic[K, V]):
         return self.native.persistent
 
     @property
+    def logged(self) -> bool:
+        """Whether writes go to a changelog."""
+        return self._changelog is not None
+
+    @property
     def retention_ms(self) -> int:
         return self.native.retention_ms
 

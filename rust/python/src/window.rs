@@ -26,6 +26,7 @@ use strom_core::store::window::{self, WindowEntry};
 use strom_core::store::{
     InMemoryWindowStore, PersistentSegmentFactory, PersistentStoreOptions, WindowStore,
 };
+use strom_core::window::BinaryBuffer;
 
 use crate::errors::IntoPyResult;
 
@@ -225,6 +226,28 @@ impl NativeWindowStore {
         Self {
             inner: Mutex::new(Some(backend)),
         }
+    }
+
+    /// Puts columns of windows in order, as `put_all` does, without the
+    /// changelog keys (for a caller that logs nothing); a value is None
+    /// where `present` is false.
+    pub(crate) fn put_columns(
+        &self,
+        py: Python<'_>,
+        keys: &BinaryBuffer,
+        values: &BinaryBuffer,
+        present: &[bool],
+        window_starts: &[i64],
+    ) -> PyResult<()> {
+        detached(py, &self.inner, |b| {
+            on_store!(b, s => {
+                for (i, &start) in window_starts.iter().enumerate() {
+                    let value = present[i].then(|| values.get(i));
+                    s.put(keys.get(i), value, start)?;
+                }
+                Ok(())
+            })
+        })
     }
 }
 

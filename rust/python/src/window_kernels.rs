@@ -34,6 +34,7 @@ use strom_core::window::{
 };
 
 use crate::errors::IntoPyResult;
+use crate::window::NativeWindowStore;
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
     obj.get_type()
@@ -738,6 +739,21 @@ where
         })
     }
 
+    /// Drains the store writes straight into a window store: no Python
+    /// object per write. Returns how many were drained.
+    fn drain_into(&mut self, py: Python<'_>, store: &NativeWindowStore) -> PyResult<usize> {
+        let kernel = &mut self.kernel;
+        let changes = py.detach(|| dispatch!(kernel, k => k.drain()));
+        store.put_columns(
+            py,
+            &changes.keys,
+            &changes.values,
+            &changes.present,
+            &changes.starts,
+        )?;
+        Ok(changes.starts.len())
+    }
+
     fn drain_changes<'py>(
         &mut self,
         py: Python<'py>,
@@ -1054,10 +1070,11 @@ impl NativeWindowedResults {
 
 /// The methods the three classes share, after each one's constructor.
 macro_rules! py_kernel {
-    ($name:ident, $new:item) => {
+    ($name:ident, $new:item $(, $extra:item)*) => {
         #[pymethods]
         impl $name {
             $new
+            $($extra)*
             /// Processes one batch in record order (see the module docs for
             /// the column forms); `field` reads each value's field of a dict
             /// (a JSON object); `wall_clock_ms` paces final results.
@@ -1222,6 +1239,12 @@ py_kernel!(
             kind,
             spare: Spare::default(),
         }))
+    },
+    /// Like `drain_changes`, but writes them to `store` (as its `put_all`
+    /// would, in order) without making Python objects: for a store that
+    /// logs nothing. Returns how many writes were drained.
+    fn drain_into(&mut self, py: Python<'_>, store: &NativeWindowStore) -> PyResult<usize> {
+        self.0.drain_into(py, store)
     }
 );
 
