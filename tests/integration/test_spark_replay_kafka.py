@@ -8,17 +8,22 @@ from __future__ import annotations
 import functools
 import time
 from collections import Counter
+from pathlib import Path
+from typing import Any
 
 import pytest
-from confluent_kafka import Producer
+from confluent_kafka import Consumer, Producer, TopicPartition
 from pyspark.sql import SparkSession
-from tests.integration.kafka_support import TIMEOUT, create_topics, unique
+from tests.integration.kafka_support import TIMEOUT, create_topics, read_all, unique
 from tests.kafka_harness import KafkaCluster
 from tests.spark.conftest import spark  # noqa: F401 - the Spark session fixture
 from tests.spark.support import Scenario, replay_results, source_frame
-from tests.spark.test_replay import page_views, views
+from tests.spark.test_bootstrap import WINDOWED, _typed_key, late_record_after_half
+from tests.spark.test_replay import out_of_order_events, page_views, views
 
-from strom import serdes
+from strom import KafkaStreams, StreamsBuilder, Topology, serdes
+from strom.errors import StromError
+from strom.kstream import Materialized, TimeWindows
 from strom.spark import replay
 
 pytestmark = pytest.mark.spark
@@ -71,3 +76,86 @@ def test_replay_from_kafka_offset_ranges(
         assert expected.tables["counts"]
         assert got.tables == expected.tables
         assert got.streams == expected.streams
+
+
+def _windowed_count(source: str, sink: str) -> Topology:
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, key_serde=S, value_serde=S)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(10_000, 2_000))
+        .count(Materialized("window-counts"))
+        .to_stream()
+        .to(sink, key_serde=WINDOWED[0], value_serde=L)
+    )
+    return builder.build()
+
+
+def _latest(servers: str, topic: str) -> dict[Any, int]:
+    out = {}
+    for message in read_all(servers, topic, committed_only=False):
+        key = WINDOWED[0].deserialize(topic, message.key())
+        out[key] = L.deserialize(topic, message.value())
+    return out
+
+
+def test_replay_then_bootstrap_on_kafka_then_stream_equals_one_streaming_run(
+    spark: SparkSession,  # noqa: F811 - the imported fixture
+    kafka: KafkaCluster,
+    tmp_path: Path,
+) -> None:
+    """tests/spark/test_bootstrap.py on a Kafka cluster: the first half of
+    each partition replayed from Kafka, cut just before a record the whole
+    run drops as too late; bootstrap; KafkaStreams streams the rest. The
+    final windows equal one streaming run's, late drops included."""
+    servers = kafka.bootstrap_servers
+    source, whole_sink, split_sink = unique("events"), unique("whole"), unique("split")
+    # Recent timestamps: the broker's retention would delete older records.
+    shift = int(time.time() * 1000) // 10_000 * 10_000 - 3_600_000
+    records = [(k, v, shift + ts) for k, v, ts in out_of_order_events(600, seed=6)]
+    scenario = Scenario(
+        functools.partial(_windowed_count, source, whole_sink),
+        {source: records},
+        {source: (S, S)},
+        [],
+    )
+    create_topics(servers, {source: 3, whole_sink: 3, split_sink: 3})
+    producer = Producer({"bootstrap.servers": servers})
+    for _t, partition, _o, key, value, timestamp in scenario.rows():
+        producer.produce(source, value, key, partition=partition, timestamp=timestamp)
+    assert producer.flush(TIMEOUT) == 0
+    del producer
+
+    base = {"bootstrap.servers": servers, "statestore.cache.max.bytes": 0}
+    whole = {**base, "application.id": unique("whole"), "state.dir": str(tmp_path / "whole")}
+    with KafkaStreams(_windowed_count(source, whole_sink), whole) as app:
+        app.run_until_end(timeout=120)
+    expected = _latest(servers, whole_sink)
+    assert expected
+
+    half = {(source, p): late_record_after_half(scenario, p) for p in range(3)}
+    split = {**base, "application.id": unique("split"), "state.dir": str(tmp_path / "split")}
+    topology = _windowed_count(source, split_sink)
+    with replay(
+        topology, spark, source=servers, config=split, end_offsets=half, changelogs=True
+    ) as result:
+        first = {
+            _typed_key(row["key"]): row["value"]
+            for row in result.output(split_sink).orderBy("partition", "offset").collect()
+        }
+        result.bootstrap(split)
+        with pytest.raises(StromError, match="already committed offsets"):
+            result.bootstrap(split)  # only once: the app has offsets now
+
+    group = Consumer({"bootstrap.servers": servers, "group.id": split["application.id"]})
+    try:
+        committed = group.committed([TopicPartition(source, p) for p in range(3)], timeout=30)
+    finally:
+        group.close()
+    assert {(tp.topic, tp.partition): tp.offset for tp in committed} == half
+
+    with KafkaStreams(topology, split) as app:
+        app.run_until_end(timeout=120)
+        assert app.metrics()["records-processed"] == len(records) - sum(half.values())
+    second = _latest(servers, split_sink)
+    assert {**first, **second} == expected

@@ -8,12 +8,14 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any
 
+import pytest
 from pyspark.sql import SparkSession
 from tests.spark.support import Scenario, read_stream, write_log
 from tests.spark.test_replay import out_of_order_events, windowed
 
 from strom import KafkaStreams, serdes
 from strom.embedded import EmbeddedLog
+from strom.errors import ConfigError
 from strom.kstream import TimeWindows
 from strom.spark import replay
 
@@ -53,7 +55,12 @@ def test_replay_then_bootstrap_then_stream_equals_one_streaming_run(
     half = {("events", p): late_record_after_half(scenario, p) for p in range(3)}
     app_config = {**config, "bootstrap.servers": servers}
     with replay(
-        scenario.build(), spark, source=servers, config=app_config, end_offsets=half
+        scenario.build(),
+        spark,
+        source=servers,
+        config=app_config,
+        end_offsets=half,
+        changelogs=True,
     ) as result:
         first = {
             _typed_key(row["key"]): row["value"]
@@ -87,3 +94,25 @@ def _typed_key(row: Any) -> Any:
     from strom.kstream import Window, Windowed  # noqa: PLC0415
 
     return Windowed(row["key"], Window(row["start"], row["end"]))
+
+
+def test_bootstrap_needs_a_replay_that_kept_the_changelogs(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """Without ``changelogs=True`` the stores ran unlogged: bootstrap says so
+    and writes nothing (no committed offsets, no changelog records)."""
+    scenario = Scenario(
+        lambda: windowed(TimeWindows.of_size_and_grace(10_000, 2_000)),
+        {"events": out_of_order_events(60, seed=7)},
+        {"events": (S, S), "windowed-counts": WINDOWED},
+        ["windowed-counts"],
+    )
+    servers = write_log(scenario, tmp_path / "log")
+    config = {"application.id": "not-kept", "bootstrap.servers": servers}
+    with replay(scenario.build(), spark, source=servers, config=config) as result:
+        assert result.metrics()["records-processed"] == 60
+        with pytest.raises(ConfigError, match=r"changelogs=True"):
+            result.bootstrap(config)
+    log = EmbeddedLog(servers.removeprefix("embedded:"))
+    assert log.committed_offsets("not-kept") == {}
+    assert not [t for t in log.topics() if t.startswith("not-kept")]

@@ -108,6 +108,7 @@ def run(args: argparse.Namespace) -> int:
                 source=source,
                 config=config,
                 progress=ProgressBar(sys.stderr),
+                changelogs=args.bootstrap,
             ) as result:
                 print(f"metrics: {result.metrics()}")
                 for store in args.table:

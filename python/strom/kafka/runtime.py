@@ -210,6 +210,10 @@ class KafkaRuntime(Runtime):
         )
 
     # --- what standby tasks need ----------------------------------------------
+    def anchor_topic(self, sub: Subtopology) -> str:
+        """The input topic whose partitions assign ``sub``'s tasks."""
+        return next(topic for topic, anchored in self._anchors.items() if anchored is sub)
+
     def anchor_subtopology(self, topic: str) -> Subtopology | None:
         """The sub-topology whose tasks a partition of ``topic`` assigns."""
         return self._anchors.get(topic)
@@ -324,9 +328,29 @@ class KafkaRuntime(Runtime):
 
     def _assign(self, partitions: list[TopicPartition]) -> None:
         self._set_rebalancing(True)
+        created, starts = self.open_tasks(partitions)
+        every = list(starts)
+        main = [TopicPartition(t, p, starts[(t, p)]) for t, p in every if t in self._anchors]
+        side = [TopicPartition(t, p, starts[(t, p)]) for t, p in every if t not in self._anchors]
+        self.consumer.incremental_assign(main)
+        if side:
+            assert self.side is not None
+            self.side.incremental_assign(side)
+        for key in every:
+            self._positions[key] = starts[key]
+        self.assigned_once = True
+        self._set_rebalancing(False)
+        log.info("%s: assigned tasks %s", self.thread_name, sorted(t.task_id for t in created))
+
+    def open_tasks(
+        self, partitions: list[TopicPartition]
+    ) -> tuple[list[StreamTask], dict[tuple[str, int], int]]:
+        """Opens the tasks of ``partitions`` (of anchor topics) as an
+        assignment does, their stores restored from the changelogs, and
+        returns them with where each of their inputs starts. ``_assign`` then
+        consumes them; ``strom.spark``'s bootstrap only commits them."""
         specs = [(self._anchors[tp.topic], tp.partition) for tp in partitions]
-        inputs = {id(spec): self.task_inputs(*spec) for spec in specs}
-        every = [key for spec in specs for key in inputs[id(spec)]]
+        every = [key for spec in specs for key in self.task_inputs(*spec)]
         if self.standbys is not None:
             for sub, partition in specs:
                 self.standbys.release(f"{sub.id}_{partition}")
@@ -343,17 +367,7 @@ class KafkaRuntime(Runtime):
             for task in created:
                 self._close_task(task, clean=False)
             raise
-        main = [TopicPartition(t, p, starts[(t, p)]) for t, p in every if t in self._anchors]
-        side = [TopicPartition(t, p, starts[(t, p)]) for t, p in every if t not in self._anchors]
-        self.consumer.incremental_assign(main)
-        if side:
-            assert self.side is not None
-            self.side.incremental_assign(side)
-        for key in every:
-            self._positions[key] = starts[key]
-        self.assigned_once = True
-        self._set_rebalancing(False)
-        log.info("%s: assigned tasks %s", self.thread_name, sorted(t.task_id for t in created))
+        return created, {key: starts[key] for key in every}
 
     def _start_offsets(
         self, keys: list[tuple[str, int]]

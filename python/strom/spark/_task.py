@@ -106,6 +106,9 @@ class StagePlan:
     # Physical names of the topics whose records the replay itself produces.
     internal: set[str] = field(default_factory=set)
     chunk: int = CHUNK
+    # Whether the stores log their changes (for bootstrap): without, they
+    # run unlogged, and no changelog rows are built.
+    changelogs: bool = True
 
     def topic_name(self, topic: str) -> str:
         app_id = StreamsConfig(self.props).application_id
@@ -301,6 +304,7 @@ def open_task(
         state_dir,
         wall_clock=_no_wall_clock,
         cache=cache,
+        logging_enabled=plan.changelogs,
     )
 
 

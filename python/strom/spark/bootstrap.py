@@ -12,6 +12,7 @@ nothing counted twice, the same late-record drops.
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
@@ -21,6 +22,7 @@ from strom.config import StreamsConfig
 from strom.embedded import EmbeddedLog, OffsetAndMetadata
 from strom.errors import ConfigError, StromError
 from strom.internals.runtime import EmbeddedRuntime
+from strom.internals.task import StreamTask
 from strom.spark._task import unpack
 
 if TYPE_CHECKING:
@@ -28,23 +30,65 @@ if TYPE_CHECKING:
 
 
 def bootstrap(result: Replay, config: Mapping[str, Any]) -> None:
-    """Writes ``result``'s end state for the app ``config`` describes (an
-    embedded log: ``bootstrap.servers = embedded:PATH``). The app must not
-    have run yet: no committed offsets and empty changelogs."""
+    """Writes ``result``'s end state for the app ``config`` describes: on an
+    embedded log (``bootstrap.servers = embedded:PATH``) or a Kafka cluster.
+    The app must not have run yet: no committed offsets and empty changelogs."""
+    if not result.changelogs:
+        raise ConfigError(
+            "bootstrap writes the stores' changelogs, which this replay did not keep: "
+            "call replay(..., changelogs=True)"
+        )
     streams_config = StreamsConfig(config)
     app_id = streams_config.application_id
-    path = streams_config.embedded_path
-    if path is None:
-        raise ConfigError(
-            "Replay.bootstrap writes to an embedded log ('bootstrap.servers' = "
-            f"'embedded:PATH'); got {streams_config['bootstrap.servers']!r}"
-        )
     if app_id != result.config.application_id:
         raise ConfigError(
             f"the replay ran as application.id {result.config.application_id!r} but bootstrap "
             f"is for {app_id!r}: internal topic names would not match; replay with the app's "
             "config"
         )
+    changelogs: dict[str, list[pa.Table]] = {}
+    for row in result._collect("changelog"):
+        packed = unpack(row["value"])
+        partitions = pa.array([row["partition"]] * len(packed), pa.int32())
+        changelogs.setdefault(row["name"], []).append(packed.append_column("partition", partitions))
+    records = {
+        topic: pa.concat_tables(parts).sort_by([("partition", "ascending"), ("seq", "ascending")])
+        for topic, parts in changelogs.items()
+    }
+    offsets = {
+        (row["name"], row["partition"]): (int(row["offset"]), str(row["timestamp"]))
+        for row in result._collect("offset")
+        if row["name"] in result._external
+    }
+    # Each task's stream times (task and per processor), by task id.
+    times: dict[str, dict[str, Any]] = {}
+    for stage in result._stages:
+        assert stage.output is not None
+        for row in stage.output.filter("kind = 'task'").select("task", "value").collect():
+            times[f"{stage.subtopology.id}_{row['task']}"] = json.loads(row["value"])
+    if streams_config.embedded_path is not None:
+        _to_embedded_log(result, streams_config, records, offsets, times)
+    else:
+        # Its own writes need no transaction: read_committed consumers see them.
+        own = StreamsConfig({**config, "processing.guarantee": "at_least_once"})
+        _to_kafka(result, own, records, offsets, times)
+
+
+def _set_times(task: StreamTask, meta: dict[str, Any]) -> None:
+    task.stream_time = int(meta["stream_time"])
+    for node, node_time in meta["node_times"].items():
+        task.state.set_node_stream_time(node, int(node_time))
+
+
+def _to_embedded_log(
+    result: Replay,
+    config: StreamsConfig,
+    records: dict[str, pa.Table],
+    offsets: dict[tuple[str, int], tuple[int, str]],
+    times: dict[str, dict[str, Any]],
+) -> None:
+    app_id, path = config.application_id, config.embedded_path
+    assert path is not None
     log = EmbeddedLog(path)
     if log.committed_offsets(app_id):
         raise StromError(
@@ -52,22 +96,13 @@ def bootstrap(result: Replay, config: Mapping[str, Any]) -> None:
             "starts an app that has not run (reset it first)"
         )
     builder = result._builder
-
     # Create the app's internal topics (and check the input topics exist),
     # as the app would on its first start; then fill the changelogs.
-    EmbeddedRuntime(builder, streams_config, path).abort()
-    changelogs: dict[str, list[pa.Table]] = {}
-    for row in result._collect("changelog"):
-        packed = unpack(row["value"])
-        partitions = pa.array([row["partition"]] * len(packed), pa.int32())
-        changelogs.setdefault(row["name"], []).append(packed.append_column("partition", partitions))
+    EmbeddedRuntime(builder, config, path).abort()
     with log.producer() as producer:
-        for topic, parts in changelogs.items():
+        for topic, rows in records.items():
             if any(log.end_offsets(topic).values()):
                 raise StromError(f"changelog {topic} is not empty; reset the application first")
-            rows = pa.concat_tables(parts).sort_by(
-                [("partition", "ascending"), ("seq", "ascending")]
-            )
             producer.produce_columns(
                 topic,
                 rows.column("key").to_pylist(),
@@ -75,30 +110,113 @@ def bootstrap(result: Replay, config: Mapping[str, Any]) -> None:
                 rows.column("timestamp").to_pylist(),
                 rows.column("partition").to_pylist(),
             )
-
-    offsets = {
-        (row["name"], row["partition"]): OffsetAndMetadata(row["offset"], str(row["timestamp"]))
-        for row in result._collect("offset")
-        if row["name"] in result._external
-    }
-    log.commit_offsets(app_id, offsets)
-
+    log.commit_offsets(
+        app_id, {key: OffsetAndMetadata(offset, stamp) for key, (offset, stamp) in offsets.items()}
+    )
     # Open every task as the app will (restoring its stores from the
     # changelogs just written), give it the replay's stream times, commit.
-    times: dict[str, dict[str, Any]] = {}
-    for stage in result._stages:
-        assert stage.output is not None
-        for row in stage.output.filter("kind = 'task'").select("task", "value").collect():
-            times[f"{stage.subtopology.id}_{row['task']}"] = json.loads(row["value"])
-    runtime = EmbeddedRuntime(builder, streams_config, path)
+    runtime = EmbeddedRuntime(builder, config, path)
     try:
         for task_id, task in runtime.tasks.items():
-            meta = times.get(task_id)
-            if meta is None:
-                continue
-            task.stream_time = int(meta["stream_time"])
-            for node, time in meta["node_times"].items():
-                task.state.set_node_stream_time(node, int(time))
+            if task_id in times:
+                _set_times(task, times[task_id])
         runtime.commit()
     finally:
         runtime.abort()
+
+
+def _to_kafka(
+    result: Replay,
+    config: StreamsConfig,
+    records: dict[str, pa.Table],
+    offsets: dict[tuple[str, int], tuple[int, str]],
+    times: dict[str, dict[str, Any]],
+) -> None:
+    """The same on a Kafka cluster: internal topics created as the app
+    creates them, changelogs produced, the input offsets committed for the
+    app's group (it has no members yet), and the local stores of every task
+    the replay ran restored into ``state.dir`` and committed with its stream
+    times. An instance started with that ``state.dir`` drops late records as
+    an uninterrupted run would; one elsewhere restores from the changelogs
+    and starts from the committed partition times."""
+    from confluent_kafka import TopicPartition  # noqa: PLC0415
+
+    from strom.kafka.clients import REQUEST_TIMEOUT_S  # noqa: PLC0415
+    from strom.kafka.runtime import KafkaRuntime  # noqa: PLC0415
+
+    app_id = config.application_id
+    runtime = KafkaRuntime(result._builder, config)  # creates the internal topics
+    try:
+        # Out of the group: its offsets are committed by no member.
+        runtime.consumer.unsubscribe()
+        committed = runtime.consumer.committed(
+            [TopicPartition(t, p) for t, p in offsets], timeout=REQUEST_TIMEOUT_S
+        )
+        if any(tp.offset >= 0 for tp in committed):
+            raise StromError(
+                f"application {app_id!r} already committed offsets on "
+                f"{config['bootstrap.servers']}; bootstrap only starts an app that has not "
+                "run (reset it first: strom reset)"
+            )
+        for topic in records:
+            for partition in range(runtime.partition_count(topic)):
+                low, high = runtime.watermarks(topic, partition)
+                if high > low:
+                    raise StromError(f"changelog {topic} is not empty; reset the application first")
+        for topic, rows in records.items():
+            runtime.producer.produce_columns(
+                topic,
+                rows.column("key").to_pylist(),
+                rows.column("value").to_pylist(),
+                rows.column("timestamp").to_pylist(),
+                rows.column("partition").to_pylist(),
+            )
+        runtime.producer.flush()
+
+        _commit_offsets(runtime.consumer, offsets, app_id)
+
+        subs = {sub.id: sub for sub in runtime.subtopologies}
+        wanted = []
+        for task_id in sorted(times):
+            sub_id, number = task_id.split("_")
+            wanted.append(TopicPartition(runtime.anchor_topic(subs[int(sub_id)]), int(number)))
+        tasks, _ = runtime.open_tasks(wanted)
+        for task in tasks:
+            _set_times(task, times[task.task_id])
+        runtime.close()
+    except BaseException:
+        runtime.abort()
+        raise
+
+
+def _commit_offsets(
+    consumer: Any, offsets: dict[tuple[str, int], tuple[int, str]], app_id: str
+) -> None:
+    """Commits for the group with no member (the broker takes that only
+    while the group is empty: our own consumer may still be leaving it)."""
+    from confluent_kafka import KafkaError, KafkaException, TopicPartition  # noqa: PLC0415
+
+    from strom.kafka.clients import REQUEST_TIMEOUT_S  # noqa: PLC0415
+
+    wanted = [
+        TopicPartition(t, p, offset, metadata=partition_time)
+        for (t, p), (offset, partition_time) in offsets.items()
+    ]
+    deadline = time.monotonic() + REQUEST_TIMEOUT_S
+    while True:
+        try:
+            consumer.commit(offsets=wanted, asynchronous=False)
+            return
+        except KafkaException as exc:  # noqa: PERF203 - a retry loop
+            error = exc.args[0] if exc.args else None
+            busy = isinstance(error, KafkaError) and error.code() in (
+                KafkaError.UNKNOWN_MEMBER_ID,
+                KafkaError.REBALANCE_IN_PROGRESS,
+                KafkaError.ILLEGAL_GENERATION,
+            )
+            if not busy or time.monotonic() > deadline:
+                raise StromError(
+                    f"committing the input offsets for group {app_id!r} failed ({exc}); "
+                    "bootstrap only starts an app that is not running"
+                ) from exc
+            time.sleep(0.2)

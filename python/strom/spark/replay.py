@@ -74,6 +74,7 @@ def replay(
     start_offsets: Offsets | None = None,
     end_offsets: Offsets | None = None,
     progress: ProgressListener | None = None,
+    changelogs: bool = False,
 ) -> Replay:
     """Replays ``topology`` over the records of ``source`` on Spark and
     returns the :class:`Replay`, whose stages have all run.
@@ -87,6 +88,9 @@ def replay(
     ``deserialization.exception.handler``, ``statestore.cache.max.bytes`` and
     the default serdes apply as in the streaming app, except that the record
     cache is off unless ``config`` sizes it: every update is emitted).
+    ``changelogs`` keeps each store's changelog (the latest record per key),
+    which :meth:`Replay.bootstrap` writes; without it the stores run
+    unlogged, which is faster.
     """
     # No wall clock in a replay: emit-final aggregations look for closed
     # windows on every record, as in the test driver.
@@ -119,6 +123,7 @@ def replay(
                 sub,
                 partitions,
                 {physical(t) for t in sub.source_topics} & fed,
+                changelogs=changelogs,
             ),
         )
         for sub in _ordered(subs, physical, fed)
@@ -130,7 +135,7 @@ def replay(
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
 
-    result = Replay(builder, streams_config, partitions, external, stages)
+    result = Replay(builder, streams_config, partitions, external, stages, changelogs)
     for index, stage in enumerate(stages):
         started = time.monotonic()
         _run_stage(stage, frame, stages[:index])
@@ -490,8 +495,10 @@ class Replay:
         partitions: dict[str, int],
         external: list[str],
         stages: list[_Stage],
+        changelogs: bool = False,
     ) -> None:
         self._builder = builder
+        self.changelogs = changelogs
         self.config = config
         self.partitions = partitions
         self._external = external
