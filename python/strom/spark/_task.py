@@ -106,8 +106,9 @@ class StagePlan:
     # Physical names of the topics whose records the replay itself produces.
     internal: set[str] = field(default_factory=set)
     chunk: int = CHUNK
-    # Whether the stores log their changes (for bootstrap): without, they
-    # run unlogged, and no changelog rows are built.
+    # Whether the task gives back its stores' changelogs (for bootstrap):
+    # without, every store runs unlogged and no changelog row is built; with,
+    # the stores :func:`rebuilt_from_contents` still run unlogged.
     changelogs: bool = True
 
     def topic_name(self, topic: str) -> str:
@@ -454,7 +455,7 @@ def _result(plan: StagePlan, task: StreamTask, partition: int, collector: _Captu
             keys, starts, ends, values = columns
             add("store", name, partition, None, keys, values, starts, ends)
             store_def = plan.builder.stores[name]
-            if rebuilt_from_contents(store_def):
+            if plan.changelogs and rebuilt_from_contents(store_def):
                 topic = f"{task.config.application_id}-{name}-changelog"
                 add_changelog(topic, _changelog_of(keys, starts, values))
 
