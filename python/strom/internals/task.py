@@ -183,10 +183,7 @@ class StreamTask:
         global_stores: dict[str, Any] | None = None,
         changelog_range: ChangelogRange | None = None,
         cache: _core.NativeThreadCache | None = None,
-        logging_enabled: bool = True,
     ) -> None:
-        """``logging_enabled=False`` opens every store without its changelog
-        (a batch replay that needs only the final state)."""
         self.task_id = task_id or f"{subtopology.id}_{partition}"
         # Global stores belong to the global task; every task may read them.
         self.global_stores = global_stores or {}
@@ -219,8 +216,7 @@ class StreamTask:
         app_id = config.application_id
         for store_name in subtopology.stores:
             store_def = builder.stores[store_name]
-            logged = store_def.logged and logging_enabled
-            changelog_topic = f"{app_id}-{store_name}-changelog" if logged else None
+            changelog_topic = f"{app_id}-{store_name}-changelog" if store_def.logged else None
             native = self.state.open(store_def, changelog_topic)
             writer = None
             if changelog_topic is not None:

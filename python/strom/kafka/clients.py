@@ -36,9 +36,27 @@ class KafkaClientError(StromError):
 T = TypeVar("T")
 
 
-def retrying(call: Callable[[], T], what: str, refresh: Callable[[], object] | None = None) -> T:
+# Commit errors that mean the group rebalanced under the committer (Kafka's
+# CommitFailedException), not that the cluster failed.
+REBALANCED = frozenset(
+    {
+        KafkaError.ILLEGAL_GENERATION,
+        KafkaError.UNKNOWN_MEMBER_ID,
+        KafkaError.REBALANCE_IN_PROGRESS,
+        KafkaError._ASSIGNMENT_LOST,
+    }
+)
+
+
+def retrying(
+    call: Callable[[], T],
+    what: str,
+    refresh: Callable[[], object] | None = None,
+    also: frozenset[int] = frozenset(),
+) -> T:
     """``call()``, again while it fails with a retriable error (a leader that
-    moved, metadata not yet propagated, a coordinator still loading).
+    moved, metadata not yet propagated, a coordinator still loading) or one
+    of the error codes ``also`` names.
     ``refresh`` runs before each new try: librdkafka keeps sending a
     partition's requests to a stopped leader until its metadata is refreshed,
     which for a partition it does not fetch from happens only every
@@ -51,6 +69,7 @@ def retrying(call: Callable[[], T], what: str, refresh: Callable[[], object] | N
             error = exc.args[0] if exc.args else None
             retriable = isinstance(error, KafkaError) and (
                 error.retriable()
+                or error.code() in also
                 or error.code()
                 in (
                     KafkaError.NOT_LEADER_FOR_PARTITION,

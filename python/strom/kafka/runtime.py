@@ -51,6 +51,7 @@ from strom.internals.task import RecordCollector, StreamTask
 from strom.internals.topology_builder import SourceDef
 from strom.kafka.clients import (
     ATTEMPT_TIMEOUT_S,
+    REBALANCED,
     REQUEST_TIMEOUT_S,
     DeliveryFailures,
     KafkaClientError,
@@ -80,17 +81,6 @@ RESTORE_BATCH = 10_000
 class EndTargets:
     targets: dict[tuple[str, int], int]
     fed: set[str]
-
-
-# Commit errors that mean the group rebalanced under us (not a failure).
-_REBALANCED = frozenset(
-    {
-        KafkaError.ILLEGAL_GENERATION,
-        KafkaError.UNKNOWN_MEMBER_ID,
-        KafkaError.REBALANCE_IN_PROGRESS,
-        KafkaError._ASSIGNMENT_LOST,
-    }
-)
 
 
 class TaskMigratedError(StromError):
@@ -588,7 +578,7 @@ class KafkaRuntime(Runtime):
                 self.consumer.commit(offsets=offsets, asynchronous=False)
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
-                if not isinstance(error, KafkaError) or error.code() not in _REBALANCED:
+                if not isinstance(error, KafkaError) or error.code() not in REBALANCED:
                     raise KafkaClientError(f"committing offsets failed: {exc}") from exc
                 # Kafka's CommitFailedException: the group moved on. The
                 # rebalance callbacks hand the partitions over; what was

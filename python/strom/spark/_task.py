@@ -276,13 +276,18 @@ def rebuilt_from_contents(store: StoreDef) -> bool:
     )
 
 
-def _replay_builder(builder: InternalTopologyBuilder) -> InternalTopologyBuilder:
-    """The builder with the stores whose changelog the replay rebuilds from
-    their final contents unlogged: no record captured per update."""
-    replayed = copy.copy(builder)
+def _replay_builder(plan: StagePlan) -> InternalTopologyBuilder:
+    """The builder a replay task runs: every store unlogged when the replay
+    keeps no changelogs, else those whose changelog it rebuilds from their
+    final contents (no record captured per update either way)."""
+
+    def unlogged(store: StoreDef) -> bool:
+        return not plan.changelogs or rebuilt_from_contents(store)
+
+    replayed = copy.copy(plan.builder)
     replayed.stores = {
-        name: dataclasses.replace(store, logged=False) if rebuilt_from_contents(store) else store
-        for name, store in builder.stores.items()
+        name: dataclasses.replace(store, logged=False) if unlogged(store) else store
+        for name, store in plan.builder.stores.items()
     }
     return replayed
 
@@ -298,14 +303,13 @@ def open_task(
     return StreamTask(
         plan.subtopology,
         partition,
-        _replay_builder(plan.builder),
+        _replay_builder(plan),
         config,
         collector,
         plan.topic_name,
         state_dir,
         wall_clock=_no_wall_clock,
         cache=cache,
-        logging_enabled=plan.changelogs,
     )
 
 

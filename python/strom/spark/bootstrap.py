@@ -12,8 +12,8 @@ nothing counted twice, the same late-record drops.
 from __future__ import annotations
 
 import json
-import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import pyarrow as pa
@@ -27,6 +27,22 @@ from strom.spark._task import unpack
 
 if TYPE_CHECKING:
     from strom.spark.replay import Replay
+
+
+@dataclass
+class _EndState:
+    """What the replay hands over: per changelog topic its records (sorted
+    by partition and write order), the input offsets with each partition's
+    time, and each task's stream times (task and per processor) by task id."""
+
+    changelogs: dict[str, pa.Table]
+    offsets: dict[tuple[str, int], tuple[int, str]]
+    times: dict[str, dict[str, Any]]
+
+    def changelog_columns(self, topic: str) -> tuple[list[Any], ...]:
+        """keys, values, timestamps, partitions: what ``produce_columns`` takes."""
+        rows = self.changelogs[topic]
+        return tuple(rows.column(c).to_pylist() for c in ("key", "value", "timestamp", "partition"))
 
 
 def bootstrap(result: Replay, config: Mapping[str, Any]) -> None:
@@ -46,32 +62,35 @@ def bootstrap(result: Replay, config: Mapping[str, Any]) -> None:
             f"is for {app_id!r}: internal topic names would not match; replay with the app's "
             "config"
         )
-    changelogs: dict[str, list[pa.Table]] = {}
+    if streams_config.embedded_path is not None:
+        _to_embedded_log(result, streams_config, _end_state(result))
+    else:
+        # Its own writes need no transaction: read_committed consumers see them.
+        own = StreamsConfig({**config, "processing.guarantee": "at_least_once"})
+        _to_kafka(result, own, _end_state(result))
+
+
+def _end_state(result: Replay) -> _EndState:
+    parts: dict[str, list[pa.Table]] = {}
     for row in result._collect("changelog"):
         packed = unpack(row["value"])
         partitions = pa.array([row["partition"]] * len(packed), pa.int32())
-        changelogs.setdefault(row["name"], []).append(packed.append_column("partition", partitions))
-    records = {
-        topic: pa.concat_tables(parts).sort_by([("partition", "ascending"), ("seq", "ascending")])
-        for topic, parts in changelogs.items()
+        parts.setdefault(row["name"], []).append(packed.append_column("partition", partitions))
+    changelogs = {
+        topic: pa.concat_tables(tables).sort_by([("partition", "ascending"), ("seq", "ascending")])
+        for topic, tables in parts.items()
     }
     offsets = {
         (row["name"], row["partition"]): (int(row["offset"]), str(row["timestamp"]))
         for row in result._collect("offset")
         if row["name"] in result._external
     }
-    # Each task's stream times (task and per processor), by task id.
     times: dict[str, dict[str, Any]] = {}
     for stage in result._stages:
         assert stage.output is not None
         for row in stage.output.filter("kind = 'task'").select("task", "value").collect():
             times[f"{stage.subtopology.id}_{row['task']}"] = json.loads(row["value"])
-    if streams_config.embedded_path is not None:
-        _to_embedded_log(result, streams_config, records, offsets, times)
-    else:
-        # Its own writes need no transaction: read_committed consumers see them.
-        own = StreamsConfig({**config, "processing.guarantee": "at_least_once"})
-        _to_kafka(result, own, records, offsets, times)
+    return _EndState(changelogs, offsets, times)
 
 
 def _set_times(task: StreamTask, meta: dict[str, Any]) -> None:
@@ -80,13 +99,7 @@ def _set_times(task: StreamTask, meta: dict[str, Any]) -> None:
         task.state.set_node_stream_time(node, int(node_time))
 
 
-def _to_embedded_log(
-    result: Replay,
-    config: StreamsConfig,
-    records: dict[str, pa.Table],
-    offsets: dict[tuple[str, int], tuple[int, str]],
-    times: dict[str, dict[str, Any]],
-) -> None:
+def _to_embedded_log(result: Replay, config: StreamsConfig, end: _EndState) -> None:
     app_id, path = config.application_id, config.embedded_path
     assert path is not None
     log = EmbeddedLog(path)
@@ -100,38 +113,27 @@ def _to_embedded_log(
     # as the app would on its first start; then fill the changelogs.
     EmbeddedRuntime(builder, config, path).abort()
     with log.producer() as producer:
-        for topic, rows in records.items():
+        for topic in end.changelogs:
             if any(log.end_offsets(topic).values()):
                 raise StromError(f"changelog {topic} is not empty; reset the application first")
-            producer.produce_columns(
-                topic,
-                rows.column("key").to_pylist(),
-                rows.column("value").to_pylist(),
-                rows.column("timestamp").to_pylist(),
-                rows.column("partition").to_pylist(),
-            )
+            producer.produce_columns(topic, *end.changelog_columns(topic))
     log.commit_offsets(
-        app_id, {key: OffsetAndMetadata(offset, stamp) for key, (offset, stamp) in offsets.items()}
+        app_id,
+        {key: OffsetAndMetadata(offset, stamp) for key, (offset, stamp) in end.offsets.items()},
     )
     # Open every task as the app will (restoring its stores from the
     # changelogs just written), give it the replay's stream times, commit.
     runtime = EmbeddedRuntime(builder, config, path)
     try:
         for task_id, task in runtime.tasks.items():
-            if task_id in times:
-                _set_times(task, times[task_id])
+            if task_id in end.times:
+                _set_times(task, end.times[task_id])
         runtime.commit()
     finally:
         runtime.abort()
 
 
-def _to_kafka(
-    result: Replay,
-    config: StreamsConfig,
-    records: dict[str, pa.Table],
-    offsets: dict[tuple[str, int], tuple[int, str]],
-    times: dict[str, dict[str, Any]],
-) -> None:
+def _to_kafka(result: Replay, config: StreamsConfig, end: _EndState) -> None:
     """The same on a Kafka cluster: internal topics created as the app
     creates them, changelogs produced, the input offsets committed for the
     app's group (it has no members yet), and the local stores of every task
@@ -141,7 +143,7 @@ def _to_kafka(
     and starts from the committed partition times."""
     from confluent_kafka import TopicPartition  # noqa: PLC0415
 
-    from strom.kafka.clients import REQUEST_TIMEOUT_S  # noqa: PLC0415
+    from strom.kafka.clients import REBALANCED, REQUEST_TIMEOUT_S, retrying  # noqa: PLC0415
     from strom.kafka.runtime import KafkaRuntime  # noqa: PLC0415
 
     app_id = config.application_id
@@ -150,7 +152,7 @@ def _to_kafka(
         # Out of the group: its offsets are committed by no member.
         runtime.consumer.unsubscribe()
         committed = runtime.consumer.committed(
-            [TopicPartition(t, p) for t, p in offsets], timeout=REQUEST_TIMEOUT_S
+            [TopicPartition(t, p) for t, p in end.offsets], timeout=REQUEST_TIMEOUT_S
         )
         if any(tp.offset >= 0 for tp in committed):
             raise StromError(
@@ -158,65 +160,37 @@ def _to_kafka(
                 f"{config['bootstrap.servers']}; bootstrap only starts an app that has not "
                 "run (reset it first: strom reset)"
             )
-        for topic in records:
+        for topic in end.changelogs:
             for partition in range(runtime.partition_count(topic)):
                 low, high = runtime.watermarks(topic, partition)
                 if high > low:
                     raise StromError(f"changelog {topic} is not empty; reset the application first")
-        for topic, rows in records.items():
-            runtime.producer.produce_columns(
-                topic,
-                rows.column("key").to_pylist(),
-                rows.column("value").to_pylist(),
-                rows.column("timestamp").to_pylist(),
-                rows.column("partition").to_pylist(),
-            )
+        for topic in end.changelogs:
+            runtime.producer.produce_columns(topic, *end.changelog_columns(topic))
         runtime.producer.flush()
 
-        _commit_offsets(runtime.consumer, offsets, app_id)
+        # The broker takes a commit from no member only while the group is
+        # empty: our own consumer may still be leaving it.
+        offsets = [
+            TopicPartition(t, p, offset, metadata=partition_time)
+            for (t, p), (offset, partition_time) in end.offsets.items()
+        ]
+        retrying(
+            lambda: runtime.consumer.commit(offsets=offsets, asynchronous=False),
+            f"committing the input offsets for group {app_id!r} (bootstrap only starts an "
+            "app that is not running)",
+            also=REBALANCED,
+        )
 
         subs = {sub.id: sub for sub in runtime.subtopologies}
         wanted = []
-        for task_id in sorted(times):
+        for task_id in sorted(end.times):
             sub_id, number = task_id.split("_")
             wanted.append(TopicPartition(runtime.anchor_topic(subs[int(sub_id)]), int(number)))
         tasks, _ = runtime.open_tasks(wanted)
         for task in tasks:
-            _set_times(task, times[task.task_id])
+            _set_times(task, end.times[task.task_id])
         runtime.close()
     except BaseException:
         runtime.abort()
         raise
-
-
-def _commit_offsets(
-    consumer: Any, offsets: dict[tuple[str, int], tuple[int, str]], app_id: str
-) -> None:
-    """Commits for the group with no member (the broker takes that only
-    while the group is empty: our own consumer may still be leaving it)."""
-    from confluent_kafka import KafkaError, KafkaException, TopicPartition  # noqa: PLC0415
-
-    from strom.kafka.clients import REQUEST_TIMEOUT_S  # noqa: PLC0415
-
-    wanted = [
-        TopicPartition(t, p, offset, metadata=partition_time)
-        for (t, p), (offset, partition_time) in offsets.items()
-    ]
-    deadline = time.monotonic() + REQUEST_TIMEOUT_S
-    while True:
-        try:
-            consumer.commit(offsets=wanted, asynchronous=False)
-            return
-        except KafkaException as exc:  # noqa: PERF203 - a retry loop
-            error = exc.args[0] if exc.args else None
-            busy = isinstance(error, KafkaError) and error.code() in (
-                KafkaError.UNKNOWN_MEMBER_ID,
-                KafkaError.REBALANCE_IN_PROGRESS,
-                KafkaError.ILLEGAL_GENERATION,
-            )
-            if not busy or time.monotonic() > deadline:
-                raise StromError(
-                    f"committing the input offsets for group {app_id!r} failed ({exc}); "
-                    "bootstrap only starts an app that is not running"
-                ) from exc
-            time.sleep(0.2)
