@@ -53,11 +53,26 @@ def create_topics(
         time.sleep(0.05)
 
 
+def ordered_producer(bootstrap: str) -> Producer:
+    """A producer that keeps each partition in the order of its produce
+    calls. Idempotence is what guarantees it: without it a batch that is
+    retried (e.g. while a new topic's leader is being elected, as on a
+    freshly started broker) can land after the batches sent behind it, and
+    input out of timestamp order makes a windowed count drop records."""
+    return Producer(
+        {
+            "bootstrap.servers": bootstrap,
+            "partitioner": "murmur2_random",  # keyed records on Java's partition
+            "enable.idempotence": True,
+        }
+    )
+
+
 def produce(
     bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None, int]]
 ) -> int:
-    """Writes (key, value, timestamp) records, keyed ones on Java's partition."""
-    producer = Producer({"bootstrap.servers": bootstrap, "partitioner": "murmur2_random"})
+    """Writes (key, value, timestamp) records in order, keyed ones on Java's partition."""
+    producer = ordered_producer(bootstrap)
     count = 0
     for key, value, timestamp in records:
         producer.produce(topic, value, key, timestamp=timestamp)

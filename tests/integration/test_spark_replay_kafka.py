@@ -12,9 +12,15 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka import Consumer, TopicPartition
 from pyspark.sql import SparkSession
-from tests.integration.kafka_support import TIMEOUT, create_topics, read_all, unique
+from tests.integration.kafka_support import (
+    TIMEOUT,
+    create_topics,
+    ordered_producer,
+    read_all,
+    unique,
+)
 from tests.kafka_harness import KafkaCluster
 from tests.spark.conftest import spark  # noqa: F401 - the Spark session fixture
 from tests.spark.support import Scenario, replay_results, source_frame
@@ -48,7 +54,7 @@ def test_replay_from_kafka_offset_ranges(
     )
     servers = kafka.bootstrap_servers
     create_topics(servers, {topic: 3})
-    producer = Producer({"bootstrap.servers": servers})
+    producer = ordered_producer(servers)
     for _t, partition, _o, key, value, timestamp in scenario.rows():
         producer.produce(topic, value, key, partition=partition, timestamp=timestamp)
         producer.poll(0)
@@ -120,7 +126,7 @@ def test_replay_then_bootstrap_on_kafka_then_stream_equals_one_streaming_run(
         [],
     )
     create_topics(servers, {source: 3, whole_sink: 3, split_sink: 3})
-    producer = Producer({"bootstrap.servers": servers})
+    producer = ordered_producer(servers)
     for _t, partition, _o, key, value, timestamp in scenario.rows():
         producer.produce(source, value, key, partition=partition, timestamp=timestamp)
     assert producer.flush(TIMEOUT) == 0
