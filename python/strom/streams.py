@@ -224,6 +224,12 @@ class KafkaStreams:
     def _shutdown_requested(self) -> bool:
         return self._app_shutdown is not None and self._app_shutdown.requested()
 
+    def _shutdown_request(self) -> ApplicationShutdownRequested:
+        return ApplicationShutdownRequested(
+            f"an instance of application {self.config.application_id!r} "
+            "requested shutdown_application"
+        )
+
     def _request_application_shutdown(self, exc: BaseException) -> None:
         if self._app_shutdown is None:
             return  # the embedded log: this client is the whole application
@@ -259,12 +265,7 @@ class KafkaStreams:
                     runtime.poll_once(0.1)
                     runtime.maybe_commit()
                     if self._shutdown_requested():
-                        self._fail(
-                            ApplicationShutdownRequested(
-                                "an instance of application "
-                                f"{self.config.application_id!r} requested shutdown_application"
-                            )
-                        )
+                        self._fail(self._shutdown_request())
                         return
             except Exception as exc:
                 verdict = "shutdown_client"
@@ -321,15 +322,18 @@ class KafkaStreams:
         """Processes everything up to the input end offsets as of this call,
         commits, and returns: a bounded batch run. The app stays open (its
         stores queryable, and another call processes what arrived since)
-        until ``close()``."""
+        until ``close()``. On Kafka, a ``"shutdown_application"`` request of
+        another instance stops it with ``ApplicationShutdownRequested``."""
         seconds = _seconds(timeout)
         deadline = None if seconds is None else time.monotonic() + seconds
         if self._threads:
             raise StromError("run_until_end cannot be used on an app started with start()")
         opened = self._state in (State.RUNNING, State.REBALANCING)
         runtimes = self._runtimes if opened else self._open()
+        if self._path is None and self._app_shutdown is None:
+            self._watch_application_shutdown()
         try:
-            if len(runtimes) == 1:
+            if self._path is not None and len(runtimes) == 1:
                 runtimes[0].run_until_end(deadline)
             else:
                 self._run_threads_until_end(runtimes, deadline)
@@ -345,7 +349,8 @@ class KafkaStreams:
     def _run_threads_until_end(self, runtimes: list[Runtime], deadline: float | None) -> None:
         """Each thread steps until all of them are idle and at their targets
         at once: a thread that ran dry may get more from another's output
-        (repartition topics), so none stops before all do."""
+        (repartition topics), so none stops before all do. Meanwhile this
+        one watches for ``"shutdown_application"`` requests (on Kafka)."""
         done = threading.Event()
         rounds = [0] * len(runtimes)
         idle = [False] * len(runtimes)
@@ -372,6 +377,9 @@ class KafkaStreams:
             thread.start()
         try:
             while not done.is_set():
+                if self._shutdown_requested():
+                    errors.append(self._shutdown_request())
+                    break
                 if all(idle):
                     # Quiet for two more rounds of every thread: finished.
                     seen, before = list(rounds), list(processed)

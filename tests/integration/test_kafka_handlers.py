@@ -8,6 +8,8 @@ headers on dead-letter records (ExceptionHandlerUtils)."""
 
 from __future__ import annotations
 
+import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -271,6 +273,51 @@ def test_shutdown_application_stops_every_instance(kafka: KafkaCluster, tmp_path
         assert not watcher.requested()
     finally:
         watcher.close()
+
+
+def test_run_until_end_stops_on_a_shutdown_application_request(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    """A bounded run watches for "shutdown_application" requests of other
+    instances as a started app does, and stops before its end offsets."""
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("in"), unique("out"), unique("bounded-shutdown")
+    create_topics(boot, {source: 1, sink: 1})
+    produce(boot, source, _records([f"v{i}" for i in range(1000)]))
+    builder = StreamsBuilder()
+    # 10 ms a record: the whole input would take 10 s.
+    builder.stream(source, key_serde=serdes.String(), value_serde=serdes.String()).peek(
+        lambda _k, _v: time.sleep(0.01)
+    ).to(sink, key_serde=serdes.String(), value_serde=serdes.String())
+    config = app_config(boot, app_id, str(tmp_path), **{"poll.max.records": 10})
+    outcome: list[BaseException | None] = []
+
+    def run(app: KafkaStreams) -> None:
+        try:
+            app.run_until_end(timeout=120)
+            outcome.append(None)
+        except BaseException as exc:
+            outcome.append(exc)
+
+    with KafkaStreams(builder.build(), config) as app:
+        runner = threading.Thread(target=run, args=(app,))
+        runner.start()
+        wait_until(
+            lambda: app.metrics().get("records-processed", 0) > 0 or bool(outcome),
+            timeout=60,
+            what="the bounded run to process records",
+        )
+        other = ApplicationShutdown(StreamsConfig(config), "other-instance")
+        try:
+            other.request("a test asks")
+        finally:
+            other.close()
+        runner.join(60)
+        assert not runner.is_alive()
+        [stopped] = outcome
+        assert isinstance(stopped, ApplicationShutdownRequested), stopped
+        assert app.state is State.ERROR
+        assert app.metrics()["records-processed"] < 1000
 
 
 def test_too_large_record_under_exactly_once_cannot_be_skipped(
