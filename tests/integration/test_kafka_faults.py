@@ -161,6 +161,7 @@ def _kill_and_finish(
         owned: dict[int, set[int]] = {}
 
         def shared() -> bool:
+            owned.clear()
             owned.update(_partitions_by_pid(boot, app_id))
             return all(len(owned.get(p.pid, ())) == 1 for p in instances)
 
