@@ -19,7 +19,6 @@ import random
 import signal
 import subprocess
 import sys
-import time
 from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
@@ -37,6 +36,7 @@ from tests.integration.kafka_support import (
     unique,
 )
 from tests.kafka_harness import REPO_ROOT, KafkaCluster
+from tests.support import wait_until
 
 from strom import serdes
 
@@ -134,14 +134,15 @@ def _start_instance(
     )
 
 
-def _wait_until(condition: Callable[[], bool], timeout: float, what: str, *alive: Any) -> None:
-    deadline = time.monotonic() + timeout
-    while not condition():
-        for instance in alive:
-            assert instance.poll() is None, f"an instance exited by itself while {what}"
-        if time.monotonic() > deadline:
-            pytest.fail(f"timed out after {timeout:.0f} s {what}")
-        time.sleep(0.05)
+def _while_alive(condition: Callable[[], bool], *instances: Any) -> Callable[[], bool]:
+    """``condition``, failing the test if an instance has exited meanwhile."""
+
+    def check() -> bool:
+        for instance in instances:
+            assert instance.poll() is None, "an instance exited by itself"
+        return condition()
+
+    return check
 
 
 def _kill_and_finish(
@@ -165,27 +166,30 @@ def _kill_and_finish(
             owned.update(_partitions_by_pid(boot, app_id))
             return all(len(owned.get(p.pid, ())) == 1 for p in instances)
 
-        _wait_until(shared, 90, "waiting for the instances to share the input", *instances)
+        wait_until(_while_alive(shared, *instances), 90, "the instances to share the input")
         (victims,) = owned[victim.pid]
         records = _records(seed)
         produce(boot, source, records)
         sizes = _check_in_time_order(boot, source)
-        _wait_until(
-            lambda: _committed(boot, app_id, source)[victims] >= fraction * sizes[victims],
+        wait_until(
+            _while_alive(
+                lambda: _committed(boot, app_id, source)[victims] >= fraction * sizes[victims],
+                *instances,
+            ),
             90,
-            f"waiting for {fraction:.0%} of {source}-{victims} to be committed",
-            *instances,
+            f"{fraction:.0%} of {source}-{victims} to be committed",
         )
         victim.send_signal(signal.SIGKILL)
         victim.wait()
         assert _committed(boot, app_id, source)[victims] < sizes[victims], (
             "killed too late: the victim had finished its partition"
         )
-        _wait_until(
-            lambda: sum(_committed(boot, app_id, source).values()) == RECORDS,
+        wait_until(
+            _while_alive(
+                lambda: sum(_committed(boot, app_id, source).values()) == RECORDS, survivor
+            ),
             120,
-            "waiting for the survivor to commit the whole input",
-            survivor,
+            "the survivor to commit the whole input",
         )
     finally:
         for instance in instances:
