@@ -32,6 +32,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Literal
 
+from strom import serdes
 from strom.errors import TopologyError
 from strom.expr import Col
 
@@ -55,8 +56,6 @@ class Aggregation:
     def value_type(self, value_serde: Any) -> Literal["int", "float"] | None:
         """The kernel's numeric type (None for a count): a cast wins; the
         value itself follows its serde; a JSON field is a float."""
-        from strom import serdes  # noqa: PLC0415 - strom.serdes imports the native module
-
         if self.kind == "count":
             return None
         if self.expr is not None and self.expr.dtype is not None:

@@ -14,6 +14,7 @@ from typing import Any, Generic, TypeVar
 
 from strom import _core
 from strom.errors import SerializationError
+from strom.windowed import Window, Windowed
 
 __all__ = [
     "ByteArray",
@@ -179,8 +180,6 @@ class TimeWindowed(Serde[Any]):
         return (key or b"") + int(data.window.start).to_bytes(8, "big", signed=True)
 
     def deserialize(self, topic: str, data: bytes | None) -> Any:
-        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
-
         if data is None:
             return None
         if len(data) < 8:
@@ -210,8 +209,6 @@ class SessionWindowed(Serde[Any]):
         )
 
     def deserialize(self, topic: str, data: bytes | None) -> Any:
-        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
-
         if data is None:
             return None
         if len(data) < 16:

@@ -26,6 +26,7 @@ from strom.internals.batch import Batch
 from strom.internals.processors import Node, log
 from strom.serdes import Serde
 from strom.state.caching import CachingSessionStore, CachingWindowStore
+from strom.windowed import Window, Windowed
 
 if TYPE_CHECKING:
     from strom.agg import Aggregation
@@ -78,8 +79,6 @@ class NativeTimeWindowAggregate(Node):
         self.emit_final = emit_final
 
     def init(self, task: StreamTask) -> None:
-        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
-
         super().init(task)
         self.window_type, self.windowed_type = Window, Windowed
         self.store = task.store(self.store_name)
@@ -241,8 +240,6 @@ class _NativeSlidingOrSession(Node):
         raise NotImplementedError
 
     def init(self, task: StreamTask) -> None:
-        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
-
         super().init(task)
         self.window_type, self.windowed_type = Window, Windowed
         self.store: Any = task.store(self.store_name)

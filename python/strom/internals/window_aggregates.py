@@ -24,8 +24,8 @@ from typing import TYPE_CHECKING, Any
 from strom.config import EMIT_INTERVAL_WINDOWED
 from strom.internals.batch import Batch
 from strom.internals.processors import Node, log
-from strom.kstream.windowed import Window, Windowed
 from strom.state.caching import CachingSessionStore, CachingWindowStore
+from strom.windowed import Window, Windowed
 
 if TYPE_CHECKING:
     from strom.internals.task import StreamTask

@@ -15,8 +15,8 @@ from strom.kstream.kstream import (
 )
 from strom.kstream.materialized import Materialized
 from strom.kstream.suppressed import BufferConfig, Suppressed
-from strom.kstream.windowed import Window, Windowed
 from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
+from strom.windowed import Window, Windowed
 
 __all__ = [
     "BranchedKStream",

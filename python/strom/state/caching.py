@@ -18,6 +18,7 @@ from typing import Any, Generic, TypeVar
 from strom import _core
 from strom.keyvalue import KeyValue
 from strom.state.key_value import KeyValueStore, deserialize_values
+from strom.windowed import Window, Windowed
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -371,8 +372,6 @@ class CachingWindowStore(_CachingWindowedBase):
     def _write(self, flushed: list[tuple[bytes, bytes | None, int]], clean: bool = True) -> None:
         if not flushed:
             return
-        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
-
         if clean:
             self._clean(flushed)
         if self.listener is None:
@@ -462,8 +461,6 @@ class CachingSessionStore(_CachingWindowedBase):
         self, key: Any, earliest_session_end: int, latest_session_start: int
     ) -> Iterator[KeyValue]:
         """As ``SessionStore.find_sessions``, seeing the cache's writes."""
-        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
-
         raw_key = self.inner._key(key)
         _keys, starts, ends, raw_values = self.native.find_sessions(
             raw_key, earliest_session_end, latest_session_start
@@ -490,8 +487,6 @@ class CachingSessionStore(_CachingWindowedBase):
     def _write(self, flushed: list[tuple[bytes, bytes | None, int]], clean: bool = True) -> None:
         if not flushed:
             return
-        from strom.kstream.windowed import Window, Windowed  # noqa: PLC0415 - a cycle
-
         out: list[tuple[Any, Any, Any, int]] = []
         for cache_key, value, timestamp in flushed:
             raw_key, end, start = _split_session(cache_key)

@@ -16,11 +16,11 @@ from typing import TypeVar
 
 from strom import _core
 from strom.keyvalue import KeyValue
-from strom.kstream.windowed import Windowed
 from strom.serdes import Serde
 from strom.state.key_value import ChangelogSink
 from strom.state.stores import Duration, to_millis
 from strom.state.window import _TypedStore
+from strom.windowed import Windowed
 
 __all__ = ["SessionStore"]
 

@@ -19,10 +19,10 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 from strom import _core
 from strom.errors import StoreError
 from strom.keyvalue import KeyValue
-from strom.kstream.windowed import Window, Windowed
 from strom.serdes import Serde
 from strom.state.key_value import ChangelogSink
 from strom.state.stores import Duration, to_millis
+from strom.windowed import Window, Windowed
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # Python 3.10 has no typing.Self
