@@ -28,8 +28,8 @@ import pytest
 
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.embedded import EmbeddedLog
-from strom.internals import table_processors
 from strom.kstream import Materialized
+from strom.kstream.internals import table_processors
 
 RECORDS = int(os.environ.get("STROM_BENCH_TABLE_RECORDS", "1000000"))
 KEYS = RECORDS // 10

@@ -14,8 +14,8 @@ from typing import Any
 
 from strom.config import StreamsConfig
 from strom.errors import ApplicationShutdownRequested, ConfigError, StoreError, StromError
-from strom.internals.runtime import EmbeddedRuntime, Runtime
 from strom.keyvalue import KeyValue
+from strom.processor.internals.runtime import EmbeddedRuntime, Runtime
 from strom.state.views import plain
 from strom.topology import Topology
 

@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from strom.errors import TopologyError
-from strom.internals.processor_node import ProcessorAdapter
-from strom.internals.topology_builder import InternalTopologyBuilder, StoreDef
 from strom.processor.api import Processor
+from strom.processor.internals.processor_node import ProcessorAdapter
+from strom.processor.internals.topology_builder import InternalTopologyBuilder, StoreDef
 from strom.serdes import Serde
 from strom.state.stores import StoreBuilder
 

@@ -15,10 +15,10 @@ from hypothesis import strategies as st
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import TopologyError
-from strom.internals import table_joins as tj
-from strom.internals.batch import Batch
-from strom.internals.processors import Node
 from strom.kstream import Materialized
+from strom.kstream.internals import table_joins as tj
+from strom.processor.internals.batch import Batch
+from strom.processor.internals.nodes import Node
 from strom.testing import TopologyTestDriver
 
 S, INT = serdes.String(), serdes.Integer()

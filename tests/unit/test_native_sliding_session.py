@@ -20,11 +20,11 @@ from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.config import EMIT_INTERVAL_WINDOWED
 from strom.embedded import EmbeddedLog
 from strom.errors import TopologyError
-from strom.internals.native_window import (
+from strom.kstream import EmitStrategy, Materialized, SessionWindows, SlidingWindows
+from strom.kstream.internals.native_window import (
     NativeSessionWindowAggregate,
     NativeSlidingWindowAggregate,
 )
-from strom.kstream import EmitStrategy, Materialized, SessionWindows, SlidingWindows
 from strom.testing import TopologyTestDriver
 
 S, L, D, J = serdes.String(), serdes.Long(), serdes.Double(), serdes.Json()

@@ -18,8 +18,8 @@ import pytest
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import SerializationError, StromError
-from strom.internals import table_processors
 from strom.kstream import Materialized
+from strom.kstream.internals import table_processors
 
 S, L, J = serdes.String(), serdes.Long(), serdes.Json()
 RECORDS = 3_000

@@ -14,9 +14,9 @@ from hypothesis import strategies as st
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import TopologyError
-from strom.internals.batch import Batch
-from strom.internals.processors import Node
 from strom.kstream import BufferConfig, KTable, Materialized, Suppressed
+from strom.processor.internals.batch import Batch
+from strom.processor.internals.nodes import Node
 from strom.testing import TopologyTestDriver
 
 INT, S = serdes.Integer(), serdes.String()

@@ -15,7 +15,11 @@ from confluent_kafka import KafkaError, KafkaException, Message, Producer
 from strom._core import partition_for_key
 from strom.config import EXACTLY_ONCE_V2
 from strom.errors import FailedRecord, ProductionError, StromError
-from strom.internals.error_handling import UNKNOWN_CONTEXT, continue_after, dead_letter_headers
+from strom.processor.internals.error_handling import (
+    UNKNOWN_CONTEXT,
+    continue_after,
+    dead_letter_headers,
+)
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig

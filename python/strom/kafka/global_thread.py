@@ -19,7 +19,6 @@ from typing import TYPE_CHECKING
 from confluent_kafka import Consumer, KafkaError, TopicPartition
 
 from strom.errors import StromError
-from strom.internals.task import RecordCollector, StreamTask
 from strom.kafka.clients import (
     ATTEMPT_TIMEOUT_S,
     REQUEST_TIMEOUT_S,
@@ -28,12 +27,13 @@ from strom.kafka.clients import (
     retrying,
     to_batches,
 )
+from strom.processor.internals.task import RecordCollector, StreamTask
 
 if TYPE_CHECKING:
     from pathlib import Path
 
     from strom.config import StreamsConfig
-    from strom.internals.topology_builder import InternalTopologyBuilder
+    from strom.processor.internals.topology_builder import InternalTopologyBuilder
 
 log = logging.getLogger("strom.kafka")
 

@@ -46,9 +46,6 @@ from confluent_kafka.admin import AdminClient
 
 from strom.config import EXACTLY_ONCE_V2
 from strom.errors import ConfigError, StromError, TopologyError
-from strom.internals.runtime import REPARTITION_CONFIG, Runtime
-from strom.internals.task import RecordCollector, StreamTask
-from strom.internals.topology_builder import SourceDef
 from strom.kafka.clients import (
     ATTEMPT_TIMEOUT_S,
     REBALANCED,
@@ -66,11 +63,14 @@ from strom.kafka.clients import (
 from strom.kafka.global_thread import GlobalStreamThread
 from strom.kafka.standby import StandbyTasks
 from strom.kafka.topics import Topics
+from strom.processor.internals.runtime import REPARTITION_CONFIG, Runtime
+from strom.processor.internals.task import RecordCollector, StreamTask
+from strom.processor.internals.topology_builder import SourceDef
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
-    from strom.internals.task import InputRecords
-    from strom.internals.topology_builder import InternalTopologyBuilder, Subtopology
+    from strom.processor.internals.task import InputRecords
+    from strom.processor.internals.topology_builder import InternalTopologyBuilder, Subtopology
 
 log = logging.getLogger("strom.kafka")
 

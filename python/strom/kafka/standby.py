@@ -26,9 +26,9 @@ from confluent_kafka import Consumer, KafkaException, TopicPartition
 from strom.kafka.clients import REQUEST_TIMEOUT_S, check_message_error, consumer_config
 
 if TYPE_CHECKING:
-    from strom.internals.task import StreamTask
-    from strom.internals.topology_builder import Subtopology
     from strom.kafka.runtime import KafkaRuntime
+    from strom.processor.internals.task import StreamTask
+    from strom.processor.internals.topology_builder import Subtopology
 
 log = logging.getLogger("strom.kafka")
 

@@ -8,23 +8,24 @@ from typing import TYPE_CHECKING, Any, overload
 
 from strom import agg as strom_agg
 from strom.errors import TopologyError
-from strom.internals import processors as p
-from strom.internals import stream_joins as sj
-from strom.internals import table_processors as tp
-from strom.internals import window_aggregates as wa
-from strom.internals.native_window import (
+from strom.kstream.emit_strategy import EmitStrategy
+from strom.kstream.internals import processors as p
+from strom.kstream.internals import stream_joins as sj
+from strom.kstream.internals import table_processors as tp
+from strom.kstream.internals import window_aggregates as wa
+from strom.kstream.internals.native_window import (
     MeanState,
     NativeSessionWindowAggregate,
     NativeSlidingWindowAggregate,
     NativeTimeWindowAggregate,
 )
-from strom.internals.processor_node import ProcessorAdapter
-from strom.internals.topology_builder import ProcessorDef, StoreDef
-from strom.kstream.emit_strategy import EmitStrategy
 from strom.kstream.join_windows import JoinWindows
 from strom.kstream.materialized import Materialized
 from strom.kstream.suppressed import Suppressed
 from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
+from strom.processor.internals.nodes import Node, PassThrough
+from strom.processor.internals.processor_node import ProcessorAdapter
+from strom.processor.internals.topology_builder import ProcessorDef, StoreDef
 from strom.serdes import Double, Long, Serde, SessionWindowed, TimeWindowed
 from strom.state.stores import to_millis
 
@@ -59,7 +60,7 @@ class KStream:
     def _then(
         self,
         prefix: str,
-        node: Callable[[], p.Node],
+        node: Callable[[], Node],
         *,
         key_changed: bool = False,
         value_serde_kept: bool = True,
@@ -163,7 +164,7 @@ class KStream:
     def merge(self, other: KStream, *, name: str | None = None) -> KStream:
         """The records of both streams (no order between them is promised)."""
         node_name = name or self._builder.new_name("KSTREAM-MERGE-")
-        self._builder.internal.add_processor(node_name, p.PassThrough, self._node, other._node)
+        self._builder.internal.add_processor(node_name, PassThrough, self._node, other._node)
         return KStream(
             self._builder,
             node_name,
@@ -452,7 +453,7 @@ class KStream:
         )
         trackers = sj.SharedTimeTrackers(this_join)
 
-        def side(is_left: bool) -> Callable[[], p.Node]:
+        def side(is_left: bool) -> Callable[[], Node]:
             return lambda: sj.KStreamKStreamJoinSide(
                 is_left=is_left,
                 this_store=this_store if is_left else other_store,
@@ -469,7 +470,7 @@ class KStream:
 
         internal.add_processor(this_join, side(True), this_windowed)
         internal.add_processor(other_join, side(False), other_windowed)
-        internal.add_processor(merge, p.PassThrough, this_join, other_join)
+        internal.add_processor(merge, PassThrough, this_join, other_join)
 
         def window_store(store: str, values: Serde[Any] | None) -> StoreDef:
             return StoreDef(
@@ -520,7 +521,7 @@ class KStream:
             source = builder.repartition(prefix, parent, key_serde, value_serde)
         null_key_filter = builder.internal.nodes[f"{prefix}-repartition-filter"]
         if keep_null_keys and isinstance(null_key_filter, ProcessorDef):
-            null_key_filter.supplier = p.PassThrough
+            null_key_filter.supplier = PassThrough
         return source
 
     def _join(
@@ -630,7 +631,7 @@ class BranchedKStream:
         child = self._name + (name if name is not None else str(index))
         builder = self._stream._builder
         builder.new_name("")  # Kafka spends an index per branch
-        builder.internal.add_processor(child, p.PassThrough, self._name)
+        builder.internal.add_processor(child, PassThrough, self._name)
         stream = self._stream
         branch = KStream(
             builder, child, stream._key_serde, stream._value_serde, stream._repartition_required
@@ -669,10 +670,10 @@ def _aggregation(
     result_serde: Serde[Any] | None,
     repartition_serde: Serde[Any] | None,
     repartition: bool,
-    node: Callable[[str], p.Node],
+    node: Callable[[str], Node],
     windows: AnyWindows | None = None,
     emit: EmitStrategy | None = None,
-    windowed_node: Callable[[str, int], p.Node] | None = None,
+    windowed_node: Callable[[str, int], Node] | None = None,
     store_value_serde: Serde[Any] | None = None,
 ) -> KTable:
     """The shape every DSL aggregation shares: name the processor and its
@@ -807,7 +808,7 @@ class KGroupedStream:
         prefix: str,
         materialized: Materialized | str | None,
         result_serde: Serde[Any] | None,
-        node: Callable[[str], p.Node],
+        node: Callable[[str], Node],
     ) -> KTable:
         return _aggregation(
             self._builder,
@@ -1042,7 +1043,7 @@ def _native_windowed(
         result_serde=result_serde,
         repartition_serde=grouped._value_serde,
         repartition=grouped._repartition_required,
-        node=lambda _store: p.PassThrough(),
+        node=lambda _store: PassThrough(),
         windows=windows,
         emit=emit,
         windowed_node=lambda store, retention: node_type(
@@ -1185,7 +1186,7 @@ class SessionWindowedKStream:
     ) -> KTable:
         grouped, windows, final_only = self._grouped, self._windows, self._emit.final_only
 
-        def node(store: str, retention: int) -> p.Node:
+        def node(store: str, retention: int) -> Node:
             return wa.KStreamSessionWindowAggregate(
                 store, windows, retention, initializer, aggregator, merger, final_only
             )
@@ -1298,7 +1299,7 @@ class KTable:
     def _then(
         self,
         prefix: str,
-        node: Callable[[tp.SendOldValues], p.Node],
+        node: Callable[[tp.SendOldValues], Node],
         name: str | None,
         value_serde_kept: bool,
         getter: Callable[[tp.ValueGetterSupplier], tp.ValueGetterSupplier],
@@ -1473,7 +1474,7 @@ class KTable:
                     f"table {table._node!r} cannot be joined: it has no value getter "
                     "(join before suppressing; give a foreign-key join materialized=)"
                 )
-        from strom.internals import table_joins as tj  # noqa: PLC0415 - a cycle
+        from strom.kstream.internals import table_joins as tj  # noqa: PLC0415 - a cycle
 
         if foreign_key is not None:
             return tj.foreign_key_join(self, other, joiner, kind, foreign_key, materialized, name)

@@ -7,7 +7,7 @@ from datetime import timedelta
 from typing import Any
 
 from strom.errors import TopologyError
-from strom.internals.topology_builder import StoreDef
+from strom.processor.internals.topology_builder import StoreDef
 from strom.serdes import Serde
 
 

@@ -26,8 +26,12 @@ import pyarrow.compute as pc
 from strom import _core
 from strom.config import StreamsConfig
 from strom.errors import TopologyError
-from strom.internals.task import RecordCollector, StreamTask
-from strom.internals.topology_builder import InternalTopologyBuilder, StoreDef, Subtopology
+from strom.processor.internals.task import RecordCollector, StreamTask
+from strom.processor.internals.topology_builder import (
+    InternalTopologyBuilder,
+    StoreDef,
+    Subtopology,
+)
 
 # The records a task reads: external topics carry their offsets; records of
 # topics the replay itself feeds (repartition topics) carry the producing task

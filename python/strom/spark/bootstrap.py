@@ -21,8 +21,8 @@ import pyarrow as pa
 from strom.config import StreamsConfig
 from strom.embedded import EmbeddedLog, OffsetAndMetadata
 from strom.errors import ConfigError, StromError
-from strom.internals.runtime import EmbeddedRuntime
-from strom.internals.task import StreamTask
+from strom.processor.internals.runtime import EmbeddedRuntime
+from strom.processor.internals.task import StreamTask
 from strom.spark._task import unpack
 
 if TYPE_CHECKING:

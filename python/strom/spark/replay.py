@@ -29,7 +29,7 @@ import pyarrow.compute as pc
 from strom import errors
 from strom.config import EMIT_INTERVAL_WINDOWED, StreamsConfig
 from strom.errors import ConfigError, StromError, TopologyError
-from strom.internals.topology_builder import InternalTopologyBuilder, SinkDef, Subtopology
+from strom.processor.internals.topology_builder import InternalTopologyBuilder, SinkDef, Subtopology
 from strom.serdes import Serde, Timestamped
 from strom.spark import _types
 from strom.spark._task import INPUT_SCHEMA, OUTPUT_SCHEMA, StagePlan, check_replayable, run_task

@@ -15,9 +15,9 @@ from typing import Any, TypeVar
 from strom import _core
 from strom.config import EMIT_INTERVAL_WINDOWED, StreamsConfig
 from strom.errors import StoreError, TopologyError
-from strom.internals.task import RecordCollector, StreamTask
 from strom.keyvalue import KeyValue
 from strom.processor.api import Record
+from strom.processor.internals.task import RecordCollector, StreamTask
 from strom.serdes import Serde
 from strom.state.caching import CachingKeyValueStore
 from strom.state.key_value import KeyValueStore

@@ -27,14 +27,14 @@ from typing import TYPE_CHECKING, Any
 from strom import _core
 from strom.embedded import EmbeddedConsumer, EmbeddedLog, OffsetAndMetadata
 from strom.errors import TopologyError
-from strom.internals.task import RecordCollector, StreamTask
-from strom.internals.topology_builder import SourceDef, StoreDef
+from strom.processor.internals.task import RecordCollector, StreamTask
+from strom.processor.internals.topology_builder import SourceDef, StoreDef
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
-    from strom.internals.state_manager import ChangelogRange
-    from strom.internals.task import InputRecords
-    from strom.internals.topology_builder import InternalTopologyBuilder, Subtopology
+    from strom.processor.internals.state_manager import ChangelogRange
+    from strom.processor.internals.task import InputRecords
+    from strom.processor.internals.topology_builder import InternalTopologyBuilder, Subtopology
 
 log = logging.getLogger("strom.runtime")
 

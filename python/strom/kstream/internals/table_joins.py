@@ -15,21 +15,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import SerializationError, TopologyError
-from strom.internals.batch import Batch
-from strom.internals.processors import Node, log
-from strom.internals.table_processors import (
+from strom.kstream.internals.table_processors import (
     KTableSource,
     SendOldValues,
     ValueGetterSupplier,
     _StoreNode,
 )
-from strom.internals.topology_builder import StoreDef
+from strom.processor.internals.batch import Batch
+from strom.processor.internals.nodes import Node, log
+from strom.processor.internals.topology_builder import StoreDef
 from strom.serdes import Serde
 
 if TYPE_CHECKING:
-    from strom.internals.task import StreamTask
     from strom.kstream.kstream import KTable
     from strom.kstream.materialized import Materialized
+    from strom.processor.internals.task import StreamTask
 
 Joiner = Callable[[Any, Any], Any]
 Lookup = Callable[[Any], "tuple[Any, int] | None"]

@@ -11,8 +11,6 @@ from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import StoreError, TaskError, TopologyError
-from strom.internals.batch import Batch
-from strom.internals.processors import Node
 from strom.processor.api import (
     Cancellable,
     Processor,
@@ -21,9 +19,11 @@ from strom.processor.api import (
     Record,
     RecordMetadata,
 )
+from strom.processor.internals.batch import Batch
+from strom.processor.internals.nodes import Node
 
 if TYPE_CHECKING:
-    from strom.internals.task import StreamTask
+    from strom.processor.internals.task import StreamTask
 
 
 @dataclass(order=True)

@@ -22,14 +22,14 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from strom.config import EMIT_INTERVAL_WINDOWED
-from strom.internals.batch import Batch
-from strom.internals.processors import Node, log
+from strom.processor.internals.batch import Batch
+from strom.processor.internals.nodes import Node, log
 from strom.state.caching import CachingSessionStore, CachingWindowStore
 from strom.windowed import Window, Windowed
 
 if TYPE_CHECKING:
-    from strom.internals.task import StreamTask
     from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
+    from strom.processor.internals.task import StreamTask
 
 NO_TIMESTAMP = -1
 # Kafka's minimum segment interval of its segmented stores.

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any
 from strom.errors import TopologyError
 
 if TYPE_CHECKING:
-    from strom.internals.processors import Node
+    from strom.processor.internals.nodes import Node
     from strom.serdes import Serde
 
 NodeSupplier = Callable[[], "Node"]

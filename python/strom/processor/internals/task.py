@@ -12,12 +12,12 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from strom import _core
 from strom.errors import ConfigError, ErrorHandlerContext, SerializationError, StoreError
-from strom.internals.batch import Batch
-from strom.internals.error_handling import dead_letter_headers
-from strom.internals.processor_node import PunctuationQueue
-from strom.internals.processors import Node, PassThrough, SinkNode
-from strom.internals.state_manager import ChangelogRange, StateManager
-from strom.internals.topology_builder import (
+from strom.processor.internals.batch import Batch
+from strom.processor.internals.error_handling import dead_letter_headers
+from strom.processor.internals.nodes import Node, PassThrough, SinkNode
+from strom.processor.internals.processor_node import PunctuationQueue
+from strom.processor.internals.state_manager import ChangelogRange, StateManager
+from strom.processor.internals.topology_builder import (
     InternalTopologyBuilder,
     ProcessorDef,
     SinkDef,

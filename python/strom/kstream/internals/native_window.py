@@ -22,16 +22,16 @@ from typing import TYPE_CHECKING, Any
 from strom import _core
 from strom.config import EMIT_INTERVAL_WINDOWED
 from strom.errors import SerializationError, TaskError
-from strom.internals.batch import Batch
-from strom.internals.processors import Node, log
+from strom.processor.internals.batch import Batch
+from strom.processor.internals.nodes import Node, log
 from strom.serdes import Serde
 from strom.state.caching import CachingSessionStore, CachingWindowStore
 from strom.windowed import Window, Windowed
 
 if TYPE_CHECKING:
     from strom.agg import Aggregation
-    from strom.internals.task import StreamTask
     from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
+    from strom.processor.internals.task import StreamTask
 
 
 class MeanState(Serde[float]):

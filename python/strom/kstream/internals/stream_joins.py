@@ -27,12 +27,12 @@ from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import ConfigError, SerializationError
-from strom.internals.batch import Batch
-from strom.internals.processors import Node, log
+from strom.processor.internals.batch import Batch
+from strom.processor.internals.nodes import Node, log
 from strom.serdes import Serde
 
 if TYPE_CHECKING:
-    from strom.internals.task import StreamTask
+    from strom.processor.internals.task import StreamTask
 
 # Kafka's Long.MAX_VALUE as "no record waits in the outer-join store".
 NO_MIN_TIME = 2**63 - 1

@@ -10,13 +10,13 @@ from typing import TYPE_CHECKING, Any
 
 from strom import _core
 from strom.errors import SerializationError, StoreError, TaskError
-from strom.internals.batch import Batch
-from strom.internals.processors import Node, log
+from strom.processor.internals.batch import Batch
+from strom.processor.internals.nodes import Node, log
 from strom.serdes import Long, Serde, String, Timestamped
 from strom.state.caching import CachingKeyValueStore
 
 if TYPE_CHECKING:
-    from strom.internals.task import StreamTask
+    from strom.processor.internals.task import StreamTask
 
 
 class SendOldValues:

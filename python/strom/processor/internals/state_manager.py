@@ -25,7 +25,7 @@ from strom.errors import CorruptLogError, StoreError
 
 if TYPE_CHECKING:
     from strom.embedded import EmbeddedLog
-    from strom.internals.topology_builder import StoreDef
+    from strom.processor.internals.topology_builder import StoreDef
 
 log = logging.getLogger("strom.state")
 
