@@ -6,9 +6,9 @@ from collections.abc import Callable
 from typing import Any
 
 from strom.errors import TopologyError
+from strom.kstream import GlobalKTable, KStream, KTable
 from strom.kstream.internals import processors as p
 from strom.kstream.internals.table_processors import KTableSource
-from strom.kstream.kstream import GlobalKTable, KStream, KTable
 from strom.kstream.materialized import Materialized
 from strom.processor.internals.topology_builder import InternalTopologyBuilder, StoreDef
 from strom.serdes import Serde

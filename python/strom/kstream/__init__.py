@@ -1,20 +1,19 @@
 """The Streams DSL: KStream, KTable and their grouped forms, and option objects."""
 
 from strom.kstream.emit_strategy import EmitStrategy
+from strom.kstream.global_ktable import GlobalKTable
 from strom.kstream.join_windows import JoinWindows
-from strom.kstream.kstream import (
-    BranchedKStream,
-    GlobalKTable,
-    KGroupedStream,
-    KGroupedTable,
-    KStream,
-    KTable,
+from strom.kstream.kgrouped_stream import KGroupedStream
+from strom.kstream.kgrouped_table import KGroupedTable
+from strom.kstream.kstream import BranchedKStream, KStream
+from strom.kstream.ktable import KTable
+from strom.kstream.materialized import Materialized
+from strom.kstream.suppressed import BufferConfig, Suppressed
+from strom.kstream.windowed_kstream import (
     SessionWindowedKStream,
     SlidingWindowedKStream,
     TimeWindowedKStream,
 )
-from strom.kstream.materialized import Materialized
-from strom.kstream.suppressed import BufferConfig, Suppressed
 from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
 from strom.windowed import Window, Windowed
 

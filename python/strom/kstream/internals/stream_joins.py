@@ -26,12 +26,17 @@ import weakref
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any
 
-from strom.errors import ConfigError, SerializationError
+from strom.errors import ConfigError, SerializationError, TopologyError
+from strom.kstream import kstream
+from strom.kstream.join_windows import JoinWindows
 from strom.processor.internals.batch import Batch
-from strom.processor.internals.nodes import Node, log
+from strom.processor.internals.nodes import Node, PassThrough, log
+from strom.processor.internals.topology_builder import ProcessorDef, StoreDef
 from strom.serdes import Serde
 
 if TYPE_CHECKING:
+    from strom.builder import StreamsBuilder
+    from strom.kstream.kstream import KStream
     from strom.processor.internals.task import StreamTask
 
 # Kafka's Long.MAX_VALUE as "no record waits in the outer-join store".
@@ -429,3 +434,151 @@ class KStreamKStreamJoinSide(Node):
 
     def close(self) -> None:
         self.trackers.remove(self.task)
+
+
+# --- building ---------------------------------------------------------------------
+
+
+def stream_stream_join(
+    this: KStream,
+    other: KStream,
+    joiner: Callable[[Any, Any], Any],
+    windows: Any,
+    *,
+    left_outer: bool,
+    right_outer: bool,
+    name: str | None,
+    serdes: tuple[Serde[Any] | None, Serde[Any] | None, Serde[Any] | None],
+    store_name: str | None,
+    logging: bool,
+) -> KStream:
+    """A join of two KStreams (Kafka's KStreamImpl.doJoin + KStreamImplJoin.join):
+    repartition each side that needs it, a window store per side, a join
+    processor per side, their results merged."""
+    if not isinstance(windows, JoinWindows):
+        raise TopologyError(
+            "a join with another KStream takes (other, joiner, join_windows), "
+            f"not {type(windows).__name__} as the third argument"
+        )
+    if not callable(joiner):
+        raise TopologyError(f"the joiner must be callable, got {joiner!r}")
+    if other._builder is not this._builder:
+        raise TopologyError("both streams of a join must come from the same StreamsBuilder")
+    builder = this._builder
+    keys = serdes[0] or this._key_serde or other._key_serde
+    this_values = serdes[1] or this._value_serde
+    other_values = serdes[2] or other._value_serde
+    this_node, other_node = this._node, other._node
+    # Left/outer joins take records with null keys (KIP-962), so their
+    # repartition topics pass them on.
+    relaxed = left_outer
+    if this._repartition_required:
+        prefix = f"{name}-left" if name else this._node
+        this_node = repartition_for_join(builder, prefix, this_node, keys, this_values, relaxed)
+    if other._repartition_required:
+        if other is this or other._node == this._node:
+            other_node = this_node  # a self-join repartitions once
+        else:
+            prefix = f"{name}-right" if name else other._node
+            other_node = repartition_for_join(
+                builder, prefix, other_node, keys, other_values, relaxed
+            )
+
+    this_suffix = "-outer-this-join" if right_outer else "-this-join"
+    other_suffix = "-outer-other-join" if left_outer else "-other-join"
+    this_windowed = f"{name}-this-windowed" if name else builder.new_name("KSTREAM-WINDOWED-")
+    other_windowed = f"{name}-other-windowed" if name else builder.new_name("KSTREAM-WINDOWED-")
+    this_prefix = "KSTREAM-OUTERTHIS-" if right_outer else "KSTREAM-JOINTHIS-"
+    this_generated = builder.new_name(this_prefix)
+    other_generated = builder.new_name(
+        "KSTREAM-OUTEROTHER-" if left_outer else "KSTREAM-JOINOTHER-"
+    )
+    this_join = f"{name}{this_suffix}" if name else this_generated
+    other_join = f"{name}{other_suffix}" if name else other_generated
+    merge = f"{name}-merge" if name else builder.new_name("KSTREAM-MERGE-")
+    this_store = f"{store_name}{this_suffix}-store" if store_name else f"{this_generated}-store"
+    other_store = f"{store_name}{other_suffix}-store" if store_name else f"{other_generated}-store"
+    outer_store = None
+    if left_outer:
+        shared = "-outer-shared-join" if right_outer else "-left-shared-join"
+        outer_store = (
+            f"{store_name}{shared}-store"
+            if store_name
+            else f"KSTREAM-OUTERSHARED-{this_generated[len(this_prefix) :]}-store"
+        )
+
+    internal = builder.internal
+    internal.add_processor(this_windowed, lambda: KStreamJoinWindow(this_store), this_node)
+    internal.add_processor(other_windowed, lambda: KStreamJoinWindow(other_store), other_node)
+    trackers = SharedTimeTrackers(this_join)
+
+    def side(is_left: bool) -> Callable[[], Node]:
+        return lambda: KStreamKStreamJoinSide(
+            is_left=is_left,
+            this_store=this_store if is_left else other_store,
+            other_store=other_store if is_left else this_store,
+            outer_store=outer_store,
+            windows_before_ms=windows.before_ms,
+            windows_after_ms=windows.after_ms,
+            grace_ms=windows.grace_ms,
+            joiner=joiner,
+            outer=left_outer if is_left else right_outer,
+            trackers=trackers,
+            windowed_nodes=(this_windowed, other_windowed),
+        )
+
+    internal.add_processor(this_join, side(True), this_windowed)
+    internal.add_processor(other_join, side(False), other_windowed)
+    internal.add_processor(merge, PassThrough, this_join, other_join)
+
+    def window_store(store: str, values: Serde[Any] | None) -> StoreDef:
+        return StoreDef(
+            store,
+            keys,
+            values,
+            logged=logging,
+            kind="window",
+            retention_ms=windows.retention_ms(),
+            window_size_ms=windows.size_ms,
+            retain_duplicates=True,
+        )
+
+    internal.add_store(window_store(this_store, this_values), this_windowed, other_join)
+    internal.add_store(window_store(other_store, other_values), other_windowed, this_join)
+    if outer_store is not None:
+        internal.add_store(
+            StoreDef(
+                outer_store,
+                JoinSideKeySerde(keys),
+                LeftOrRightListSerde(this_values, other_values),
+                logged=logging,
+            ),
+            this_join,
+            other_join,
+        )
+    internal.co_partition(this_join)
+    return kstream.KStream(builder, merge, keys, None)
+
+
+def repartition_for_join(
+    builder: StreamsBuilder,
+    prefix: str,
+    parent: str,
+    key_serde: Serde[Any] | None,
+    value_serde: Serde[Any] | None,
+    keep_null_keys: bool,
+) -> str:
+    """``<prefix>-repartition`` for one side of a join; a stream joined
+    again reuses its repartition topic (Kafka still spends the names).
+    With ``keep_null_keys`` its filter lets null keys through, as Kafka
+    does upstream of left/outer joins."""
+    source = f"{prefix}-repartition-source"
+    if source in builder.internal.nodes:
+        for _ in range(3):
+            builder.new_name("")
+    else:
+        source = builder.repartition(prefix, parent, key_serde, value_serde)
+    null_key_filter = builder.internal.nodes[f"{prefix}-repartition-filter"]
+    if keep_null_keys and isinstance(null_key_filter, ProcessorDef):
+        null_key_filter.supplier = PassThrough
+    return source

@@ -15,20 +15,21 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import SerializationError, TopologyError
+from strom.kstream import ktable
 from strom.kstream.internals.table_processors import (
     KTableSource,
     SendOldValues,
     ValueGetterSupplier,
     _StoreNode,
 )
+from strom.kstream.materialized import Materialized
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
 from strom.processor.internals.topology_builder import StoreDef
 from strom.serdes import Serde
 
 if TYPE_CHECKING:
-    from strom.kstream.kstream import KTable
-    from strom.kstream.materialized import Materialized
+    from strom.kstream.ktable import KTable
     from strom.processor.internals.task import StreamTask
 
 Joiner = Callable[[Any, Any], Any]
@@ -212,9 +213,6 @@ def primary_key_join(
 ) -> KTable:
     """Adds ``KTABLE-JOINTHIS-``, ``KTABLE-JOINOTHER-`` and ``KTABLE-MERGE-``
     (named as Kafka names them) and returns the result table."""
-    from strom.kstream.kstream import KTable  # noqa: PLC0415 - a cycle
-    from strom.kstream.materialized import Materialized  # noqa: PLC0415 - a cycle
-
     builder = this._builder
     assert this._getter is not None and other._getter is not None
     mat = None if materialized is None else Materialized.of(materialized)
@@ -270,7 +268,7 @@ def primary_key_join(
         # already tie into one sub-topology, so naming one connects a reader.
         getter = (this_store, join_getter(kind, this_getter, other_getter, joiner))
     internal.co_partition(merge_name)
-    return KTable(builder, merge_name, key_serde, value_serde, store_name, send_old, getter)
+    return ktable.KTable(builder, merge_name, key_serde, value_serde, store_name, send_old, getter)
 
 
 # --- foreign-key joins (Kafka's KIP-213) -------------------------------------------
@@ -730,9 +728,6 @@ def foreign_key_join(
 ) -> KTable:
     """Adds the subscription and response topics and processors of a
     foreign-key join, named as Kafka names them, and returns the result."""
-    from strom.kstream.kstream import KTable  # noqa: PLC0415 - a cycle
-    from strom.kstream.materialized import Materialized  # noqa: PLC0415 - a cycle
-
     if kind not in ("inner", "left"):
         raise TopologyError(f"foreign-key joins are inner or left, not {kind}")
     builder, internal = this._builder, this._builder.internal
@@ -825,10 +820,10 @@ def foreign_key_join(
     key_serde = mat.key_serde or this._key_serde
     if materialized is None:
         internal.add_processor(output_name, ForeignKeyJoinOutput, resolver_name)
-        return KTable(builder, output_name, key_serde, None, None, _NoOldValues(output_name))
+        return ktable.KTable(builder, output_name, key_serde, None, None, _NoOldValues(output_name))
     internal.add_processor(output_name, lambda: KTableSource(output_store), resolver_name)
     internal.add_store(mat.store_def(output_store, key_serde, mat.value_serde), output_name)
-    return KTable(builder, output_name, key_serde, mat.value_serde, output_store)
+    return ktable.KTable(builder, output_name, key_serde, mat.value_serde, output_store)
 
 
 class ForeignKeyJoinOutput(Node):

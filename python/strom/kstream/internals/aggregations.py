@@ -1,0 +1,201 @@
+"""The graph builders behind the DSL's aggregations (Kafka's
+KGroupedStreamImpl/KGroupedTableImpl and their aggregate builders): the
+processor, its store, a repartition topic when the key changed, and the
+result table."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from strom import agg as strom_agg
+from strom.errors import TopologyError
+from strom.kstream import ktable
+from strom.kstream.internals import window_aggregates as wa
+from strom.kstream.internals.native_window import (
+    MeanState,
+    NativeSessionWindowAggregate,
+    NativeSlidingWindowAggregate,
+    NativeTimeWindowAggregate,
+)
+from strom.kstream.materialized import Materialized
+from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
+from strom.serdes import Double, Long, Serde, SessionWindowed, TimeWindowed
+from strom.state.stores import to_millis
+
+if TYPE_CHECKING:
+    from strom.builder import StreamsBuilder
+    from strom.kstream.emit_strategy import EmitStrategy
+    from strom.kstream.kgrouped_stream import KGroupedStream
+    from strom.kstream.ktable import KTable
+    from strom.processor.internals.nodes import Node
+
+AnyWindows = TimeWindows | SlidingWindows | SessionWindows
+
+
+def add_aggregation(
+    builder: StreamsBuilder,
+    parent: str,
+    *,
+    name_prefix: str,
+    materialized: Materialized | str | None,
+    key_serde: Serde[Any] | None,
+    value_serde: Serde[Any] | None,
+    result_serde: Serde[Any] | None,
+    repartition_serde: Serde[Any] | None,
+    repartition: bool,
+    node: Callable[[str, int], Node],
+    windows: AnyWindows | None = None,
+    emit: EmitStrategy | None = None,
+    store_value_serde: Serde[Any] | None = None,
+) -> KTable:
+    """The shape every DSL aggregation shares: name the processor and its
+    store (Kafka's ``<PREFIX>-STATE-STORE-…`` unless materialized with a
+    name), repartition through ``<store>-repartition`` when the key changed,
+    add the store, and return the result table. ``node(store, retention)``
+    makes the processor (the retention of a windowed store, else 0)."""
+    mat = Materialized.of(materialized)
+    agg_name = builder.new_name(name_prefix)
+    store_name = mat.store_name or builder.new_name(f"{name_prefix}STATE-STORE-")
+    key_serde = mat.key_serde or key_serde
+    value_serde = mat.value_serde or result_serde
+    if repartition:
+        parent = builder.repartition(store_name, parent, key_serde, repartition_serde)
+    store = mat.store_def(store_name, key_serde, store_value_serde or value_serde)
+    table_key_serde = key_serde
+    grace_ms = None
+    retention = 0
+    if windows is not None:
+        spec = window_store(windows)
+        grace_ms = spec.grace_ms
+        # Kept for the default retention unless Materialized asks for longer.
+        retention = spec.retention_ms
+        if mat.retention is not None:
+            asked = to_millis(mat.retention, "retention")
+            if asked < retention:
+                raise TopologyError(
+                    f"store {store_name!r}: the retention ({asked} ms) must be at least "
+                    f"{spec.minimum} ({retention} ms)"
+                )
+            retention = asked
+        store.kind, store.window_size_ms = spec.kind, spec.window_size_ms
+        store.retention_ms = retention
+        if emit is not None and emit.final_only:
+            # Final results are forwarded from the store, never from a cache.
+            store.caching = False
+            # Final results come from Kafka's time-ordered stores, which keep
+            # a little longer: one more window start, or whole time segments
+            # of sessions; the processors hide the rest from lookups.
+            store.retention_ms += wa.segment_interval(retention) if spec.kind == "session" else 1
+        store.timestamped = spec.kind == "window"
+        if key_serde is not None:
+            table_key_serde = spec.key_serde(key_serde)
+    builder.internal.add_processor(agg_name, lambda: node(store_name, retention), parent)
+    builder.internal.add_store(store, agg_name)
+    getter = None
+    if windows is not None:
+        # Joins read a windowed table by window, not by key.
+        read = wa.session_getter if isinstance(windows, SessionWindows) else wa.window_getter
+        getter = (store_name, read(store_name))
+    return ktable.KTable(
+        builder,
+        agg_name,
+        table_key_serde,
+        value_serde,
+        store_name,
+        getter=getter,
+        window_grace_ms=grace_ms,
+    )
+
+
+@dataclass(frozen=True)
+class WindowStoreSpec:
+    """The store behind a windowed aggregation, and what its table needs."""
+
+    kind: str
+    retention_ms: int
+    window_size_ms: int | None
+    # How long after a window's end suppress(until_window_closes) waits.
+    grace_ms: int
+    minimum: str
+    key_serde: Callable[[Serde[Any]], Serde[Any]]
+
+
+def window_store(windows: AnyWindows) -> WindowStoreSpec:
+    if isinstance(windows, TimeWindows):
+        size = windows.size_ms
+        return WindowStoreSpec(
+            "window",
+            windows.retention_ms(),
+            size,
+            windows.grace_ms,
+            "the window size plus the grace period",
+            lambda inner: TimeWindowed(inner, size),
+        )
+    if isinstance(windows, SlidingWindows):
+        difference = windows.time_difference_ms
+        return WindowStoreSpec(
+            "window",
+            windows.retention_ms(),
+            difference,
+            windows.grace_ms,
+            "twice the time difference plus the grace period",
+            lambda inner: TimeWindowed(inner, difference),
+        )
+    # Kafka's suppression waits for the gap too: a session can grow until then.
+    return WindowStoreSpec(
+        "session",
+        windows.retention_ms(),
+        None,
+        windows.inactivity_gap_ms + windows.grace_ms,
+        "the inactivity gap plus the grace period",
+        SessionWindowed,
+    )
+
+
+def native_windowed(
+    grouped: KGroupedStream,
+    windows: AnyWindows,
+    emit: EmitStrategy,
+    aggregation: strom_agg.Aggregation,
+    materialized: Any,
+    node_type: type[NativeTimeWindowAggregate]
+    | type[NativeSlidingWindowAggregate]
+    | type[NativeSessionWindowAggregate],
+) -> KTable:
+    """A built-in aggregation (see strom.agg) of any windows on the native
+    kernel: its results are Longs or Doubles, a mean's store holds sum and
+    count."""
+    value_type = aggregation.value_type(grouped._value_serde)
+    result_serde: Serde[Any] = (
+        Double() if aggregation.result_type(grouped._value_serde) == "float" else Long()
+    )
+    asked = Materialized.of(materialized).value_serde
+    if asked is not None and type(asked) is not type(result_serde):
+        raise TopologyError(
+            f"strom.agg.{aggregation.kind} results are {type(result_serde).__name__}s: "
+            f"Materialized cannot give them the value serde {type(asked).__name__}"
+        )
+    return add_aggregation(
+        grouped._builder,
+        grouped._node,
+        name_prefix="KSTREAM-AGGREGATE-",
+        materialized=materialized,
+        key_serde=grouped._key_serde,
+        value_serde=grouped._value_serde,
+        result_serde=result_serde,
+        repartition_serde=grouped._value_serde,
+        repartition=grouped._repartition_required,
+        node=lambda store, retention: node_type(
+            store,
+            windows,  # type: ignore[arg-type]  # each node type takes its own windows
+            aggregation,
+            value_type,
+            retention,
+            emit_final=emit.final_only,
+        ),
+        windows=windows,
+        emit=emit,
+        store_value_serde=MeanState() if aggregation.kind == "mean" else None,
+    )

@@ -1,0 +1,236 @@
+"""KTable: a changelog stream, the latest value per key.
+
+The DSL's classes return one another, so their modules import one another as
+modules (see strom.kstream.kstream).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any
+
+from strom.errors import TopologyError
+from strom.kstream import kgrouped_table, kstream
+from strom.kstream.internals import table_joins as tj
+from strom.kstream.internals import table_processors as tp
+from strom.processor.internals.topology_builder import StoreDef
+
+if TYPE_CHECKING:
+    from strom.builder import StreamsBuilder
+    from strom.kstream.kgrouped_table import KGroupedTable
+    from strom.kstream.kstream import KStream
+    from strom.kstream.materialized import Materialized
+    from strom.kstream.suppressed import Suppressed
+    from strom.processor.internals.nodes import Node
+    from strom.serdes import Serde
+
+
+class KTable:
+    """A changelog stream: the latest value per key (Kafka's ``KTable``)."""
+
+    def __init__(
+        self,
+        builder: StreamsBuilder,
+        node: str,
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+        store_name: str | None,
+        send_old: tp.SendOldValues | None = None,
+        getter: tuple[str, tp.ValueGetterSupplier] | None = None,
+        window_grace_ms: int | None = None,
+    ) -> None:
+        self._builder = builder
+        self._node = node
+        self._key_serde = key_serde
+        self._value_serde = value_serde
+        self.queryable_store_name = store_name
+        # Aggregations and sources compute old values from their store anyway.
+        self._send_old = send_old or tp.SendOldValues()
+        # (store the getter reads, getter): how joins read this table.
+        if getter is None and store_name is not None:
+            getter = (store_name, tp.store_getter(store_name))
+        self._getter = getter
+        # The grace period of the windows a windowed table comes from.
+        self._window_grace_ms = window_grace_ms
+
+    def _then(
+        self,
+        prefix: str,
+        node: Callable[[tp.SendOldValues], Node],
+        name: str | None,
+        value_serde_kept: bool,
+        getter: Callable[[tp.ValueGetterSupplier], tp.ValueGetterSupplier],
+    ) -> KTable:
+        node_name = name or self._builder.new_name(prefix)
+        send_old = tp.SendOldValues(upstream=self._send_old)
+        self._builder.internal.add_processor(node_name, lambda: node(send_old), self._node)
+        return KTable(
+            self._builder,
+            node_name,
+            self._key_serde,
+            self._value_serde if value_serde_kept else None,
+            None,
+            send_old,
+            None if self._getter is None else (self._getter[0], getter(self._getter[1])),
+            self._window_grace_ms,
+        )
+
+    def filter(self, predicate: Callable[[Any, Any], bool], *, name: str | None = None) -> KTable:
+        """Keeps entries for which ``predicate(key, value)`` holds; an update
+        that fails it deletes the key downstream (a tombstone)."""
+        return self._then(
+            "KTABLE-FILTER-",
+            lambda so: tp.KTableFilter(predicate, False, so),
+            name,
+            True,
+            lambda parent: tp.filtered_getter(parent, predicate, False),
+        )
+
+    def filter_not(
+        self, predicate: Callable[[Any, Any], bool], *, name: str | None = None
+    ) -> KTable:
+        return self._then(
+            "KTABLE-FILTER-",
+            lambda so: tp.KTableFilter(predicate, True, so),
+            name,
+            True,
+            lambda parent: tp.filtered_getter(parent, predicate, True),
+        )
+
+    def map_values(self, mapper: Callable[[Any], Any], *, name: str | None = None) -> KTable:
+        """``mapper(value)`` for every entry; deletes stay deletes."""
+        return self._then(
+            "KTABLE-MAPVALUES-",
+            lambda so: tp.KTableMapValues(mapper, so),
+            name,
+            False,
+            lambda parent: tp.mapped_getter(parent, mapper),
+        )
+
+    def to_stream(self, *, name: str | None = None) -> KStream:
+        """The table's updates as a stream (deletes as None values)."""
+        node_name = name or self._builder.new_name("KTABLE-TOSTREAM-")
+        self._builder.internal.add_processor(node_name, tp.KTableToStream, self._node)
+        return kstream.KStream(self._builder, node_name, self._key_serde, self._value_serde)
+
+    def suppress(self, suppressed: Suppressed) -> KTable:
+        """Holds updates back: ``Suppressed.until_window_closes(...)`` emits
+        only each window's final result; ``Suppressed.until_time_limit(...)``
+        the latest update per key once the time limit has passed."""
+        builder = self._builder
+        by_window_end = suppressed.kind == "window_closes"
+        if by_window_end and self._window_grace_ms is None:
+            raise TopologyError("until_window_closes needs a windowed table (from windowed_by)")
+        duration = self._window_grace_ms if by_window_end else suppressed.time_limit_ms
+        name = suppressed.name or builder.new_name("KTABLE-SUPPRESS-")
+        store_name = (
+            f"{suppressed.name}-store"
+            if suppressed.name
+            else builder.new_name("KTABLE-SUPPRESS-STATE-STORE-")
+        )
+        self._send_old.enable()
+        buffer = suppressed.buffer
+        builder.internal.add_processor(
+            name,
+            lambda: tp.KTableSuppress(
+                store_name,
+                duration or 0,
+                by_window_end,
+                buffer.record_limit,
+                buffer.byte_limit,
+                buffer.when_full == "emit_early",
+            ),
+            self._node,
+        )
+        value_serde = None if self._value_serde is None else tp.BufferedSerde(self._value_serde)
+        builder.internal.add_store(
+            StoreDef(store_name, self._key_serde, value_serde, persistent=True), name
+        )
+        return KTable(
+            builder,
+            name,
+            self._key_serde,
+            self._value_serde,
+            None,
+            tp.SendOldValues(upstream=self._send_old),
+            None,
+            self._window_grace_ms,
+        )
+
+    def group_by(
+        self,
+        selector: Callable[[Any, Any], tuple[Any, Any]],
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+    ) -> KGroupedTable:
+        """Re-keys the table with ``selector(key, value) -> (new_key, new_value)``
+        for an aggregation that retracts old values and adds new ones."""
+        self._send_old.enable()
+        node_name = self._builder.new_name("KTABLE-SELECT-")
+        self._builder.internal.add_processor(
+            node_name, lambda: tp.KTableRepartitionMap(selector), self._node
+        )
+        return kgrouped_table.KGroupedTable(self._builder, node_name, key_serde, value_serde)
+
+    # --- joins ----------------------------------------------------------------
+    def join(
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        foreign_key: Callable[[Any], Any] | None = None,
+        materialized: Materialized | str | None = None,
+        name: str | None = None,
+    ) -> KTable:
+        """Inner join with another table: ``joiner(value, other_value)`` for
+        every key in both, updated when either side changes, deleted when
+        either side is. With ``foreign_key=fn(value)`` each entry joins the
+        ``other`` entry whose key is ``fn(value)`` (no co-partitioning needed).
+        ``materialized`` keeps the result in a queryable store."""
+        return self._table_join(other, joiner, "inner", foreign_key, materialized, name)
+
+    def left_join(
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        foreign_key: Callable[[Any], Any] | None = None,
+        materialized: Materialized | str | None = None,
+        name: str | None = None,
+    ) -> KTable:
+        """Left join: like ``join``, but every entry of this table is in the
+        result, joined with None while ``other`` has no match."""
+        return self._table_join(other, joiner, "left", foreign_key, materialized, name)
+
+    def outer_join(
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        materialized: Materialized | str | None = None,
+        name: str | None = None,
+    ) -> KTable:
+        """Outer join: every key of either table, with None for a missing side."""
+        return self._table_join(other, joiner, "outer", None, materialized, name)
+
+    def _table_join(
+        self,
+        other: KTable,
+        joiner: Callable[[Any, Any], Any],
+        kind: str,
+        foreign_key: Callable[[Any], Any] | None,
+        materialized: Materialized | str | None,
+        name: str | None,
+    ) -> KTable:
+        if not isinstance(other, KTable):
+            raise TopologyError(f"a KTable joins a KTable here, not {type(other).__name__}")
+        for table in (self, other):
+            if table._getter is None:
+                raise TopologyError(
+                    f"table {table._node!r} cannot be joined: it has no value getter "
+                    "(join before suppressing; give a foreign-key join materialized=)"
+                )
+        if foreign_key is not None:
+            return tj.foreign_key_join(self, other, joiner, kind, foreign_key, materialized, name)
+        return tj.primary_key_join(self, other, joiner, kind, materialized, name)
