@@ -7,27 +7,13 @@ from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
 from strom import _core
-from strom.errors import SerializationError, StoreError
+from strom.errors import StoreError
 from strom.keyvalue import KeyValue
 from strom.serdes import Long, Serde, Timestamped
+from strom.state.internals.typed import ChangelogSink, deserialize_values
 
 K = TypeVar("K")
 V = TypeVar("V")
-
-# (serialized keys, serialized values, timestamps) -> None
-ChangelogSink = Callable[[list[bytes], list[bytes | None], list[int]], None]
-
-
-def deserialize_values(serde: Serde[Any], name: str, raw: Sequence[bytes | None]) -> list[Any]:
-    """``serde.deserialize_batch``, splitting timestamped values natively."""
-    if not isinstance(serde, Timestamped):
-        return serde.deserialize_batch(name, raw)
-    try:
-        inner, stamps = _core.split_stamped(list(raw))
-    except SerializationError:
-        return serde.deserialize_batch(name, raw)  # one by one, naming the bad value
-    values = serde.inner.deserialize_batch(name, inner)
-    return [None if t is None else (v, t) for v, t in zip(values, stamps, strict=True)]
 
 
 class KeyValueStore(Generic[K, V]):

@@ -17,9 +17,8 @@ from typing import TypeVar
 from strom import _core
 from strom.keyvalue import KeyValue
 from strom.serdes import Serde
-from strom.state.key_value import ChangelogSink
+from strom.state.internals.typed import ChangelogSink, TypedWindowedStore
 from strom.state.stores import Duration, to_millis
-from strom.state.window import _TypedStore
 from strom.windowed import Windowed
 
 __all__ = ["SessionStore"]
@@ -28,7 +27,7 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-class SessionStore(_TypedStore[K, V]):
+class SessionStore(TypedWindowedStore[K, V]):
     """A session store of one task (Kafka's ``SessionStore``): one aggregate
     per key and session window.
 

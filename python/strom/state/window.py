@@ -13,155 +13,24 @@ from __future__ import annotations
 import os
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from types import TracebackType
-from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
+from typing import TYPE_CHECKING, Any, TypeVar, overload
 
 from strom import _core
-from strom.errors import StoreError
 from strom.keyvalue import KeyValue
 from strom.serdes import Serde
-from strom.state.key_value import ChangelogSink
+from strom.state.internals.typed import ChangelogSink, TypedWindowedStore
 from strom.state.stores import Duration, to_millis
-from strom.windowed import Window, Windowed
 
 if TYPE_CHECKING:
-    from typing_extensions import Self  # Python 3.10 has no typing.Self
+    pass  # Python 3.10 has no typing.Self
 
 __all__ = ["WindowStore"]
 
 K = TypeVar("K")
 V = TypeVar("V")
 
-# (keys, starts, ends, values) as the native scans return them
-_Columns = tuple[list[bytes], list[int], list[int], list[bytes]]
 
-
-class _TypedStore(Generic[K, V]):
-    """What the typed window and session stores share: serdes, the
-    changelog, commit and close."""
-
-    native: _core.NativeWindowStore | _core.NativeSessionStore
-
-    def __init__(
-        self,
-        name: str,
-        key_serde: Serde[K],
-        value_serde: Serde[V],
-        changelog: ChangelogSink | None,
-        clock: Callable[[], int] | None,
-    ) -> None:
-        self.name = name
-        self.key_serde = key_serde
-        self.value_serde = value_serde
-        self._changelog = changelog
-        self._clock = clock or (lambda: 0)
-
-    def _key(self, key: K | None) -> bytes:
-        if key is None:
-            raise StoreError(f"store {self.name!r}: keys must not be None")
-        raw = self.key_serde.serialize(self.name, key)
-        if raw is None:
-            raise StoreError(f"store {self.name!r}: the key serde turned {key!r} into None")
-        return raw
-
-    def _keys(self, keys: Sequence[K]) -> list[bytes]:
-        if any(k is None for k in keys):
-            raise StoreError(f"store {self.name!r}: keys must not be None")
-        raw = self.key_serde.serialize_batch(self.name, keys)
-        if any(r is None for r in raw):
-            raise StoreError(f"store {self.name!r}: the key serde turned a key into None")
-        return raw  # type: ignore[return-value]
-
-    def _log(self, keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> None:
-        """Sends the writes that happened (a None key: nothing was written)."""
-        if self._changelog is None:
-            return
-        logged = [(k, v) for k, v in zip(keys, values, strict=True) if k is not None]
-        if logged:
-            now = self._clock()
-            self._changelog([k for k, _ in logged], [v for _, v in logged], [now] * len(logged))
-
-    def _windowed(self, columns: _Columns) -> Iterator[KeyValue]:
-        raw_keys, starts, ends, raw_values = columns
-        keys = self.key_serde.deserialize_batch(self.name, raw_keys)
-        values = self.value_serde.deserialize_batch(self.name, raw_values)
-        return (
-            KeyValue(Windowed(k, Window(s, e)), v)
-            for k, s, e, v in zip(keys, starts, ends, values, strict=True)
-        )
-
-    @property
-    def persistent(self) -> bool:
-        return self.native.persistent
-
-    @property
-    def logged(self) -> bool:
-        """Whether writes go to a changelog."""
-        return self._changelog is not None
-
-    @property
-    def retention_ms(self) -> int:
-        return self.native.retention_ms
-
-    @property
-    def segment_interval_ms(self) -> int:
-        return self.native.segment_interval_ms
-
-    @property
-    def observed_stream_time(self) -> int:
-        """The latest timestamp put so far (-1 before the first); records at
-        or before ``observed_stream_time - retention`` are expired."""
-        return self.native.observed_stream_time
-
-    def restore_observed_stream_time(self, timestamp: int) -> None:
-        """Advances observed stream time (never backwards), dropping what
-        falls out of retention. Persistent stores restore the committed value
-        when opened."""
-        self.native.restore_observed_stream_time(timestamp)
-
-    def restore(self, store_keys: Sequence[bytes], values: Sequence[bytes | None]) -> int:
-        """Applies changelog records (store keys as logged, None values
-        delete) without logging them again; returns how many were dropped
-        as expired."""
-        return self.native.restore(store_keys, values)
-
-    def approximate_num_entries(self) -> int:
-        return self.native.approximate_num_entries()
-
-    def __len__(self) -> int:
-        return len(self.native)
-
-    def flush(self) -> None:
-        self.native.flush()
-
-    def commit(self, metadata: bytes) -> None:
-        """Makes the writes so far durable together with ``metadata`` and the
-        observed stream time (persistent stores; a no-op in memory). Opening
-        the store again returns it exactly as of its last commit."""
-        self.native.commit(metadata)
-
-    def close(self) -> None:
-        """Releases the store; a persistent store's writes since its last
-        commit are discarded."""
-        self.native.close()
-
-    def __enter__(self) -> Self:
-        return self
-
-    def __exit__(
-        self,
-        exc_type: type[BaseException] | None,
-        exc: BaseException | None,
-        tb: TracebackType | None,
-    ) -> None:
-        self.close()
-
-    def __repr__(self) -> str:
-        flavour = "persistent" if self.persistent else "in-memory"
-        return f"{type(self).__name__}({self.name!r}, {flavour})"
-
-
-class WindowStore(_TypedStore[K, V]):
+class WindowStore(TypedWindowedStore[K, V]):
     """A window store of one task (Kafka's ``WindowStore``): values per key
     and window start, kept for ``retention`` of stream time.
 

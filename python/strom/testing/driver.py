@@ -19,7 +19,7 @@ from strom.keyvalue import KeyValue
 from strom.processor.api import Record
 from strom.processor.internals.task import RecordCollector, StreamTask
 from strom.serdes import Serde
-from strom.state.caching import CachingKeyValueStore
+from strom.state.internals.caching import CachingKeyValueStore
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
 from strom.state.views import plain

@@ -25,7 +25,7 @@ from strom.errors import SerializationError, TaskError
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
 from strom.serdes import Serde
-from strom.state.caching import CachingSessionStore, CachingWindowStore
+from strom.state.internals.caching import CachingSessionStore, CachingWindowStore
 from strom.windowed import Window, Windowed
 
 if TYPE_CHECKING:

@@ -13,7 +13,7 @@ from strom.errors import SerializationError, StoreError, TaskError
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
 from strom.serdes import Long, Serde, String, Timestamped
-from strom.state.caching import CachingKeyValueStore
+from strom.state.internals.caching import CachingKeyValueStore
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask

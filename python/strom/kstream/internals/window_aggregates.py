@@ -24,7 +24,7 @@ from typing import TYPE_CHECKING, Any
 from strom.config import EMIT_INTERVAL_WINDOWED
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
-from strom.state.caching import CachingSessionStore, CachingWindowStore
+from strom.state.internals.caching import CachingSessionStore, CachingWindowStore
 from strom.windowed import Window, Windowed
 
 if TYPE_CHECKING:

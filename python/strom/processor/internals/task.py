@@ -26,7 +26,11 @@ from strom.processor.internals.topology_builder import (
     Subtopology,
 )
 from strom.serdes import Timestamped
-from strom.state.caching import CachingKeyValueStore, CachingSessionStore, CachingWindowStore
+from strom.state.internals.caching import (
+    CachingKeyValueStore,
+    CachingSessionStore,
+    CachingWindowStore,
+)
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
 from strom.state.window import WindowStore

@@ -17,7 +17,8 @@ from typing import Any, Generic, TypeVar
 
 from strom import _core
 from strom.keyvalue import KeyValue
-from strom.state.key_value import KeyValueStore, deserialize_values
+from strom.state.internals.typed import deserialize_values
+from strom.state.key_value import KeyValueStore
 from strom.windowed import Window, Windowed
 
 K = TypeVar("K")
