@@ -13,9 +13,10 @@ from datetime import timedelta
 from typing import Any
 
 from strom.config import StreamsConfig
+from strom.embedded.runtime import EmbeddedRuntime
 from strom.errors import ApplicationShutdownRequested, ConfigError, StoreError, StromError
 from strom.keyvalue import KeyValue
-from strom.processor.internals.runtime import EmbeddedRuntime, Runtime
+from strom.processor.internals.runtime import Runtime
 from strom.state.views import plain
 from strom.topology import Topology
 
@@ -97,7 +98,7 @@ class KafkaStreams:
         if self._path is not None:
             return [EmbeddedRuntime(self._topology._internal, self.config, self._path)]
         try:
-            from strom.kafka.runtime import KafkaRuntime, process_id  # noqa: PLC0415 - optional
+            from strom.kafka.runtime import KafkaRuntime, process_id  # noqa: PLC0415 - needs confluent-kafka
         except ImportError as exc:  # confluent-kafka is an optional dependency
             raise ConfigError(
                 "running on Kafka needs the confluent-kafka package (pip install confluent-kafka)"
@@ -139,7 +140,8 @@ class KafkaStreams:
             or topology.global_subtopology() is None
         ):
             return
-        from confluent_kafka.admin import AdminClient  # noqa: PLC0415 - optional
+        # confluent-kafka is an optional dependency: strom.kafka is imported when used.
+        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
 
         from strom.kafka.clients import admin_config  # noqa: PLC0415
         from strom.kafka.global_thread import GlobalStreamThread  # noqa: PLC0415
@@ -208,7 +210,7 @@ class KafkaStreams:
     def _watch_application_shutdown(self) -> None:
         """On Kafka: notice ``"shutdown_application"`` requests of any
         instance (see strom.kafka.shutdown)."""
-        from strom.kafka.shutdown import ApplicationShutdown  # noqa: PLC0415 - optional
+        from strom.kafka.shutdown import ApplicationShutdown  # noqa: PLC0415 - needs confluent-kafka
 
         try:
             self._app_shutdown = ApplicationShutdown(

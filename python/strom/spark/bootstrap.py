@@ -20,8 +20,8 @@ import pyarrow as pa
 
 from strom.config import StreamsConfig
 from strom.embedded import EmbeddedLog, OffsetAndMetadata
+from strom.embedded.runtime import EmbeddedRuntime
 from strom.errors import ConfigError, StromError
-from strom.processor.internals.runtime import EmbeddedRuntime
 from strom.processor.internals.task import StreamTask
 from strom.spark._task import unpack
 
@@ -141,6 +141,7 @@ def _to_kafka(result: Replay, config: StreamsConfig, end: _EndState) -> None:
     times. An instance started with that ``state.dir`` drops late records as
     an uninterrupted run would; one elsewhere restores from the changelogs
     and starts from the committed partition times."""
+    # confluent-kafka is an optional dependency: imported for a Kafka bootstrap only.
     from confluent_kafka import TopicPartition  # noqa: PLC0415
 
     from strom.kafka.clients import REBALANCED, REQUEST_TIMEOUT_S, retrying  # noqa: PLC0415
