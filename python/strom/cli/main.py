@@ -12,6 +12,7 @@ from collections.abc import Sequence
 from strom import KafkaStreams, StreamsBuilder, Topology, serdes
 from strom.cli import replay as replay_command
 from strom.embedded import EmbeddedLog
+from strom.errors import StromError
 
 INPUT_TOPIC = "text-input"
 OUTPUT_TOPIC = "word-counts"
@@ -94,8 +95,7 @@ def demo(args: argparse.Namespace) -> int:
 
 def reset(args: argparse.Namespace) -> int:
     """Kafka's application reset tool: reprocess the input from scratch."""
-    from strom.errors import StromError  # noqa: PLC0415 - only this command needs them
-    from strom.kafka import reset_application  # noqa: PLC0415
+    from strom.kafka import reset_application  # noqa: PLC0415 - needs confluent-kafka (optional)
 
     inputs = [t for t in (args.input_topics or "").split(",") if t]
     try:

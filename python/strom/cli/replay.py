@@ -11,6 +11,7 @@ import sys
 import time
 from typing import Any, TextIO
 
+from strom.errors import StromError
 from strom.topology import Topology
 
 
@@ -79,8 +80,6 @@ class ProgressBar:
 
 
 def run(args: argparse.Namespace) -> int:
-    from strom.errors import StromError  # noqa: PLC0415
-
     topology = load_topology(args.app)
     config: dict[str, Any] = {"application.id": args.application_id}
     for item in args.config:
@@ -91,6 +90,7 @@ def run(args: argparse.Namespace) -> int:
         config[key] = value
     # Executors run this interpreter, which has strom.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    # pyspark is an optional dependency (strom[spark]): imported when used.
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
     from strom.spark import replay  # noqa: PLC0415

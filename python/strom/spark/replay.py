@@ -28,10 +28,11 @@ import pyarrow.compute as pc
 
 from strom import errors
 from strom.config import EMIT_INTERVAL_WINDOWED, StreamsConfig
+from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError, StromError, TopologyError
 from strom.processor.internals.topology_builder import InternalTopologyBuilder, SinkDef, Subtopology
 from strom.serdes import Serde, Timestamped
-from strom.spark import _types
+from strom.spark import _types, bootstrap
 from strom.spark._task import INPUT_SCHEMA, OUTPUT_SCHEMA, StagePlan, check_replayable, run_task
 from strom.topology import Topology
 
@@ -254,8 +255,6 @@ def _from_embedded(
 ) -> tuple[DataFrame, dict[str, int]]:
     """Reads the topics of an embedded log on the driver (the log is local
     disk, open in this process) into a DataFrame."""
-    from strom.embedded import EmbeddedLog  # noqa: PLC0415
-
     log_ = EmbeddedLog(path)
     existing = set(log_.topics())
     missing = [t for t in topics if t not in existing]
@@ -306,6 +305,7 @@ def _from_kafka(
 ) -> tuple[DataFrame, dict[str, int]]:
     """Offset ranges of a Kafka cluster, read in the Spark tasks (one per
     topic-partition) by the ``strom-kafka`` Python Data Source."""
+    # Imports pyspark's data source API, and reads with confluent-kafka (optional).
     from strom.spark.kafka_source import KafkaRangeSource, offset_ranges  # noqa: PLC0415
 
     consumer = {"bootstrap.servers": servers, **config.client_config("consumer.")}
@@ -599,9 +599,7 @@ class Replay:
         """Writes the replay's end state so that ``KafkaStreams(topology,
         config)`` continues where the replay ended: see
         :func:`strom.spark.bootstrap.bootstrap`."""
-        from strom.spark.bootstrap import bootstrap  # noqa: PLC0415
-
-        bootstrap(self, config)
+        bootstrap.bootstrap(self, config)
 
     # --- for bootstrap --------------------------------------------------------
     def _collect(self, kind: str) -> Iterator[Any]:
