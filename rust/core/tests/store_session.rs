@@ -5,8 +5,8 @@
 use std::collections::{BTreeSet, HashMap};
 
 use strom_core::store::InMemorySessionStore;
-use strom_core::store::segments::{InMemorySegmentFactory, PutOutcome};
 use strom_core::store::session::{self, SessionEntry, SessionStore};
+use strom_core::store::time_segments::{InMemorySegmentFactory, PutOutcome};
 
 const SEGMENT_INTERVAL: i64 = 60_000;
 const RETENTION_PERIOD: i64 = 10_000;

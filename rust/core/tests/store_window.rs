@@ -7,7 +7,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::{Arc, Mutex};
 
 use strom_core::Result;
-use strom_core::store::segments::{PutOutcome, SegmentFactory};
+use strom_core::store::time_segments::{PutOutcome, SegmentFactory};
 use strom_core::store::window::{self, WindowEntry, WindowStore};
 use strom_core::store::{InMemoryKeyValueStore, InMemoryWindowStore, KeyValueBytes};
 

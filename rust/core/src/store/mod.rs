@@ -10,17 +10,17 @@ pub mod cache;
 pub mod kernels;
 pub mod kv;
 pub mod persistent;
-pub mod persistent_segments;
-pub mod segments;
+pub mod persistent_time_segments;
 pub mod session;
+pub mod time_segments;
 pub mod window;
 
 pub use cache::{CachingKeyValueStore, ThreadCache};
 pub use kv::InMemoryKeyValueStore;
 pub use persistent::{PersistentKeyValueStore, PersistentStoreOptions};
-pub use persistent_segments::{PersistentSegment, PersistentSegmentFactory, SegmentedCommit};
-pub use segments::{InMemorySegmentFactory, PutOutcome, SegmentFactory, Segments};
+pub use persistent_time_segments::{PersistentSegment, PersistentSegmentFactory, SegmentedCommit};
 pub use session::{InMemorySessionStore, SessionEntry, SessionStore};
+pub use time_segments::{InMemorySegmentFactory, PutOutcome, SegmentFactory, Segments};
 pub use window::{InMemoryWindowStore, WindowEntry, WindowStore};
 
 use crate::error::Result;

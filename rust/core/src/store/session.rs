@@ -23,7 +23,7 @@
 //! of another can interleave with it), like Kafka's `RocksDB` store.
 
 use super::KeyValueBytes;
-use super::segments::{
+use super::time_segments::{
     InMemorySegmentFactory, PutOutcome, SegmentFactory, Segments, default_segment_interval,
     key_range_upper_bound,
 };

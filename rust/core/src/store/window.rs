@@ -12,7 +12,7 @@
 //! buffers): then every put gets the next seqnum (`(seqnum + 1) & 0x7fffffff`,
 //! so the first is 1), every duplicate of a key and window is kept, and they
 //! come back in insertion order. Each segment covers window starts
-//! `[id * interval, (id + 1) * interval)`; see [`super::segments`].
+//! `[id * interval, (id + 1) * interval)`; see [`super::time_segments`].
 //!
 //! Scans read one segment at a time in store-key order, like Kafka's `RocksDB`
 //! store: a single-key fetch returns windows in start order; key-range and
@@ -24,7 +24,7 @@
 //! Kafka's `hasNextCondition` does.
 
 use super::KeyValueBytes;
-use super::segments::{
+use super::time_segments::{
     InMemorySegmentFactory, PutOutcome, SegmentFactory, Segments, default_segment_interval,
     key_range_upper_bound,
 };

@@ -44,7 +44,7 @@
 //!   records count once per closed window they miss (Kafka's
 //!   `dropped-records`, see [`BatchStats`]).
 //! - **Bindings.** `strom._core.Native{Time,Sliding,Session}WindowedAggregation`
-//!   (`rust/python/src/window_kernels.rs`) wrap the kernels for Python and
+//!   (`rust/python/src/window/`) wrap the kernels for Python and
 //!   Spark; the DSL's node (`strom.kstream.internals.native_window`) applies the
 //!   store changes after each batch. For Kafka's `sendOldValues` and for a
 //!   caller that writes every update through a record cache, time windows

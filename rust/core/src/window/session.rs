@@ -28,7 +28,7 @@ use super::keys::KeyTable;
 use super::results::{BatchStats, StoreChanges, WindowedResults};
 use super::spec::{DEFAULT_EMIT_INTERVAL_MS, EmitStrategy, NO_TIMESTAMP, SessionWindows};
 use crate::error::{Error, Result};
-use crate::store::segments::default_segment_interval;
+use crate::store::time_segments::default_segment_interval;
 use crate::store::{PutOutcome, SegmentFactory, SessionStore};
 
 /// One session-window aggregation processor (one per task and node).

@@ -17,7 +17,7 @@ pub(crate) mod files;
 mod key;
 mod mmap;
 mod recovery;
-mod segments;
+mod segment_log;
 
 use std::collections::BTreeMap;
 use std::fs::{self, File};
@@ -28,7 +28,7 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 use self::files::{io, list_segments, read_manifest, remove_if_exists, sync_dir, take_lock};
 use self::key::IndexKey;
 use self::recovery::COMMIT_HEADER;
-use self::segments::{SegmentLog, data_frame_size};
+use self::segment_log::{SegmentLog, data_frame_size};
 use crate::error::{Error, Result};
 use crate::log::Header;
 use crate::log::format::MIN_FRAME;

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 use super::Location;
 use super::files::{MANIFEST_FILE, io, remove_if_exists, sync_dir};
 use super::key::IndexKey;
-use super::segments::{KEY_LEN_AT, Segment};
+use super::segment_log::{KEY_LEN_AT, Segment};
 use crate::error::{Error, Result};
 use crate::log::format::{self, FrameView, LENGTH_SIZE, MIN_FRAME};
 

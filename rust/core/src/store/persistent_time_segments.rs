@@ -59,7 +59,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use super::persistent::files::take_lock;
-use super::segments::{SegmentFactory, segment_name};
+use super::time_segments::{SegmentFactory, segment_name};
 use super::{KeyValueBytes, PersistentKeyValueStore, PersistentStoreOptions};
 use crate::error::{Error, Result};
 

@@ -9,7 +9,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 
 use strom_core::Error;
-use strom_core::store::segments::PutOutcome;
+use strom_core::store::time_segments::PutOutcome;
 use strom_core::store::{
     PersistentSegmentFactory, PersistentStoreOptions, SegmentedCommit, SessionStore, WindowStore,
 };
