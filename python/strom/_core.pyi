@@ -276,7 +276,7 @@ def unpack_changes(
 ) -> tuple[list[bytes | None], list[bytes | None]] | None:
     """The inverse of ``pack_changes``; None if an item is None or under 5 bytes."""
 
-# --- window and session stores (rust/python/src/window.rs, session.rs) --------
+# --- window and session stores (rust/python/src/store/window.rs, session.rs)
 
 __all__ += [
     "NativeSessionStore",
@@ -429,7 +429,7 @@ def split_window_store_key(store_key: bytes) -> tuple[bytes, int, int]: ...
 def session_store_key(key: bytes, start: int, end: int) -> bytes: ...
 def split_session_store_key(store_key: bytes) -> tuple[bytes, int, int]: ...
 
-# --- record cache (rust/python/src/cache.rs) ----------------------------------
+# --- record cache (rust/python/src/store/cache.rs) ----------------------------
 
 __all__ += ["NativeThreadCache"]
 
@@ -473,7 +473,7 @@ class NativeThreadCache:
     def size_bytes(self) -> int: ...
     def __len__(self) -> int: ...
 
-# --- windowed-aggregation kernels (rust/python/src/window_kernels.rs) --------
+# --- windowed-aggregation kernels (rust/python/src/window/) ------------------
 
 __all__ += [
     "NativeSessionWindowedAggregation",

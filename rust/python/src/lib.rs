@@ -1,13 +1,10 @@
 use pyo3::prelude::*;
 
-mod cache;
 mod errors;
 mod log;
 mod serde;
-mod session;
 mod store;
 mod window;
-mod window_kernels;
 
 #[pymodule]
 fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -21,8 +18,5 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     serde::register(m)?;
     store::register(m)?;
     window::register(m)?;
-    window_kernels::register(m)?;
-    session::register(m)?;
-    cache::register(m)?;
     Ok(())
 }

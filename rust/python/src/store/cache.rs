@@ -7,7 +7,7 @@
 //! a closed cache stays stale even if its namespace is opened again.
 //!
 //! Every call is per record and short, so all of them run attached. As in
-//! `store.rs`, the lock is taken with `lock_py_attached` (try once, else
+//! `kv.rs`, the lock is taken with `lock_py_attached` (try once, else
 //! detach to wait), so a thread never waits for it while attached.
 
 use std::collections::HashMap;

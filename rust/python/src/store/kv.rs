@@ -28,9 +28,9 @@ use strom_core::store::{
     InMemoryKeyValueStore, KeyValueBytes, PersistentKeyValueStore, PersistentStoreOptions, kernels,
 };
 
-use crate::cache::NativeThreadCache;
 use crate::errors::{IntoPyResult, new_error};
 use crate::log::NativeLog;
+use crate::store::cache::NativeThreadCache;
 
 /// `restore_from_log` reads the changelog in batches of at most this many
 /// records (small enough that a batch stays in cache while it is sorted and

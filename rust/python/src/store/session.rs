@@ -13,15 +13,15 @@ use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyList};
 
 use strom_core::Error;
-use strom_core::store::segments::{PutOutcome, default_segment_interval};
 use strom_core::store::session::{self, SessionEntry};
+use strom_core::store::time_segments::{PutOutcome, default_segment_interval};
 use strom_core::store::{
     InMemorySegmentFactory, InMemorySessionStore, PersistentSegmentFactory, PersistentStoreOptions,
     SessionStore,
 };
 
 use crate::errors::IntoPyResult;
-use crate::window::{Packed, attached, check_lengths, close, detached, opt_bytes_list};
+use crate::store::window::{Packed, attached, check_lengths, close, detached, opt_bytes_list};
 
 enum Backend {
     Memory(InMemorySessionStore),

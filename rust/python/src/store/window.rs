@@ -1,12 +1,12 @@
 //! `NativeWindowStore`: the bytes-in/bytes-out window store (Kafka's
 //! `WindowStore<Bytes, byte[]>`), in memory or persistent (one log-structured
-//! store per time segment, see `strom_core::store::persistent_segments`), and
+//! store per time segment, see `strom_core::store::persistent_time_segments`), and
 //! Kafka's windowed store-key encoding, which is also the changelog key.
 //!
 //! Scans return columns (lists of keys, starts, ends, values) so that the
 //! typed layer deserializes each with one batch call.
 //!
-//! Locking follows `store.rs`: the core logs through `pyo3_log`, which
+//! Locking follows `kv.rs`: the core logs through `pyo3_log`, which
 //! attaches, so no thread may wait for a store's lock while attached.
 //! Single-window calls lock with `lock_py_attached` (try once, else detach to
 //! wait) and run attached; batches and scans copy their arguments out of the
@@ -21,7 +21,7 @@ use pyo3::sync::MutexExt;
 use pyo3::types::{PyBytes, PyList};
 
 use strom_core::Error;
-use strom_core::store::segments::{PutOutcome, default_segment_interval};
+use strom_core::store::time_segments::{PutOutcome, default_segment_interval};
 use strom_core::store::window::{self, WindowEntry};
 use strom_core::store::{
     InMemoryWindowStore, PersistentSegmentFactory, PersistentStoreOptions, WindowStore,
