@@ -17,6 +17,9 @@ shared by the two processors of a join) follows Kafka's own so that the same
 input gives the same output; unlike Kafka, the scan for closed windows is not
 throttled by wall-clock time (Kafka's internal emit interval set to 0), so
 results never depend on processing speed.
+
+``stream_stream_join`` builds the graph behind ``KStream.join`` with another
+stream: the repartition topics, the window stores and the nodes above.
 """
 
 from __future__ import annotations

@@ -19,11 +19,11 @@ use super::results::{NativeWindowedResults, Output, ResultsAny, column};
 use crate::errors::IntoPyResult;
 use crate::store::window::NativeWindowStore;
 
-/// What the bindings need of a kernel, the same for the three kinds.
 /// The aggregations the bindings run (every built-in one).
 pub(super) trait Agg: Aggregate<Value: ValueType, Output: Output, State: Sync> {}
 impl<T: Aggregate<Value: ValueType, Output: Output, State: Sync>> Agg for T {}
 
+/// What the bindings need of a kernel, the same for the three kinds.
 pub(super) trait Kernel: Send + Sync {
     type A: Agg;
     /// Whether the store holds Kafka's `ValueAndTimestamp` (window stores)
