@@ -1,20 +1,22 @@
-"""confluent-kafka clients as the runtime uses them: their configs, a columnar
-producer that partitions as Kafka's Java client does, and polled messages
-turned into per-partition columnar batches."""
+"""Kafka clients as the runtime uses them: their configs, the columnar
+producer (``strom._core.KafkaProducer``: librdkafka driven from Rust,
+partitioning as Kafka's Java client does), the errors they raise and the
+relay of their log lines into Python logging. The consumer is in
+``strom.kafka.consumer``; the admin client is confluent-kafka's."""
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from confluent_kafka import KafkaError, KafkaException, Message, Producer
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
-from strom._core import partition_for_key
+from strom._core import KafkaConsumer
+from strom._core import KafkaProducer as NativeProducer
 from strom.config import EXACTLY_ONCE_V2
-from strom.errors import FailedRecord, ProductionError, StromError
+from strom.errors import ConfigError, FailedRecord, ProductionError, StromError
 from strom.processor.internals.error_handling import (
     UNKNOWN_CONTEXT,
     continue_after,
@@ -25,6 +27,8 @@ if TYPE_CHECKING:
     from strom.config import StreamsConfig
 
 log = logging.getLogger("strom.kafka")
+# librdkafka's own log lines.
+client_log = logging.getLogger("strom.kafka.client")
 
 # How long a client call that should be quick (metadata, committed offsets) may take.
 REQUEST_TIMEOUT_S = 60.0
@@ -124,8 +128,9 @@ def consumer_config(
             "partition.assignment.strategy": "cooperative-sticky",
         }
     else:
-        # librdkafka wants a group id for any consumer; this one never joins it.
-        out |= {"group.id": f"{config.application_id}-restore", "enable.partition.eof": True}
+        # Read by assignment: no group.id, so it joins no group and asks no
+        # coordinator (Kafka Streams' restore and global consumers have none).
+        out |= {"enable.partition.eof": True}
     out |= config.client_config("consumer.")
     out |= {k.removeprefix(prefix): v for k, v in config.items() if k.startswith(prefix)}
     return out
@@ -169,71 +174,55 @@ def admin_config(config: StreamsConfig) -> dict[str, Any]:
     return _common(config) | {"allow.auto.create.topics": False} | config.client_config("admin.")
 
 
-@dataclass
-class KafkaRecords:
-    """One partition's polled records, columnar (what ``StreamTask`` takes)."""
-
-    topic: str
-    partition: int
-    _keys: list[bytes | None] = field(default_factory=list)
-    _values: list[bytes | None] = field(default_factory=list)
-    _offsets: list[int] = field(default_factory=list)
-    _timestamps: list[int] = field(default_factory=list)
-
-    def __len__(self) -> int:
-        return len(self._offsets)
-
-    def keys(self) -> list[bytes | None]:
-        return self._keys
-
-    def values(self) -> list[bytes | None]:
-        return self._values
-
-    def offsets(self) -> list[int]:
-        return self._offsets
-
-    def timestamps(self) -> list[int]:
-        return self._timestamps
+def native_config(conf: Mapping[str, Any]) -> dict[str, str]:
+    """librdkafka settings as the native clients take them: strings, with
+    booleans as librdkafka spells them. Python callbacks cannot be passed."""
+    out = {}
+    for key, value in conf.items():
+        if callable(value):
+            raise ConfigError(
+                f"Kafka client setting {key!r} is a Python callable; strom's clients run in "
+                "native code and take only values"
+            )
+        out[key] = ("true" if value else "false") if isinstance(value, bool) else str(value)
+    return out
 
 
-def check_message_error(message: Message) -> bool:
-    """True for a record; False for an event to skip (end of partition, a
-    transient error, logged); raises on errors that stop the app."""
-    error = message.error()
-    if error is None:
-        return True
-    if error.code() == KafkaError._PARTITION_EOF:
-        return False
-    if error.fatal() or error.code() in (
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.GROUP_AUTHORIZATION_FAILED,
-        KafkaError._AUTO_OFFSET_RESET,
-    ):
-        raise KafkaClientError(
-            f"consuming {message.topic()}-{message.partition()} failed: {error.str()}"
-        )
-    log.warning("consumer: %s (retrying)", error.str())
-    return False
+# librdkafka's syslog levels as logging's.
+_LEVELS = {
+    0: logging.CRITICAL,
+    1: logging.CRITICAL,
+    2: logging.CRITICAL,
+    3: logging.ERROR,
+    4: logging.WARNING,
+    5: logging.INFO,
+    6: logging.INFO,
+    7: logging.DEBUG,
+}
+# At most one line per client and facility this often (a broker that is down
+# is reported once a second); the suppressed ones are counted.
+_LOG_EVERY_S = 10.0
+_last_logged: dict[tuple[str, str], tuple[float, int]] = {}
 
 
-def to_batches(messages: Sequence[Message]) -> list[KafkaRecords]:
-    """Polled messages grouped into one columnar batch per partition, in offset order."""
-    batches: dict[tuple[str, int], KafkaRecords] = {}
-    for message in messages:
-        if not check_message_error(message):
+def relay_client_events(native: KafkaConsumer | NativeProducer, client_id: str) -> None:
+    """Passes a native client's log lines to the ``strom.kafka.client``
+    logger, rate-limited per facility."""
+    lines, dropped = native.take_logs()
+    now = time.monotonic()
+    for level, facility, message in lines:
+        key = (client_id, facility)
+        last, suppressed = _last_logged.get(key, (-_LOG_EVERY_S, 0))
+        if now - last < _LOG_EVERY_S:
+            _last_logged[key] = (last, suppressed + 1)
             continue
-        topic, partition = message.topic(), message.partition()
-        assert topic is not None and partition is not None
-        batch = batches.get((topic, partition))
-        if batch is None:
-            batch = batches[(topic, partition)] = KafkaRecords(topic, partition)
-        batch._keys.append(message.key())
-        batch._values.append(message.value())
-        batch._offsets.append(message.offset())  # type: ignore[arg-type]
-        kind, timestamp = message.timestamp()
-        batch._timestamps.append(timestamp if kind else -1)
-    return list(batches.values())
+        _last_logged[key] = (now, 0)
+        more = f" ({suppressed} similar line(s) suppressed)" if suppressed else ""
+        client_log.log(
+            _LEVELS.get(level, logging.DEBUG), "%s: %s: %s%s", client_id, facility, message, more
+        )
+    if dropped:
+        client_log.debug("%s: %d log line(s) dropped", client_id, dropped)
 
 
 # Errors the handler never sees (Kafka's RecordCollectorImpl): a fenced
@@ -328,31 +317,6 @@ class DeliveryFailures:
             self.fatal = ProductionError(message)
 
 
-def _delivery(
-    written: dict[tuple[str, int], int], failures: DeliveryFailures
-) -> Callable[[KafkaError | None, Message], None]:
-    def on_delivery(error: KafkaError | None, message: Message) -> None:
-        if error is not None:
-            kind, timestamp = message.timestamp()
-            partition = message.partition()
-            failures.failed(
-                error,
-                str(message.topic()),
-                -1 if partition is None else partition,
-                message.key(),
-                message.value(),
-                timestamp if kind else -1,
-                queued=True,
-            )
-            return
-        key = (str(message.topic()), int(message.partition() or 0))
-        offset = int(message.offset() or 0) + 1
-        if offset > written.get(key, -1):
-            written[key] = offset
-
-    return on_delivery
-
-
 class KafkaProducer:
     """The thread's producer behind ``RecordCollector``: columns in, records
     out, keyed records on ``murmur2(key) % partitions`` like Kafka's Java
@@ -375,17 +339,15 @@ class KafkaProducer:
         self.in_transaction = False
         self.written: dict[tuple[str, int], int] = {}
         self.failures = failures
+        self.client_id = str(conf.get("client.id", "producer"))
         # Past it the coordinator aborts an open transaction on its own.
         self.transaction_timeout_s = int(conf.get("transaction.timeout.ms", 60_000)) / 1000
-        # A closure, not a bound method: no cycle keeps the client alive.
-        self._producer: Producer | None = Producer(
-            conf | {"on_delivery": _delivery(self.written, failures)}
-        )
+        self._producer: NativeProducer | None = NativeProducer(native_config(conf))
         if transactional:
             self.native.init_transactions(REQUEST_TIMEOUT_S)
 
     @property
-    def native(self) -> Producer:
+    def native(self) -> NativeProducer:
         if self._producer is None:
             raise StromError("the producer is closed")
         return self._producer
@@ -404,30 +366,16 @@ class KafkaProducer:
         partitions: Sequence[int] | None = None,
     ) -> None:
         self.begin()
-        native = self.native
-        produce = native.produce
-        count = self._partition_count(topic) if partitions is None else 0
-        for i, key in enumerate(keys):
-            if partitions is not None:
-                partition = partitions[i]
-            elif key is not None:
-                partition = partition_for_key(key, count)
-            else:
-                partition = -1  # the client's partitioner spreads null keys
-            timestamp = 0 if timestamps is None else timestamps[i]
-            while True:
-                try:
-                    produce(topic, values[i], key, partition=partition, timestamp=timestamp)
-                    break
-                except BufferError:
-                    native.poll(0.05)  # the local queue is full: drain some
-                except KafkaException as exc:  # refused outright, e.g. too large
-                    error = exc.args[0] if exc.args else KafkaError(KafkaError._FAIL)
-                    self.failures.failed(
-                        error, topic, partition, key, values[i], timestamp, queued=False
-                    )
-                    break
-        native.poll(0)
+        count = self._partition_count(topic) if partitions is None else 1
+        self.native.produce_columns(
+            topic,
+            keys,
+            values,
+            None if timestamps is None else list(timestamps),
+            None if partitions is None else list(partitions),
+            count,
+        )
+        self._collect()
         self.raise_errors()
 
     def produce(
@@ -441,18 +389,24 @@ class KafkaProducer:
     ) -> None:
         """One record with headers (a dead letter), on the client's partitioner."""
         self.begin()
-        while True:
-            try:
-                self.native.produce(
-                    topic,
-                    value,
-                    key,
-                    timestamp=timestamp or 0,
-                    headers=list(headers or []),
-                )
-                return
-            except BufferError:  # noqa: PERF203 - the local queue is full: drain some
-                self.native.poll(0.05)
+        self.native.produce(topic, key, value, timestamp or 0, list(headers or []))
+        self._collect()
+
+    def _collect(self) -> None:
+        """Takes in what the client reported: acknowledged ends, failed records, log lines."""
+        native = self.native
+        written = self.written
+        for topic, partition, end in native.take_written():
+            if end > written.get((topic, partition), -1):
+                written[(topic, partition)] = end
+        for topic, partition, key, value, timestamp, error, queued in native.take_failures():
+            self.failures.failed(error, topic, partition, key, value, timestamp, queued=queued)
+        relay_client_events(native, self.client_id)
+
+    def forget(self, topic: str, partition: int) -> None:
+        """Forgets what was written to a partition (a changelog being restored)."""
+        self.written.pop((topic, partition), None)
+        self.native.forget_written(topic, partition)
 
     def _produce_dead_letters(self) -> None:
         pending, self.failures.pending = self.failures.pending, []
@@ -473,11 +427,32 @@ class KafkaProducer:
         """Waits until every record is acknowledged (or failed: raises)."""
         while True:
             while self.native.flush(REQUEST_TIMEOUT_S) > 0:
+                self._collect()
                 log.warning("producer: records still unacknowledged after %.0fs", REQUEST_TIMEOUT_S)
+            self._collect()
             if not self.failures.pending:
                 break
             self._produce_dead_letters()
         self.raise_errors()
+
+    def send_offsets(
+        self, offsets: Sequence[TopicPartition], consumer: KafkaConsumer, timeout: float
+    ) -> None:
+        """Adds the input offsets (with their metadata) to the open transaction."""
+        self.native.send_offsets_to_transaction(
+            [(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in offsets], consumer, timeout
+        )
+
+    def commit_transaction(self) -> None:
+        self.native.commit_transaction(REQUEST_TIMEOUT_S)
+        self.in_transaction = False
+
+    def abort_transaction(self) -> None:
+        try:
+            self.native.abort_transaction(REQUEST_TIMEOUT_S)
+        finally:
+            self.in_transaction = False
+            self._collect()
 
     def abandon(self) -> None:
         """Drops the client without touching it (a call on it is stuck)."""

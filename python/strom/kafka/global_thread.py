@@ -16,7 +16,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer, KafkaError, TopicPartition
+from confluent_kafka import TopicPartition
 
 from strom.errors import StromError
 from strom.kafka.clients import (
@@ -25,8 +25,8 @@ from strom.kafka.clients import (
     KafkaClientError,
     consumer_config,
     retrying,
-    to_batches,
 )
+from strom.kafka.consumer import Consumer
 from strom.processor.internals.task import RecordCollector, StreamTask
 
 if TYPE_CHECKING:
@@ -89,11 +89,11 @@ class GlobalStreamThread:
                         tp, timeout=ATTEMPT_TIMEOUT_S
                     ),
                     f"reading the offsets of {topic}-{partition}",
-                    lambda topic=topic: self.consumer.list_topics(  # type: ignore[misc]
-                        topic, timeout=ATTEMPT_TIMEOUT_S
+                    lambda topic=topic: self.consumer.refresh_metadata(  # type: ignore[misc]
+                        topic, ATTEMPT_TIMEOUT_S
                     ),
                 )
-                assign.append(TopicPartition(topic, partition, int(low)))
+                assign.append(TopicPartition(topic, partition, low))
                 if high > low:
                     pending.add((topic, partition))
         self.consumer.assign(assign)
@@ -107,19 +107,12 @@ class GlobalStreamThread:
 
     def _apply(self, timeout: float) -> set[tuple[str, int]]:
         """Applies what the consumer has; returns the partitions found at their end."""
-        messages = self.consumer.consume(GLOBAL_BATCH, timeout)
-        ended, records = set(), []
-        for message in messages:
-            error = message.error()
-            if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                ended.add((str(message.topic()), int(message.partition() or 0)))
-            else:
-                records.append(message)
+        batches = self.consumer.poll_batches(GLOBAL_BATCH, timeout)
         with self._lock:
             if self.task is not None:
-                for batch in to_batches(records):
+                for batch in batches:
                     self.task.process(batch)
-        return ended
+        return set(self.consumer.eofs)
 
     def poll(self) -> None:
         """Applies what arrived since the last call (one stream thread)."""

@@ -35,13 +35,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import (
-    Consumer,
-    ConsumerGroupState,
-    KafkaError,
-    KafkaException,
-    TopicPartition,
-)
+from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
 from strom.config import EXACTLY_ONCE_V2
@@ -54,12 +48,11 @@ from strom.kafka.clients import (
     KafkaClientError,
     KafkaProducer,
     admin_config,
-    check_message_error,
     consumer_config,
     producer_config,
     retrying,
-    to_batches,
 )
+from strom.kafka.consumer import Consumer
 from strom.kafka.global_thread import GlobalStreamThread
 from strom.kafka.standby import StandbyTasks
 from strom.kafka.topics import Topics
@@ -262,9 +255,9 @@ class KafkaRuntime(Runtime):
                 TopicPartition(topic, partition), timeout=ATTEMPT_TIMEOUT_S
             ),
             f"reading the offsets of {topic}-{partition}",
-            lambda: self.restore_consumer.list_topics(topic, timeout=ATTEMPT_TIMEOUT_S),
+            lambda: self.restore_consumer.refresh_metadata(topic, ATTEMPT_TIMEOUT_S),
         )
-        return int(low), int(high)
+        return low, high
 
     # --- global stores --------------------------------------------------------
     def _open_global(self) -> None:
@@ -409,7 +402,7 @@ class KafkaRuntime(Runtime):
                 low, high = self._watermarks(topic, task.partition)
                 offset = low if start is None else max(start, low)
                 self._changelog_end[key] = high
-                self.producer.written.pop(key, None)
+                self.producer.forget(*key)
                 if offset < high:
                     plan[key] = (task, store)
                     assign.append(TopicPartition(topic, task.partition, offset))
@@ -422,24 +415,15 @@ class KafkaRuntime(Runtime):
         restored = 0
         try:
             while pending:
-                messages = consumer.consume(RESTORE_BATCH, 0.1)
-                batches: dict[tuple[str, int], tuple[list[Any], list[Any]]] = {}
-                for message in messages:
-                    key = (str(message.topic()), int(message.partition() or 0))
-                    if not check_message_error(message):
-                        error = message.error()
-                        if error is not None and error.code() == KafkaError._PARTITION_EOF:
-                            pending.discard(key)
-                        continue
-                    keys, values = batches.setdefault(key, ([], []))
-                    keys.append(message.key())
-                    values.append(message.value())
-                    if int(message.offset() or 0) + 1 >= self._changelog_end[key]:
-                        pending.discard(key)
-                for key, (keys, values) in batches.items():
+                batches = consumer.poll_batches(RESTORE_BATCH, 0.1)
+                pending.difference_update(consumer.eofs)
+                for batch in batches:
+                    key = (batch.topic, batch.partition)
                     task, store = plan[key]
-                    task.state.restore_batch(store, keys, values)
-                    restored += len(keys)
+                    task.state.restore_batch(store, batch.keys(), batch.values())
+                    restored += len(batch)
+                    if batch.next_offset >= self._changelog_end[key]:
+                        pending.discard(key)
                 if time.monotonic() - started > 10 * REQUEST_TIMEOUT_S:
                     raise KafkaClientError(f"restoring {sorted(pending)} did not finish in time")
         finally:
@@ -511,15 +495,15 @@ class KafkaRuntime(Runtime):
 
     def _poll_batches(self, timeout: float) -> list[InputRecords]:
         max_records = self.config["poll.max.records"]
-        messages = self.consumer.consume(max_records, timeout)
+        batches = self.consumer.poll_batches(max_records, timeout)
         self._raise_failure()
         if self.side is not None:
-            messages += self.side.consume(max_records, 0)
-        batches = to_batches(messages)
+            batches += self.side.poll_batches(max_records, 0)
+        positions = self._positions
         for batch in batches:
             key = (batch.topic, batch.partition)
-            if key in self._positions:
-                self._positions[key] = batch.offsets()[-1] + 1
+            if key in positions:
+                positions[key] = batch.next_offset
         if batches:
             self._dirty = True
         return list(batches)
@@ -532,14 +516,13 @@ class KafkaRuntime(Runtime):
     def _position(self, topic: str, partition: int) -> int:
         """The next offset to read (past transaction markers, which librdkafka skips)."""
         own = self._positions.get((topic, partition), -1)
-        reported = self._consumer_for(topic).position([TopicPartition(topic, partition)])[0]
-        return max(own, reported.offset)
+        return max(own, self._consumer_for(topic).position(TopicPartition(topic, partition)))
 
     def _has_unfetched(self, topic: str, partition: int) -> bool | None:
         _, high = self._consumer_for(topic).get_watermark_offsets(
             TopicPartition(topic, partition), cached=True
         )
-        if high is None or high < 0:
+        if high < 0:
             return None
         return self._position(topic, partition) < high
 
@@ -575,7 +558,7 @@ class KafkaRuntime(Runtime):
         offsets = self._offsets_to_commit()
         if offsets:
             try:
-                self.consumer.commit(offsets=offsets, asynchronous=False)
+                self.consumer.commit(offsets)
             except KafkaException as exc:
                 error = exc.args[0] if exc.args else None
                 if not isinstance(error, KafkaError) or error.code() not in REBALANCED:
@@ -602,8 +585,7 @@ class KafkaRuntime(Runtime):
             self.producer.flush()
             if offsets:
                 self._send_offsets(offsets)
-            self.producer.native.commit_transaction(REQUEST_TIMEOUT_S)
-            self.producer.in_transaction = False
+            self.producer.commit_transaction()
             self._note_committed(offsets)
             self._maybe_purge()
         # The stores commit only what the transaction made durable.
@@ -620,13 +602,12 @@ class KafkaRuntime(Runtime):
         it the producer is abandoned (its call never returns) and the error
         is fatal, so ``_recover`` opens a new producer, which fences the old."""
         producer = self.producer
-        native, metadata = producer.native, self.consumer.consumer_group_metadata()
         timeout = min(REQUEST_TIMEOUT_S, 2 * producer.transaction_timeout_s)
         done, failure = threading.Event(), []
 
         def call() -> None:
             try:
-                native.send_offsets_to_transaction(offsets, metadata, timeout)
+                producer.send_offsets(offsets, self.consumer.native, timeout)
             except BaseException as exc:  # handed to the stream thread
                 failure.append(exc)
             finally:
@@ -695,10 +676,9 @@ class KafkaRuntime(Runtime):
     def _abort_transaction(self) -> None:
         if self.producer.in_transaction:
             try:
-                self.producer.native.abort_transaction(REQUEST_TIMEOUT_S)
+                self.producer.abort_transaction()
             except KafkaException:
                 log.warning("aborting the transaction failed", exc_info=True)
-            self.producer.in_transaction = False
 
     def _recover(self, cause: BaseException) -> None:
         """After a failed transaction: abort it (or, fenced, replace the

@@ -17,7 +17,7 @@ import threading
 import time
 from typing import TYPE_CHECKING, Any
 
-from confluent_kafka import Consumer, KafkaError, KafkaException, Producer, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.cimpl import NewTopic
 
@@ -30,6 +30,7 @@ from strom.kafka.clients import (
     producer_config,
     retrying,
 )
+from strom.kafka.consumer import Consumer
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
@@ -80,13 +81,13 @@ class ApplicationShutdown:
             )
 
         if not patient:
-            return int(end()[1])
+            return end()[1]
         _, high = retrying(
             end,
             f"reading the end of {self.topic}",
-            lambda: self.consumer.list_topics(self.topic, timeout=ATTEMPT_TIMEOUT_S),
+            lambda: self.consumer.refresh_metadata(self.topic, ATTEMPT_TIMEOUT_S),
         )
-        return int(high)
+        return high
 
     def requested(self) -> bool:
         """Whether a shutdown was requested since this instance started

@@ -19,11 +19,12 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer, KafkaException, TopicPartition
+from confluent_kafka import KafkaException, TopicPartition
 
-from strom.kafka.clients import REQUEST_TIMEOUT_S, check_message_error, consumer_config
+from strom.kafka.clients import REQUEST_TIMEOUT_S, consumer_config
+from strom.kafka.consumer import Consumer
 
 if TYPE_CHECKING:
     from strom.kafka.runtime import KafkaRuntime
@@ -154,23 +155,15 @@ class StandbyTasks:
         """Applies what the standbys' changelogs have gained (no waiting)."""
         if not self._plan:
             return 0
-        messages = self.consumer.consume(STANDBY_BATCH, 0)
-        batches: dict[tuple[str, int], tuple[list[Any], list[Any]]] = {}
-        for message in messages:
-            if not check_message_error(message):
-                continue
-            key = (str(message.topic()), int(message.partition() or 0))
+        applied = 0
+        for batch in self.consumer.poll_batches(STANDBY_BATCH, 0):
+            key = (batch.topic, batch.partition)
             if key not in self._plan:
                 continue  # a standby closed since the fetch
-            keys, values = batches.setdefault(key, ([], []))
-            keys.append(message.key())
-            values.append(message.value())
-            self._positions[key] = int(message.offset() or 0) + 1
-        applied = 0
-        for key, (keys, values) in batches.items():
             task, store = self._plan[key]
-            task.state.restore_batch(store, keys, values)
-            applied += len(keys)
+            task.state.restore_batch(store, batch.keys(), batch.values())
+            self._positions[key] = batch.next_offset
+            applied += len(batch)
         self.records += applied
         return applied
 

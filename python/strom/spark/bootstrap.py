@@ -177,7 +177,7 @@ def _to_kafka(result: Replay, config: StreamsConfig, end: _EndState) -> None:
             for (t, p), (offset, partition_time) in end.offsets.items()
         ]
         retrying(
-            lambda: runtime.consumer.commit(offsets=offsets, asynchronous=False),
+            lambda: runtime.consumer.commit(offsets),
             f"committing the input offsets for group {app_id!r} (bootstrap only starts an "
             "app that is not running)",
             also=REBALANCED,

@@ -1,6 +1,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod kafka;
 mod log;
 mod serde;
 mod store;
@@ -15,6 +16,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     log::register(m)?;
+    kafka::register(m)?;
     serde::register(m)?;
     store::register(m)?;
     window::register(m)?;

@@ -334,7 +334,7 @@ impl RecordBatch {
     }
 }
 
-fn record_batch(py: Python<'_>, polled: PolledBatch) -> RecordBatch {
+pub(crate) fn record_batch(py: Python<'_>, polled: PolledBatch) -> RecordBatch {
     RecordBatch {
         topic: PyString::new(py, &polled.topic).unbind(),
         partition: polled.partition,

@@ -1,0 +1,181 @@
+"""The runtime's Kafka consumer: ``strom._core.KafkaConsumer`` (librdkafka,
+driven from Rust) behind the calls the runtime makes, in confluent-kafka's
+terms (``TopicPartition``, ``KafkaException``).
+
+Records come as one columnar ``RecordBatch`` per partition, the embedded
+log's batch type: no Python object per record until a node needs one.
+
+A consumer with a ``group.id`` is a group member; rebalances it meets while
+polling are handed to the callbacks given to ``subscribe``, which assign or
+unassign before ``poll_batches`` returns (as confluent-kafka's callbacks do
+inside ``consume``). Without a ``group.id`` it is read by assignment and
+joins no group at all (no coordinator lookup, so no group ACL).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from confluent_kafka import KafkaError, TopicPartition
+
+from strom._core import KafkaConsumer, RecordBatch
+from strom.kafka.clients import KafkaClientError, native_config, relay_client_events
+
+log = logging.getLogger("strom.kafka")
+
+Rebalanced = Callable[["Consumer", list[TopicPartition]], None]
+
+# Errors of a partition that retrying cannot mend: the runtime stops.
+_STOPPING = frozenset(
+    {
+        KafkaError.UNKNOWN_TOPIC_OR_PART,
+        KafkaError.TOPIC_AUTHORIZATION_FAILED,
+        KafkaError.GROUP_AUTHORIZATION_FAILED,
+        KafkaError._AUTO_OFFSET_RESET,
+    }
+)
+
+
+@dataclass(frozen=True)
+class Committed:
+    """A partition's committed offset (negative: none) and its metadata."""
+
+    topic: str
+    partition: int
+    offset: int
+    metadata: str
+    error: KafkaError | None
+
+
+class Consumer:
+    def __init__(self, conf: Mapping[str, Any]) -> None:
+        self.client_id = str(conf.get("client.id", "consumer"))
+        self.native = KafkaConsumer(native_config(conf))
+        self._on_assign: Rebalanced | None = None
+        self._on_revoke: Rebalanced | None = None
+        self._on_lost: Rebalanced | None = None
+        # Partitions whose end the last poll reached (``enable.partition.eof``).
+        self.eofs: list[tuple[str, int]] = []
+
+    def subscribe(
+        self,
+        topics: list[str],
+        *,
+        on_assign: Rebalanced,
+        on_revoke: Rebalanced,
+        on_lost: Rebalanced,
+    ) -> None:
+        self._on_assign, self._on_revoke, self._on_lost = on_assign, on_revoke, on_lost
+        self.native.subscribe(topics)
+
+    def unsubscribe(self) -> None:
+        self.native.unsubscribe()
+
+    def poll_batches(self, max_records: int, timeout: float) -> list[RecordBatch]:
+        """Records polled (waiting up to ``timeout`` for the first), one batch
+        per partition; a rebalance met is applied first."""
+        batches: list[RecordBatch]
+        batches, eofs, errors, rebalance = self.native.poll(max_records, timeout)
+        relay_client_events(self.native, self.client_id)
+        self.eofs = eofs
+        if rebalance is not None:
+            self._rebalance(*rebalance)
+        for where, error in errors:
+            _check(where, error)
+        return batches
+
+    def _rebalance(self, kind: str, detail: Any) -> None:
+        if kind == "error":
+            log.warning("%s: rebalance failed: %s", self.client_id, detail.str())
+            return
+        partitions = [TopicPartition(topic, partition) for topic, partition in detail]
+        callback = {"assign": self._on_assign, "revoke": self._on_revoke, "lost": self._on_lost}[
+            kind
+        ]
+        if callback is not None:
+            callback(self, partitions)
+        elif kind == "assign":
+            self.incremental_assign(partitions)
+        else:
+            self.incremental_unassign(partitions)
+
+    def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self.native.assign(_with_offsets(partitions))
+
+    def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self.native.incremental_assign(_with_offsets(partitions))
+
+    def incremental_unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        self.native.incremental_unassign([(tp.topic, tp.partition) for tp in partitions])
+
+    def unassign(self) -> None:
+        self.native.unassign()
+
+    def commit(self, offsets: Iterable[TopicPartition]) -> None:
+        """Commits (synchronously) the offsets with their metadata."""
+        self.native.commit([(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in offsets])
+
+    def committed(self, partitions: Iterable[TopicPartition], timeout: float) -> list[Committed]:
+        return [
+            Committed(*row)
+            for row in self.native.committed(
+                [(tp.topic, tp.partition) for tp in partitions], timeout
+            )
+        ]
+
+    def position(self, partition: TopicPartition) -> int:
+        """The next offset to fetch (negative when not known yet)."""
+        return int(self.native.position([(partition.topic, partition.partition)])[0])
+
+    def get_watermark_offsets(
+        self, partition: TopicPartition, timeout: float = 10.0, cached: bool = False
+    ) -> tuple[int, int]:
+        low, high = self.native.get_watermark_offsets(
+            partition.topic, partition.partition, cached=cached, timeout=timeout
+        )
+        return int(low), int(high)
+
+    def refresh_metadata(self, topic: str | None, timeout: float) -> None:
+        """Asks the cluster for metadata again (a moved leader, a new topic)."""
+        self.native.partition_counts(topic, timeout)
+
+    def close(self) -> None:
+        """Leaves the group (or stops reading); idempotent."""
+        self.native.close()
+        relay_client_events(self.native, self.client_id)
+
+
+def _with_offsets(partitions: Iterable[TopicPartition]) -> list[tuple[str, int, int]]:
+    return [(tp.topic, tp.partition, tp.offset) for tp in partitions]
+
+
+def _check(where: tuple[str, int] | None, error: KafkaError) -> None:
+    """Raises on errors that stop the app; logs (rate-limited) the rest,
+    which the client retries by itself."""
+    if error.fatal() or error.code() in _STOPPING:
+        raise KafkaClientError(error.str())
+    _transient.warn(where, error)
+
+
+class _Transient:
+    """Logs transient client errors at most once per ``every`` seconds per
+    kind (a broker that is down reports itself every second)."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.every = every
+        self._last: dict[int, float] = {}
+
+    def warn(self, where: tuple[str, int] | None, error: KafkaError) -> None:
+        now = time.monotonic()
+        if now - self._last.get(error.code(), -self.every) < self.every:
+            return
+        self._last[error.code()] = now
+        place = f" ({where[0]}-{where[1]})" if where else ""
+        log.warning("consumer%s: %s (retrying)", place, error.str())
+
+
+_transient = _Transient()
