@@ -58,6 +58,7 @@ class Consumer:
         self._on_assign: Rebalanced | None = None
         self._on_revoke: Rebalanced | None = None
         self._on_lost: Rebalanced | None = None
+        self._applied = False  # whether a rebalance callback (un)assigned
         # Partitions whose end the last poll reached (``enable.partition.eof``).
         self.eofs: list[tuple[str, int]] = []
 
@@ -96,23 +97,31 @@ class Consumer:
         callback = {"assign": self._on_assign, "revoke": self._on_revoke, "lost": self._on_lost}[
             kind
         ]
+        self._applied = False
         if callback is not None:
             callback(self, partitions)
-        elif kind == "assign":
-            self.incremental_assign(partitions)
-        else:
-            self.incremental_unassign(partitions)
+        # As confluent-kafka does: what the callback did not apply is applied
+        # here (the group waits for it before the next round).
+        if not self._applied:
+            if kind == "assign":
+                self.incremental_assign(partitions)
+            else:
+                self.incremental_unassign(partitions)
 
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._applied = True
         self.native.assign(_with_offsets(partitions))
 
     def incremental_assign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._applied = True
         self.native.incremental_assign(_with_offsets(partitions))
 
     def incremental_unassign(self, partitions: Iterable[TopicPartition]) -> None:
+        self._applied = True
         self.native.incremental_unassign([(tp.topic, tp.partition) for tp in partitions])
 
     def unassign(self) -> None:
+        self._applied = True
         self.native.unassign()
 
     def commit(self, offsets: Iterable[TopicPartition]) -> None:
