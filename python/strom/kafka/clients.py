@@ -171,7 +171,12 @@ def admin_config(config: StreamsConfig) -> dict[str, Any]:
     # librdkafka's admin client is a producer underneath, whose metadata
     # requests would have the broker create a topic they name (with the
     # broker's defaults) where the app only looks it up.
-    return _common(config) | {"allow.auto.create.topics": False} | config.client_config("admin.")
+    return (
+        _common(config)
+        # librdkafka's log lines go to Python logging, not to stderr.
+        | {"allow.auto.create.topics": False, "logger": client_log}
+        | config.client_config("admin.")
+    )
 
 
 def native_config(conf: Mapping[str, Any]) -> dict[str, str]:

@@ -26,6 +26,7 @@ from strom.kafka.clients import (
     ATTEMPT_TIMEOUT_S,
     REQUEST_TIMEOUT_S,
     admin_config,
+    client_log,
     consumer_config,
     producer_config,
     retrying,
@@ -124,7 +125,10 @@ class ApplicationShutdown:
             )
             if not exists:
                 raise
-        producer = Producer(producer_config(self.config, f"{self.client_id}-shutdown", None))
+        producer = Producer(
+            producer_config(self.config, f"{self.client_id}-shutdown", None)
+            | {"logger": client_log}
+        )
         producer.produce(self.topic, reason.encode(), self.client_id.encode(), partition=0)
         if producer.flush(REQUEST_TIMEOUT_S) > 0:
             raise StromError(f"could not write the shutdown request to {self.topic}")
