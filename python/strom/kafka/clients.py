@@ -121,6 +121,12 @@ def consumer_config(
             if config["processing.guarantee"] == EXACTLY_ONCE_V2
             else "read_uncommitted"
         ),
+        # Fetch in large steps and keep a deep prefetch queue, so a poll
+        # finds records waiting (librdkafka's 1 MiB per partition and fetch
+        # queue of 100,000 records kept the stream thread waiting on fetches;
+        # queued.max.messages.kbytes still caps the queue at 64 MiB).
+        "max.partition.fetch.bytes": 8 * 1024 * 1024,
+        "queued.min.messages": 1_000_000,
     }
     if group:
         out |= {
@@ -156,7 +162,10 @@ def producer_config(
         # Kafka Streams' producer defaults: no loss, order kept per partition.
         "acks": "all",
         "enable.idempotence": True,
-        "linger.ms": 100,
+        # librdkafka's default, not Kafka Streams' 100 ms: a record leaves
+        # within 5 ms (batches still fill at high rates), and a commit's
+        # flush waits at most that long for what lingers.
+        "linger.ms": 5,
         "queue.buffering.max.messages": 1_000_000,
     }
     if max_message_bytes is not None and max_message_bytes < _DEFAULT_BATCH_BYTES:

@@ -1,19 +1,22 @@
 use std::collections::HashMap;
+use std::ptr;
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use rdkafka::ClientContext;
+use rdkafka::bindings as rdsys;
 use rdkafka::config::RDKafkaLogLevel;
 use rdkafka::error::{KafkaError, RDKafkaErrorCode};
-use rdkafka::message::{Header, Message, OwnedHeaders};
+use rdkafka::message::{Header, OwnedHeaders};
 use rdkafka::producer::{BaseProducer, BaseRecord, DeliveryResult, Producer as _, ProducerContext};
+use rdkafka::types::RDKafkaRespErr;
 use rdkafka::{Offset, TopicPartitionList};
 use strom_core::log::Span;
 use strom_core::serde::partitioner::partition_for_key;
 
 use crate::client::{ClientConfig, Context, Events, lock};
 use crate::consumer::Consumer;
-use crate::error::{ClientError, Result};
+use crate::error::{ClientError, Result, c_string};
 
 /// Records to produce, columnar: record `i`'s key is `data[keys[i]]` (None: null).
 #[derive(Debug, Default, Clone)]
@@ -71,12 +74,28 @@ struct Deliveries {
     failures: Vec<Failure>,
 }
 
-/// The producer's context: delivery reports are folded in here as the
-/// client serves them (inside `poll`/`flush`, on the caller's thread).
+impl Deliveries {
+    fn acknowledged(&mut self, topic: &str, partition: i32, offset: i64) {
+        let end = offset + 1;
+        // Looked up by &str first: no allocation per record.
+        let partitions = match self.written.get_mut(topic) {
+            Some(partitions) => partitions,
+            None => self.written.entry(topic.to_owned()).or_default(),
+        };
+        let slot = partitions.entry(partition).or_insert((-1, false));
+        if end > slot.0 {
+            *slot = (end, true);
+        }
+    }
+}
+
+/// The producer's context: log lines and client errors. Delivery reports
+/// are served by [`Producer::serve`] (rdkafka's own poll waits out its whole
+/// timeout even when a report came at once, which would make every flush
+/// last 100 ms).
 #[derive(Debug, Default)]
 pub struct DeliveryContext {
     base: Context,
-    deliveries: Mutex<Deliveries>,
 }
 
 impl ClientContext for DeliveryContext {
@@ -92,46 +111,40 @@ impl ClientContext for DeliveryContext {
 impl ProducerContext for DeliveryContext {
     type DeliveryOpaque = ();
 
-    fn delivery(&self, result: &DeliveryResult<'_>, (): ()) {
-        let mut deliveries = lock(&self.deliveries);
-        match result {
-            Ok(message) => {
-                let end = message.offset() + 1;
-                let topic = message.topic();
-                // Looked up by &str first: no allocation per record.
-                let partitions = match deliveries.written.get_mut(topic) {
-                    Some(partitions) => partitions,
-                    None => deliveries.written.entry(topic.to_owned()).or_default(),
-                };
-                let slot = partitions.entry(message.partition()).or_insert((-1, false));
-                if end > slot.0 {
-                    *slot = (end, true);
-                }
-            }
-            Err((error, message)) => {
-                let what = format!("producing to {}-{}", message.topic(), message.partition());
-                deliveries.failures.push(Failure {
-                    topic: message.topic().to_owned(),
-                    partition: message.partition(),
-                    key: message.key().map(<[u8]>::to_vec),
-                    value: message.payload().map(<[u8]>::to_vec),
-                    timestamp: message.timestamp().to_millis().unwrap_or(-1),
-                    error: ClientError::from_kafka(error, &what),
-                    queued: true,
-                });
-            }
-        }
-    }
+    fn delivery(&self, _: &DeliveryResult<'_>, (): ()) {}
 }
 
 /// A Kafka producer taking columns; transactional when configured with a
 /// `transactional.id`.
 pub struct Producer {
+    // Dropped before `inner` (fields drop in order): it holds a reference into the client.
+    queue: MainQueue,
+    deliveries: Mutex<Deliveries>,
     inner: BaseProducer<DeliveryContext>,
+}
+
+/// Owns one reference to the client's main queue (delivery reports, errors).
+struct MainQueue(*mut rdsys::rd_kafka_queue_t);
+
+// SAFETY: librdkafka queues are thread-safe.
+unsafe impl Send for MainQueue {}
+unsafe impl Sync for MainQueue {}
+
+impl Drop for MainQueue {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference.
+        unsafe { rdsys::rd_kafka_queue_destroy(self.0) }
+    }
 }
 
 /// How long `produce_columns` waits for room when the client's queue is full.
 const QUEUE_FULL_WAIT: Duration = Duration::from_millis(20);
+/// The longest a flush waits for a delivery report before it looks again.
+const FLUSH_WAIT: Duration = Duration::from_millis(10);
+
+fn millis(duration: Duration) -> i32 {
+    i32::try_from(duration.as_millis()).unwrap_or(i32::MAX)
+}
 
 impl Producer {
     pub fn new(config: &ClientConfig) -> Result<Self> {
@@ -139,7 +152,91 @@ impl Producer {
             .native()
             .create_with_context(DeliveryContext::default())
             .map_err(|e| ClientConfig::creation_error(&e))?;
-        Ok(Self { inner })
+        // SAFETY: the client is live; this takes a new reference.
+        let queue = unsafe { rdsys::rd_kafka_queue_get_main(inner.client().native_ptr()) };
+        Ok(Self {
+            queue: MainQueue(queue),
+            deliveries: Mutex::new(Deliveries::default()),
+            inner,
+        })
+    }
+
+    /// Serves delivery reports and client errors: waits up to `timeout` for
+    /// the first event, then takes only those already there.
+    pub fn serve(&self, timeout: Duration) {
+        let mut wait = timeout;
+        loop {
+            // SAFETY: the queue is live; the event is ours until destroyed.
+            let event = unsafe { rdsys::rd_kafka_queue_poll(self.queue.0, millis(wait)) };
+            if event.is_null() {
+                return;
+            }
+            wait = Duration::ZERO;
+            // SAFETY: `event` is live until destroyed at the end.
+            unsafe {
+                match rdsys::rd_kafka_event_type(event) {
+                    rdsys::RD_KAFKA_EVENT_DR => self.take_reports(event),
+                    rdsys::RD_KAFKA_EVENT_ERROR => {
+                        let code = rdsys::rd_kafka_event_error(event);
+                        let reason = c_string(rdsys::rd_kafka_event_error_string(event));
+                        let mut error = ClientError::new(code as i32, reason);
+                        error.fatal = rdsys::rd_kafka_event_error_is_fatal(event) != 0;
+                        self.events().error(error);
+                    }
+                    _ => {}
+                }
+                rdsys::rd_kafka_event_destroy(event);
+            }
+        }
+    }
+
+    /// # Safety
+    /// `event` is a live delivery-report event.
+    unsafe fn take_reports(&self, event: *mut rdsys::rd_kafka_event_t) {
+        let count = unsafe { rdsys::rd_kafka_event_message_count(event) };
+        let mut messages: Vec<*const rdsys::rd_kafka_message_t> = vec![ptr::null(); count];
+        let count =
+            unsafe { rdsys::rd_kafka_event_message_array(event, messages.as_mut_ptr(), count) };
+        let mut deliveries = lock(&self.deliveries);
+        let mut names: Vec<(*mut rdsys::rd_kafka_topic_t, String)> = Vec::new();
+        for &message in &messages[..count] {
+            let m = unsafe { &*message };
+            // One name per topic handle, not one String per record.
+            let slot = if let Some(slot) = names.iter().position(|(rkt, _)| *rkt == m.rkt) {
+                slot
+            } else {
+                names.push((m.rkt, unsafe {
+                    c_string(rdsys::rd_kafka_topic_name(m.rkt))
+                }));
+                names.len() - 1
+            };
+            let topic = &names[slot].1;
+            if m.err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+                deliveries.acknowledged(topic, m.partition, m.offset);
+                continue;
+            }
+            let reason = unsafe { c_string(rdsys::rd_kafka_message_errstr(message)) };
+            let mut kind = rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
+            let timestamp = unsafe { rdsys::rd_kafka_message_timestamp(message, &raw mut kind) };
+            let bytes = |data: *const std::os::raw::c_void, len: usize| {
+                (!data.is_null())
+                    .then(|| unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec())
+            };
+            let mut error = ClientError::new(
+                m.err as i32,
+                format!("producing to {topic}-{}: {reason}", m.partition),
+            );
+            error.fatal = self.inner.client().fatal_error().is_some();
+            deliveries.failures.push(Failure {
+                topic: topic.clone(),
+                partition: m.partition,
+                key: bytes(m.key, m.key_len),
+                value: bytes(m.payload, m.len),
+                timestamp,
+                error,
+                queued: true,
+            });
+        }
     }
 
     pub fn events(&self) -> &Events {
@@ -162,7 +259,7 @@ impl Producer {
             let timestamp = columns.timestamps.get(i).copied().unwrap_or(0);
             self.send(topic, key, value, partition, timestamp, None);
         }
-        self.inner.poll(Duration::ZERO);
+        self.serve(Duration::ZERO);
     }
 
     /// One record, with headers (dead letters), on the client's partitioner.
@@ -182,7 +279,7 @@ impl Producer {
             });
         }
         self.send(topic, key, value, None, timestamp, Some(owned));
-        self.inner.poll(Duration::ZERO);
+        self.serve(Duration::ZERO);
     }
 
     fn send(
@@ -207,45 +304,54 @@ impl Producer {
                 Ok(()) => return,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                     record = back;
-                    self.inner.poll(QUEUE_FULL_WAIT);
+                    self.serve(QUEUE_FULL_WAIT);
                 }
                 Err((error, back)) => {
                     let what = format!("producing to {topic}");
-                    lock(&self.inner.context().deliveries)
-                        .failures
-                        .push(Failure {
-                            topic: topic.to_owned(),
-                            partition: back.partition.unwrap_or(-1),
-                            key: back.key.map(<[u8]>::to_vec),
-                            value: back.payload.map(<[u8]>::to_vec),
-                            timestamp,
-                            error: ClientError::from_kafka(&error, &what),
-                            queued: false,
-                        });
+                    lock(&self.deliveries).failures.push(Failure {
+                        topic: topic.to_owned(),
+                        partition: back.partition.unwrap_or(-1),
+                        key: back.key.map(<[u8]>::to_vec),
+                        value: back.payload.map(<[u8]>::to_vec),
+                        timestamp,
+                        error: ClientError::from_kafka(&error, &what),
+                        queued: false,
+                    });
                     return;
                 }
             }
         }
     }
 
-    /// Serves delivery reports, waiting up to `timeout` for one.
-    pub fn poll(&self, timeout: Duration) {
-        self.inner.poll(timeout);
-    }
-
     /// Waits until every queued record is acknowledged or failed, or the
     /// timeout passes; returns how many are still in flight.
     pub fn flush(&self, timeout: Duration) -> usize {
-        // A timeout is not an error here: the caller is told what is left.
-        let _ = self.inner.flush(timeout);
-        self.inner.poll(Duration::ZERO);
-        usize::try_from(self.inner.in_flight_count()).unwrap_or(0)
+        let deadline = Instant::now() + timeout;
+        let rk = self.inner.client().native_ptr();
+        loop {
+            self.serve(Duration::ZERO);
+            // With a zero timeout rd_kafka_flush wakes the brokers and tells
+            // whether anything is left: in flight, or reported and not yet
+            // served (with reports as events it cannot serve them itself,
+            // so a longer wait in it would only wait for us). Records still
+            // lingering leave within `linger.ms`.
+            // SAFETY: the client is live.
+            let left = unsafe { rdsys::rd_kafka_flush(rk, 0) };
+            if left == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return 0;
+            }
+            let now = Instant::now();
+            if now >= deadline {
+                return usize::try_from(self.inner.in_flight_count()).unwrap_or(0);
+            }
+            self.serve((deadline - now).min(FLUSH_WAIT));
+        }
     }
 
     /// Partitions whose acknowledged end moved since the last call, with
     /// the offset after their last acknowledged record.
     pub fn take_written(&self) -> Vec<(String, i32, i64)> {
-        let mut deliveries = lock(&self.inner.context().deliveries);
+        let mut deliveries = lock(&self.deliveries);
         let mut out = Vec::new();
         for (topic, partitions) in &mut deliveries.written {
             for (partition, (end, moved)) in partitions.iter_mut() {
@@ -259,16 +365,13 @@ impl Producer {
 
     /// Forgets a partition's acknowledged end (a changelog being restored).
     pub fn forget_written(&self, topic: &str, partition: i32) {
-        if let Some(partitions) = lock(&self.inner.context().deliveries)
-            .written
-            .get_mut(topic)
-        {
+        if let Some(partitions) = lock(&self.deliveries).written.get_mut(topic) {
             partitions.remove(&partition);
         }
     }
 
     pub fn take_failures(&self) -> Vec<Failure> {
-        std::mem::take(&mut lock(&self.inner.context().deliveries).failures)
+        std::mem::take(&mut lock(&self.deliveries).failures)
     }
 
     /// The client's fatal error (fenced, or the transaction coordinator
@@ -320,6 +423,9 @@ impl Producer {
     }
 
     pub fn commit_transaction(&self, timeout: Duration) -> Result<()> {
+        // rdkafka flushes first, serving reports in 100 ms steps through a
+        // context that ignores them: flush (and take the reports) here.
+        self.flush(timeout);
         self.inner
             .commit_transaction(timeout)
             .map_err(|e| ClientError::from_kafka(&e, "committing the transaction"))
@@ -329,5 +435,6 @@ impl Producer {
         self.inner
             .abort_transaction(timeout)
             .map_err(|e| ClientError::from_kafka(&e, "aborting the transaction"))
+            .inspect(|()| self.serve(Duration::ZERO))
     }
 }

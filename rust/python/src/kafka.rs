@@ -421,7 +421,7 @@ impl KafkaProducer {
 
     fn poll(&self, py: Python<'_>, timeout: f64) -> PyResult<()> {
         let timeout = seconds(timeout)?;
-        py.detach(|| self.inner.poll(timeout));
+        py.detach(|| self.inner.serve(timeout));
         Ok(())
     }
 
