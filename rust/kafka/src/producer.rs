@@ -16,7 +16,7 @@ use strom_core::serde::partitioner::partition_for_key;
 
 use crate::client::{ClientConfig, Context, Events, lock};
 use crate::consumer::Consumer;
-use crate::error::{ClientError, Result, c_string};
+use crate::error::{ClientError, Result, c_string, describe};
 
 /// Records to produce, columnar: record `i`'s key is `data[keys[i]]` (None: null).
 #[derive(Debug, Default, Clone)]
@@ -215,17 +215,15 @@ impl Producer {
                 deliveries.acknowledged(topic, m.partition, m.offset);
                 continue;
             }
-            let reason = unsafe { c_string(rdsys::rd_kafka_message_errstr(message)) };
+            // (rd_kafka_message_errstr would return the record's own
+            // payload: it is meant for consumer errors.)
             let mut kind = rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
             let timestamp = unsafe { rdsys::rd_kafka_message_timestamp(message, &raw mut kind) };
             let bytes = |data: *const std::os::raw::c_void, len: usize| {
                 (!data.is_null())
                     .then(|| unsafe { std::slice::from_raw_parts(data.cast::<u8>(), len) }.to_vec())
             };
-            let mut error = ClientError::new(
-                m.err as i32,
-                format!("producing to {topic}-{}: {reason}", m.partition),
-            );
+            let mut error = ClientError::new(m.err as i32, describe(m.err as i32));
             error.fatal = self.inner.client().fatal_error().is_some();
             deliveries.failures.push(Failure {
                 topic: topic.clone(),
@@ -307,14 +305,16 @@ impl Producer {
                     self.serve(QUEUE_FULL_WAIT);
                 }
                 Err((error, back)) => {
-                    let what = format!("producing to {topic}");
                     lock(&self.deliveries).failures.push(Failure {
                         topic: topic.to_owned(),
                         partition: back.partition.unwrap_or(-1),
                         key: back.key.map(<[u8]>::to_vec),
                         value: back.payload.map(<[u8]>::to_vec),
                         timestamp,
-                        error: ClientError::from_kafka(&error, &what),
+                        error: ClientError::new(
+                            error.rdkafka_error_code().map_or(-196, |c| c as i32),
+                            error.to_string(),
+                        ),
                         queued: false,
                     });
                     return;
