@@ -4,16 +4,21 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping
-from typing import NamedTuple
+from collections.abc import Iterable, Iterator, Mapping
+from typing import Any, NamedTuple, TypeVar, overload
 
 from strom._core import ConsumedRecord, NativeLog, RecordBatch
 from strom.embedded._closeable import Closeable
 from strom.embedded.consumer import EmbeddedConsumer, OffsetAndMetadata, to_offset_tuples
 from strom.embedded.producer import EmbeddedProducer
+from strom.embedded.records import TypedRecord, topic_records
 from strom.errors import ConfigError, StromError
+from strom.serdes import Serde
 
 __all__ = ["CompactionStats", "EmbeddedLog"]
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 #: Stop a read after about this many bytes (it always returns at least one record).
 DEFAULT_READ_MAX_BYTES = 64 << 20
@@ -109,6 +114,13 @@ class EmbeddedLog(Closeable):
             values = {str(k): _config_value(str(k), v) for k, v in config.items()}
         self.native.create_topic(name, partitions, values)
 
+    def delete_topic(self, name: str) -> None:
+        """Deletes a topic, its records and every group's committed offsets
+        for it (Kafka's ``deleteTopics``). An unknown topic raises
+        :class:`~strom.errors.UnknownTopicError`.
+        """
+        self.native.delete_topic(name)
+
     def topics(self) -> list[str]:
         """The names of every topic, sorted."""
         return sorted(self.native.topics())
@@ -122,9 +134,33 @@ class EmbeddedLog(Closeable):
         return self.native.topic_config(topic)
 
     # --- clients ------------------------------------------------------------------
-    def producer(self) -> EmbeddedProducer:
-        """A new producer on this log."""
-        return EmbeddedProducer(self.native)
+    @overload
+    def producer(
+        self, key_serde: None = None, value_serde: None = None
+    ) -> EmbeddedProducer[bytes, bytes]: ...
+    @overload
+    def producer(self, key_serde: Serde[K], value_serde: Serde[V]) -> EmbeddedProducer[K, V]: ...
+    @overload
+    def producer(
+        self, key_serde: Serde[K], value_serde: None = None
+    ) -> EmbeddedProducer[K, bytes]: ...
+    @overload
+    def producer(
+        self, key_serde: None = None, *, value_serde: Serde[V]
+    ) -> EmbeddedProducer[bytes, V]: ...
+    def producer(
+        self, key_serde: Serde[Any] | None = None, value_serde: Serde[Any] | None = None
+    ) -> EmbeddedProducer[Any, Any]:
+        """A new producer on this log.
+
+        Without serdes it takes ``bytes`` keys and values; with them, objects
+        that it serializes (as Kafka's producer with serializers), partitioned
+        by the serialized key:
+
+        >>> with log.producer(serdes.String(), serdes.Long()) as producer:  # doctest: +SKIP
+        ...     producer.produce("counts", "alice", 3)
+        """
+        return EmbeddedProducer(self.native, key_serde, value_serde)
 
     def consumer(
         self,
@@ -150,6 +186,44 @@ class EmbeddedLog(Closeable):
     def log_start_offsets(self, topic: str) -> dict[int, int]:
         """Each partition's first offset still on disk (retention moves it up)."""
         return dict(enumerate(self.native.log_start_offsets(topic)))
+
+    @overload
+    def records(
+        self, topic: str, *, key_serde: None = None, value_serde: None = None
+    ) -> Iterator[ConsumedRecord]: ...
+    @overload
+    def records(
+        self, topic: str, *, key_serde: Serde[K], value_serde: Serde[V]
+    ) -> Iterator[TypedRecord[K, V]]: ...
+    @overload
+    def records(
+        self, topic: str, *, key_serde: Serde[K], value_serde: None = None
+    ) -> Iterator[TypedRecord[K, bytes]]: ...
+    @overload
+    def records(
+        self, topic: str, *, key_serde: None = None, value_serde: Serde[V]
+    ) -> Iterator[TypedRecord[bytes, V]]: ...
+    def records(
+        self,
+        topic: str,
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+    ) -> Iterator[ConsumedRecord] | Iterator[TypedRecord[Any, Any]]:
+        """Every record of ``topic``: partition 0 from its log start to its end
+        offset, then partition 1, … (each partition in offset order; ends as
+        of this call, so records produced meanwhile are left out).
+
+        Without serdes the records are :class:`ConsumedRecord` with ``bytes``
+        keys and values; with them, :class:`TypedRecord` with the same fields,
+        deserialized (as Kafka's consumer with deserializers). A record a serde
+        cannot read raises :class:`~strom.errors.SerializationError` naming it:
+
+        >>> for r in log.records("counts", key_serde=serdes.String(),  # doctest: +SKIP
+        ...                      value_serde=serdes.Long()):
+        ...     print(r.partition, r.offset, r.key, r.value)
+        """
+        return topic_records(self.native, topic, key_serde, value_serde)
 
     def read(
         self,

@@ -4,24 +4,26 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterable, Mapping, Sequence
-from typing import TypeAlias
+from typing import Any, Generic, TypeAlias, TypeVar
 
 from strom._core import NativeLog, NativeProducer
 from strom.embedded._closeable import Closeable
-from strom.errors import ConfigError, StromError
+from strom.errors import ConfigError, SerializationError, StromError
+from strom.serdes import Serde
 
 __all__ = ["EmbeddedProducer", "Headers", "ProducerRecord"]
+
+K = TypeVar("K")
+V = TypeVar("V")
 
 Headers: TypeAlias = Sequence[tuple[str, bytes | None]] | Mapping[str, bytes | None]
 """Kafka headers: ``(key, value)`` pairs (keys may repeat), or a mapping."""
 
-ProducerRecord: TypeAlias = (
-    tuple[bytes | None, bytes | None] | tuple[bytes | None, bytes | None, int]
-)
+ProducerRecord: TypeAlias = tuple[K | None, V | None] | tuple[K | None, V | None, int]
 """``(key, value)`` or ``(key, value, timestamp_ms)``, as ``produce_batch`` takes them."""
 
 
-class EmbeddedProducer(Closeable):
+class EmbeddedProducer(Closeable, Generic[K, V]):
     """Appends records to the embedded log, batched per partition.
 
     Created by :meth:`EmbeddedLog.producer`. Records are buffered and appended
@@ -31,9 +33,15 @@ class EmbeddedProducer(Closeable):
     records still buffered when an unclosed producer is garbage-collected are
     dropped, as they were never acknowledged.
 
+    Keys and values are ``bytes`` (or ``None``), unless the producer was
+    made with serdes (``log.producer(key_serde=…, value_serde=…)``, like
+    Kafka's producer with serializers): then ``produce`` and
+    ``produce_batch`` take objects and serialize them with the serde of
+    their side (a side without a serde still takes ``bytes``).
+
     Partitioning is Kafka's default: an explicit ``partition`` wins; otherwise
-    a record with a key goes to ``murmur2(key) % partitions`` (the same
-    partition Kafka's Java producer picks), and records with a null key are
+    a record with a key goes to ``murmur2(serialized key) % partitions`` (the
+    same partition Kafka's Java producer picks), and records with a null key are
     spread round-robin over the partitions from a random start (Kafka's
     producer uses sticky batches for those instead; either way no partition
     is favoured).
@@ -42,10 +50,17 @@ class EmbeddedProducer(Closeable):
     produced.
     """
 
-    __slots__ = ("_native",)
+    __slots__ = ("_key_serde", "_native", "_value_serde")
 
-    def __init__(self, log: NativeLog) -> None:
+    def __init__(
+        self,
+        log: NativeLog,
+        key_serde: Serde[K] | None = None,
+        value_serde: Serde[V] | None = None,
+    ) -> None:
         self._native: NativeProducer | None = NativeProducer(log)
+        self._key_serde = key_serde
+        self._value_serde = value_serde
 
     @property
     def native(self) -> NativeProducer:
@@ -57,8 +72,8 @@ class EmbeddedProducer(Closeable):
     def produce(
         self,
         topic: str,
-        key: bytes | None,
-        value: bytes | None,
+        key: K | None,
+        value: V | None,
         *,
         timestamp: int | None = None,
         partition: int | None = None,
@@ -67,24 +82,28 @@ class EmbeddedProducer(Closeable):
         """Buffers one record.
 
         ``timestamp`` is epoch milliseconds (default: now). An unknown topic or
-        partition raises :class:`~strom.errors.UnknownTopicError` here, not at flush.
+        partition raises :class:`~strom.errors.UnknownTopicError` here, not at
+        flush; a key or value its serde cannot serialize raises
+        :class:`~strom.errors.SerializationError`.
         """
         if isinstance(headers, Mapping):
             headers = list(headers.items())
-        self.native.produce(topic, key, value, timestamp, partition, headers)
+        keys = _serialize(self._key_serde, "key", topic, [key])
+        values = _serialize(self._value_serde, "value", topic, [value])
+        self.native.produce(topic, keys[0], values[0], timestamp, partition, headers)
 
-    def produce_batch(self, topic: str, records: Iterable[ProducerRecord]) -> int:
+    def produce_batch(self, topic: str, records: Iterable[ProducerRecord[K, V]]) -> int:
         """Buffers many records of one topic in one native call; returns how many.
 
         Each record is a ``(key, value)`` or ``(key, value, timestamp_ms)``
-        tuple (key and value ``bytes`` or ``None``); records without a
+        tuple (key and value as :meth:`produce` takes them); records without a
         timestamp get the current time. Partitions are chosen as in
         :meth:`produce`. The call is all or nothing: a bad record raises before
         any record is buffered.
         """
-        batch: list[ProducerRecord] = records if isinstance(records, list) else list(records)
-        keys = [r[0] for r in batch]
-        values = [r[1] for r in batch]
+        batch: list[ProducerRecord[K, V]] = records if isinstance(records, list) else list(records)
+        keys = _serialize(self._key_serde, "key", topic, [r[0] for r in batch])
+        values = _serialize(self._value_serde, "value", topic, [r[1] for r in batch])
         timestamps: list[int] | None = None
         if not all(len(r) == 2 for r in batch):
             now = time.time_ns() // 1_000_000
@@ -111,7 +130,8 @@ class EmbeddedProducer(Closeable):
         partitions: Sequence[int] | None = None,
     ) -> None:
         """Buffers records given as columns (the runtime's path): equal-length
-        sequences of keys, values and, optionally, timestamps and partitions."""
+        sequences of serialized keys and values (``bytes`` whatever the
+        producer's serdes) and, optionally, timestamps and partitions."""
         self.native.produce_columns(topic, keys, values, timestamps, partitions)
 
     def flush(self) -> None:
@@ -130,3 +150,17 @@ class EmbeddedProducer(Closeable):
 
     def __repr__(self) -> str:
         return "EmbeddedProducer(closed)" if self._native is None else "EmbeddedProducer()"
+
+
+def _serialize(
+    serde: Serde[Any] | None, side: str, topic: str, data: list[Any]
+) -> list[bytes | None]:
+    """``data`` serialized with ``serde``; without one it is bytes already."""
+    if serde is None:
+        return data
+    try:
+        return serde.serialize_batch(topic, data)
+    except Exception as exc:
+        raise SerializationError(
+            f"producing to {topic!r}: cannot serialize the {side}: {exc}"
+        ) from exc

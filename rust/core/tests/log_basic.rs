@@ -546,3 +546,58 @@ fn randomized_against_a_model() {
     }
     assert_eq!(read_all(&log, "r", 0, 0), model);
 }
+
+#[test]
+fn delete_topic_removes_data_and_every_groups_offsets() {
+    let dir = tempfile::tempdir().unwrap();
+    let offsets = |topic: &str, offset: u64| strom_core::log::CommittedOffset {
+        topic: topic.into(),
+        partition: 0,
+        offset,
+        metadata: String::new(),
+    };
+    {
+        let log = Log::open(dir.path()).unwrap();
+        log.create_topic("gone", TopicConfig::new(2)).unwrap();
+        log.create_topic("kept", TopicConfig::new(1)).unwrap();
+        log.append("gone", 0, &values(0..5)).unwrap();
+        log.append("kept", 0, &values(0..3)).unwrap();
+        log.commit_offsets("g1", &[offsets("gone", 5), offsets("kept", 3)])
+            .unwrap();
+        log.commit_offsets("g2", &[offsets("gone", 2)]).unwrap();
+        log.delete_topic("gone").unwrap();
+        assert_eq!(log.topics(), vec!["kept".to_owned()]);
+        assert!(matches!(
+            log.end_offsets("gone"),
+            Err(Error::UnknownTopic(_))
+        ));
+        assert!(matches!(
+            log.delete_topic("gone"),
+            Err(Error::UnknownTopic(_))
+        ));
+        assert!(!dir.path().join("gone-0").exists() && !dir.path().join("gone-1").exists());
+        let topics = |g: &str| -> Vec<String> {
+            log.committed_offsets(g)
+                .unwrap()
+                .into_iter()
+                .map(|o| o.topic)
+                .collect()
+        };
+        assert_eq!(topics("g1"), vec!["kept".to_owned()]);
+        assert!(topics("g2").is_empty());
+        // A topic created again under the name starts empty.
+        log.create_topic("gone", TopicConfig::new(1)).unwrap();
+        assert_eq!(log.end_offsets("gone").unwrap(), vec![0]);
+    }
+    // The deletion is durable, and a partition directory left by a delete
+    // that crashed before removing it does not come back with the name.
+    fs::create_dir_all(dir.path().join("stale-0")).unwrap();
+    fs::write(dir.path().join("stale-0").join("junk"), b"x").unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    assert_eq!(log.topics(), vec!["gone".to_owned(), "kept".to_owned()]);
+    assert_eq!(log.committed_offsets("g1").unwrap(), vec![offsets("kept", 3)]);
+    assert_eq!(read_all(&log, "kept", 0, 0).len(), 3);
+    log.create_topic("stale", TopicConfig::new(1)).unwrap();
+    assert!(!dir.path().join("stale-0").join("junk").exists());
+    assert_eq!(log.end_offsets("stale").unwrap(), vec![0]);
+}

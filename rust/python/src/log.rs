@@ -385,6 +385,10 @@ impl NativeLog {
         .py_err(py)
     }
 
+    fn delete_topic(&self, py: Python<'_>, name: &str) -> PyResult<()> {
+        py.detach(|| self.log.delete_topic(name)).py_err(py)
+    }
+
     fn topics(&self, py: Python<'_>) -> Vec<String> {
         py.detach(|| self.log.topics())
     }

@@ -161,6 +161,20 @@ pub(crate) fn decode(path: &Path, bytes: &[u8], group: &str) -> Result<GroupOffs
     Ok(offsets)
 }
 
+/// The group id a group offsets file belongs to (its name may be shortened).
+pub(crate) fn stored_group_id(path: &Path, bytes: &[u8]) -> Result<String> {
+    let mut r = Reader {
+        path,
+        buf: bytes,
+        at: MAGIC.len(),
+    };
+    if bytes.get(..MAGIC.len()) != Some(MAGIC.as_slice()) {
+        return Err(r.corrupt("not a group offsets file (bad magic)"));
+    }
+    r.u32()?; // version, checked when the file is decoded
+    r.string()
+}
+
 pub(crate) fn to_committed(offsets: &GroupOffsets) -> Vec<CommittedOffset> {
     offsets
         .iter()

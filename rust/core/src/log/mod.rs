@@ -435,6 +435,9 @@ impl Log {
             return Err(Error::TopicExists(name.to_owned()));
         }
         let text = config::render_topic_file(&config);
+        for p in 0..config.partitions {
+            self.remove_partition_dir(name, p)?;
+        }
         let topic = self.open_topic(name, config)?;
         for p in 0..topic.config.partitions {
             fsutil::sync_dir(&self.root.join(partition::segment_dir_name(name, p)))?;
@@ -446,6 +449,72 @@ impl Log {
             .join(format!("{name}{TOPIC_SUFFIX}"));
         fsutil::write_atomic(&path, text.as_bytes())?;
         topics.insert(name.to_owned(), Arc::new(topic));
+        Ok(())
+    }
+
+    /// Deletes a topic, as Kafka's `deleteTopics` does: its metadata file
+    /// goes first (from then on the topic is gone, also after a crash), then
+    /// its partition directories, then every group's committed offsets for it
+    /// (Kafka's group coordinator drops the offsets of a deleted topic too).
+    /// Handles that still read or write it get `UnknownTopic`.
+    pub fn delete_topic(&self, name: &str) -> Result<()> {
+        let topic = {
+            let mut topics = self
+                .topics
+                .write()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let topic = topics
+                .get(name)
+                .cloned()
+                .ok_or_else(|| Error::UnknownTopic(name.to_owned()))?;
+            let topics_dir = self.root.join(TOPICS_DIR);
+            let path = topics_dir.join(format!("{name}{TOPIC_SUFFIX}"));
+            io(&path, fs::remove_file(&path))?;
+            fsutil::sync_dir(&topics_dir)?;
+            topics.remove(name);
+            topic
+        };
+        for p in 0..topic.partitions.len() as u32 {
+            self.remove_partition_dir(name, p)?;
+        }
+        fsutil::sync_dir(&self.root)?;
+        self.forget_offsets(name)
+    }
+
+    /// Removes a partition directory of a topic that no longer exists (or is
+    /// about to be created again: a delete interrupted by a crash leaves them).
+    fn remove_partition_dir(&self, topic: &str, partition: u32) -> Result<()> {
+        let dir = self.root.join(partition::segment_dir_name(topic, partition));
+        match fs::remove_dir_all(&dir) {
+            Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&dir, e)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Drops every group's committed offsets for `topic`.
+    fn forget_offsets(&self, topic: &str) -> Result<()> {
+        let dir = self.root.join(group::GROUPS_DIR);
+        for entry in io(&dir, fs::read_dir(&dir))? {
+            let path = io(&dir, entry)?.path();
+            let is_group_file = path
+                .file_name()
+                .and_then(|n| n.to_str())
+                .is_some_and(|n| n.ends_with(group::OFFSETS_SUFFIX));
+            if !is_group_file {
+                continue;
+            }
+            let group_id = group::stored_group_id(&path, &io(&path, fs::read(&path))?)?;
+            let slot = self.group_slot(&group_id);
+            let mut slot = lock(&slot);
+            let offsets = self.load_group(&group_id, &mut slot)?;
+            if !offsets.keys().any(|(t, _)| t == topic) {
+                continue;
+            }
+            let mut kept = offsets.clone();
+            kept.retain(|(t, _), _| t != topic);
+            fsutil::write_atomic(&self.group_path(&group_id), &group::encode(&group_id, &kept))?;
+            *slot = Some(kept);
+        }
         Ok(())
     }
 
