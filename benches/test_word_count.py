@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from strom import KafkaStreams, serdes
-from strom.cli.main import generate_lines, word_count_topology
+from strom.cli.demo import generate_lines, word_count_topology
 from strom.embedded import EmbeddedLog
 
 LINES = 100_000

@@ -6,7 +6,7 @@ import sys
 import tempfile
 
 from strom import KafkaStreams, serdes
-from strom.cli.main import word_count_topology
+from strom.cli.demo import word_count_topology
 from strom.embedded import EmbeddedLog
 
 

@@ -23,7 +23,7 @@ from tests.spark.support import (
 )
 
 from strom import StreamsBuilder, Topology, serdes
-from strom.cli.main import generate_lines, word_count_topology
+from strom.cli.demo import generate_lines, word_count_topology
 from strom.kstream import JoinWindows, Materialized, SessionWindows, TimeWindows
 
 S, L = serdes.String(), serdes.Long()

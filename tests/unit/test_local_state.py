@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from strom import KafkaStreams, StreamsBuilder, serdes
-from strom.cli.main import generate_lines, word_count_topology
+from strom.cli.demo import generate_lines, word_count_topology
 from strom.embedded import EmbeddedLog
 from strom.errors import StoreError
 from strom.kstream import Materialized

@@ -11,7 +11,7 @@ from tests.support import wait_until
 
 from strom import KafkaStreams, State, StreamsBuilder, serdes
 from strom._core import partition_for_key
-from strom.cli.main import generate_lines, word_count_topology
+from strom.cli.demo import generate_lines, word_count_topology
 from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError, TopologyError
 

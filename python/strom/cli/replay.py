@@ -4,56 +4,22 @@ streaming app."""
 
 from __future__ import annotations
 
-import argparse
-import importlib
 import os
 import sys
 import time
+from pathlib import Path
 from typing import Any, TextIO
 
-from strom.errors import StromError
-from strom.topology import Topology
+import click
 
-
-def add_parser(commands: Any) -> None:
-    parser = commands.add_parser(
-        "replay", help="replay an app's input history on Spark (strom.spark; needs pyspark)"
-    )
-    parser.add_argument("app", help="MODULE:NAME of a Topology, or of a function that returns one")
-    parser.add_argument(
-        "--source", required=True, help="host:port,… (Kafka), embedded:PATH or a Parquet path"
-    )
-    parser.add_argument("--application-id", required=True)
-    parser.add_argument(
-        "--config",
-        action="append",
-        default=[],
-        metavar="KEY=VALUE",
-        help="a StreamsConfig setting (repeatable)",
-    )
-    parser.add_argument("--master", default="local[*]", help="the Spark master (default local[*])")
-    parser.add_argument("--table", action="append", default=[], help="a store to show")
-    parser.add_argument("--output", action="append", default=[], help="an output topic to show")
-    parser.add_argument("--show", type=int, default=20, help="rows to show of each")
-    parser.add_argument(
-        "--bootstrap",
-        action="store_true",
-        help="write the end state for the app (embedded:PATH in --config bootstrap.servers)",
-    )
-    parser.set_defaults(run=run)
-
-
-def load_topology(spec: str) -> Topology:
-    module_name, _, attribute = spec.partition(":")
-    if not module_name or not attribute:
-        raise SystemExit(f"strom replay: APP must be MODULE:NAME, got {spec!r}")
-    found: Any = importlib.import_module(module_name)
-    for part in attribute.split("."):
-        found = getattr(found, part)
-    topology = found if isinstance(found, Topology) else found()
-    if not isinstance(topology, Topology):
-        raise SystemExit(f"strom replay: {spec} gave {type(topology).__name__}, not a Topology")
-    return topology
+from strom.cli.common import (
+    app_dir_option,
+    check_bootstrap,
+    load_topology,
+    merged_settings,
+    reports_errors,
+    settings_options,
+)
 
 
 class ProgressBar:
@@ -79,51 +45,82 @@ class ProgressBar:
         self.out.flush()
 
 
-def run(args: argparse.Namespace) -> int:
-    topology = load_topology(args.app)
-    config: dict[str, Any] = {"application.id": args.application_id}
-    for item in args.config:
-        key, sep, value = item.partition("=")
-        if not sep:
-            print(f"strom replay: --config takes KEY=VALUE, got {item!r}", file=sys.stderr)
-            return 2
-        config[key] = value
+@click.command()
+@click.argument("app", metavar="APP")
+@click.option(
+    "--source", required=True, help="host:port,… (Kafka), embedded:PATH or a Parquet path"
+)
+@click.option("--application-id", required=True, help="the app's application.id")
+@settings_options("the app's StreamsConfig settings, client settings included")
+@click.option("--master", default="local[*]", show_default=True, help="the Spark master")
+@click.option("--table", "tables", multiple=True, metavar="STORE", help="a store to show")
+@click.option("--output", "outputs", multiple=True, metavar="TOPIC", help="an output topic to show")
+@click.option(
+    "--show", type=click.IntRange(min=0), default=20, show_default=True, help="rows to show of each"
+)
+@click.option(
+    "--bootstrap",
+    is_flag=True,
+    help="write the end state for the app (at bootstrap.servers of --config)",
+)
+@app_dir_option
+@reports_errors
+def replay(
+    app: str,
+    source: str,
+    application_id: str,
+    settings: dict[str, str],
+    command_config: Path | None,
+    master: str,
+    tables: tuple[str, ...],
+    outputs: tuple[str, ...],
+    show: int,
+    bootstrap: bool,
+    app_dir: Path | None,
+) -> int:
+    """Replay an app's input history on Spark (strom.spark; needs pyspark).
+
+    APP is MODULE:NAME of a Topology, a StreamsBuilder or a function returning
+    one; MODULE is imported from --app-dir, then the current directory.
+    """
+    topology = load_topology(app, app_dir)
+    config: dict[str, Any] = merged_settings(command_config, settings) | {
+        "application.id": application_id
+    }
+    is_kafka = not source.startswith("embedded:") and not os.path.exists(source)
+    if is_kafka:
+        check_bootstrap(source)
     # Executors run this interpreter, which has strom.
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     # pyspark is an optional dependency (strom[spark]): imported when used.
     from pyspark.sql import SparkSession  # noqa: PLC0415
 
-    from strom.spark import replay  # noqa: PLC0415
+    from strom.spark import replay as run_replay  # noqa: PLC0415
 
     ours = SparkSession.getActiveSession() is None
-    spark = SparkSession.builder.master(args.master).appName("strom replay").getOrCreate()
+    spark = SparkSession.builder.master(master).appName("strom replay").getOrCreate()
     try:
-        source: Any = args.source
-        if not source.startswith("embedded:") and os.path.exists(source):
-            source = spark.read.parquet(source)
-        try:
-            with replay(
-                topology,
-                spark,
-                source=source,
-                config=config,
-                progress=ProgressBar(sys.stderr),
-                changelogs=args.bootstrap,
-            ) as result:
-                print(f"metrics: {result.metrics()}")
-                for store in args.table:
-                    print(f"table {store}:")
-                    result.table(store).show(args.show, truncate=False)
-                for topic in args.output:
-                    print(f"output {topic}:")
-                    result.output(topic).show(args.show, truncate=False)
-                if args.bootstrap:
-                    result.bootstrap(config)
-                    servers = config.get("bootstrap.servers")
-                    print(f"bootstrapped {args.application_id} at {servers}")
-        except StromError as exc:
-            print(f"strom replay: {exc}", file=sys.stderr)
-            return 1
+        history: Any = source
+        if not is_kafka and not source.startswith("embedded:"):
+            history = spark.read.parquet(source)
+        with run_replay(
+            topology,
+            spark,
+            source=history,
+            config=config,
+            progress=ProgressBar(sys.stderr),
+            changelogs=bootstrap,
+        ) as result:
+            click.echo(f"metrics: {result.metrics()}")
+            for store in tables:
+                click.echo(f"table {store}:")
+                result.table(store).show(show, truncate=False)
+            for topic in outputs:
+                click.echo(f"output {topic}:")
+                result.output(topic).show(show, truncate=False)
+            if bootstrap:
+                result.bootstrap(config)
+                click.echo(f"bootstrapped {application_id} at {config.get('bootstrap.servers')}")
     finally:
         if ours:
             spark.stop()

@@ -7,7 +7,7 @@ from collections import Counter
 import pytest
 
 from strom import KeyValue, StreamsBuilder, Topology, serdes
-from strom.cli.main import generate_lines, word_count_topology
+from strom.cli.demo import generate_lines, word_count_topology
 from strom.errors import TaskError, TopologyError
 from strom.processor import Processor, ProcessorContext, PunctuationType, Record
 from strom.state.stores import Stores

@@ -1,0 +1,98 @@
+"""``strom reset``: Kafka's application reset tool, on Kafka or on the
+embedded log (``--bootstrap-servers embedded:PATH``, no broker)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+import click
+
+from strom.cli.common import (
+    BadInput,
+    check_bootstrap,
+    merged_settings,
+    reports_errors,
+    settings_options,
+)
+from strom.embedded.reset import reset_application as reset_embedded
+
+EMBEDDED = "embedded:"
+
+
+class Outcome(Protocol):
+    """What both reset tools report (each has its own ``ResetResult``)."""
+
+    offsets_reset: dict[str, list[int]]
+    topics_deleted: list[str]
+    state_removed: Path | None
+
+
+@click.command()
+@click.option("--application-id", required=True, help="the app's application.id")
+@click.option(
+    "--bootstrap-servers",
+    "--bootstrap-server",
+    required=True,
+    help="host:port,… of the Kafka cluster, or embedded:PATH",
+)
+@click.option("--input-topics", default="", help="comma-separated input topics to reset too")
+@click.option(
+    "--state-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    help="the app's state.dir (default: the app's default)",
+)
+@settings_options("the Kafka clients' settings (security.protocol, sasl.*, ssl.*, …)")
+@reports_errors
+def reset(
+    application_id: str,
+    bootstrap_servers: str,
+    input_topics: str,
+    state_dir: Path | None,
+    settings: dict[str, str],
+    command_config: Path | None,
+) -> int:
+    """Reset an app so that it reprocesses its input from scratch.
+
+    As Kafka's kafka-streams-application-reset: refuses while an instance of the
+    app runs; moves the group's committed offsets of its input topics (and of
+    --input-topics) to the earliest; deletes the app's internal topics
+    (repartition, changelog); removes its local state (STATE_DIR/APPLICATION_ID).
+    """
+    inputs = [t.strip() for t in input_topics.split(",") if t.strip()]
+    result: Outcome
+    if bootstrap_servers.startswith(EMBEDDED):
+        if settings or command_config is not None:
+            raise BadInput(
+                "--config and --command-config are Kafka client settings; "
+                "the embedded log takes none"
+            )
+        path = bootstrap_servers.removeprefix(EMBEDDED)
+        if not path:
+            raise BadInput("--bootstrap-servers 'embedded:' needs a path: embedded:PATH")
+        result = reset_embedded(application_id, path, input_topics=inputs, state_dir=state_dir)
+    else:
+        client_config = merged_settings(command_config, settings)
+        check_bootstrap(bootstrap_servers)
+        # confluent-kafka is an optional dependency: imported for Kafka only.
+        from strom.kafka import reset_application  # noqa: PLC0415
+
+        result = reset_application(
+            application_id,
+            bootstrap_servers,
+            input_topics=inputs,
+            state_dir=state_dir,
+            client_config=client_config,
+        )
+    _report(application_id, result)
+    return 0
+
+
+def _report(application_id: str, result: Outcome) -> None:
+    for topic, partitions in sorted(result.offsets_reset.items()):
+        click.echo(f"reset offsets of {topic} ({len(partitions)} partition(s)) to the earliest")
+    for topic in result.topics_deleted:
+        click.echo(f"deleted internal topic {topic}")
+    if result.state_removed is not None:
+        click.echo(f"removed local state {result.state_removed}")
+    click.echo(f"application {application_id} reset")
