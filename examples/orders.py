@@ -44,12 +44,15 @@ def build_topology() -> Topology:
     builder = StreamsBuilder()
     users = builder.table(USERS, key_serde=string, value_serde=json_, materialized="users")
     items = builder.table(ITEMS, key_serde=string, value_serde=json_, materialized="items")
-    by_address = (
+    (
         builder.stream(ORDERS, key_serde=string, value_serde=json_, timestamp_extractor=order_time)
         .left_join(users, lambda order, user: {**order, "address": (user or {}).get("address")})
         .filter(lambda _user, order: bool(order["address"]))
         .select_key(lambda _user, order: order["item"])
-        .through(BY_ITEM, key_serde=string, value_serde=json_, partitioner=item_partitioner)
+        .to(BY_ITEM, key_serde=string, value_serde=json_, partitioner=item_partitioner)
+    )
+    by_address = (
+        builder.stream(BY_ITEM, key_serde=string, value_serde=json_)
         .left_join(items, lambda order, item: {**order, "origin": (item or {}).get("origin")})
         .filter(lambda _item, order: order["origin"] == order["address"])
         .group_by(lambda _item, order: order["address"], key_serde=string, value_serde=json_)

@@ -166,10 +166,15 @@ def test_repartition_moves_records_to_the_murmur2_partition_of_their_new_key(
             assert partition_for_key(record.key, 3) == partition
 
 
-def test_through_writes_and_reads_back_a_user_topic(log: EmbeddedLog, log_path: str) -> None:
+def test_through_is_a_deprecated_alias_that_still_writes_and_reads_back(
+    log: EmbeddedLog, log_path: str
+) -> None:
+    """Kafka Streams 4.0 removed ``through()``; strom keeps it as Kafka 3.x
+    did, deprecated in favour of ``repartition()``."""
     log.create_topic("mid", partitions=1)
 
-    out = run(log, log_path, lambda s: s.through("mid").map_values(str.upper))
+    with pytest.warns(DeprecationWarning, match=r"through\(\) is deprecated.*repartition\(\)"):
+        out = run(log, log_path, lambda s: s.through("mid").map_values(str.upper))
     assert [v for _, v, _ in out] == ["1", "2", "3", "4", "5"]
     assert sum(log.end_offsets("mid").values()) == 5
 

@@ -67,7 +67,7 @@ def test_orders_example_on_the_test_driver() -> None:
     assert sorted(r.timestamp for r in records) == [1_000, 3_000, 3_601_000]
     assert {(w.key, w.window.start): n for w, n in hourly.items()} == expected_hourly()
     assert expected_hourly() == {("Lyon", 0): 1, ("Oslo", 0): 1, ("Lyon", ex.HOUR_MS): 1}
-    # Describe shows the split at the through topic.
+    # Describe shows the split at the user topic it writes and reads back.
     assert "Sink: KSTREAM-SINK-" in ex.build_topology().describe()
 
 

@@ -10,6 +10,7 @@ import click
 
 from strom.cli.common import (
     BadInput,
+    CommandError,
     check_bootstrap,
     merged_settings,
     reports_errors,
@@ -75,15 +76,21 @@ def reset(
         client_config = merged_settings(command_config, settings)
         check_bootstrap(bootstrap_servers)
         # confluent-kafka is an optional dependency: imported for Kafka only.
+        from confluent_kafka import KafkaException  # noqa: PLC0415
+
         from strom.kafka import reset_application  # noqa: PLC0415
 
-        result = reset_application(
-            application_id,
-            bootstrap_servers,
-            input_topics=inputs,
-            state_dir=state_dir,
-            client_config=client_config,
-        )
+        try:
+            result = reset_application(
+                application_id,
+                bootstrap_servers,
+                input_topics=inputs,
+                state_dir=state_dir,
+                client_config=client_config,
+            )
+        except KafkaException as exc:  # e.g. a client setting librdkafka rejects
+            reason = exc.args[0] if exc.args else exc
+            raise CommandError(f"resetting {application_id!r} failed: {reason}") from exc
     _report(application_id, result)
     return 0
 

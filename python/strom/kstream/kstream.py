@@ -7,6 +7,7 @@ up when a method runs.
 
 from __future__ import annotations
 
+import warnings
 from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any
 
@@ -182,7 +183,18 @@ class KStream:
         partitioner: Partitioner | None = None,
     ) -> KStream:
         """Writes to ``topic`` (which must exist) and reads it back as a new
-        stream: a user-managed repartition."""
+        stream: a user-managed repartition.
+
+        Deprecated, as in Kafka Streams 3.x (4.0 removed it): use
+        :meth:`repartition`, or ``to(topic)`` then ``builder.stream(topic)``
+        for a topic of your own.
+        """
+        warnings.warn(
+            "KStream.through() is deprecated (Kafka Streams 4.0 removed it): use "
+            "repartition(), or to(topic) then builder.stream(topic) for a topic of your own",
+            DeprecationWarning,
+            stacklevel=2,
+        )
         self.to(topic, key_serde=key_serde, value_serde=value_serde, partitioner=partitioner)
         return self._builder.stream(
             topic,

@@ -119,11 +119,11 @@ def test_wall_clock_punctuation_only_when_advanced() -> None:
         assert ticks == [1_100, 1_350]
 
 
-def test_through_and_repartition_topics_are_handled_in_process() -> None:
+def test_user_topics_read_back_and_repartition_topics_are_handled_in_process() -> None:
     builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=S).to("mid")
     (
-        builder.stream("in", key_serde=S, value_serde=S)
-        .through("mid")
+        builder.stream("mid", key_serde=S, value_serde=S)
         .select_key(lambda k, v: v)
         .repartition(key_serde=S, value_serde=S)
         .map_values(str.upper)
