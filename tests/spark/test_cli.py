@@ -27,6 +27,10 @@ def test_strom_replay_shows_progress_results_and_bootstraps(
         ["view-counts"],
     )
     servers = write_log(scenario, tmp_path / "log")
+    # Settings from a properties file (--command-config; bootstrap.servers is
+    # where the bootstrap writes) and from --config.
+    settings = tmp_path / "app.properties"
+    settings.write_text(f"bootstrap.servers={servers}\n")
     code = main(
         [
             "replay",
@@ -35,8 +39,8 @@ def test_strom_replay_shows_progress_results_and_bootstraps(
             servers,
             "--application-id",
             "cli-replay",
-            "--config",
-            f"bootstrap.servers={servers}",
+            "--command-config",
+            str(settings),
             "--config",
             "statestore.cache.max.bytes=0",
             "--table",

@@ -33,6 +33,7 @@ from strom.embedded.consumer import EmbeddedConsumer, OffsetAndMetadata
 from strom.embedded.log import CompactionStats, EmbeddedLog
 from strom.embedded.producer import EmbeddedProducer, Headers, ProducerRecord
 from strom.embedded.records import TypedRecord
+from strom.embedded.reset import ResetResult, reset_application
 
 __all__ = [
     "CompactionStats",
@@ -44,5 +45,7 @@ __all__ = [
     "OffsetAndMetadata",
     "ProducerRecord",
     "RecordBatch",
+    "ResetResult",
     "TypedRecord",
+    "reset_application",
 ]

@@ -26,11 +26,14 @@ STROM = str(Path(sys.executable).with_name("strom"))  # the console script pip i
 COMMAND_TIMEOUT_S = 60
 
 
-def strom(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess[str]:
+def strom(
+    *args: str, cwd: Path | None = None, env: dict[str, str] | None = None
+) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [STROM, *args],
-        cwd=cwd,
         check=False,
+        cwd=cwd,
+        env=env,
         capture_output=True,
         text=True,
         timeout=COMMAND_TIMEOUT_S,
@@ -249,26 +252,10 @@ def test_the_console_script_imports_from_the_current_directory(app_dir: Path) ->
     """Before: ``strom replay myapp:topology`` raised ModuleNotFoundError (the
     script's sys.path starts at its own bin directory) unless PYTHONPATH=."""
     env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
-    done = subprocess.run(
-        [STROM, *replay("myapp_cli:topology")],
-        cwd=app_dir,
-        env=env,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_S,
-    )
+    done = strom(*replay("myapp_cli:topology"), cwd=app_dir, env=env)
     assert done.returncode == 1
     assert "cannot reach the Kafka cluster" in one_line(done.stderr)
-    done = subprocess.run(
-        [STROM, *replay("nosuchmodule_cli:topology")],
-        cwd=app_dir,
-        env=env,
-        check=False,
-        capture_output=True,
-        text=True,
-        timeout=COMMAND_TIMEOUT_S,
-    )
+    done = strom(*replay("nosuchmodule_cli:topology"), cwd=app_dir, env=env)
     assert done.returncode == 2
     assert "no module named 'nosuchmodule_cli'" in one_line(done.stderr)
 

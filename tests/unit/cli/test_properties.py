@@ -6,6 +6,7 @@ from pathlib import Path
 
 import pytest
 
+from strom.cli.common import merged_settings
 from strom.cli.properties import parse_properties, read_properties
 from strom.errors import ConfigError
 
@@ -60,3 +61,14 @@ def test_bad_files_are_config_errors_naming_them(tmp_path: Path) -> None:
     latin1.write_bytes(b"password=caf\xe9\n")
     with pytest.raises(ConfigError, match=r"latin1\.properties"):
         read_properties(latin1)
+
+
+def test_config_options_win_over_the_command_config_file(tmp_path: Path) -> None:
+    path = tmp_path / "client.properties"
+    path.write_text("security.protocol=SASL_SSL\nsasl.username=app\n")
+    assert merged_settings(path, {"sasl.username": "other", "client.id": "x"}) == {
+        "security.protocol": "SASL_SSL",
+        "sasl.username": "other",
+        "client.id": "x",
+    }
+    assert merged_settings(None, {"a": "1"}) == {"a": "1"}
