@@ -595,7 +595,10 @@ fn delete_topic_removes_data_and_every_groups_offsets() {
     fs::write(dir.path().join("stale-0").join("junk"), b"x").unwrap();
     let log = Log::open(dir.path()).unwrap();
     assert_eq!(log.topics(), vec!["gone".to_owned(), "kept".to_owned()]);
-    assert_eq!(log.committed_offsets("g1").unwrap(), vec![offsets("kept", 3)]);
+    assert_eq!(
+        log.committed_offsets("g1").unwrap(),
+        vec![offsets("kept", 3)]
+    );
     assert_eq!(read_all(&log, "kept", 0, 0).len(), 3);
     log.create_topic("stale", TopicConfig::new(1)).unwrap();
     assert!(!dir.path().join("stale-0").join("junk").exists());

@@ -484,7 +484,9 @@ impl Log {
     /// Removes a partition directory of a topic that no longer exists (or is
     /// about to be created again: a delete interrupted by a crash leaves them).
     fn remove_partition_dir(&self, topic: &str, partition: u32) -> Result<()> {
-        let dir = self.root.join(partition::segment_dir_name(topic, partition));
+        let dir = self
+            .root
+            .join(partition::segment_dir_name(topic, partition));
         match fs::remove_dir_all(&dir) {
             Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(&dir, e)),
             _ => Ok(()),
@@ -512,7 +514,10 @@ impl Log {
             }
             let mut kept = offsets.clone();
             kept.retain(|(t, _), _| t != topic);
-            fsutil::write_atomic(&self.group_path(&group_id), &group::encode(&group_id, &kept))?;
+            fsutil::write_atomic(
+                &self.group_path(&group_id),
+                &group::encode(&group_id, &kept),
+            )?;
             *slot = Some(kept);
         }
         Ok(())
