@@ -11,7 +11,7 @@ from strom._core import ConsumedRecord, NativeLog, RecordBatch
 from strom.embedded._closeable import Closeable
 from strom.embedded.consumer import EmbeddedConsumer, OffsetAndMetadata, to_offset_tuples
 from strom.embedded.producer import EmbeddedProducer
-from strom.embedded.records import TypedRecord, topic_records
+from strom.embedded.records import DEFAULT_READ_MAX_BYTES, TypedRecord, topic_records
 from strom.errors import ConfigError, StromError
 from strom.serdes import Serde
 
@@ -19,9 +19,6 @@ __all__ = ["CompactionStats", "EmbeddedLog"]
 
 K = TypeVar("K")
 V = TypeVar("V")
-
-#: Stop a read after about this many bytes (it always returns at least one record).
-DEFAULT_READ_MAX_BYTES = 64 << 20
 
 
 class CompactionStats(NamedTuple):

@@ -20,7 +20,8 @@ V = TypeVar("V")
 
 # Records per read while iterating a topic.
 READ_CHUNK = 10_000
-READ_MAX_BYTES = 64 << 20
+#: Stop a read after about this many bytes (it always returns at least one record).
+DEFAULT_READ_MAX_BYTES = 64 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,7 +61,7 @@ def _batches(
         while offset < end:
             # Compaction leaves gaps, so a read may run past `end`: each batch
             # comes with it, for the caller to cut there.
-            batch = log.read(topic, partition, offset, READ_CHUNK, READ_MAX_BYTES)
+            batch = log.read(topic, partition, offset, READ_CHUNK, DEFAULT_READ_MAX_BYTES)
             if not len(batch):
                 break
             yield batch, end
