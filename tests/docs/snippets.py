@@ -12,6 +12,7 @@ a comment on the lines just above it says otherwise:
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import subprocess
@@ -136,3 +137,11 @@ def failure(program: Program, done: subprocess.CompletedProcess[str]) -> str:
         f"the Python program at {program.where} exited with {done.returncode}:\n"
         f"{done.stderr[-4000:]}\n--- its source:\n{program.source}"
     )
+
+
+def printed(stdout: str, label: str) -> dict[str, int]:
+    """The dict a program printed after ``label``."""
+    (line,) = [line for line in stdout.splitlines() if line.startswith(label)]
+    value = ast.literal_eval(line.removeprefix(label).strip())
+    assert isinstance(value, dict)
+    return value

@@ -5,13 +5,20 @@ row, and every relative link points at a file and heading that exist."""
 
 from __future__ import annotations
 
-import ast
 import re
 from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.docs.snippets import DOCUMENTS, ROOT, Program, failure, programs, python_blocks
+from tests.docs.snippets import (
+    DOCUMENTS,
+    ROOT,
+    Program,
+    failure,
+    printed,
+    programs,
+    python_blocks,
+)
 
 from strom import serdes
 from strom.embedded import EmbeddedLog
@@ -24,14 +31,6 @@ PLAIN = [p for p in PROGRAMS if not p.requires]
 def test_the_python_blocks_run_as_written(program: Program, tmp_path: Path) -> None:
     done = program.run(tmp_path / "work")
     assert done.returncode == 0, failure(program, done)
-
-
-def printed(stdout: str, label: str) -> dict[str, int]:
-    """The dict printed after ``label``."""
-    (line,) = [line for line in stdout.splitlines() if line.startswith(label)]
-    value = ast.literal_eval(line.removeprefix(label).strip())
-    assert isinstance(value, dict)
-    return value
 
 
 def test_the_readme_example_runs_twice_in_a_row(tmp_path: Path) -> None:

@@ -10,8 +10,7 @@ from collections import Counter
 from pathlib import Path
 
 import pytest
-from tests.docs.snippets import ROOT, Program, failure, programs, python_blocks
-from tests.docs.test_docs import printed
+from tests.docs.snippets import ROOT, Program, failure, printed, programs, python_blocks
 from tests.integration.kafka_support import latest_by_key, read_all
 from tests.kafka_harness import KafkaCluster
 
