@@ -126,17 +126,13 @@ def _uniform_below(u: npt.NDArray[np.float64], bound: Int64s) -> Int64s:
     return np.minimum((u * bound).astype(np.int64), bound - 1)
 
 
-def next_base0_person_id(
-    n: Int64s, u: npt.NDArray[np.float64], config: GeneratorConfig
-) -> Int64s:
+def next_base0_person_id(n: Int64s, u: npt.NDArray[np.float64], config: GeneratorConfig) -> Int64s:
     num_people = last_base0_person_id(n) + 1
     active = np.minimum(num_people, config.num_active_people)
     return num_people - active + _uniform_below(u, active + ID_LEAD)
 
 
-def next_base0_auction_id(
-    n: Int64s, u: npt.NDArray[np.float64], config: GeneratorConfig
-) -> Int64s:
+def next_base0_auction_id(n: Int64s, u: npt.NDArray[np.float64], config: GeneratorConfig) -> Int64s:
     max_auction = last_base0_auction_id(n)
     min_auction = np.maximum(max_auction - config.num_in_flight_auctions, 0)
     return min_auction + _uniform_below(u, max_auction - min_auction + 1 + ID_LEAD)
@@ -220,7 +216,7 @@ def _persons(
     city = rng.integers(0, len(_CITIES), rows).tolist()
     state = rng.integers(0, len(_STATES), rows).tolist()
     heads = []
-    for i, (pid, t) in enumerate(zip(ids.tolist(), ts.tolist())):
+    for i, (pid, t) in enumerate(zip(ids.tolist(), ts.tolist(), strict=True)):
         u, h, c = user_at[i], host_at[i], card[i]
         heads.append(
             (
@@ -284,6 +280,7 @@ def _auctions(
                 expires.tolist(),
                 seller.tolist(),
                 category.tolist(),
+                strict=True,
             )
         )
     ]
@@ -300,7 +297,7 @@ def _padded(
     pool = _Pool(rng, spaces=False)
     at = pool.offsets(rng, len(heads), max(lengths, default=0) + 1)
     text = pool.text
-    return [template % (*h, text[a : a + n]) for h, a, n in zip(heads, at, lengths)]
+    return [template % (*h, text[a : a + n]) for h, a, n in zip(heads, at, lengths, strict=True)]
 
 
 def _bids(
@@ -334,7 +331,13 @@ def _bids(
     values = [
         _BID % (a, b, p, t, text[o : o + k])
         for a, b, p, t, o, k in zip(
-            auction.tolist(), bidder.tolist(), price.tolist(), ts.tolist(), at, lengths
+            auction.tolist(),
+            bidder.tolist(),
+            price.tolist(),
+            ts.tolist(),
+            at,
+            lengths,
+            strict=True,
         )
     ]
     return auction, values
@@ -417,7 +420,9 @@ def write_embedded(
         with log.producer() as producer:
             for chunk in generate_parallel(config, events):
                 for topic, cols in chunk.items():
-                    producer.produce_columns(prefix + topic, cols.keys, cols.values, cols.timestamps)
+                    producer.produce_columns(
+                        prefix + topic, cols.keys, cols.values, cols.timestamps
+                    )
                     counts[topic] += len(cols)
             producer.flush()
     return counts

@@ -20,18 +20,17 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-import bytewax.operators as op  # noqa: E402
-import bytewax.operators.windowing as win  # noqa: E402
-from bytewax.connectors.kafka import (  # noqa: E402
+import bytewax.operators as op
+import bytewax.operators.windowing as win
+from benches.peers import protocol as p
+from bytewax.connectors.kafka import (
     KafkaSink,
     KafkaSinkMessage,
     KafkaSource,
     KafkaSourceMessage,
 )
-from bytewax.dataflow import Dataflow, Stream  # noqa: E402
-from bytewax.run import cli_main  # noqa: E402
-
-from benches.peers import protocol as p  # noqa: E402
+from bytewax.dataflow import Dataflow, Stream
+from bytewax.run import cli_main
 
 EPOCH = datetime(1970, 1, 1, tzinfo=timezone.utc)
 WINDOW = timedelta(milliseconds=p.WINDOW_MS)
@@ -49,7 +48,7 @@ def window_start(ts: int) -> int:
     return ts - ts % p.WINDOW_MS
 
 
-def build(args: p.Args) -> Dataflow:  # noqa: PLR0915 - one branch per workload
+def build(args: p.Args) -> Dataflow:
     flow = Dataflow(args.app_id)
     w, i = args.workload, args.inputs
 
@@ -74,29 +73,40 @@ def build(args: p.Args) -> Dataflow:  # noqa: PLR0915 - one branch per workload
         bids = op.map("json", source("bid"), lambda m: (m.key.decode(), json.loads(m.value)))
         sink(
             "out",
-            op.map("q1", bids, lambda kv: (kv[0], p.dumps({**kv[1], "price": kv[1]["price"] * 89 // 100}))),
+            op.map(
+                "q1",
+                bids,
+                lambda kv: (kv[0], p.dumps({**kv[1], "price": kv[1]["price"] * 89 // 100})),
+            ),
         )
     elif w == "q2":
-        bids = op.filter(
-            "q2", json_values("bid"), lambda b: b["auction"] % p.Q2_MODULUS == 0
-        )
+        bids = op.filter("q2", json_values("bid"), lambda b: b["auction"] % p.Q2_MODULUS == 0)
         sink(
             "out",
             op.map(
                 "project",
                 bids,
-                lambda b: (str(b["auction"]), p.dumps({"auction": b["auction"], "price": b["price"]})),
+                lambda b: (
+                    str(b["auction"]),
+                    p.dumps({"auction": b["auction"], "price": b["price"]}),
+                ),
             ),
         )
     elif w == "q3":
         persons = op.filter("local", json_values("person"), lambda x: x["state"] in p.LOCAL_STATES)
         auctions = op.filter("category", json_values("auction"), lambda a: a["category"] == 10)
-        joined = op.join(
-            "join",
-            op.key_on("by-id", persons, lambda x: str(x["id"])),
-            op.key_on("by-seller", auctions, lambda a: str(a["seller"])),
-            insert_mode="product",
-            emit_mode="running",
+        # "running" emits on every update, with None for a side not seen yet: the
+        # inner join keeps the complete rows.
+        joined = op.filter(
+            "inner",
+            op.join(
+                "join",
+                op.key_on("by-id", persons, lambda x: str(x["id"])),
+                op.key_on("by-seller", auctions, lambda a: str(a["seller"])),
+                insert_mode="product",
+                emit_mode="running",
+            ),
+            lambda kv: kv[1][0] is not None and kv[1][1] is not None,
         )
         sink(
             "out",
@@ -180,15 +190,17 @@ def build(args: p.Args) -> Dataflow:  # noqa: PLR0915 - one branch per workload
         auctions = op.key_on("by-seller", json_values("auction"), lambda a: str(a["seller"]))
         pairs = win.join_window(
             "join",
-            win.EventClock(
-                lambda x: event_time(x), wait_for_system_duration=timedelta(milliseconds=p.GRACE_MS)
-            ),
+            win.EventClock(event_time, wait_for_system_duration=timedelta(milliseconds=p.GRACE_MS)),
             win.TumblingWindower(WINDOW, EPOCH),
             persons,
             auctions,
             insert_mode="product",
             emit_mode="final",
         ).down
+        # As with join: a window's rows come with None for a side it did not see.
+        pairs = op.filter(
+            "inner", pairs, lambda kv: kv[1][1][0] is not None and kv[1][1][1] is not None
+        )
         sink(
             "out",
             op.map(
@@ -235,7 +247,9 @@ def build(args: p.Args) -> Dataflow:  # noqa: PLR0915 - one branch per workload
     elif w == "word_count":
         words = op.flat_map("split", source("lines"), lambda m: m.value.decode().lower().split())
         counts = op.stateful_map(
-            "count", op.key_on("by-word", words, lambda x: x), lambda n, _w: ((n or 0) + 1, (n or 0) + 1)
+            "count",
+            op.key_on("by-word", words, lambda x: x),
+            lambda n, _w: ((n or 0) + 1, (n or 0) + 1),
         )
         sink("out", op.map("long", counts, lambda kv: (kv[0], struct.pack(">q", kv[1]))))
     elif w == "filter_map":

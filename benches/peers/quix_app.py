@@ -18,11 +18,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from quixstreams import Application  # noqa: E402
-from quixstreams.dataframe import StreamingDataFrame  # noqa: E402
-from quixstreams.models.serializers import Serializer  # noqa: E402
-
-from benches.peers import protocol as p  # noqa: E402
+from benches.peers import protocol as p
+from quixstreams import Application
+from quixstreams.dataframe import StreamingDataFrame
+from quixstreams.models.serializers import Serializer
 
 EVER = timedelta(days=7)  # wider than any data set: the joins never expire a side
 
@@ -41,7 +40,7 @@ def window_start(ts: int) -> int:
     return ts - ts % p.WINDOW_MS
 
 
-def build(app: Application, args: p.Args) -> None:  # noqa: PLR0915 - one branch per workload
+def build(app: Application, args: p.Args) -> None:
     w, i = args.workload, args.inputs
 
     def source(role: str, value: str = "json") -> StreamingDataFrame:
@@ -101,7 +100,10 @@ def build(app: Application, args: p.Args) -> None:  # noqa: PLR0915 - one branch
             if update["count"] > top["count"]:
                 top = {"count": update["count"], "auctions": [update["auction"]]}
             elif update["count"] == top["count"] and update["auction"] not in top["auctions"]:
-                top = {"count": top["count"], "auctions": sorted([*top["auctions"], update["auction"]])}
+                top = {
+                    "count": top["count"],
+                    "auctions": sorted([*top["auctions"], update["auction"]]),
+                }
             state.set("top", top)
             return {"start": update["start"], **top}
 
@@ -113,7 +115,11 @@ def build(app: Application, args: p.Args) -> None:  # noqa: PLR0915 - one branch
         )
         (
             counts.apply(
-                lambda r, key, _ts, _h: {"start": r["start"], "auction": int(key), "count": r["value"]},
+                lambda r, key, _ts, _h: {
+                    "start": r["start"],
+                    "auction": int(key),
+                    "count": r["value"],
+                },
                 metadata=True,
             )
             .group_by(lambda r: str(r["start"]), name="window")
@@ -146,7 +152,11 @@ def build(app: Application, args: p.Args) -> None:  # noqa: PLR0915 - one branch
             .count()
             .current()
             .apply(
-                lambda r, key, _ts, _h: {"bidder": int(key), "start": r["start"], "count": r["value"]},
+                lambda r, key, _ts, _h: {
+                    "bidder": int(key),
+                    "start": r["start"],
+                    "count": r["value"],
+                },
                 metadata=True,
             )
             .to_topic(sink(), key=lambda v: f"{v['bidder']}@{v['start']}")
@@ -192,7 +202,9 @@ def main() -> None:
         consumer_group=args.app_id,
         auto_offset_reset="earliest",
         commit_interval=args.commit_interval_ms / 1000,
-        processing_guarantee="exactly-once" if args.guarantee == "exactly_once_v2" else "at-least-once",
+        processing_guarantee="exactly-once"
+        if args.guarantee == "exactly_once_v2"
+        else "at-least-once",
         state_dir=str(Path(args.state_dir) / "quix"),
         loglevel="WARNING",
     )

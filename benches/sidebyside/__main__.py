@@ -34,7 +34,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--partitions", type=int, default=6)
     parser.add_argument("--guarantee", default="at_least_once")
     parser.add_argument("--commit-interval-ms", type=int, default=100)
-    parser.add_argument("--latency", type=_list, default=["q0", "q7"], help="queries to time end to end")
+    parser.add_argument(
+        "--latency", type=_list, default=["q0", "q7"], help="queries to time end to end"
+    )
     parser.add_argument("--rate", type=int, default=2_000, help="bids/s in latency runs")
     parser.add_argument("--latency-seconds", type=float, default=10.0)
     parser.add_argument("--bootstrap", help="an existing broker (default: start one)")
@@ -57,7 +59,8 @@ def main(argv: list[str] | None = None) -> int:
         bootstrap=args.bootstrap,
         output=None if args.output == "-" else Path(args.output),
         json_path=Path(args.json) if args.json else None,
-        command="python -m benches.sidebyside " + shlex.join(sys.argv[1:] if argv is None else argv),
+        command="python -m benches.sidebyside "
+        + shlex.join(sys.argv[1:] if argv is None else argv),
     )
     try:
         outcome = run(options)

@@ -1,15 +1,16 @@
 """End-to-end latency at a fixed input rate (q0 and q7).
 
-Bids from the Nexmark generator are produced in real time: the generator's
-base time is "now" and its inter-event delay gives ``rate`` bids per second,
-so each bid is sent when the wall clock reaches its event time. A
-read_committed consumer of the output takes, per output record, its arrival
-time minus the event time of the input it answers: the bid's ``dateTime`` in
-the value for q0; for q7 the output record's timestamp (Kafka Streams and
-strom stamp a window's result with its newest input, so this is how soon an
-update follows the bid that caused it; a system that stamps otherwise, or
-emits only when a window closes, shows that here). The first ``WARMUP_S``
-seconds are not counted.
+The input is produced in real time at ``rate`` records/s, each record stamped
+with the wall-clock time it is due and sent then: bids from the Nexmark
+generator (base time "now", inter-event delay for the rate) for q0 and q7,
+kafka_throughput.py's records for its two apps. A read_committed consumer of
+the output takes, per output record, its arrival time minus the event time of
+the input it answers: the bid's ``dateTime`` in the value for q0; otherwise
+the output record's timestamp (Kafka Streams and strom keep the input's
+timestamp through stateless steps and stamp a window's result with its newest
+input, so this is how soon an update follows the record that caused it; a
+system that stamps otherwise, or emits only when a window closes, shows that
+here). The first ``WARMUP_S`` seconds are not counted.
 """
 
 from __future__ import annotations
@@ -24,12 +25,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-
-from benches.nexmark.generator import GeneratorConfig, generate_chunk
+from benches.nexmark.generator import CHUNK, GeneratorConfig, generate_chunk
 from benches.sidebyside.runner import Broker, Driver, RunError
 from benches.sidebyside.systems import System
-from benches.sidebyside.workloads import Workload
+from benches.sidebyside.workloads import KT_KEYS, Workload, kt_payloads
+from confluent_kafka import Consumer, Producer, TopicPartition
 
 if TYPE_CHECKING:
     from benches.sidebyside.suite import Options
@@ -58,6 +58,36 @@ def _percentile(samples: list[float], q: int) -> float | None:
     if len(samples) < 2:
         return None
     return statistics.quantiles(samples, n=100, method="inclusive")[q - 1]
+
+
+def live_rows(
+    workload: Workload, start_ms: int, options: Options
+) -> list[tuple[str, bytes, bytes, int]]:
+    """The input of a latency run, stamped with the wall-clock time each record is due."""
+    total_s = WARMUP_S + options.latency_seconds
+    if workload.dataset == "nexmark":
+        delay_us = round(1e6 * BIDS_PER_EVENTS / options.latency_rate)
+        events = int(total_s * 1e6 / delay_us)
+        if events > CHUNK:
+            raise RunError(f"latency runs are limited to {CHUNK:,} Nexmark events")
+        config = GeneratorConfig(base_time_ms=start_ms, inter_event_delay_us=delay_us)
+        bids = generate_chunk(config, 0, events)["bid"]
+        return [
+            ("bid", k, v, t)
+            for k, v, t in zip(bids.keys, bids.values, bids.timestamps, strict=True)
+        ]
+    if workload.dataset == "kt":
+        payloads = kt_payloads(2)
+        return [
+            (
+                "input",
+                f"key-{i % KT_KEYS:04d}".encode(),
+                payloads[i % 256],
+                start_ms + i * 1000 // options.latency_rate,
+            )
+            for i in range(int(total_s * options.latency_rate))
+        ]
+    raise RunError(f"no latency run is defined for {workload.name}")
 
 
 def measure(
@@ -122,18 +152,11 @@ def measure(
             {"bootstrap.servers": broker.bootstrap, "linger.ms": 0, "partitioner": "murmur2_random"}
         )
         start_ms = int(time.time() * 1000) + 500
-        delay_us = round(1e6 * BIDS_PER_EVENTS / options.latency_rate)
-        total_s = WARMUP_S + options.latency_seconds
-        config = GeneratorConfig(base_time_ms=start_ms, inter_event_delay_us=delay_us)
-        events = int(total_s * 1e6 / delay_us)
-        bids = generate_chunk(config, 0, events)["bid"] if events <= 50_000 else None
-        if bids is None:
-            raise RunError("latency runs are limited to 50,000 events (one generator chunk)")
-        for key, value, ts in zip(bids.keys, bids.values, bids.timestamps):
+        for role, key, value, ts in live_rows(workload, start_ms, options):
             wait = ts / 1000 - time.time()
             if wait > 0:
                 time.sleep(wait)
-            producer.produce(inputs["bid"], value, key, timestamp=ts)
+            producer.produce(inputs[role], value, key, timestamp=ts)
             producer.poll(0)
         producer.flush(30)
         # The tail: until no output arrives for two seconds.

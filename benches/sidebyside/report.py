@@ -56,7 +56,7 @@ def _rate(x: float) -> str:
 
 def _cell(cell: dict[str, Any] | None, ref: dict[str, Any] | None) -> str:
     if cell is None:
-        return "–"
+        return "-"
     if cell["status"] in ("n/a", "error", "mismatch"):
         return cell["status"] if cell["status"] != "mismatch" else "**MISMATCH**"
     text = f"{_rate(cell['records_per_s'])}/s ±{cell['spread'] * 50:.0f}%"
@@ -84,7 +84,7 @@ def table(outcome: Outcome) -> list[str]:
         for s in systems:
             cell = summary.get((s, w))
             if cell is None or "records_per_cpu_s" not in cell:
-                cells.append("–")
+                cells.append("-")
             else:
                 cells.append(f"{_rate(cell['records_per_cpu_s'])} · {cell['peak_rss_mb']:,.0f} MB")
         lines.append(f"| {w} | " + " | ".join(cells) + " |")
@@ -116,13 +116,21 @@ def _latency(outcome: Outcome) -> list[str]:
         for s in outcome.options.systems:
             lat = next((x for x in outcome.latencies if x.system == s and x.workload == w), None)
             if lat is None:
-                cells.append("–")
+                cells.append("-")
             elif lat.p50_ms is None or lat.p99_ms is None:
                 cells.append("no output")
             else:
                 cells.append(f"{lat.p50_ms:,.0f} / {lat.p99_ms:,.0f} ms")
         lines.append(f"| {w} | " + " | ".join(cells) + " |")
     return lines
+
+
+def _caps(systems: list[str], records: int) -> str:
+    capped = [SYSTEMS[s] for s in systems if SYSTEMS[s].records(records) < records]
+    return "".join(
+        f" {s.label} runs on the first {s.records(records):,} of each (its records_cap)."
+        for s in capped
+    )
 
 
 def section(outcome: Outcome, chart: str) -> str:
@@ -141,10 +149,10 @@ def section(outcome: Outcome, chart: str) -> str:
         f"topics ({o.partitions} partitions), one stream thread / worker, "
         f"{o.guarantee}, commit interval {o.commit_interval_ms} ms. "
         f"Nexmark: {o.records:,} events; word count: {max(1, o.records // 4):,} lines; "
-        f"kafka_throughput apps: {o.records:,} records.",
+        f"kafka_throughput apps: {o.records:,} records.{_caps(o.systems, o.records)}",
         "",
         f"Input records per second, median of {o.rounds} rounds, ± half the spread "
-        "(max − min) as a share of the median, and the ratio to Kafka Streams. "
+        "(max - min) as a share of the median, and the ratio to Kafka Streams. "
         "Every result was checked against the oracle (docs below); a mismatch is shown, "
         "not a figure.",
         "",

@@ -33,13 +33,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from confluent_kafka import Consumer, Producer, TopicPartition
-from confluent_kafka.admin import AdminClient, NewTopic
-from confluent_kafka.cimpl import KafkaException
-
 from benches.peers.protocol import NOT_EXPRESSIBLE
 from benches.sidebyside.systems import System
 from benches.sidebyside.workloads import Dataset, Record, Workload
+from confluent_kafka import Consumer, Producer, TopicPartition
+from confluent_kafka.admin import AdminClient, NewTopic
+from confluent_kafka.cimpl import KafkaException
 
 POLL_S = 0.05
 TICKS = os.sysconf("SC_CLK_TCK")
@@ -91,7 +90,10 @@ def _tree(pid: int) -> list[int]:
         with contextlib.suppress(OSError):
             for task in os.listdir(f"/proc/{current}/task"):
                 with contextlib.suppress(OSError):
-                    todo += [int(c) for c in Path(f"/proc/{current}/task/{task}/children").read_text().split()]
+                    todo += [
+                        int(c)
+                        for c in Path(f"/proc/{current}/task/{task}/children").read_text().split()
+                    ]
     return pids
 
 
@@ -166,7 +168,11 @@ class Broker:
         self.bootstrap = bootstrap
         self.admin = AdminClient({"bootstrap.servers": bootstrap})
         self.watermarks = Consumer(
-            {"bootstrap.servers": bootstrap, "group.id": "sbs-watermarks", "enable.auto.commit": False}
+            {
+                "bootstrap.servers": bootstrap,
+                "group.id": "sbs-watermarks",
+                "enable.auto.commit": False,
+            }
         )
 
     def close(self) -> None:
@@ -179,11 +185,9 @@ class Broker:
         # No retention by time: the data sets' event times may be hours old.
         new = [NewTopic(t, n, 1, config={"retention.ms": "-1"}) for t, n in topics.items()]
         for topic, future in self.admin.create_topics(new).items():
-            try:
-                future.result()
-            except KafkaException as exc:
-                if "TOPIC_ALREADY_EXISTS" not in str(exc):
-                    raise RunError(f"cannot create topic {topic}: {exc}") from exc
+            error = future.exception()
+            if error is not None and "TOPIC_ALREADY_EXISTS" not in str(error):
+                raise RunError(f"cannot create topic {topic}: {error}")
         deadline = time.monotonic() + 30
         while not set(topics) <= self.topics():
             if time.monotonic() > deadline:
@@ -231,7 +235,7 @@ class Broker:
         counts = dict.fromkeys(topics, 0)
         for role, keys, values, stamps in dataset.rows():
             topic = topics[role]
-            for k, v, t in zip(keys, values, stamps):
+            for k, v, t in zip(keys, values, stamps, strict=True):
                 while True:
                     try:
                         producer.produce(topic, v, k, timestamp=t)

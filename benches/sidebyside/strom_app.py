@@ -15,10 +15,10 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 
-from benches.peers import protocol as p  # noqa: E402
+from benches.peers import protocol as p
 
-from strom import KafkaStreams, StreamsBuilder, Topology, serdes  # noqa: E402
-from strom.kstream import Materialized, SessionWindows, TimeWindows  # noqa: E402
+from strom import KafkaStreams, StreamsBuilder, Topology, serdes
+from strom.kstream import Materialized, SessionWindows, TimeWindows
 
 S, J, L = serdes.String(), serdes.Json(), serdes.Long()
 
@@ -78,7 +78,10 @@ def q5(b: StreamsBuilder, i: dict[str, str], out: str) -> None:
         if update["count"] > top["count"]:
             return {"count": update["count"], "auctions": [update["auction"]]}
         if update["count"] == top["count"] and update["auction"] not in top["auctions"]:
-            return {"count": top["count"], "auctions": sorted([*top["auctions"], update["auction"]])}
+            return {
+                "count": top["count"],
+                "auctions": sorted([*top["auctions"], update["auction"]]),
+            }
         return top
 
     windows = TimeWindows.of_size_and_grace(p.WINDOW_MS, p.GRACE_MS).advance_by(p.HOP_MS)
@@ -111,9 +114,7 @@ def _higher(a: dict[str, Any], b: dict[str, Any]) -> dict[str, Any]:
 def q7(b: StreamsBuilder, i: dict[str, str], out: str) -> None:
     (
         b.stream(i["bid"], key_serde=S, value_serde=J)
-        .map_values(
-            lambda bid: {k: bid[k] for k in ("auction", "bidder", "price", "dateTime")}
-        )
+        .map_values(lambda bid: {k: bid[k] for k in ("auction", "bidder", "price", "dateTime")})
         .group_by(lambda _k, _bid: "all", key_serde=S, value_serde=J)
         .windowed_by(TimeWindows.of_size_and_grace(p.WINDOW_MS, p.GRACE_MS))
         .reduce(_higher)

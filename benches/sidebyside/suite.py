@@ -53,7 +53,7 @@ class Outcome:
     options: Options
     measurements: list[Measurement]
     latencies: list[latency.Latency]
-    expected: dict[str, Digest]
+    expected: dict[tuple[str, int], Digest]
     started: float
     finished: float
 
@@ -120,41 +120,51 @@ def run(options: Options) -> Outcome:
     base = recent_base_time_ms()
     measurements: list[Measurement] = []
     latencies: list[latency.Latency] = []
-    expected: dict[str, Digest] = {}
+    expected: dict[tuple[str, int], Digest] = {}
     try:
         loaded: dict[Dataset, dict[str, int]] = {}
         for workload in options.workloads:
-            ds = dataset_for(workload, options.records, base)
-            if ds not in loaded:
+            for ds in sorted(
+                {
+                    dataset_for(workload, SYSTEMS[s].records(options.records), base)
+                    for s in options.systems
+                },
+                key=lambda d: d.records,
+            ):
+                if ds not in loaded:
+                    t0 = time.perf_counter()
+                    loaded[ds] = broker.load(ds, options.partitions)
+                    say(
+                        f"[load] {ds.name}: {sum(loaded[ds].values()):,} records "
+                        f"in {time.perf_counter() - t0:.1f} s"
+                    )
                 t0 = time.perf_counter()
-                loaded[ds] = broker.load(ds, options.partitions)
+                expected[workload, ds.records] = WORKLOADS[workload].expected(ds)
                 say(
-                    f"[load] {ds.name}: {sum(loaded[ds].values()):,} records "
-                    f"in {time.perf_counter() - t0:.1f} s"
+                    f"[oracle] {workload} on {ds.records:,}: {expected[workload, ds.records][0]:,} "
+                    f"entries ({time.perf_counter() - t0:.1f} s)"
                 )
-            t0 = time.perf_counter()
-            expected[workload] = WORKLOADS[workload].expected(ds)
-            say(f"[oracle] {workload}: {expected[workload][0]:,} entries ({time.perf_counter() - t0:.1f} s)")
         not_expressible: set[tuple[str, str]] = set()
         total = options.rounds * len(options.workloads) * len(options.systems)
         done = 0
         for round_ in range(1, options.rounds + 1):
             for workload_name in options.workloads:
                 workload = WORKLOADS[workload_name]
-                ds = dataset_for(workload_name, options.records, base)
                 for system_name in options.systems:
                     done += 1
                     if (system_name, workload_name) in not_expressible:
                         continue
                     system = SYSTEMS[system_name]
+                    ds = dataset_for(workload_name, system.records(options.records), base)
                     m = _one(broker, system, workload, ds, loaded[ds], round_, options, logs)
+                    want = expected[workload_name, ds.records]
+                    m.expected = list(want)
                     if m.status == "n/a":
                         not_expressible.add((system_name, workload_name))
-                    elif m.status == "ok" and tuple(m.digest) != expected[workload_name]:
+                    elif m.status == "ok" and tuple(m.digest) != want:
                         m.status = "mismatch"
                         m.reason = (
-                            f"result {tuple(m.digest)} != expected {expected[workload_name]} "
-                            "(entries, checksum)"
+                            f"result {tuple(m.digest)} != expected {want} (entries, checksum)"
                         )
                     measurements.append(m)
                     say(_line(done, total, m))
@@ -169,7 +179,9 @@ def run(options: Options) -> Outcome:
                         broker, SYSTEMS[system_name], WORKLOADS[workload_name], options, logs
                     )
                 except RunError as exc:
-                    lat = latency.Latency(system_name, workload_name, options.latency_rate, 0, None, None, str(exc))
+                    lat = latency.Latency(
+                        system_name, workload_name, options.latency_rate, 0, None, None, str(exc)
+                    )
                 latencies.append(lat)
                 say(f"[latency] {system_name} {workload_name}: {lat.describe()}")
     finally:
@@ -227,7 +239,6 @@ def _one(
         records = list(broker.read(output))
         m.output_records = len(records)
         m.digest = list(workload.observed(records))
-        m.expected = []
     broker.delete_topics([output])
     return m
 
@@ -241,4 +252,3 @@ def _line(done: int, total: int, m: Measurement) -> str:
         f"{m.seconds:6.2f} s  cpu {m.cpu_seconds:6.2f} s  rss {m.peak_rss_mb:6.0f} MB  "
         f"out {m.output_records:,}  {m.status.upper() if m.status != 'ok' else 'ok'}"
     )
-

@@ -13,6 +13,7 @@ checksum is order-independent.
 from __future__ import annotations
 
 import functools
+import itertools
 import json
 import random
 import struct
@@ -102,9 +103,12 @@ def lines_rows(lines: int, base_time_ms: int) -> Rows:
     for start in range(0, lines, 50_000):
         batch = text[start : start + 50_000]
         stamps = [base_time_ms + (start + i) // 10 for i in range(len(batch))]
-        yield "lines", [b"%d" % (start + i) for i in range(len(batch))], [
-            t.encode() for t in batch
-        ], stamps
+        yield (
+            "lines",
+            [b"%d" % (start + i) for i in range(len(batch))],
+            [t.encode() for t in batch],
+            stamps,
+        )
 
 
 KT_KEYS = 1000
@@ -114,9 +118,7 @@ KT_VALUE_BYTES = 100
 def kt_payloads(seed: int = 1) -> list[bytes]:
     """benches/kafka_throughput.py's records: 256 distinct ~100-byte hex values."""
     rng = random.Random(seed)
-    return [
-        "".join(rng.choices("0123456789abcdef", k=KT_VALUE_BYTES)).encode() for _ in range(256)
-    ]
+    return ["".join(rng.choices("0123456789abcdef", k=KT_VALUE_BYTES)).encode() for _ in range(256)]
 
 
 def kt_rows(records: int, base_time_ms: int) -> Rows:
@@ -296,7 +298,7 @@ def q11_expected(d: Dataset) -> Digest:
     for bidder, ts in times.items():
         ts.sort()
         start, count = ts[0], 1
-        for prev, t in zip(ts, ts[1:]):
+        for prev, t in itertools.pairwise(ts):
             if t - prev > p.WINDOW_MS:
                 table[f"{bidder}@{start}"] = count
                 start, count = t, 0
@@ -325,7 +327,7 @@ def filter_map_expected(d: Dataset) -> Digest:
 def windowed_count_expected(d: Dataset) -> Digest:
     counts: Counter[str] = Counter()
     for _role, keys, _values, stamps in d.rows():
-        for k, t in zip(keys, stamps):
+        for k, t in zip(keys, stamps, strict=True):
             counts[f"{k.decode()}@{_window(t)}"] += 1
     return table_digest(dict(counts))
 
