@@ -29,7 +29,9 @@ from __future__ import annotations
 import math
 import multiprocessing
 import os
+from collections import deque
 from collections.abc import Iterator
+from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -388,22 +390,26 @@ def generate(config: GeneratorConfig, events: int) -> Iterator[dict[str, Columns
         yield generate_chunk(config, chunk, events)
 
 
-def _chunk_job(args: tuple[GeneratorConfig, int, int]) -> dict[str, Columns]:
-    return generate_chunk(*args)
-
-
 def generate_parallel(
     config: GeneratorConfig, events: int, workers: int | None = None
 ) -> Iterator[dict[str, Columns]]:
     """As :func:`generate`, the chunks made by ``workers`` processes (default: one
-    per core, at most 2) and yielded in order."""
+    per core, at most 2) and yielded in order, a few chunks ahead of the caller."""
     workers = workers or min(2, os.cpu_count() or 1)
-    jobs = [(config, chunk, events) for chunk in range(math.ceil(events / CHUNK))]
-    if workers <= 1 or len(jobs) <= 1:
-        yield from map(_chunk_job, jobs)
+    chunks = math.ceil(events / CHUNK)
+    if workers <= 1 or chunks <= 1:
+        yield from generate(config, events)
         return
-    with multiprocessing.get_context("spawn").Pool(workers) as pool:
-        yield from pool.imap(_chunk_job, jobs)
+    # A process pool that reports a dead worker (multiprocessing.Pool would wait forever).
+    context = multiprocessing.get_context("spawn")
+    with ProcessPoolExecutor(workers, mp_context=context) as pool:
+        pending: deque[Future[dict[str, Columns]]] = deque()
+        for chunk in range(chunks):
+            pending.append(pool.submit(generate_chunk, config, chunk, events))
+            if len(pending) > 2 * workers:
+                yield pending.popleft().result()
+        while pending:
+            yield pending.popleft().result()
 
 
 def write_embedded(

@@ -114,7 +114,11 @@ def build(app: faust.App, args: p.Args, partitions: int) -> None:
         async def highest(stream: Any) -> AsyncIterator[None]:
             # group_by re-stamps records with the time they are forwarded: the window
             # range comes from the bid's own event time.
-            async for value in stream.group_by(lambda _b: b"all", name="all"):
+            # The repartition topic named after the app (Faust names it after the source).
+            by_all = stream.group_by(
+                lambda _b: b"all", name="all", topic=internal(f"{args.app_id}-all-repartition")
+            )
+            async for value in by_all:
                 raw = json.loads(value)
                 bid = {k: raw[k] for k in FIELDS}
                 (window,) = best.table.window.ranges(bid["dateTime"] / 1000)

@@ -77,6 +77,27 @@ def table(outcome: Outcome) -> list[str]:
         ref = summary.get((REFERENCE, w))
         cells = [_cell(summary.get((s, w)), ref) for s in systems]
         lines.append(f"| {w} | " + " | ".join(cells) + " |")
+    lines += [
+        "",
+        "Records/s after start-up (from the first commit the runner sees to the end: no group "
+        "join, no JIT warm-up; Bytewax commits nothing), median:",
+        "",
+        head,
+        "| --- |" + " ---: |" * len(systems),
+    ]
+    for w in workloads:
+        ref = summary.get((REFERENCE, w)) or {}
+        cells = []
+        for s in systems:
+            steady = (summary.get((s, w)) or {}).get("steady_records_per_s")
+            if not steady:
+                cells.append("-")
+                continue
+            text = f"{_rate(steady)}/s"
+            if ref.get("steady_records_per_s"):
+                text += f" ({steady / ref['steady_records_per_s']:.2f}x)"
+            cells.append(text)
+        lines.append(f"| {w} | " + " | ".join(cells) + " |")
     lines += ["", "Records per CPU-second (median), peak RSS (max over rounds):", ""]
     lines += [head, "| --- |" + " ---: |" * len(systems)]
     for w in workloads:

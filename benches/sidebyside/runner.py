@@ -59,6 +59,9 @@ class Measurement:
     cpu_seconds: float = 0.0
     peak_rss_mb: float = 0.0
     output_records: int = 0
+    # From the first commit seen to the end: without start-up (group join, JIT warm-up);
+    # 0 when the system commits no offsets.
+    steady_records_per_s: float = 0.0
     digest: list[int] = field(default_factory=list)
     expected: list[int] = field(default_factory=list)
     reason: str = ""
@@ -148,14 +151,19 @@ class Driver:
         except queue.Empty:
             return None
 
-    def stop(self, timeout: float = 60.0) -> None:
+    def stop(self, *, graceful: bool = True, timeout: float = 60.0) -> None:
+        """SIGTERM and a clean shutdown; or, when the run is over and its output
+        committed, SIGKILL (a clean shutdown would only cost the suite time)."""
         if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(timeout)
-            except subprocess.TimeoutExpired:
+            if graceful:
+                self.proc.send_signal(signal.SIGTERM)
+                try:
+                    self.proc.wait(timeout)
+                except subprocess.TimeoutExpired:
+                    self.proc.kill()
+            else:
                 self.proc.kill()
-                self.proc.wait()
+            self.proc.wait()
         self._stderr.close()
 
 
@@ -288,18 +296,26 @@ class Broker:
                     future.result()
 
 
-def _finished(broker: Broker, group: str, inputs: dict[str, dict[int, int]]) -> bool:
+def _progress(broker: Broker, group: str, inputs: dict[str, dict[int, int]]) -> tuple[bool, int]:
+    """Whether the group has committed everything, and how many input records it has."""
     committed = broker.committed(group)
+    done, count = True, 0
     for topic, ends in inputs.items():
-        if any(committed.get((topic, p), -1) < end for p, end in ends.items()):
-            return False
-    # Internal topics the app reads too (repartition, foreign-key join): named after the app id.
-    for topic in broker.topics():
-        if group in topic and "changelog" not in topic:
-            ends = broker.end_offsets(topic)
-            if any(committed.get((topic, p), -1) < end for p, end in ends.items() if end > 0):
-                return False
-    return True
+        for p, end in ends.items():
+            offset = committed.get((topic, p), -1)
+            count += max(offset, 0)
+            done &= offset >= end
+    if not done:
+        return False, count
+    # Internal topics the app reads too (repartition, foreign-key join): those named after
+    # the app id and any other topic the group has committed offsets for.
+    internal = {t for t in broker.topics() if group in t and "changelog" not in t}
+    internal |= {t for t, _p in committed} - set(inputs)
+    for topic in internal:
+        ends = broker.end_offsets(topic)
+        if any(committed.get((topic, p), -1) < end for p, end in ends.items() if end > 0):
+            return False, count
+    return True, count
 
 
 def measure(
@@ -344,6 +360,7 @@ def measure(
         tempfile.mkdtemp(prefix="sbs-state-"),
     ]
     driver = Driver(system.command(args), logs / f"{app_id}.log")
+    graceful = True
     try:
         message = driver.event(timeout=180)
         if message is None or message["event"] not in ("ready", "n/a"):
@@ -355,6 +372,7 @@ def measure(
         started = time.time()
         cpu0 = tree_cpu_seconds(driver.proc.pid)
         deadline = time.monotonic() + timeout
+        first_commit: tuple[float, int] | None = None
         while True:
             message = driver.event(timeout=0 if system.commits else POLL_S)
             if message is not None and message["event"] == "done":
@@ -369,13 +387,23 @@ def measure(
                 raise RunError(f"{system.name} did not finish in {timeout:.0f} s:\n{driver.tail()}")
             if system.commits:
                 now = time.time()
-                if _finished(broker, app_id, ends):
+                done, committed = _progress(broker, app_id, ends)
+                if first_commit is None and committed > 0:
+                    first_commit = (now, committed)
+                if done:
                     finished = now
                     break
                 time.sleep(POLL_S)
         result.cpu_seconds = tree_cpu_seconds(driver.proc.pid) - cpu0
         result.peak_rss_mb = tree_peak_rss_bytes(driver.proc.pid) / 2**20
         result.seconds = finished - started
+        # Everything up to the end offsets is processed and its output flushed (a commit
+        # follows the flush of the producer; Bytewax flushes before it ends).
+        graceful = not system.flushes_before_commit
+        if first_commit is not None and finished > first_commit[0]:
+            result.steady_records_per_s = (result.records - first_commit[1]) / (
+                finished - first_commit[0]
+            )
     finally:
-        driver.stop()
+        driver.stop(graceful=graceful)
     return result, output

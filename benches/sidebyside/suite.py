@@ -18,7 +18,7 @@ from benches.sidebyside.runner import Broker, Measurement, RunError, measure
 from benches.sidebyside.systems import ROOT, SYSTEMS, SetupError
 from benches.sidebyside.workloads import WORKLOADS, Dataset, Digest, recent_base_time_ms
 
-DEFAULT_RECORDS = 200_000
+DEFAULT_RECORDS = 100_000
 
 
 @dataclass
@@ -69,8 +69,10 @@ class Outcome:
         out = {}
         for key, runs in cells.items():
             good = [m for m in runs if m.status == "ok"]
-            if not good:
-                worst = next((m for m in runs if m.status != "ok"), runs[0])
+            wrong = [m for m in runs if m.status == "mismatch"]
+            if wrong or not good:
+                # A wrong result in any round is the cell's result: no figure for it.
+                worst = wrong[0] if wrong else next(m for m in runs if m.status != "ok")
                 out[key] = {"status": worst.status, "reason": worst.reason}
                 continue
             rates = [m.records_per_s for m in good]
@@ -82,6 +84,7 @@ class Outcome:
                 "records_per_s": statistics.median(rates),
                 "spread": (max(rates) - min(rates)) / statistics.median(rates) if rates else 0,
                 "records_per_cpu_s": statistics.median(m.records_per_cpu_s for m in good),
+                "steady_records_per_s": statistics.median(m.steady_records_per_s for m in good),
                 "cpu_seconds": statistics.median(m.cpu_seconds for m in good),
                 "peak_rss_mb": max(m.peak_rss_mb for m in good),
                 "seconds": statistics.median(m.seconds for m in good),
@@ -249,6 +252,7 @@ def _line(done: int, total: int, m: Measurement) -> str:
         return f"{head} {m.status}: {m.reason.splitlines()[0] if m.reason else ''}"
     return (
         f"{head} {m.records_per_s:>11,.0f} rec/s  {m.records_per_cpu_s:>11,.0f} rec/cpu-s  "
+        f"(steady {m.steady_records_per_s:>9,.0f})  "
         f"{m.seconds:6.2f} s  cpu {m.cpu_seconds:6.2f} s  rss {m.peak_rss_mb:6.0f} MB  "
         f"out {m.output_records:,}  {m.status.upper() if m.status != 'ok' else 'ok'}"
     )
