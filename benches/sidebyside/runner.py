@@ -54,6 +54,7 @@ class Measurement:
     workload: str
     round: int
     status: str  # ok | mismatch | n/a | error
+    app_id: str = ""
     records: int = 0  # input records the workload reads
     seconds: float = 0.0
     cpu_seconds: float = 0.0
@@ -277,8 +278,9 @@ class Broker:
                 position = 0
                 idle = time.monotonic()
                 while position < end:
-                    batch = consumer.consume(10_000, 1.0)
-                    if not batch and time.monotonic() - idle > 30:
+                    # A short timeout: at the end of a partition consume() waits it out.
+                    batch = consumer.consume(10_000, 0.05)
+                    if not batch and time.monotonic() - idle > 10:
                         break  # the rest are transaction markers or aborted records
                     for m in batch:
                         if m.error() is None:
@@ -338,7 +340,7 @@ def measure(
     output = f"out-{workload.name}-{uid}".replace("_", "-")
     broker.create_topics({output: partitions})
     inputs = {role: dataset.topic(role) for role in workload.roles}
-    result = Measurement(system.name, workload.name, round_, "ok")
+    result = Measurement(system.name, workload.name, round_, "ok", app_id)
     result.records = sum(loaded[role] for role in workload.roles)
     ends = {topic: broker.end_offsets(topic) for topic in inputs.values()}
     args = [
