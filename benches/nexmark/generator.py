@@ -30,7 +30,7 @@ import math
 import multiprocessing
 import os
 from collections import deque
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from concurrent.futures import Future, ProcessPoolExecutor
 from dataclasses import dataclass, field
 
@@ -290,7 +290,7 @@ def _auctions(
 
 
 def _padded(
-    rng: np.random.Generator, template: bytes, heads: list[tuple[object, ...]], average: int
+    rng: np.random.Generator, template: bytes, heads: Sequence[tuple[object, ...]], average: int
 ) -> list[bytes]:
     """Formats ``template`` with each head and a padding (its last field) that
     brings the value to ``average`` bytes on average."""
@@ -323,8 +323,8 @@ def _bids(
     bidder += FIRST_PERSON_ID
     price = next_price(rng, rows)
     # The value's size without padding, from the digit counts (no formatting twice).
-    current = len(_BID % (0, 0, 0, 0, b"")) - 4
-    current += _digit_counts(auction) + _digit_counts(bidder) + _digit_counts(price)
+    template = len(_BID % (0, 0, 0, 0, b"")) - 4
+    current = template + _digit_counts(auction) + _digit_counts(bidder) + _digit_counts(price)
     current += _digit_counts(ts)
     lengths = _padding_lengths(rng, current, config.avg_bid_bytes).tolist()
     pool = _Pool(rng, spaces=False)

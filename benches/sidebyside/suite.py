@@ -15,8 +15,14 @@ from typing import Any
 
 from benches.sidebyside import latency, report
 from benches.sidebyside.runner import Broker, Measurement, RunError, measure
-from benches.sidebyside.systems import ROOT, SYSTEMS, SetupError
-from benches.sidebyside.workloads import WORKLOADS, Dataset, Digest, recent_base_time_ms
+from benches.sidebyside.systems import ROOT, SYSTEMS, SetupError, System
+from benches.sidebyside.workloads import (
+    WORKLOADS,
+    Dataset,
+    Digest,
+    Workload,
+    recent_base_time_ms,
+)
 
 DEFAULT_RECORDS = 100_000
 
@@ -66,7 +72,7 @@ class Outcome:
         cells: dict[tuple[str, str], list[Measurement]] = {}
         for m in self.measurements:
             cells.setdefault((m.system, m.workload), []).append(m)
-        out = {}
+        out: dict[tuple[str, str], dict[str, Any]] = {}
         for key, runs in cells.items():
             good = [m for m in runs if m.status == "ok"]
             wrong = [m for m in runs if m.status == "mismatch"]
@@ -126,10 +132,10 @@ def run(options: Options) -> Outcome:
     expected: dict[tuple[str, int], Digest] = {}
     try:
         loaded: dict[Dataset, dict[str, int]] = {}
-        for workload in options.workloads:
+        for name in options.workloads:
             for ds in sorted(
                 {
-                    dataset_for(workload, SYSTEMS[s].records(options.records), base)
+                    dataset_for(name, SYSTEMS[s].records(options.records), base)
                     for s in options.systems
                 },
                 key=lambda d: d.records,
@@ -142,9 +148,9 @@ def run(options: Options) -> Outcome:
                         f"in {time.perf_counter() - t0:.1f} s"
                     )
                 t0 = time.perf_counter()
-                expected[workload, ds.records] = WORKLOADS[workload].expected(ds)
+                expected[name, ds.records] = WORKLOADS[name].expected(ds)
                 say(
-                    f"[oracle] {workload} on {ds.records:,}: {expected[workload, ds.records][0]:,} "
+                    f"[oracle] {name} on {ds.records:,}: {expected[name, ds.records][0]:,} "
                     f"entries ({time.perf_counter() - t0:.1f} s)"
                 )
         not_expressible: set[tuple[str, str]] = set()
@@ -214,8 +220,8 @@ def run(options: Options) -> Outcome:
 
 def _one(
     broker: Broker,
-    system: Any,
-    workload: Any,
+    system: System,
+    workload: Workload,
     ds: Dataset,
     loaded: dict[str, int],
     round_: int,
