@@ -262,7 +262,10 @@ def build(args: p.Args) -> Dataflow:
         counts = win.count_window(
             "count",
             records,
-            win.EventClock(event_time, wait_for_system_duration=timedelta(0)),
+            # Bytewax drops any record older than the watermark (not only those of closed
+            # windows, as Kafka Streams' no-grace windows do): the wait absorbs the
+            # interleaving of the input partitions.
+            clock(),
             win.TumblingWindower(WINDOW, EPOCH),
             lambda r: r["key"],
         ).down
