@@ -5,7 +5,7 @@ PYTHON ?= python3
 export VIRTUAL_ENV := $(abspath $(VENV))
 
 .DEFAULT_GOAL := help
-.PHONY: help venv build test test-rust test-python lint fmt bench demo wheel-check clean
+.PHONY: help venv build test test-rust test-python lint fmt bench bench-sidebyside demo wheel-check clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -45,6 +45,11 @@ fmt: venv ## format Python and Rust code in place
 bench: build ## run the benchmarks and write docs/benchmarks.md
 	$(PY) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/latest.json -q
 	$(PY) benches/report.py .benchmarks/latest.json docs/benchmarks.md
+
+SIDEBYSIDE_ARGS ?=
+bench-sidebyside: build ## strom vs Kafka Streams, Quix, Bytewax, Faust (~30 min; SIDEBYSIDE_ARGS=...)
+	$(PY) -m pip install -q --group bench
+	$(PY) -m benches.sidebyside $(SIDEBYSIDE_ARGS)
 
 demo: ## install strom into a fresh virtualenv with pip and run the word-count demo
 	$(PYTHON) -m venv .venv-demo

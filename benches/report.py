@@ -1,4 +1,6 @@
-"""Turns a pytest-benchmark JSON file into docs/benchmarks.md.
+"""Turns a pytest-benchmark JSON file into the micro-benchmarks section of
+docs/benchmarks.md (between its markers; the rest of the page, e.g. the
+side-by-side suite's section, is kept).
 
 usage: python benches/report.py RESULTS.json OUTPUT.md
 """
@@ -7,8 +9,12 @@ from __future__ import annotations
 
 import json
 import platform
+import re
 import sys
 from pathlib import Path
+
+BEGIN = "<!-- micro-benchmarks: begin (written by `make bench`) -->"
+END = "<!-- micro-benchmarks: end -->"
 
 
 def main(source: str, target: str) -> None:
@@ -23,9 +29,10 @@ def main(source: str, target: str) -> None:
             f"| {stats['median'] * 1000:,.1f} ms | "
             f"{f'{rate:,.0f}' if rate else ''} | {extra.get('note', '')} |"
         )
-    text = "\n".join(
+    block = "\n".join(
         [
-            "# Benchmarks",
+            BEGIN,
+            "## Micro-benchmarks",
             "",
             "Written by `make bench` (pytest-benchmark); figures from one run on "
             f"{machine.get('cpu', {}).get('brand_raw', platform.processor() or 'this machine')}, "
@@ -35,11 +42,17 @@ def main(source: str, target: str) -> None:
             "| benchmark | group | median | records/s | note |",
             "| --- | --- | ---: | ---: | --- |",
             *rows,
-            "",
+            END,
         ]
     )
-    Path(target).write_text(text)
-    print(text)
+    page = Path(target)
+    text = page.read_text() if page.exists() else "# Benchmarks\n"
+    if BEGIN in text and END in text:
+        text = re.sub(re.escape(BEGIN) + ".*?" + re.escape(END), lambda _m: block, text, flags=re.S)
+    else:
+        text = text.rstrip("\n") + "\n\n" + block + "\n"
+    page.write_text(text)
+    print(block)
 
 
 if __name__ == "__main__":
