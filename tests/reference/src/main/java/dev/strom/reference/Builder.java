@@ -15,6 +15,7 @@ import org.apache.kafka.streams.kstream.Branched;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.GlobalKTable;
+import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
 import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.KGroupedTable;
@@ -77,6 +78,16 @@ final class Builder {
     private static Materialized materialized(JsonNode step) {
         String store = optional(step, "store");
         return store == null ? null : Materialized.as(store);
+    }
+
+    /** Grouped.with(key, value) when the step names serdes ("serdes": [key, value]). */
+    @SuppressWarnings({"rawtypes", "unchecked"})
+    private static Grouped grouped(JsonNode step) {
+        JsonNode serdes = step.path("args").get("serdes");
+        if (serdes == null || serdes.isNull()) {
+            return null;
+        }
+        return Grouped.with(keySerde(serdes.get(0).asText()), valueSerde(serdes.get(1).asText()));
     }
 
     @SuppressWarnings({"rawtypes", "unchecked"})
@@ -206,9 +217,15 @@ final class Builder {
                 Materialized m = materialized(step);
                 yield m == null ? s.toTable() : s.toTable(m);
             }
-            case "group_by_key" -> s.groupByKey();
-            case "group_by" -> s.groupBy(
-                Fns.get(Fns.KEY_SELECTORS, arg(step, "fn"), "key selector"));
+            case "group_by_key" -> {
+                Grouped grouped = grouped(step);
+                yield grouped == null ? s.groupByKey() : s.groupByKey(grouped);
+            }
+            case "group_by" -> {
+                var selector = Fns.get(Fns.KEY_SELECTORS, arg(step, "fn"), "key selector");
+                Grouped grouped = grouped(step);
+                yield grouped == null ? s.groupBy(selector) : s.groupBy(selector, grouped);
+            }
             default -> throw new IllegalArgumentException("op " + op + " does not apply to a KStream");
         };
     }
@@ -221,8 +238,11 @@ final class Builder {
             case "map_values" -> t.mapValues(Fns.get(Fns.MAPPERS, arg(step, "fn"), "mapper"));
             case "to_stream" -> t.toStream();
             case "suppress" -> t.suppress(suppressed(step.path("args")));
-            case "group_by" -> t.groupBy(
-                Fns.get(Fns.KV_MAPPERS, arg(step, "fn"), "key-value mapper"));
+            case "group_by" -> {
+                var selector = Fns.get(Fns.KV_MAPPERS, arg(step, "fn"), "key-value mapper");
+                Grouped grouped = grouped(step);
+                yield grouped == null ? t.groupBy(selector) : t.groupBy(selector, grouped);
+            }
             default -> throw new IllegalArgumentException("op " + op + " does not apply to a KTable");
         };
     }
