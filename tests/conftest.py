@@ -18,3 +18,18 @@ def log_path(tmp_path: Path) -> str:
 @pytest.fixture
 def log(log_path: str) -> Iterator[EmbeddedLog]:
     yield EmbeddedLog(log_path)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("strom differential test (tests/differential)")
+    group.addoption(
+        "--soak",
+        action="store_true",
+        help="run thousands of differential cases (1,000 per family) instead of the default few",
+    )
+    group.addoption(
+        "--diff-cases",
+        type=int,
+        default=None,
+        help="differential cases per family (default 40, 1000 with --soak; or STROM_DIFF_CASES)",
+    )

@@ -8,7 +8,7 @@ import subprocess
 import threading
 from collections.abc import Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, Any
 
 from tests.differential.spec import Case, Result
 from tests.reference import build
@@ -63,6 +63,23 @@ class Reference:
         writer.join()
         return results
 
+    def evaluate(self, calls: Sequence[tuple[str, str, Sequence[Any]]]) -> list[Any]:
+        """The Java vocabulary's functions applied to arguments: each call is
+        (table name in functions.py, function name, arguments)."""
+        stdin, stdout = self._proc.stdin, self._proc.stdout
+        assert stdin is not None and stdout is not None
+        request = {
+            "id": "eval",
+            "eval": [{"kind": k, "name": n, "args": list(a)} for k, n, a in calls],
+        }
+        stdin.write(json.dumps(request).encode() + b"\n")
+        stdin.flush()
+        line = stdout.readline()
+        if not line:
+            raise ReferenceError(f"the reference JVM exited: {self._stderr.decode(errors='replace')}")
+        values: list[Any] = json.loads(line)["values"]
+        return values
+
     def close(self) -> None:
         if self._proc.stdin is not None:
             self._proc.stdin.close()
@@ -71,6 +88,10 @@ class Reference:
         except subprocess.TimeoutExpired:
             self._proc.kill()
             self._proc.wait()
+        self._stderr_thread.join(timeout=10)
+        for stream in (self._proc.stdout, self._proc.stderr):
+            if stream is not None:
+                stream.close()
 
     def __enter__(self) -> Reference:
         return self

@@ -12,6 +12,8 @@ from tests.differential import strom_side
 from tests.differential.reference import Reference
 from tests.differential.spec import Case, OutputRecord, Result, Step
 
+__all__ = ["Outcome", "Result", "render", "run", "shrink"]
+
 
 @dataclass
 class Outcome:
@@ -41,6 +43,10 @@ class Outcome:
             if k != s:
                 kinds.append(_difference(k, s))
         return " + ".join(sorted(set(kinds)))
+
+
+def signature_of_error(error: str) -> str:
+    return _error_name(error)
 
 
 def _error_name(error: str) -> str:

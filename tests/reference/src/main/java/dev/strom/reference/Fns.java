@@ -1,5 +1,9 @@
 package dev.strom.reference;
 
+import com.fasterxml.jackson.databind.JsonNode;
+import com.fasterxml.jackson.databind.ObjectMapper;
+import com.fasterxml.jackson.databind.node.ArrayNode;
+import com.fasterxml.jackson.databind.node.ObjectNode;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.Map;
@@ -212,6 +216,56 @@ final class Fns {
             case "proc_dedupe" -> new DedupeProcessor(store);
             default -> throw new IllegalArgumentException("unknown processor " + name);
         };
+    }
+
+    /**
+     * Answers {"id", "eval": [{"kind", "name", "args"}...]} with {"id", "values":
+     * [...]}: each named function applied to its arguments (JSON strings, numbers
+     * as Long, nulls); key-value pairs come back as [key, value] and iterables as
+     * arrays.
+     */
+    static ObjectNode evaluate(JsonNode request) {
+        ObjectMapper json = new ObjectMapper();
+        ObjectNode answer = json.createObjectNode();
+        answer.set("id", request.get("id"));
+        ArrayNode values = answer.putArray("values");
+        for (JsonNode call : request.get("eval")) {
+            String name = call.get("name").asText();
+            List<Object> a = new ArrayList<>();
+            for (JsonNode arg : call.get("args")) {
+                a.add(arg.isNull() ? null : arg.isNumber() ? (Object) arg.asLong() : arg.asText());
+            }
+            Object result = switch (call.get("kind").asText()) {
+                case "PREDICATES" -> get(PREDICATES, name, "predicate").test(a.get(0), a.get(1));
+                case "MAPPERS" -> get(MAPPERS, name, "mapper").apply(a.get(0));
+                case "KV_MAPPERS" -> get(KV_MAPPERS, name, "mapper").apply(a.get(0), a.get(1));
+                case "KEY_SELECTORS" -> get(KEY_SELECTORS, name, "selector").apply(a.get(0), a.get(1));
+                case "FLAT_MAPPERS" -> get(FLAT_MAPPERS, name, "mapper").apply(a.get(0), a.get(1));
+                case "FLAT_VALUE_MAPPERS" -> get(FLAT_VALUE_MAPPERS, name, "mapper").apply(a.get(0));
+                case "REDUCERS" -> get(REDUCERS, name, "reducer").apply(a.get(0), a.get(1));
+                case "INITIALIZERS" -> get(INITIALIZERS, name, "initializer").apply();
+                case "AGGREGATORS" -> get(AGGREGATORS, name, "aggregator")
+                    .apply(a.get(0), a.get(1), a.get(2));
+                case "MERGERS" -> get(MERGERS, name, "merger").apply(a.get(0), a.get(1), a.get(2));
+                case "JOINERS" -> get(JOINERS, name, "joiner").apply(a.get(0), a.get(1));
+                case "FOREIGN_KEYS" -> get(FOREIGN_KEYS, name, "extractor").apply(a.get(0));
+                default -> throw new IllegalArgumentException("unknown kind " + call.get("kind"));
+            };
+            values.add(json.valueToTree(plain(result)));
+        }
+        return answer;
+    }
+
+    private static Object plain(Object result) {
+        if (result instanceof KeyValue<?, ?> kv) {
+            return java.util.Arrays.asList(plain(kv.key), plain(kv.value));
+        }
+        if (result instanceof Iterable<?> items) {
+            List<Object> out = new ArrayList<>();
+            items.forEach(item -> out.add(plain(item)));
+            return out;
+        }
+        return result;
     }
 
     static <T> T get(Map<String, T> table, String name, String what) {

@@ -35,6 +35,9 @@ import org.apache.kafka.streams.test.TestRecord;
  * TopologyTestDriver, record by record ({"id", "outputs": {topic: [[key hex,
  * value hex, timestamp, headers]...]}}), or {"id", "error"} when building or
  * running it threw. One JVM serves a whole batch of cases.
+ *
+ * <p>A line with "eval" instead asks for the vocabulary's functions applied to
+ * given arguments (see Fns.evaluate), to check them against their Python twins.
  */
 public final class Main {
     private static final ObjectMapper JSON = new ObjectMapper();
@@ -54,7 +57,9 @@ public final class Main {
                 if (line.isBlank()) {
                     continue;
                 }
-                out.println(JSON.writeValueAsString(run(JSON.readTree(line), stateRoot)));
+                JsonNode request = JSON.readTree(line);
+                ObjectNode answer = request.has("eval") ? Fns.evaluate(request) : run(request, stateRoot);
+                out.println(JSON.writeValueAsString(answer));
                 out.flush();
             }
         } finally {
