@@ -7,6 +7,7 @@ import json
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 from tests.differential import strom_side
 from tests.differential.reference import Reference
@@ -224,6 +225,8 @@ def render(outcome: Outcome) -> str:
     lines += render_records(case, outcome.kafka)
     lines.append("strom:")
     lines += render_records(case, outcome.strom)
+    lines.append("as strom code:")
+    lines += ["  " + line for line in code(case).splitlines()]
     lines.append("spec: " + case.dumps())
     return "\n".join(lines)
 
@@ -247,3 +250,114 @@ def report(
             shown[outcome.signature] += 1
             log(render(shrink(reference, outcome)))
     return dict(counts)
+
+
+# --- a reproducer as strom code -------------------------------------------------
+
+
+def _windows_code(w: dict[str, Any]) -> str:
+    kind, size, grace = w["kind"], w["size"], w["grace"]
+    if kind == "session":
+        return f"SessionWindows.of_inactivity_gap_and_grace({size}, {grace})"
+    if kind == "sliding":
+        return f"SlidingWindows.of_time_difference_and_grace({size}, {grace})"
+    code = f"TimeWindows.of_size_and_grace({size}, {grace})"
+    return code + (f".advance_by({w['advance']})" if kind == "hopping" else "")
+
+
+def _suppressed_code(args: dict[str, Any]) -> str:
+    spec = args["buffer"]
+    buffer = "BufferConfig.unbounded()"
+    if spec["kind"] != "unbounded":
+        buffer = f"BufferConfig.{spec['kind']}({spec['n']})"
+        buffer += ".emit_early_when_full()" if spec.get("full") == "emit_early" else ".shut_down_when_full()"
+    if args["kind"] == "window_closes":
+        return f"Suppressed.until_window_closes({buffer})"
+    return f"Suppressed.until_time_limit({args['limit_ms']}, {buffer})"
+
+
+_SERDE_CODE = {"s": "String()", "l": "Long()", "sw": "SessionWindowed(String())"}
+
+
+def _serde_code(kind: str) -> str:
+    return _SERDE_CODE.get(kind) or f"TimeWindowed(String(), {kind[3:]})"
+
+
+def code(case: Case) -> str:  # noqa: PLR0912 - one branch per op
+    """The case as strom code (functions by their names in functions.py)."""
+    lines = ["b = StreamsBuilder()"]
+    used: list[str] = []
+    for s in case.steps:
+        a, src = s.args, (s.inputs[0] if s.inputs else "")
+        fn = a.get("fn")
+        store = f", {a['store']!r}" if a.get("store") else ""
+        if fn:
+            used.append(fn)
+        if s.op in ("stream", "global_table", "table"):
+            method = "stream" if s.op == "stream" else s.op
+            mat = f", materialized={a['store']!r}" if a.get("store") else ""
+            rhs = f"b.{method}({a['topic']!r}, key_serde=String(), value_serde=String(){mat})"
+        elif s.op == "to":
+            lines.append(
+                f"{src}.to({a['topic']!r}, key_serde={_serde_code(a['key'])}, "
+                f"value_serde={_serde_code(a['value'])})"
+            )
+            continue
+        elif s.op == "split":
+            preds = "".join(f".branch({p}, {str(i)!r})" for i, p in enumerate(a["preds"]))
+            end = ".default_branch('default')" if a.get("default") else ".no_default_branch()"
+            used += a["preds"]
+            rhs = f"{src}.split({s.id + '-'!r}){preds}{end}"
+        elif s.op == "branch":
+            rhs = f"{src}[{src + '-' + a['name']!r}]"
+        elif s.op == "windowed_by":
+            emit = "on_window_close" if a.get("emit") == "close" else "on_window_update"
+            rhs = f"{src}.windowed_by({_windows_code(a['windows'])}).emit_strategy(EmitStrategy.{emit}())"
+        elif s.op == "suppress":
+            rhs = f"{src}.suppress({_suppressed_code(a)})"
+        elif s.op in ("join", "left_join", "outer_join"):
+            other = s.inputs[1]
+            if "windows" in a:
+                w = a["windows"]
+                wide = max(abs(w["before"]), abs(w["after"]))
+                rhs = (
+                    f"{src}.{s.op}({other}, {fn}, JoinWindows.of_time_difference_and_grace("
+                    f"{wide}, {w['grace']}).before({w['before']}).after({w['after']}))"
+                )
+            elif "key_fn" in a:
+                used.append(a["key_fn"])
+                rhs = f"{src}.{s.op}({other}, {a['key_fn']}, {fn})"
+            elif "fk" in a:
+                used.append(a["fk"])
+                rhs = f"{src}.{s.op}({other}, {fn}, foreign_key={a['fk']})"
+            else:
+                rhs = f"{src}.{s.op}({other}, {fn})"
+        elif s.op == "merge":
+            rhs = f"{src}.merge({s.inputs[1]})"
+        elif s.op == "process":
+            rhs = f"{src}.process(lambda: {fn}({a['store']!r}), {a['store']!r})  # + add_state_store"
+        elif s.op in ("reduce", "aggregate") and "adder" in a:
+            used += [a["adder"], a["subtractor"]] + ([a["init"]] if "init" in a else [])
+            init = f"{a['init']}, " if "init" in a else ""
+            rhs = f"{src}.{s.op}({init}{a['adder']}, {a['subtractor']}{store})"
+        elif s.op == "aggregate":
+            used.append(a["init"])
+            merger = f", {a['merger']}" if "merger" in a else ""
+            used += [a["merger"]] if merger else []
+            rhs = f"{src}.aggregate({a['init']}, {fn}{merger}{store})"
+        else:
+            serdes = ""
+            if a.get("serdes"):
+                k, v = a["serdes"]
+                serdes = f"key_serde={_serde_code(k)}, value_serde={_serde_code(v)}"
+            args = ", ".join(x for x in (fn or "", store.lstrip(", "), serdes) if x)
+            rhs = f"{src}.{s.op}({args})"
+        lines.append(f"{s.id} = {rhs}")
+    lines.append("driver = TopologyTestDriver(b.build(), {'statestore.cache.max.bytes': "
+                 + ("10485760" if case.cache else "0") + "})")
+    for topic in dict.fromkeys(r.topic for r in case.inputs):
+        lines.append(f"{topic} = driver.create_input_topic({topic!r}, String(), String())")
+    lines += [f"{r.topic}.pipe_input({r.key!r}, {r.value!r}, {r.timestamp})" for r in case.inputs]
+    if used:
+        lines.append("# functions (tests/differential/functions.py): " + ", ".join(dict.fromkeys(used)))
+    return "\n".join(lines)
