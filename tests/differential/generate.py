@@ -16,11 +16,6 @@ from tests.differential.spec import Case, Input, Step
 
 KEYS = ("a", "b", "c")
 
-# Kafka's internal emit.interval.ms.kstreams.windowed.aggregation: final
-# results of EmitStrategy.on_window_close() are checked at most once per this
-# much wall-clock time, 1000 ms by default; wall-clock time never moves in a
-# test driver unless the test moves it, so Kafka's driver would emit them
-# only on the first record. strom's driver defaults it to 0; both get 0 here.
 # Kafka's default DSL stores are RocksDB. Its in-memory window and session
 # stores expire by retention more eagerly (InMemorySessionStore drops a
 # session the moment it is older than the retention, RocksDB whole segments),
@@ -30,7 +25,6 @@ KEYS = ("a", "b", "c")
 # gives every case RocksDB).
 STORES = os.environ.get("STROM_DIFF_STORES", "")
 
-ALIGNED_CONFIG = {"__emit.interval.ms.kstreams.windowed.aggregation__": 0}
 PREDICATES = ("p_even", "p_gt4", "p_key_a", "p_not_null", "p_small_or_null")
 MAPPERS = ("m_inc", "m_tag", "m_null_if_odd", "m_mod3")
 REKEY_SELECTORS = ("k_from_value", "k_abc_from_value", "k_const", "k_null_for_c")
@@ -519,7 +513,6 @@ def case(family: str, seed: str, *, cache: bool | None = None) -> Case:
         inputs=records,
         cache=rng.random() < 0.5 if cache is None else cache,
         id=seed,
-        config=dict(ALIGNED_CONFIG),
         stores=STORES or _stores(g.steps),
     )
 

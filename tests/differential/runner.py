@@ -51,6 +51,8 @@ def signature_of_error(error: str) -> str:
 
 
 def _error_name(error: str) -> str:
+    if not error.startswith("Traceback"):
+        return error.split(":", 1)[0].strip()  # a Java stack trace: the exception's class
     lines = [line for line in error.strip().splitlines() if line and not line[0].isspace()]
     last = lines[-1] if lines else error
     return last.split(":")[0].strip()
