@@ -8,7 +8,6 @@ import secrets
 from collections.abc import Iterator
 
 import pytest
-
 from tests.differential.reference import Reference
 
 DEFAULT_CASES = 40

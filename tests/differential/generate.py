@@ -160,7 +160,9 @@ class Gen:
                 **self.serdes(value, serdes_p),
             )
         if how == "select_key":
-            s = self.add("select_key", [s], Node("stream", value=value), fn=self.pick(REKEY_SELECTORS))
+            s = self.add(
+                "select_key", [s], Node("stream", value=value), fn=self.pick(REKEY_SELECTORS)
+            )
         elif how == "map":
             s = self.add("map", [s], Node("stream"), fn=self.pick(KV_REKEYS))
             value = "s"
@@ -200,10 +202,16 @@ class Gen:
         windows = self.windows()
         emit = emit or self.pick(("update", "update", "close"))
         session = windows["kind"] == "session"
-        w = self.add("windowed_by", [g], Node("windowed", session=session), windows=windows, emit=emit)
+        w = self.add(
+            "windowed_by", [g], Node("windowed", session=session), windows=windows, emit=emit
+        )
         key = "sw" if session else f"tw:{windows['size']}"
         table = Node("table", key, "s", windowed_table=True, session=session)
-        op = self.pick(("count", "reduce", "aggregate") if self.nodes[g].value == "s" else ("count", "aggregate"))
+        op = self.pick(
+            ("count", "reduce", "aggregate")
+            if self.nodes[g].value == "s"
+            else ("count", "aggregate")
+        )
         store = self.maybe_store(0.2)
         if op == "count":
             return self.add("count", [w], Node("table", key, "l", True, session), **store)
@@ -219,8 +227,18 @@ class Gen:
         node = self.nodes[t]
         op = self.pick(("filter", "filter_not", "map_values"))
         if op == "map_values":
-            return self.add(op, [t], Node("table", node.key, "s", node.windowed_table, node.session), fn=self.pick(MAPPERS))
-        return self.add(op, [t], Node("table", node.key, node.value, node.windowed_table, node.session), fn=self.pick(PREDICATES))
+            return self.add(
+                op,
+                [t],
+                Node("table", node.key, "s", node.windowed_table, node.session),
+                fn=self.pick(MAPPERS),
+            )
+        return self.add(
+            op,
+            [t],
+            Node("table", node.key, node.value, node.windowed_table, node.session),
+            fn=self.pick(PREDICATES),
+        )
 
     def table_chain(self, t: str, length: int) -> str:
         for _ in range(length):
@@ -262,7 +280,11 @@ class Gen:
     def regroup(self, t: str) -> str:
         """KTable.group_by then count / reduce / aggregate with a subtractor."""
         g = self.add(
-            "group_by", [t], Node("gtable"), fn=self.pick(("kv_same", *KV_REKEYS)), **self.serdes("s")
+            "group_by",
+            [t],
+            Node("gtable"),
+            fn=self.pick(("kv_same", *KV_REKEYS)),
+            **self.serdes("s"),
         )
         op = self.pick(("count", "reduce", "aggregate"))
         store = self.maybe_store()
@@ -270,7 +292,9 @@ class Gen:
             return self.add("count", [g], Node("table", value="l"), **store)
         if op == "reduce":
             adder, subtractor = self.pick(SUBTRACTING)
-            return self.add("reduce", [g], Node("table"), adder=adder, subtractor=subtractor, **store)
+            return self.add(
+                "reduce", [g], Node("table"), adder=adder, subtractor=subtractor, **store
+            )
         adder, subtractor = self.pick(SUBTRACTING_AGGREGATORS)
         return self.add(
             "aggregate",
@@ -302,7 +326,13 @@ def stateless(g: Gen) -> None:
     if g.chance(0.3):
         s = g.add("repartition", [s], Node("stream", value=g.nodes[s].value))
     if g.chance(0.4):
-        s = g.add("process", [s], Node("stream"), fn=g.pick(("proc_concat", "proc_dedupe")), store=g.store())
+        s = g.add(
+            "process",
+            [s],
+            Node("stream"),
+            fn=g.pick(("proc_concat", "proc_dedupe")),
+            store=g.store(),
+        )
         s = g.chain(s, g.rng.randint(0, 1))
     g.sink(s)
 
@@ -357,12 +387,20 @@ def table_ops(g: Gen) -> None:
     if follow == "suppress":
         g.sink(g.suppress_time_limit(t))
     elif follow == "regroup":
-        g.sink(g.add("count", [g.add("group_by", [t], Node("gtable"), fn=g.pick(("kv_same", *KV_REKEYS)))], Node("table", value="l")))
+        g.sink(
+            g.add(
+                "count",
+                [g.add("group_by", [t], Node("gtable"), fn=g.pick(("kv_same", *KV_REKEYS)))],
+                Node("table", value="l"),
+            )
+        )
     elif follow == "table_join":
         other = g.table()
         op = g.pick(("join", "left_join", "outer_join"))
         first, second = (t, other) if g.chance(0.5) else (other, t)
-        g.sink(g.add(op, [first, second], Node("table"), fn=g.pick(("j_pair", "j_null_if_both_even"))))
+        g.sink(
+            g.add(op, [first, second], Node("table"), fn=g.pick(("j_pair", "j_null_if_both_even")))
+        )
     elif follow == "stream_join":
         s = g.chain(g.stream(), g.rng.randint(0, 1), rekey=False)
         g.sink(g.add(g.pick(("join", "left_join")), [s, t], Node("stream"), fn="j_pair"))
@@ -385,7 +423,9 @@ def windowed(g: Gen) -> None:
     """All four window types with grace, late records, both emit strategies,
     suppress(until_window_closes), an order-revealing aggregator (#16, #24)."""
     s = g.chain(g.stream(), g.rng.randint(0, 1), rekey=False)
-    grouped = g.group(s, serdes_p=1.0) if g.chance(0.3) else g.add("group_by_key", [s], Node("gstream"))
+    grouped = (
+        g.group(s, serdes_p=1.0) if g.chance(0.3) else g.add("group_by_key", [s], Node("gstream"))
+    )
     t = g.windowed_aggregate(grouped)
     if g.chance(0.4):
         t = g.suppress_window_closes(t)
@@ -411,16 +451,21 @@ def stream_join(g: Gen) -> None:
     """Stream-stream inner / left / outer joins with asymmetric (also
     negative) before / after, grace, self-joins and repeated records (#16, #24)."""
     left = g.stream()
-    if g.chance(0.2):
-        right = left  # a self-join
-    else:
-        right = g.stream()
+    right = left if g.chance(0.2) else g.stream()  # sometimes a self-join
     if g.chance(0.3):
-        left = g.add("select_key", [left], Node("stream"), fn=g.pick(("k_null_for_c", "k_abc_from_value")))
+        left = g.add(
+            "select_key", [left], Node("stream"), fn=g.pick(("k_null_for_c", "k_abc_from_value"))
+        )
     if right != left and g.chance(0.2):
         right = g.stateless(right, rekey=False)
     op = g.pick(("join", "left_join", "outer_join"))
-    joined = g.add(op, [left, right], Node("stream"), fn=g.pick(("j_pair", "j_null_if_both_even")), windows=g.join_windows())
+    joined = g.add(
+        op,
+        [left, right],
+        Node("stream"),
+        fn=g.pick(("j_pair", "j_null_if_both_even")),
+        windows=g.join_windows(),
+    )
     g.sink(joined)
 
 
@@ -431,7 +476,9 @@ def table_join(g: Gen) -> None:
     if kind == "stream_table":
         s = g.stream()
         if g.chance(0.3):
-            s = g.add("select_key", [s], Node("stream"), fn=g.pick(("k_null_for_c", "k_abc_from_value")))
+            s = g.add(
+                "select_key", [s], Node("stream"), fn=g.pick(("k_null_for_c", "k_abc_from_value"))
+            )
         t = g.table()
         if g.chance(0.3):
             t = g.table_op(t)
@@ -444,7 +491,9 @@ def table_join(g: Gen) -> None:
         left, right = g.table(), g.table()
         if g.chance(0.3):
             left = g.table_op(left)
-        joined = g.add(g.pick(("join", "left_join", "outer_join")), [left, right], Node("table"), fn=fn)
+        joined = g.add(
+            g.pick(("join", "left_join", "outer_join")), [left, right], Node("table"), fn=fn
+        )
         g.sink(g.regroup(joined) if g.chance(0.2) else joined)
     else:
         left, right = g.table(), g.table()
@@ -483,7 +532,14 @@ def inputs(g: Gen) -> list[Input]:
     for _ in range(count):
         if records and rng.random() < 0.1:
             prev = rng.choice(records)
-            records.append(Input(prev.topic, prev.key, rng.choice((prev.value, str(rng.randint(0, 9)))), prev.timestamp))
+            records.append(
+                Input(
+                    prev.topic,
+                    prev.key,
+                    rng.choice((prev.value, str(rng.randint(0, 9)))),
+                    prev.timestamp,
+                )
+            )
             continue
         topic = rng.choice(topics)
         key = None if rng.random() < null_key else rng.choice(KEYS)

@@ -45,7 +45,9 @@ class Reference:
         answers are read, so neither pipe can fill up and stall the other."""
         stdin, stdout = self._proc.stdin, self._proc.stdout
         assert stdin is not None and stdout is not None
-        lines = [json.dumps(c.to_json() | {"id": str(i)}).encode() + b"\n" for i, c in enumerate(cases)]
+        lines = [
+            json.dumps(c.to_json() | {"id": str(i)}).encode() + b"\n" for i, c in enumerate(cases)
+        ]
         writer = threading.Thread(target=_write_all, args=(stdin, lines), daemon=True)
         writer.start()
         results = []
@@ -76,7 +78,9 @@ class Reference:
         stdin.flush()
         line = stdout.readline()
         if not line:
-            raise ReferenceError(f"the reference JVM exited: {self._stderr.decode(errors='replace')}")
+            raise ReferenceError(
+                f"the reference JVM exited: {self._stderr.decode(errors='replace')}"
+            )
         values: list[Any] = json.loads(line)["values"]
         return values
 

@@ -113,8 +113,7 @@ def _step_candidates(case: Case) -> list[Case]:
             if len(sinks) > 1:
                 out.append(_without_step(case, step.id, None))
             continue
-        for replacement in dict.fromkeys(step.inputs):
-            out.append(_without_step(case, step.id, replacement))
+        out.extend(_without_step(case, step.id, r) for r in dict.fromkeys(step.inputs))
     return [c for c in out if c is not None]
 
 
@@ -218,7 +217,8 @@ def render_steps(steps: list[Step]) -> list[str]:
 
 def render(outcome: Outcome) -> str:
     case = outcome.case
-    lines = [f"family {case.family}, case {case.id!r}, cache {'on' if case.cache else 'off'}: {outcome.signature}"]
+    cache = "on" if case.cache else "off"
+    lines = [f"family {case.family}, case {case.id!r}, cache {cache}: {outcome.signature}"]
     lines.append("topology:")
     lines += render_steps(case.steps)
     lines.append("input (topic key value @timestamp):")
@@ -272,7 +272,11 @@ def _suppressed_code(args: dict[str, Any]) -> str:
     buffer = "BufferConfig.unbounded()"
     if spec["kind"] != "unbounded":
         buffer = f"BufferConfig.{spec['kind']}({spec['n']})"
-        buffer += ".emit_early_when_full()" if spec.get("full") == "emit_early" else ".shut_down_when_full()"
+        buffer += (
+            ".emit_early_when_full()"
+            if spec.get("full") == "emit_early"
+            else ".shut_down_when_full()"
+        )
     if args["kind"] == "window_closes":
         return f"Suppressed.until_window_closes({buffer})"
     return f"Suppressed.until_time_limit({args['limit_ms']}, {buffer})"
@@ -285,7 +289,7 @@ def _serde_code(kind: str) -> str:
     return _SERDE_CODE.get(kind) or f"TimeWindowed(String(), {kind[3:]})"
 
 
-def code(case: Case) -> str:  # noqa: PLR0912 - one branch per op
+def code(case: Case) -> str:
     """The case as strom code (functions by their names in functions.py)."""
     lines = ["b = StreamsBuilder()"]
     used: list[str] = []
@@ -314,7 +318,8 @@ def code(case: Case) -> str:  # noqa: PLR0912 - one branch per op
             rhs = f"{src}[{src + '-' + a['name']!r}]"
         elif s.op == "windowed_by":
             emit = "on_window_close" if a.get("emit") == "close" else "on_window_update"
-            rhs = f"{src}.windowed_by({_windows_code(a['windows'])}).emit_strategy(EmitStrategy.{emit}())"
+            windows = _windows_code(a["windows"])
+            rhs = f"{src}.windowed_by({windows}).emit_strategy(EmitStrategy.{emit}())"
         elif s.op == "suppress":
             rhs = f"{src}.suppress({_suppressed_code(a)})"
         elif s.op in ("join", "left_join", "outer_join"):
@@ -337,7 +342,9 @@ def code(case: Case) -> str:  # noqa: PLR0912 - one branch per op
         elif s.op == "merge":
             rhs = f"{src}.merge({s.inputs[1]})"
         elif s.op == "process":
-            rhs = f"{src}.process(lambda: {fn}({a['store']!r}), {a['store']!r})  # + add_state_store"
+            rhs = (
+                f"{src}.process(lambda: {fn}({a['store']!r}), {a['store']!r})  # + add_state_store"
+            )
         elif s.op in ("reduce", "aggregate") and "adder" in a:
             used += [a["adder"], a["subtractor"]] + ([a["init"]] if "init" in a else [])
             init = f"{a['init']}, " if "init" in a else ""
@@ -355,11 +362,18 @@ def code(case: Case) -> str:  # noqa: PLR0912 - one branch per op
             args = ", ".join(x for x in (fn or "", store.lstrip(", "), serdes) if x)
             rhs = f"{src}.{s.op}({args})"
         lines.append(f"{s.id} = {rhs}")
-    lines.append("driver = TopologyTestDriver(b.build(), {'statestore.cache.max.bytes': "
-                 + ("10485760" if case.cache else "0") + "})")
-    for topic in dict.fromkeys(r.topic for r in case.inputs):
-        lines.append(f"{topic} = driver.create_input_topic({topic!r}, String(), String())")
+    lines.append(
+        "driver = TopologyTestDriver(b.build(), {'statestore.cache.max.bytes': "
+        + ("10485760" if case.cache else "0")
+        + "})"
+    )
+    lines.extend(
+        f"{topic} = driver.create_input_topic({topic!r}, String(), String())"
+        for topic in dict.fromkeys(r.topic for r in case.inputs)
+    )
     lines += [f"{r.topic}.pipe_input({r.key!r}, {r.value!r}, {r.timestamp})" for r in case.inputs]
     if used:
-        lines.append("# functions (tests/differential/functions.py): " + ", ".join(dict.fromkeys(used)))
+        lines.append(
+            "# functions (tests/differential/functions.py): " + ", ".join(dict.fromkeys(used))
+        )
     return "\n".join(lines)

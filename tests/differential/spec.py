@@ -128,9 +128,7 @@ class Result:
             return Result(error=str(data["error"]))
         return Result(
             {
-                topic: [
-                    (k, v, int(t), tuple((hk, hv) for hk, hv in h)) for k, v, t, h in records
-                ]
+                topic: [(k, v, int(t), tuple((hk, hv) for hk, hv in h)) for k, v, t, h in records]
                 for topic, records in data["outputs"].items()
             }
         )

@@ -6,6 +6,9 @@ from __future__ import annotations
 import traceback
 from typing import Any
 
+from tests.differential import functions as f
+from tests.differential.spec import Case, OutputRecord, Result, Step
+
 from strom import StreamsBuilder, Topology, serdes
 from strom.kstream import (
     BufferConfig,
@@ -26,8 +29,6 @@ from strom.kstream import (
 )
 from strom.state import Stores
 from strom.testing import TopologyTestDriver
-from tests.differential import functions as f
-from tests.differential.spec import Case, OutputRecord, Result, Step
 
 CACHE_BYTES = 10 * 1024 * 1024  # Kafka's default statestore.cache.max.bytes
 
@@ -119,7 +120,7 @@ class Builder:
         except (IndexError, KeyError):
             raise ValueError(f"step {step.id}: no input {index}") from None
 
-    def step(self, step: Step) -> Any:  # noqa: PLR0911 - one branch per op
+    def step(self, step: Step) -> Any:
         op, args = step.op, step.args
         string = serdes.String()
         if op == "stream":
@@ -142,20 +143,28 @@ class Builder:
             return self._in(step, 0)[name]
         if op == "to":
             self._in(step, 0).to(
-                args["topic"], key_serde=key_serde(args["key"]), value_serde=value_serde(args["value"])
+                args["topic"],
+                key_serde=key_serde(args["key"]),
+                value_serde=value_serde(args["value"]),
             )
             self.sink_topics.append(args["topic"])
             return None
         if op == "process":
             store, fn = args["store"], args["fn"]
             self.builder.add_state_store(
-                Stores.key_value_store_builder(Stores.in_memory_key_value_store(store), string, string)
+                Stores.key_value_store_builder(
+                    Stores.in_memory_key_value_store(store), string, string
+                )
             )
             processor = f.get(f.PROCESSORS, fn, "processor")
             return self._in(step, 0).process(lambda: processor(store), store)
         if op == "windowed_by":
             windowed = self._in(step, 0).windowed_by(_windows(args["windows"]))
-            emit = EmitStrategy.on_window_close() if args.get("emit") == "close" else EmitStrategy.on_window_update()
+            emit = (
+                EmitStrategy.on_window_close()
+                if args.get("emit") == "close"
+                else EmitStrategy.on_window_update()
+            )
             return windowed.emit_strategy(emit)
         if op in ("join", "left_join", "outer_join"):
             return self._join(step)
@@ -168,7 +177,7 @@ class Builder:
             return self._aggregation(step, parent)
         raise ValueError(f"op {op} does not apply to {type(parent).__name__}")
 
-    def _stream_op(self, step: Step, s: KStream) -> Any:  # noqa: PLR0911
+    def _stream_op(self, step: Step, s: KStream) -> Any:
         op, args = step.op, step.args
         fn = args.get("fn")
         if op == "filter":

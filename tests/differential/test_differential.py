@@ -14,7 +14,6 @@ from collections import Counter
 from typing import Any
 
 import pytest
-
 from tests.differential import functions as f
 from tests.differential import generate, runner
 from tests.differential.reference import Reference
@@ -123,7 +122,9 @@ def test_comparison_sees_each_kind_of_difference() -> None:
     assert outcome([base.outputs["out0"][1], record]).signature == "order"
     assert outcome([record]).signature == "strom misses tombstones"
     assert outcome([("61", "31", 6, ()), ("62", None, 7, ())]).signature == "timestamps"
-    assert outcome([*base.outputs["out0"], ("63", None, 9, ())]).signature == "strom adds tombstones"
+    assert (
+        outcome([*base.outputs["out0"], ("63", None, 9, ())]).signature == "strom adds tombstones"
+    )
     failed = runner.Outcome(case, base, runner.Result(error="Traceback\nValueError: boom"))
     assert not failed.agrees
     assert failed.signature == "strom raises ValueError"

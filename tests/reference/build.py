@@ -99,7 +99,9 @@ def build(*, verbose: bool = False) -> Path:
         with tempfile.TemporaryDirectory(prefix="reference-build.", dir=target.parent) as tmp:
             work = Path(tmp) / "project"
             # Build a copy: Maven's target/ never lands in the source tree.
-            shutil.copytree(PROJECT, work, ignore=shutil.ignore_patterns("target", "*.py", "__pycache__"))
+            shutil.copytree(
+                PROJECT, work, ignore=shutil.ignore_patterns("target", "*.py", "__pycache__")
+            )
             staging = Path(tmp) / "out"
             _mvn(["package"], work, verbose)
             _mvn(
@@ -136,7 +138,9 @@ def command(directory: Path | None = None) -> list[str]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="scripts/reference", description=__doc__.split("\n")[0])
     sub = parser.add_subparsers(dest="verb", required=True)
-    b = sub.add_parser("build", help="build (or find cached) the reference jar; print its directory")
+    b = sub.add_parser(
+        "build", help="build (or find cached) the reference jar; print its directory"
+    )
     b.add_argument("-v", "--verbose", action="store_true", help="show Maven's output")
     sub.add_parser("command", help="print the java command line that runs it")
     args = parser.parse_args(argv)
