@@ -108,7 +108,10 @@ class TopologyTestDriver:
         self._builder = builder
         app_id = self.config.application_id
         self._collector = _Collector()
-        cache = _core.NativeThreadCache(self.config["statestore.cache.max.bytes"])
+        # A cache of 0 bytes is no cache: the stores have no caching layer at
+        # all, as Kafka's InternalTopologyBuilder.rewriteTopology strips them.
+        cache_bytes = self.config["statestore.cache.max.bytes"]
+        cache = _core.NativeThreadCache(cache_bytes) if cache_bytes > 0 else None
         self._tasks: list[StreamTask] = []
         self._task_of_topic: dict[str, StreamTask] = {}
         self._internal: set[str] = set()

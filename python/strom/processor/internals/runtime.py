@@ -68,8 +68,11 @@ class Runtime(ABC):
         self.tasks: dict[str, StreamTask] = {}
         self._task_by_input: dict[tuple[str, int], StreamTask] = {}
         self._last_commit = time.monotonic()
-        # The thread's record cache, shared by its tasks' caching stores.
-        self.cache = _core.NativeThreadCache(config["statestore.cache.max.bytes"])
+        # The thread's record cache, shared by its tasks' caching stores; with
+        # 0 bytes none at all (Kafka's InternalTopologyBuilder.rewriteTopology
+        # strips the caching layers then).
+        cache_bytes = config["statestore.cache.max.bytes"]
+        self.cache = _core.NativeThreadCache(cache_bytes) if cache_bytes > 0 else None
         self.global_task: StreamTask | None = None
         self._idle_since: dict[str, float] = {}
         self._counts: dict[str, int] = {}
