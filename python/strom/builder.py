@@ -8,7 +8,8 @@ from typing import Any
 from strom.errors import TopologyError
 from strom.kstream import GlobalKTable, KStream, KTable
 from strom.kstream.internals import processors as p
-from strom.kstream.internals.table_processors import KTableSource
+from strom.kstream.internals.table_processors import KTableSource, table_source
+from strom.kstream.internals.table_suppliers import SourceSupplier
 from strom.kstream.materialized import Materialized
 from strom.processor.internals.topology_builder import InternalTopologyBuilder, StoreDef
 from strom.serdes import Serde
@@ -70,8 +71,12 @@ class StreamsBuilder:
         offset_reset: str | None = None,
     ) -> KTable:
         """A KTable over ``topic``: the latest value per key, None deletes
-        (records with a null key are skipped). It is materialized in a store
-        (``materialized``'s name, else ``<topic>-STATE-STORE-…``)."""
+        (records with a null key are skipped). It is kept in a store when
+        ``materialized`` names one, or once an operation needs to read it
+        (a join) or to know old values (an aggregation, a filter that would
+        otherwise forward needless deletes); the store is then named
+        ``<topic>-STATE-STORE-…``. Without a store (as in Kafka) each update
+        goes downstream at once, whatever the record cache."""
         mat = Materialized.of(materialized)
         store_name = mat.store_name or self.new_name(f"{topic}-STATE-STORE-")
         keys, values = mat.key_serde or key_serde, mat.value_serde or value_serde
@@ -83,9 +88,24 @@ class StreamsBuilder:
             offset_reset=offset_reset,
         )
         name = self.new_name("KTABLE-SOURCE-")
-        self.internal.add_processor(name, lambda: KTableSource(store_name), source._node)
-        self.internal.add_store(mat.store_def(store_name, keys, values), name)
-        return KTable(self, name, keys, values, store_name)
+        return self.table_source(name, source._node, mat, store_name, keys, values)
+
+    def table_source(
+        self,
+        name: str,
+        parent: str,
+        mat: Materialized,
+        store_name: str,
+        keys: Serde[Any] | None,
+        values: Serde[Any] | None,
+    ) -> KTable:
+        """Adds a source table's node (Kafka's KTableSource) under ``parent``:
+        materialized now if ``mat`` names its store, else when needed."""
+        supplier = SourceSupplier(self.internal, name, mat.store_def(store_name, keys, values))
+        self.internal.add_processor(name, lambda: table_source(supplier.store_name), parent)
+        if mat.store_name is not None:
+            supplier.materialize()
+        return KTable(self, name, keys, values, supplier, store_name=mat.store_name)
 
     def global_table(
         self,

@@ -199,12 +199,14 @@ class NativeTimeWindowAggregate(Node):
             for k, s, e in zip(keys, results.starts(), results.ends(), strict=True)
         ]
         offsets = batch.offsets
+        olds = results.old_values() or [None] * len(rows)
+        if self.aggregation.kind == "count" and not self.emit_final:
+            # A new window retracts the initializer's 0, as Kafka's
+            # KStreamWindowAggregate forwards countInitializer's aggregate
+            # (final results carry no old value).
+            olds = [0 if old is None else old for old in olds]
         return batch.derive(
-            windowed_keys,
-            results.values(),
-            results.timestamps(),
-            [offsets[r] for r in rows],
-            results.old_values() or [None] * len(rows),
+            windowed_keys, results.values(), results.timestamps(), [offsets[r] for r in rows], olds
         )
 
 

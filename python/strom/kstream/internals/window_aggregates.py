@@ -201,7 +201,10 @@ class KStreamWindowAggregate(_WindowedAggregate):
                 if self.initializer is None:
                     new = value  # reduce: the first value is the aggregate
                 else:
-                    new = self.aggregator(key, value, self.initializer())
+                    # A new window retracts the initializer's aggregate (the
+                    # old value Kafka's KStreamWindowAggregate forwards).
+                    old = self.initializer()
+                    new = self.aggregator(key, value, old)
             else:
                 old, old_time = previous
                 result_time = max(timestamp, old_time)

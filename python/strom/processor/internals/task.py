@@ -25,7 +25,7 @@ from strom.processor.internals.topology_builder import (
     StoreDef,
     Subtopology,
 )
-from strom.serdes import Timestamped
+from strom.serdes import Timestamped, WrappingSerde
 from strom.state.internals.caching import (
     CachingKeyValueStore,
     CachingSessionStore,
@@ -284,6 +284,9 @@ class StreamTask:
             raise ConfigError(
                 f"{where!r} has no serde: pass one in the DSL call or set {default_key!r}"
             )
+        if isinstance(chosen, WrappingSerde):
+            # A composite value around a serde the DSL did not know.
+            return chosen.with_default(self.config["default.value.serde"], where)
         return chosen
 
     def _changelog_writer(self, topic: str) -> Callable[[list[bytes], list[Any], list[int]], None]:
