@@ -611,7 +611,9 @@ def mapped_getter(parent: ValueGetterSupplier, mapper: Callable[[Any], Any]) -> 
 class KStreamKTableJoin(Node):
     """Stream records look up the table's current value for their key; only
     stream records trigger output, at the stream record's timestamp. Inner:
-    no match, no output; left: the joiner gets None. Null keys are dropped."""
+    no match, no output; left: the joiner gets None. Records with a null
+    value are dropped, and so are those with a null key, except in a left
+    join (Kafka's KStreamKTableJoinProcessor, KIP-962)."""
 
     def __init__(
         self, getter: ValueGetterSupplier, joiner: Callable[[Any, Any], Any], left: bool
@@ -632,10 +634,10 @@ class KStreamKTableJoin(Node):
         i = 0
         try:
             for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
-                if key is None or value is None:
+                if value is None or (key is None and not left):
                     self.task.metrics.dropped_records += 1
                     continue
-                found = lookup(key)
+                found = None if key is None else lookup(key)
                 if found is None and not left:
                     continue
                 kept.append(i)
@@ -648,8 +650,10 @@ class KStreamKTableJoin(Node):
 
 class KStreamGlobalKTableJoin(Node):
     """Stream records look up ``key_selector(key, value)`` in a global store;
-    no co-partitioning is needed. Inner: no match (or a None selected key),
-    no output; left: the joiner gets None."""
+    no co-partitioning is needed. Inner: no match, no output; left: the
+    joiner gets None. Records with a null value are dropped, and so are
+    those whose selected key is null, except in a left join (Kafka's
+    KStreamKTableJoinProcessor, KIP-962)."""
 
     def __init__(
         self,
@@ -679,6 +683,9 @@ class KStreamGlobalKTableJoin(Node):
                     self.task.metrics.dropped_records += 1
                     continue
                 table_key = select(key, value)
+                if table_key is None and not left:
+                    self.task.metrics.dropped_records += 1
+                    continue
                 table_value = None if table_key is None else lookup(table_key)
                 if table_value is None and not left:
                     continue
