@@ -395,24 +395,33 @@ class KStreamKStreamJoinSide(Node):
         threshold = stream_time - grace - min(self.windows_after_ms, self.windows_before_ms)
         for entry_key, waiting in self._in_order(threshold, stream_time):
             timestamp, is_left, key = entry_key
-            tracker.min_time = timestamp
-            if left_open and right_open:
-                break  # every later entry is still open
             look_ahead = self.windows_after_ms if is_left else self.windows_before_ms
-            if timestamp + look_ahead + grace >= stream_time:
-                if is_left:
-                    left_open = True
-                else:
-                    right_open = True
-                continue
+            emitted = stop = False
+            # Value by value, as Kafka's ListValueStore iterates: the scan
+            # stops at the value after both sides were found open (between
+            # two values of one key, maybe), leaving min time there.
             for side_is_left, value in waiting:
+                tracker.min_time = timestamp
+                if left_open and right_open:
+                    stop = True  # every later entry is still open
+                    break
+                if timestamp + look_ahead + grace >= stream_time:
+                    if is_left:
+                        left_open = True
+                    else:
+                        right_open = True
+                    continue
                 keys.append(key)
                 values.append(
                     self.joiner(value, None) if side_is_left else self.joiner(None, value)
                 )
                 stamps.append(timestamp)
                 offsets.append(offset)
-            store.delete(entry_key)
+                emitted = True
+            if emitted:
+                store.delete(entry_key)
+            if stop:
+                break
 
     def _in_order(self, threshold: int, stream_time: int) -> Iterator[tuple[Any, Any]]:
         """The outer-join store's entries in key order, read lazily: all those
