@@ -11,6 +11,7 @@ from strom.kstream.internals import processors as p
 from strom.kstream.internals.table_processors import KTableSource, table_source
 from strom.kstream.internals.table_suppliers import SourceSupplier
 from strom.kstream.materialized import Materialized
+from strom.processor.internals.nodes import PassThrough
 from strom.processor.internals.topology_builder import InternalTopologyBuilder, StoreDef
 from strom.serdes import Serde
 from strom.state.stores import StoreBuilder
@@ -29,6 +30,14 @@ class StreamsBuilder:
     def __init__(self) -> None:
         self.internal = InternalTopologyBuilder()
         self._index = 0
+        # Join processors that take records with a null key (Kafka's
+        # NULL_KEY_RELAXED_JOIN label: left stream-table joins, left and
+        # outer stream-stream joins).
+        self._null_key_joins: set[str] = set()
+        # Each repartition's null-key filter: whether it lets null keys
+        # through (decided by build()), and the source behind its topic.
+        self._null_key_filters: dict[str, bool] = {}
+        self._repartition_sources: dict[str, str] = {}
 
     def new_name(self, prefix: str) -> str:
         name = f"{prefix}{self._index:010d}"
@@ -142,7 +151,9 @@ class StreamsBuilder:
         num_partitions: int | None = None,
     ) -> str:
         """Inserts ``<prefix>-repartition``: a null-key filter and a sink in
-        the parent's sub-topology, a source in a new one; returns the source."""
+        the parent's sub-topology, a source in a new one; returns the source.
+        The filter drops records with a null key unless ``build`` finds a
+        join downstream that takes them."""
         for _ in range(3):  # Kafka spends three indexes here; names stay aligned.
             self.new_name("")
         topic = f"{prefix}-repartition"
@@ -151,7 +162,13 @@ class StreamsBuilder:
             f"{topic}-sink",
             f"{topic}-source",
         )
-        self.internal.add_processor(filter_name, p.DropNullKeys, parent)
+        self._null_key_filters[filter_name] = False
+        self.internal.add_processor(
+            filter_name,
+            lambda: PassThrough() if self._null_key_filters[filter_name] else p.DropNullKeys(),
+            parent,
+        )
+        self._repartition_sources[sink_name] = source_name
         self.internal.add_sink(
             sink_name,
             topic,
@@ -170,6 +187,30 @@ class StreamsBuilder:
         self.internal.add_store(store_def(builder))
         return self
 
+    def relax_null_keys(self, *join_nodes: str) -> None:
+        """Marks join processors that take records with a null key: the
+        repartition topics upstream of them keep such records."""
+        self._null_key_joins.update(join_nodes)
+
     def build(self) -> Topology:
-        """The topology to run; sub-topologies split at repartition topics."""
+        """The topology to run; sub-topologies split at repartition topics.
+        A repartition drops records with a null key unless a join that takes
+        them lies downstream (Kafka's InternalStreamsBuilder.rewriteRepartitionNodes)."""
+        for name in self._null_key_filters:
+            self._null_key_filters[name] = self._reaches_null_key_join(name)
         return Topology(self.internal)
+
+    def _reaches_null_key_join(self, start: str) -> bool:
+        nodes, seen, todo = self.internal.nodes, set(), [start]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in self._null_key_joins:
+                return True
+            if name in self._repartition_sources:
+                todo.append(self._repartition_sources[name])
+            node = nodes[name]
+            todo.extend(getattr(node, "children", ()))
+        return False

@@ -408,6 +408,8 @@ class KStream:
                 lambda: tp.KStreamGlobalKTableJoin(store, first, second, left),
                 self._node,
             )
+            if left:
+                self._builder.relax_null_keys(node_name)
             return KStream(
                 self._builder, node_name, self._key_serde, None, self._repartition_required
             )
@@ -434,6 +436,8 @@ class KStream:
         builder.internal.add_processor(
             node_name, lambda: tp.KStreamKTableJoin(view.getter, joiner, left), parent
         )
+        if left:
+            builder.relax_null_keys(node_name)  # KIP-962: it joins null keys
         builder.internal.connect_processor_and_stores([node_name], list(view.stores))
         builder.internal.co_partition(node_name)
         return KStream(builder, node_name, self._key_serde, None)
