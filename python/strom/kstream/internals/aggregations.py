@@ -84,8 +84,11 @@ def add_aggregation(
         store.kind, store.window_size_ms = spec.kind, spec.window_size_ms
         store.retention_ms = retention
         if emit is not None and emit.final_only:
-            # Final results are forwarded from the store, never from a cache.
-            store.caching = False
+            if isinstance(windows, SessionWindows | SlidingWindows):
+                # Kafka's SessionStoreMaterializer and SlidingWindowStoreMaterializer
+                # never cache a store that serves final results; its
+                # WindowStoreMaterializer (time windows) does, as Materialized says.
+                store.caching = False
             # Final results come from Kafka's time-ordered stores, which keep
             # a little longer: one more window start, or whole time segments
             # of sessions; the processors hide the rest from lookups.

@@ -216,6 +216,10 @@ class StreamTask:
         self.commit_requested = False
         # The timestamp of the record (or punctuation) being processed.
         self.current_timestamp = -1
+        # The input topic of the records being processed: what a record
+        # cache's entries were written under (Kafka keeps the record context
+        # with each entry; a suppression buffer sizes records by it).
+        self.current_topic = ""
         self._wall_clock = wall_clock or (lambda: time.time_ns() // 1_000_000)
         app_id = config.application_id
         for store_name in subtopology.stores:
@@ -374,6 +378,7 @@ class StreamTask:
             bound = ready[1][1].head_timestamp() if len(ready) > 1 else None
             run = queue.take_run(bound)
             node, _source = self.sources[topic]
+            self.current_topic = run.topic
             self.metrics.records_processed += len(run)
             processed += len(run)
             self.stream_time = max(self.stream_time, *run.timestamps)
