@@ -124,6 +124,15 @@ def test_c2_suppression_buffer_sizes_records_as_kafka(reference: Reference) -> N
     inputs = records(("in0", "a", "3", 5), ("in0", "c", "8", 15), ("in0", "b", "3", 10))
     check(reference, t, inputs, ["a -> 1 @5"])
 
+    # Behind a record cache, a record keeps the topic it was cached under:
+    # here the repartition topic's long name makes the second record overflow.
+    t = Spec()
+    grouped = t.group_by_key(t.map(t.stream(topic="in0"), fn="kv_rekey_ab"), serdes=["s", "s"])
+    small = {"kind": "max_bytes", "n": 60, "full": "emit_early"}
+    suppressed = t.suppress(t.count(grouped), kind="time_limit", limit_ms=30, buffer=small)
+    t.to(t.to_stream(suppressed), value="l")
+    check(reference, t, records(("in0", "c", "5", 5)), ["b -> 1 @5"], cache=True)
+
 
 def test_c3_a_filter_of_a_materialized_table_drops_what_was_never_there(
     reference: Reference,
@@ -248,6 +257,38 @@ def test_c9_left_joins_with_tables_keep_null_keys(reference: Reference) -> None:
     t.to(joined)
     inputs = records(("in1", "c", "1", 0), ("in0", "c", "8", 1), ("in0", None, "2", 2))
     check(reference, t, inputs, ['c -> "8,null" @1', 'null -> "2,null" @2'])
+
+    # A repartition keeps null keys when such a join lies downstream
+    # (InternalStreamsBuilder.rewriteRepartitionNodes).
+    t = Spec()
+    rekeyed = t.select_key(t.stream(topic="in0"), fn="k_null_for_c")
+    t.to(t.left_join(rekeyed, t.table(topic="in1", store="store-1"), fn="j_pair"))
+    check(reference, t, records(("in0", "c", "5", 123)), ['null -> "5,null" @123'])
+
+
+@pytest.mark.parametrize("op", ["aggregate", "count"])
+def test_c11_emit_on_window_close_reads_through_the_cache(reference: Reference, op: str) -> None:
+    """C11. Kafka's WindowStoreMaterializer keeps caching on a time-window
+    store that serves EmitStrategy.onWindowClose() (its session and sliding
+    materializers turn it off), and the final results are read through
+    TimeOrderedCachingWindowStore.fetchAll, which shows the windows the
+    cache holds although the store's retention already hides them: [20, 40)
+    is emitted with caching on (and lost with it off, in Kafka as in strom).
+    strom emitted nothing with caching on: its store was never cached."""
+    t = Spec()
+    grouped = t.group_by_key(t.stream(topic="in0"))
+    windowed = t.windowed_by(
+        grouped, windows={"kind": "tumbling", "size": 20, "grace": 5}, emit="close"
+    )
+    value = "l" if op == "count" else "s"
+    aggregated = (
+        t.count(windowed) if op == "count" else t.aggregate(windowed, init="i_empty", fn="a_concat")
+    )
+    t.to(t.to_stream(aggregated), key="tw:20", value=value)
+    inputs = records(("in0", "a", "3", 31), ("in0", "c", "0", 61))
+    result = "1" if op == "count" else '"3"'
+    check(reference, t, inputs, [f"a@[20,40) -> {result} @31"], cache=True, stores="rocksdb")
+    check(reference, t, inputs, [], cache=False, stores="rocksdb")
 
 
 def test_c12_session_reduce_of_a_null_value(reference: Reference) -> None:
