@@ -41,29 +41,28 @@ class Reference:
             self._stderr = (self._stderr + line)[-20_000:]
 
     def run(self, cases: Sequence[Case]) -> list[Result]:
-        """Each case's result, in order. Cases are written on a thread while
-        answers are read, so neither pipe can fill up and stall the other."""
+        """Each case's result, in order."""
+        return self.submit(cases).result()
+
+    def submit(self, cases: Sequence[Case]) -> Pending:
+        """Starts a batch: cases are written on one thread and answers read
+        on another (neither pipe can fill up and stall the JVM), so the
+        caller can run strom's side meanwhile; ``result()`` waits."""
         stdin, stdout = self._proc.stdin, self._proc.stdout
         assert stdin is not None and stdout is not None
         lines = [
             json.dumps(c.to_json() | {"id": str(i)}).encode() + b"\n" for i, c in enumerate(cases)
         ]
+        pending = Pending(self, len(cases))
         writer = threading.Thread(target=_write_all, args=(stdin, lines), daemon=True)
+        reader = threading.Thread(target=pending.read, args=(stdout,), daemon=True)
         writer.start()
-        results = []
-        for i in range(len(cases)):
-            line = stdout.readline()
-            if not line:
-                raise ReferenceError(
-                    f"the reference JVM exited (code {self._proc.poll()}) after {i} of "
-                    f"{len(cases)} cases; its stderr:\n{self._stderr.decode(errors='replace')}"
-                )
-            data = json.loads(line)
-            if data.get("id") != str(i):
-                raise ReferenceError(f"answer {data.get('id')!r} came for case {i}")
-            results.append(Result.from_reference(data))
-        writer.join()
-        return results
+        reader.start()
+        pending.threads = (writer, reader)
+        return pending
+
+    def stderr(self) -> str:
+        return self._stderr.decode(errors="replace")
 
     def evaluate(self, calls: Sequence[tuple[str, str, Sequence[Any]]]) -> list[Any]:
         """The Java vocabulary's functions applied to arguments: each call is
@@ -102,6 +101,39 @@ class Reference:
 
     def __exit__(self, *_: object) -> None:
         self.close()
+
+
+class Pending:
+    """The answers to a submitted batch, as the reader thread collects them."""
+
+    def __init__(self, reference: Reference, count: int) -> None:
+        self.reference = reference
+        self.count = count
+        self.results: list[Result] = []
+        self.error: ReferenceError | None = None
+        self.threads: tuple[threading.Thread, ...] = ()
+
+    def read(self, stdout: IO[bytes]) -> None:
+        for i in range(self.count):
+            line = stdout.readline()
+            if not line:
+                self.error = ReferenceError(
+                    f"the reference JVM exited (code {self.reference._proc.poll()}) after "
+                    f"{i} of {self.count} cases; its stderr:\n{self.reference.stderr()}"
+                )
+                return
+            data = json.loads(line)
+            if data.get("id") != str(i):
+                self.error = ReferenceError(f"answer {data.get('id')!r} came for case {i}")
+                return
+            self.results.append(Result.from_reference(data))
+
+    def result(self) -> list[Result]:
+        for thread in self.threads:
+            thread.join()
+        if self.error is not None:
+            raise self.error
+        return self.results
 
 
 def _write_all(stream: IO[bytes], lines: list[bytes]) -> None:
