@@ -5,7 +5,7 @@ PYTHON ?= python3
 export VIRTUAL_ENV := $(abspath $(VENV))
 
 .DEFAULT_GOAL := help
-.PHONY: help venv build test test-rust test-python lint fmt bench bench-sidebyside demo wheel-check clean
+.PHONY: help venv build test test-rust test-python soak lint fmt bench bench-sidebyside demo wheel-check clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -28,6 +28,9 @@ test-rust: ## cargo test of the pure-Rust core
 
 test-python: ## pytest (all suites; nothing is skipped)
 	$(PY) -m pytest -q
+
+soak: build ## the long differential run against Kafka Streams (5,000 cases per family; STROM_DIFF_SEED=... reproduces one)
+	$(PY) -m pytest -q -m differential --soak tests/differential
 
 lint: build ## ruff, ruff format, mypy, stubtest, cargo fmt, clippy
 	$(VENV)/bin/ruff check python tests benches examples
