@@ -205,11 +205,7 @@ class KTableSource(_StoreNode):
     latest_timestamp = False
 
     def process(self, batch: Batch) -> None:
-        if None in batch.keys:
-            skipped = batch.keys.count(None)
-            self.task.metrics.dropped_records += skipped
-            log.debug("%s: skipped %d record(s) with a null key", self.name, skipped)
-            batch = batch.select([i for i, k in enumerate(batch.keys) if k is not None])
+        batch = skip_null_keys(self, batch)
         values = batch.values
         if not len(batch):
             if not self.caching:
@@ -234,12 +230,18 @@ class KTableSourceUnmaterialized(Node):
     records with a null key are skipped."""
 
     def process(self, batch: Batch) -> None:
-        if None in batch.keys:
-            skipped = batch.keys.count(None)
-            self.task.metrics.dropped_records += skipped
-            log.debug("%s: skipped %d record(s) with a null key", self.name, skipped)
-            batch = batch.select([i for i, k in enumerate(batch.keys) if k is not None])
+        batch = skip_null_keys(self, batch)
         self.forward(batch.derive(batch.keys, batch.values, batch.timestamps, batch.offsets))
+
+
+def skip_null_keys(node: Node, batch: Batch) -> Batch:
+    """The batch without its records with a null key, counted as dropped."""
+    if None not in batch.keys:
+        return batch
+    skipped = batch.keys.count(None)
+    node.task.metrics.dropped_records += skipped
+    log.debug("%s: skipped %d record(s) with a null key", node.name, skipped)
+    return batch.select([i for i, k in enumerate(batch.keys) if k is not None])
 
 
 def table_source(store_name: str | None) -> Node:
