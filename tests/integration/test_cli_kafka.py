@@ -1,5 +1,5 @@
-"""``strom reset`` on the broker with client settings from ``--command-config``
-(a Java properties file, Kafka's tools' option) and ``--config KEY=VALUE``
+"""``strom reset`` on the broker with client settings from ``--config-file``
+(a Java properties file, as Kafka's reset tool takes it) and ``--set KEY=VALUE``
 (issue #25's security options; the secured broker's suite uses them with
 SASL/TLS settings)."""
 
@@ -26,13 +26,13 @@ from strom import KafkaStreams, serdes
 from strom.cli import main
 
 
-@pytest.mark.parametrize("how", ["--command-config", "--config"])
+@pytest.mark.parametrize("how", ["--config-file", "--set"])
 def test_client_settings_reach_the_reset_tools_client(
     how: str, kafka: KafkaCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     """A setting librdkafka refuses proves the setting got to it, and the
     refusal is one line."""
-    if how == "--command-config":
+    if how == "--config-file":
         properties = tmp_path / "client.properties"
         properties.write_text("# a client setting no client knows\nno.such.setting = 1\n")
         option = [how, str(properties)]
@@ -67,9 +67,9 @@ def test_a_reset_with_client_settings_recounts_from_scratch(
             boot,
             "--state-dir",
             str(tmp_path / "state"),
-            "--command-config",
+            "--config-file",
             str(properties),
-            "--config",
+            "--set",
             "client.id=strom-reset-test-2",
         ]
     )

@@ -27,8 +27,8 @@ def test_strom_replay_shows_progress_results_and_bootstraps(
         ["view-counts"],
     )
     servers = write_log(scenario, tmp_path / "log")
-    # Settings from a properties file (--command-config; bootstrap.servers is
-    # where the bootstrap writes) and from --config.
+    # Settings from a properties file (--config-file; bootstrap.servers is
+    # where the bootstrap writes) and from --set.
     settings = tmp_path / "app.properties"
     settings.write_text(f"bootstrap.servers={servers}\n")
     code = main(
@@ -39,9 +39,9 @@ def test_strom_replay_shows_progress_results_and_bootstraps(
             servers,
             "--application-id",
             "cli-replay",
-            "--command-config",
+            "--config-file",
             str(settings),
-            "--config",
+            "--set",
             "statestore.cache.max.bytes=0",
             "--table",
             "counts",
@@ -52,7 +52,7 @@ def test_strom_replay_shows_progress_results_and_bootstraps(
     )
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "replay [" in err and "1/1 sub-topologies, 200 records" in err
+    assert "replay: sub-topology 1/1 done (200 records)" in err
     assert "'records-processed': 200" in out
     assert "table counts:" in out and "output view-counts:" in out
     assert "user-" in out
