@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import json
+import shutil
 import sys
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -41,6 +42,7 @@ class Output:
     ) -> Iterator[Bar]:
         """A progress bar (a counter when ``total`` is None) on stderr while
         the block runs; nothing unless chatty and stderr is a terminal."""
+        size = shutil.get_terminal_size((80, 24))
         bar = tqdm(
             total=total,
             desc=description,
@@ -48,7 +50,10 @@ class Output:
             unit_scale=bool(unit),
             file=sys.stderr,
             disable=None if self.chatty else True,  # None: only on a terminal
-            dynamic_ncols=True,
+            # The terminal's size; 80 x 24 where it reports none (tqdm hides
+            # every bar on a terminal of 0 rows).
+            ncols=min(size.columns or 80, 120),
+            nrows=size.lines or 24,
             leave=True,
         )
         try:

@@ -17,6 +17,7 @@ import click
 
 from strom import serdes
 from strom.cli.cluster import Consumed, Headers, Outgoing
+from strom.errors import SerializationError
 from strom.serdes import Serde
 
 SERDES: dict[str, Callable[[], Serde[Any]]] = {
@@ -87,7 +88,12 @@ class Codec:
             value = float(cast(float, value))
         return self.serde.serialize(self.topic, value)
 
-    def _what(self) -> str:
+    def _what(self, *, a: bool = False) -> str:
+        """What this serde's text is (``a``: what its bytes are)."""
+        if a:
+            return {"long": "a long", "integer": "an integer", "double": "a double"}.get(
+                self.name, f"{self.name} data"
+            )
         return {
             "string": "a string",
             "json": "JSON",
@@ -99,7 +105,12 @@ class Codec:
 
     # --- out: tail ------------------------------------------------------------------
     def to_json(self, data: bytes | None) -> Any:
-        value = self.serde.deserialize(self.topic, data)
+        try:
+            value = self.serde.deserialize(self.topic, data)
+        except SerializationError as exc:
+            raise SerializationError(
+                f"the {self.side} is not {self._what(a=True)} ({exc})"
+            ) from exc
         if isinstance(value, bytes):
             return base64.b64encode(value).decode("ascii")
         return value

@@ -10,9 +10,10 @@ from pathlib import Path
 
 import click
 
-from strom.cli.cluster import Start, cluster_options, open_cluster
-from strom.cli.common import BadInput, reports_errors
+from strom.cli.cluster import Consumed, Start, cluster_options, open_cluster
+from strom.cli.common import BadInput, CommandError, reports_errors
 from strom.cli.records import Codec, as_json, serde_options
+from strom.errors import SerializationError
 
 
 @click.command()
@@ -81,15 +82,7 @@ def tail(
         with open_cluster(bootstrap_servers, config_file, settings) as cluster:
             start = Start(from_beginning=from_beginning, last=last)
             for record in cluster.read(topic, start, follow=follow, stopped=stop.is_set):
-                if fmt == "json":
-                    line = json.dumps(as_json(record, keys, values), ensure_ascii=False)
-                elif key_separator is not None:
-                    line = (
-                        f"{keys.to_text(record.key)}{key_separator}{values.to_text(record.value)}"
-                    )
-                else:
-                    line = values.to_text(record.value)
-                click.echo(line)
+                click.echo(_line(record, fmt, key_separator, keys, values))
                 count += 1
                 if max_records is not None and count >= max_records:
                     break
@@ -98,3 +91,16 @@ def tail(
             for sig, handler in previous.items():
                 signal.signal(sig, handler)
     return 0
+
+
+def _line(record: Consumed, fmt: str, key_separator: str | None, keys: Codec, values: Codec) -> str:
+    try:
+        if fmt == "json":
+            return json.dumps(as_json(record, keys, values), ensure_ascii=False)
+        if key_separator is not None:
+            return f"{keys.to_text(record.key)}{key_separator}{values.to_text(record.value)}"
+        return values.to_text(record.value)
+    except SerializationError as exc:
+        raise CommandError(
+            f"{record.topic}, partition {record.partition}, offset {record.offset}: {exc}"
+        ) from exc
