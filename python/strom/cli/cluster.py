@@ -66,7 +66,7 @@ class PartitionInfo:
 class TopicInfo:
     name: str
     partitions: list[PartitionInfo]
-    config: dict[str, str]  # the embedded log: every key; Kafka: those not at their default
+    config: dict[str, str]  # the embedded log: every key; Kafka: the topic's own settings
 
 
 @dataclass(frozen=True)
@@ -107,10 +107,18 @@ class Cluster(ABC):
 
     @abstractmethod
     def read(
-        self, topic: str, start: Start, *, follow: bool, stopped: Callable[[], bool]
+        self,
+        topic: str,
+        start: Start,
+        *,
+        follow: bool,
+        stopped: Callable[[], bool],
+        started: Callable[[], None] = lambda: None,
     ) -> Iterator[Consumed]:
         """Records from ``start`` to the end offsets; with ``follow``, then
-        every record that arrives, until ``stopped()``."""
+        every record that arrives, until ``stopped()``. ``started()`` is
+        called once the start offsets are fixed: what is written after it
+        is read."""
 
     @abstractmethod
     def close(self) -> None: ...
@@ -215,7 +223,13 @@ class EmbeddedCluster(Cluster):
         return count
 
     def read(
-        self, topic: str, start: Start, *, follow: bool, stopped: Callable[[], bool]
+        self,
+        topic: str,
+        start: Start,
+        *,
+        follow: bool,
+        stopped: Callable[[], bool],
+        started: Callable[[], None] = lambda: None,
     ) -> Iterator[Consumed]:
         if follow:
             raise BadInput(
@@ -223,7 +237,9 @@ class EmbeddedCluster(Cluster):
                 "so nothing else can write to it while strom tail reads it"
             )
         starts = self.log.log_start_offsets(topic)
-        for partition, end in sorted(self.log.end_offsets(topic).items()):
+        ends = self.log.end_offsets(topic)
+        started()
+        for partition, end in sorted(ends.items()):
             offset = start.offset(starts[partition], end)
             while offset < end and not stopped():
                 batch = self.log.read_batch(topic, partition, offset, min(500, end - offset))
@@ -242,8 +258,9 @@ class EmbeddedCluster(Cluster):
 
 def confluent_kafka() -> Any:
     """The confluent_kafka module, or a one-line error saying how to install it."""
-    try:
-        import confluent_kafka as module  # noqa: PLC0415 - an optional dependency
+    try:  # an optional dependency, with its admin module (not imported by the package)
+        import confluent_kafka as module  # noqa: PLC0415
+        import confluent_kafka.admin  # noqa: PLC0415, F401
     except ImportError:
         raise CommandError(
             "talking to Kafka needs confluent-kafka: pip install 'strom[kafka]'"
@@ -277,17 +294,20 @@ class KafkaCluster(Cluster):
                 raise self._client_error("creating the admin client", exc) from exc
         return self._admin
 
-    def _metadata(self, topic: str | None = None) -> Any:
+    def _metadata(self) -> Any:
+        # Every topic: a metadata request naming a topic would have a broker
+        # with auto.create.topics.enable (its default) create a mistyped name.
         try:
-            return self.admin.list_topics(topic, timeout=REQUEST_TIMEOUT_S)
+            return self.admin.list_topics(timeout=REQUEST_TIMEOUT_S)
         except self.kafka.KafkaException as exc:
             raise self._client_error(f"listing the topics of {self.where}", exc) from exc
 
     def _topic(self, topic: str) -> Any:
-        found = self._metadata(topic).topics.get(topic)
-        if found is None or found.error is not None:
-            reason = found.error.str() if found is not None else "not in the metadata"
-            raise CommandError(f"topic {topic!r} at {self.where}: {reason}")
+        found = self._metadata().topics.get(topic)
+        if found is None:
+            raise CommandError(f"there is no topic {topic!r} at {self.where}")
+        if found.error is not None:
+            raise CommandError(f"topic {topic!r} at {self.where}: {found.error.str()}")
         return found
 
     def topics(self) -> list[str]:
@@ -316,10 +336,13 @@ class KafkaCluster(Cluster):
             entries = future.result(timeout=REQUEST_TIMEOUT_S)
         except self.kafka.KafkaException as exc:
             raise self._client_error(f"describing the config of {topic!r}", exc) from exc
+        # The topic's own settings, as kafka-topics --describe shows them
+        # (not the broker's, which every topic inherits).
+        own = self.kafka.admin.ConfigSource.DYNAMIC_TOPIC_CONFIG.value
         return {
             name: str(entry.value)
             for name, entry in sorted(entries.items())
-            if not entry.is_default and entry.value is not None
+            if entry.source == own and entry.value is not None
         }
 
     def create(
@@ -406,7 +429,13 @@ class KafkaCluster(Cluster):
             raise self._client_error("creating the consumer", exc) from exc
 
     def read(
-        self, topic: str, start: Start, *, follow: bool, stopped: Callable[[], bool]
+        self,
+        topic: str,
+        start: Start,
+        *,
+        follow: bool,
+        stopped: Callable[[], bool],
+        started: Callable[[], None] = lambda: None,
     ) -> Iterator[Consumed]:
         meta = self._topic(topic)
         consumer = self._consumer(**{"enable.partition.eof": True})
@@ -419,6 +448,7 @@ class KafkaCluster(Cluster):
                 )
                 assignment.append(tp(topic, partition, start.offset(low, high)))
             consumer.assign(assignment)
+            started()
             # Without --follow: until every partition reported reaching its end.
             pending = {p.partition for p in assignment}
             eof = self.kafka.KafkaError._PARTITION_EOF

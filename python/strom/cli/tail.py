@@ -81,7 +81,15 @@ def tail(
     try:
         with open_cluster(bootstrap_servers, config_file, settings) as cluster:
             start = Start(from_beginning=from_beginning, last=last)
-            for record in cluster.read(topic, start, follow=follow, stopped=stop.is_set):
+
+            def announce() -> None:
+                if follow:  # from here on, what is written to the topic is printed
+                    click.echo(f"strom tail: following {topic} …", err=True)
+
+            records = cluster.read(
+                topic, start, follow=follow, stopped=stop.is_set, started=announce
+            )
+            for record in records:
                 click.echo(_line(record, fmt, key_separator, keys, values))
                 count += 1
                 if max_records is not None and count >= max_records:
