@@ -260,7 +260,7 @@ def confluent_kafka() -> Any:
     """The confluent_kafka module, or a one-line error saying how to install it."""
     try:  # an optional dependency, with its admin module (not imported by the package)
         import confluent_kafka as module  # noqa: PLC0415
-        import confluent_kafka.admin  # noqa: PLC0415, F401
+        import confluent_kafka.admin  # noqa: PLC0415
     except ImportError:
         raise CommandError(
             "talking to Kafka needs confluent-kafka: pip install 'strom[kafka]'"
