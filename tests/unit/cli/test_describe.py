@@ -128,3 +128,10 @@ def test_svg_without_graphviz_says_so(app_dir: Path) -> None:
         "--format mermaid and --format dot print text and need nothing\n"
     )
     assert describe(app_dir, "--format", "mermaid", env=env).returncode == 0
+
+
+def test_the_mermaid_drawing_in_the_cli_guide_is_what_describe_prints() -> None:
+    guide = (Path(__file__).parents[3] / "docs" / "cli.md").read_text()
+    (drawn,) = re.findall(r"```mermaid\n(.*?)```", guide, flags=re.S)
+    done = strom("describe", "strom.cli.demo:word_count_topology", "--format", "mermaid")
+    assert done.stdout == drawn
