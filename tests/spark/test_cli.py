@@ -3,6 +3,8 @@ the bootstrap of the streaming app."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -76,3 +78,28 @@ def test_strom_replay_reports_a_refused_topology(
     )
     assert code == 1
     assert "views" in capsys.readouterr().err  # the missing topic is named
+
+
+def test_strom_replay_json_is_the_summary_alone(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = page_views(120, seed=11)
+    scenario = Scenario(
+        views,
+        {"views": history},
+        {"views": (S, S), "view-counts": (S, L)},
+        ["view-counts"],
+    )
+    servers = write_log(scenario, tmp_path / "log")
+    args = ["replay", "tests.spark.test_replay:views", "--source", servers]
+    code = main([*args, "--application-id", "cli-json", "--table", "counts", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["metrics"]["records-processed"] == 120
+    # The store's final counts: the views per user, bots left out (12 users: all rows shown).
+    rows = summary["tables"]["counts"]
+    assert {row["key"]: row["value"] for row in rows} == Counter(
+        user for user, page, _ in history if page != "bot"
+    )
+    assert summary["outputs"] == {} and "bootstrapped" not in summary

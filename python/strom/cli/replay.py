@@ -39,7 +39,7 @@ from strom.cli.output import Output, output_options
 @click.option(
     "--bootstrap",
     is_flag=True,
-    help="write the end state for the app (at bootstrap.servers of --config)",
+    help="write the end state for the app (at the bootstrap.servers of the settings)",
 )
 @app_dir_option
 @output_options

@@ -87,14 +87,10 @@ def env(tmp_path: Path) -> dict[str, str]:
     return {**os.environ, "STROM_TEST_MARKS": str(tmp_path / "marks")}
 
 
-def test_a_bounded_run_with_settings_from_a_toml_file(app_dir: Path, tmp_path: Path) -> None:
-    servers = make_log(tmp_path / "log", LINES)
-    settings = tmp_path / "app.toml"
-    settings.write_text(
-        f'application.id = "wc"\nbootstrap.servers = "{servers}"\n'
-        "[commit]\ninterval.ms = 50\n"  # commit.interval.ms, as a table
-    )
-    done = strom(
+def run_until_end(
+    app_dir: Path, settings: Path, tmp_path: Path
+) -> subprocess.CompletedProcess[str]:
+    return strom(
         "run",
         "runapp:topology",
         "--app-dir",
@@ -104,6 +100,16 @@ def test_a_bounded_run_with_settings_from_a_toml_file(app_dir: Path, tmp_path: P
         "--until-end",
         env=env(tmp_path),
     )
+
+
+def test_a_bounded_run_with_settings_from_a_toml_file(app_dir: Path, tmp_path: Path) -> None:
+    servers = make_log(tmp_path / "log", LINES)
+    settings = tmp_path / "app.toml"
+    settings.write_text(
+        f'application.id = "wc"\nbootstrap.servers = "{servers}"\n'
+        "[commit]\ninterval.ms = 50\n"  # commit.interval.ms, as a table
+    )
+    done = run_until_end(app_dir, settings, tmp_path)
     assert done.returncode == 0, done.stderr
     assert counts(tmp_path / "log") == Counter(w for line in LINES for w in line.split())
     assert "state RUNNING -> PENDING_SHUTDOWN" in done.stderr
@@ -148,16 +154,7 @@ def test_sigterm_stops_the_app_gracefully(app_dir: Path, tmp_path: Path) -> None
     log.close()
     # A second run goes on from there: it counts what the first left in the
     # repartition topic and reads no line twice.
-    done = strom(
-        "run",
-        "runapp:topology",
-        "--app-dir",
-        str(app_dir),
-        "--config-file",
-        str(properties),
-        "--until-end",
-        env=env(tmp_path),
-    )
+    done = run_until_end(app_dir, properties, tmp_path)
     assert done.returncode == 0, done.stderr
     assert len(marks.read_text().splitlines()) == len(LINES)
     assert counts(tmp_path / "log") == Counter(w for line in LINES for w in line.split())
