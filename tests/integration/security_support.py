@@ -165,9 +165,24 @@ def _added_bindings(output: str) -> set[Binding]:
     return found
 
 
-def _await_bindings(cluster: KafkaCluster, expected: set[Binding]) -> None:
+def revoke(cluster: KafkaCluster, user: str, operation: str, topic: str) -> None:
+    """Removes the literal ACL that allows ``user`` ``operation`` on
+    ``topic``; returns when the broker no longer has it."""
+    connect = ["--bootstrap-server", cluster.bootstrap_servers]
+    connect += ["--command-config", str(cluster.command_config())]
+    principal = f"User:{user}"
+    cluster.kafka_acls(
+        [*connect, "--remove", "--force", "--allow-principal", principal,
+         "--operation", operation, "--topic", topic]
+    )  # fmt: skip
+    binding = ("TOPIC", topic, "LITERAL", principal, operation.upper(), "ALLOW")
+    _await_bindings(cluster, {binding}, present=False)
+
+
+def _await_bindings(cluster: KafkaCluster, expected: set[Binding], present: bool = True) -> None:
     """Waits until the broker's authorizer has every binding (they arrive
-    through the metadata log a moment after the tool returns)."""
+    through the metadata log a moment after the tool returns), or (not
+    ``present``) none of them."""
     admin = AdminClient(dict[str, Any](cluster.client_config()))
     every = AclBindingFilter(
         ResourceType.ANY,
@@ -192,11 +207,12 @@ def _await_bindings(cluster: KafkaCluster, expected: set[Binding]) -> None:
             )
             for b in bindings
         }
-        missing = expected - seen
+        missing = expected - seen if present else expected & seen
         if not missing:
             return
         if time.monotonic() > deadline:
-            pytest.fail(f"ACLs not in effect after {FAIL_WITHIN_S:.0f} s: {sorted(missing)}")
+            what = "not in effect" if present else "still in effect"
+            pytest.fail(f"ACLs {what} after {FAIL_WITHIN_S:.0f} s: {sorted(missing)}")
         time.sleep(0.05)
 
 

@@ -31,6 +31,7 @@ from tests.integration.security_support import (
     acl_commands,
     acl_sets,
     describe_apps,
+    revoke,
     run_app,
     run_to_end,
     secured_app_config,
@@ -311,9 +312,11 @@ def test_mode3_missing_write_on_the_output_under_eos_fails_once(
     kafka_secured: KafkaCluster, tmp_path: Path
 ) -> None:
     """Mode 3: without Write on the output topic (but allowed to describe it),
-    exactly_once_v2 aborts the transaction once and goes to ERROR naming the
-    topic and the operation: no abort-and-reopen loop, no state flapping, no
-    repartition records rewritten again and again."""
+    exactly_once_v2 goes to ERROR naming the topic and the operation: no
+    abort-and-reopen loop, no state flapping, no repartition records
+    rewritten again and again. (The topic's description says what the
+    principal may do, so this fails at startup; the next test revokes Write
+    while the app runs.)"""
     wc = WordCount(kafka_secured)
     lines = text(300, seed=13)
     wc.produce(lines)
@@ -332,6 +335,50 @@ def test_mode3_missing_write_on_the_output_under_eos_fails_once(
     assert len(rebalances) <= 2, report
     # One attempt's worth (its records and transaction markers), not one per retry.
     assert written <= 2 * words, report
+
+
+@pytest.mark.parametrize("guarantee", GUARANTEES)
+def test_mode3_write_revoked_while_running_stops_the_app(
+    kafka_secured: KafkaCluster, tmp_path: Path, guarantee: str
+) -> None:
+    """Mode 3 at run time: Write on the output is revoked while the app runs.
+    The next write is denied: the app (under exactly_once_v2 after aborting
+    its transaction once) goes to ERROR with an error naming the topic and
+    Write, without reopening its tasks again and again or rewriting the
+    repartition records."""
+    wc = WordCount(kafka_secured)
+    wc.grant(*acl_sets(guarantee))
+    wc.produce(text(200, seed=17))
+    transitions: list[str] = []
+    app = wc.app(tmp_path, **{"processing.guarantee": guarantee})
+    app.set_state_listener(lambda new, old: transitions.append(new.value))
+    with app:
+        start(app)
+        wait_for_counts(wc, [app], RUN_TIMEOUT_S)
+        revoke(kafka_secured, "app", "Write", wc.sink)
+        before = len(transitions)
+        written = sum(high for _, high in wc.watermarks(wc.repartition_topic))
+        lines = text(200, seed=18)
+        wc.produce(lines)
+        wait_for(
+            lambda: app.state is State.ERROR,
+            "the app to stop with an authorization error",
+            lambda: (
+                f"transitions after the revoke: {transitions[before:]}; " + describe_apps([app])
+            ),
+            timeout=FAIL_WITHIN_S,
+        )
+        message = f"{type(app.exception).__name__}: {app.exception}"
+    words = sum(len(line.split()) for line in lines)
+    rewritten = sum(high for _, high in wc.watermarks(wc.repartition_topic)) - written
+    report = (
+        f"{message}; transitions after the revoke: {transitions[before:]}; "
+        f"repartition records written after it: {rewritten} for {words} words"
+    )
+    assert wc.sink in message and re.search("authoriz", message, re.I), report
+    assert re.search(r"\bwrite\b", message, re.I), report
+    assert transitions[before:].count("REBALANCING") <= 1, report
+    assert rewritten <= 2 * words, report
 
 
 @pytest.mark.parametrize("failure", ["wrong-password", "wrong-ca", "wrong-mechanism"])
