@@ -248,7 +248,8 @@ class Admin(AdminClient):
         # Whose internal topics it looks at (for the ACLs an error asks for).
         self.application_id = application_id
         self._reported: list[KafkaError] = []
-        super().__init__(dict(conf) | {"error_cb": self._reported.append})
+        # librdkafka's log lines go to Python logging, not to stderr.
+        super().__init__({"logger": client_log} | dict(conf) | {"error_cb": self._reported.append})
 
     def check(self) -> None:
         """Raises the authentication or TLS failure reported so far, if any;

@@ -118,7 +118,7 @@ class Consumer:
 
     def _raise_denial(self, exc: KafkaException, topics: list[str]) -> None:
         """Raises the authorization error ``exc`` is, if it is one (a commit,
-        committed offsets), naming the group or the topics."""
+        committed offsets, watermarks), naming the group or the topics."""
         error = exc.args[0] if exc.args else None
         if not isinstance(error, KafkaError):
             return
@@ -189,9 +189,13 @@ class Consumer:
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float = 10.0, cached: bool = False
     ) -> tuple[int, int]:
-        low, high = self.native.get_watermark_offsets(
-            partition.topic, partition.partition, cached=cached, timeout=timeout
-        )
+        try:
+            low, high = self.native.get_watermark_offsets(
+                partition.topic, partition.partition, cached=cached, timeout=timeout
+            )
+        except KafkaException as exc:
+            self._raise_denial(exc, [partition.topic])
+            raise
         return int(low), int(high)
 
     def refresh_metadata(self, topic: str | None, timeout: float) -> None:
