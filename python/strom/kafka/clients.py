@@ -517,9 +517,13 @@ class KafkaProducer:
                 return
             except KafkaException as exc:
                 self._raise_denial(exc)
-                if exc.args[0].code() != KafkaError._TIMED_OUT or time.monotonic() > deadline:
+                # A repeated call returns what held the last one up (e.g.
+                # a coordinator still loading): retriable, like a timeout.
+                error = exc.args[0]
+                again = error.code() == KafkaError._TIMED_OUT or error.retriable()
+                if not again or time.monotonic() > deadline:
                     raise
-            self.native.poll(0)  # takes in the client's errors
+            self.native.poll(0.1)  # takes in the client's errors (and backs off)
             self._collect()
 
     def begin(self) -> None:
