@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import shutil
 import tempfile
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -69,14 +70,7 @@ def reset_application(
     result = ResetResult()
     try:
         group = _describe_group(admin, application_id)
-        committed = (
-            admin.result(
-                admin.list_consumer_group_offsets(
-                    [ConsumerGroupTopicPartitions(application_id)], request_timeout=TIMEOUT_S
-                )[application_id]
-            ).topic_partitions
-            or []
-        )
+        committed = _committed(admin, application_id)
         listed = admin.list_topics(timeout=TIMEOUT_S).topics
         internal = sorted(t for t in listed if is_internal_topic(application_id, t))
         wanted = sorted(
@@ -108,6 +102,7 @@ def reset_application(
             for topic, future in admin.delete_topics(internal, request_timeout=TIMEOUT_S).items():
                 admin.result(future)
                 result.topics_deleted.append(topic)
+            _await_offsets_dropped(admin, application_id, set(internal))
     except KafkaException as exc:
         raise StromError(f"resetting {application_id!r} failed: {exc.args[0]}") from exc
     base = (
@@ -119,6 +114,26 @@ def reset_application(
         result.state_removed = path
     log.info("reset %s: %s", application_id, result)
     return result
+
+
+def _committed(admin: Admin, application_id: str) -> list[TopicPartition]:
+    request = [ConsumerGroupTopicPartitions(application_id)]
+    futures = admin.list_consumer_group_offsets(request, request_timeout=TIMEOUT_S)
+    return admin.result(futures[application_id]).topic_partitions or []
+
+
+def _await_offsets_dropped(admin: Admin, application_id: str, deleted: set[str]) -> None:
+    """Waits until the group has no offsets of the ``deleted`` topics: the
+    broker drops them a moment after the topics, and an app started before
+    that would read its recreated internal topics from those stale offsets."""
+    deadline = time.monotonic() + TIMEOUT_S
+    while stale := sorted({tp.topic for tp in _committed(admin, application_id)} & deleted):
+        if time.monotonic() > deadline:
+            raise StromError(
+                f"resetting {application_id!r}: the group still has offsets of the deleted "
+                f"topics {', '.join(stale)} after {TIMEOUT_S:.0f} s"
+            )
+        time.sleep(0.1)
 
 
 def _describe_group(admin: Admin, application_id: str) -> Any:
