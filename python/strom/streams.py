@@ -141,14 +141,12 @@ class KafkaStreams:
         ):
             return
         # confluent-kafka is an optional dependency: strom.kafka is imported when used.
-        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
-
-        from strom.kafka.clients import admin_config  # noqa: PLC0415
+        from strom.kafka.clients import admin_client  # noqa: PLC0415
         from strom.kafka.global_thread import GlobalStreamThread  # noqa: PLC0415
         from strom.kafka.topics import Topics  # noqa: PLC0415
 
         thread_name = f"{self.config.application_id}-{pid}-GlobalStreamThread"
-        admin = AdminClient(admin_config(self.config))
+        admin = admin_client(self.config)
         topics = Topics(admin, self.config["bootstrap.servers"])
         self._global_thread = GlobalStreamThread(
             topology,

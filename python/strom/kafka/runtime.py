@@ -36,10 +36,9 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from strom.config import EXACTLY_ONCE_V2
-from strom.errors import ConfigError, StromError, TopologyError
+from strom.errors import ConfigError, StromError, TaskError, TopologyError
 from strom.kafka.clients import (
     ATTEMPT_TIMEOUT_S,
     REBALANCED,
@@ -47,7 +46,7 @@ from strom.kafka.clients import (
     DeliveryFailures,
     KafkaClientError,
     KafkaProducer,
-    admin_config,
+    admin_client,
     consumer_config,
     producer_config,
     retrying,
@@ -117,9 +116,12 @@ class KafkaRuntime(Runtime):
         self.thread_index = thread_index
         self.thread_name = f"{self.app_id}-{self.process_id}-StreamThread-{thread_index}"
         self._on_rebalance = on_rebalance
-        self.admin = AdminClient(admin_config(config))
+        self.admin = admin_client(config)
         self.topics = Topics(self.admin, config["bootstrap.servers"])
         self._prepare_topics()
+        self.topics.check_access(
+            self._input_topics() | set(builder.global_topics), self._output_topics()
+        )
         transactional_id = f"{self.app_id}-{self.process_id}-{thread_index}" if self.eos else None
         # The production exception handler's state: it outlives a replaced producer.
         self.delivery_failures = DeliveryFailures(config)
@@ -311,7 +313,13 @@ class KafkaRuntime(Runtime):
 
     def _assign(self, partitions: list[TopicPartition]) -> None:
         self._set_rebalancing(True)
-        created, starts = self.open_tasks(partitions)
+        try:
+            created, starts = self.open_tasks(partitions)
+        except (KafkaException, KafkaClientError) as exc:
+            # Tasks that cannot open (restore) are no failed transaction for
+            # _recover to redo: it would reopen only the others and leave
+            # these partitions without a task. The thread stops (as in Kafka).
+            raise TaskError(f"{self.thread_name}: opening tasks failed: {exc}") from exc
         every = list(starts)
         main = [TopicPartition(t, p, starts[(t, p)]) for t, p in every if t in self._anchors]
         side = [TopicPartition(t, p, starts[(t, p)]) for t, p in every if t not in self._anchors]

@@ -305,11 +305,14 @@ def _from_kafka(
 ) -> tuple[DataFrame, dict[str, int]]:
     """Offset ranges of a Kafka cluster, read in the Spark tasks (one per
     topic-partition) by the ``strom-kafka`` Python Data Source."""
-    # Imports pyspark's data source API, and reads with confluent-kafka (optional).
+    # Imports pyspark's data source API and strom.kafka (confluent-kafka: optional).
+    from strom.kafka.clients import Admin, admin_config  # noqa: PLC0415
     from strom.spark.kafka_source import KafkaRangeSource, offset_ranges  # noqa: PLC0415
 
-    consumer = {"bootstrap.servers": servers, **config.client_config("consumer.")}
-    ranges, counts = offset_ranges(consumer, topics)
+    # The app's client settings (security: docs/security.md), on the source's cluster.
+    consumer = config.client_config("consumer.") | {"bootstrap.servers": servers}
+    admin = Admin(admin_config(config) | {"bootstrap.servers": servers}, config.application_id)
+    ranges, counts = offset_ranges(admin, topics)
     for bounds in ranges:
         key = (bounds[0], bounds[1])
         bounds[2] = max(bounds[2], (start or {}).get(key, bounds[2]))
