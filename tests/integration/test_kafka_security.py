@@ -198,23 +198,23 @@ def _reset_and_rerun(wc: WordCount, tmp_path: Path, reset: Callable[[], object])
     assert wc.counts() == wc.expected()
 
 
-@pytest.mark.parametrize("how", ["--command-config", "--config"])
+@pytest.mark.parametrize("how", ["--config-file", "--set"])
 def test_strom_reset_command(
     kafka_secured: KafkaCluster, tmp_path: Path, capsys: pytest.CaptureFixture[str], how: str
 ) -> None:
     """Issue #25 mode 6: ``strom reset`` takes the security settings as
-    Kafka's reset tool does (``--command-config FILE``) or one by one
-    (``--config KEY=VALUE``), and runs as the app's user."""
+    Kafka's reset tool does (``--config-file FILE``) or one by one
+    (``--set KEY=VALUE``), and runs as the app's user."""
     wc = WordCount(kafka_secured)
     wc.grant("streams")
     client = kafka_secured.client_config("app")
     servers = client.pop("bootstrap.servers")
-    if how == "--command-config":
+    if how == "--config-file":
         properties = tmp_path / "app.properties"
         properties.write_text(java_properties(client))
-        security = ["--command-config", str(properties)]
+        security = ["--config-file", str(properties)]
     else:
-        security = [arg for k, v in client.items() for arg in ("--config", f"{k}={v}")]
+        security = [arg for k, v in client.items() for arg in ("--set", f"{k}={v}")]
     state_dir = tmp_path / "state"
     argv = [
         "reset", "--application-id", wc.app_id, "--bootstrap-servers", servers,
