@@ -129,3 +129,45 @@ def test_run_until_end_processes_what_its_final_commit_sends_through_a_repartiti
     with KafkaStreams(builder.build(), props) as app:
         app.run_until_end(timeout=30)
         assert {kv.key: kv.value for kv in app.store("per-city").all()} == Counter(cities.values())
+
+
+# --- parity with Kafka's CachingKeyValueStore (tests/differential FINDINGS.md) ---------
+
+
+def j_pair(left: Any, right: Any) -> str:
+    return f"{'null' if left is None else left},{'null' if right is None else right}"
+
+
+def read_all(driver: TopologyTestDriver) -> list[tuple[Any, Any, int]]:
+    out = driver.create_output_topic("out0", S, S)
+    return [(r.key, r.value, r.timestamp) for r in out.read_records_to_list()]
+
+
+def test_c4_cache_does_not_forward_a_delete_of_a_key_that_never_existed() -> None:
+    # FINDINGS.md C4, reproducer cache-null-null: Kafka's
+    # CachingKeyValueStore.putAndMaybeForward neither writes nor forwards a
+    # flushed delete when the store has no old value either.
+    b = StreamsBuilder()
+    n0 = b.table("in0", key_serde=S, value_serde=S, materialized="store-1")
+    n0.to_stream().to("out0", key_serde=S, value_serde=S)
+    with TopologyTestDriver(b.build(), {"statestore.cache.max.bytes": 10485760}) as driver:
+        driver.create_input_topic("in0", S, S).pipe_input("b", None, 59)
+        assert read_all(driver) == []
+        # A delete of a key that was there is forwarded, with the cache too.
+        driver.create_input_topic("in0", S, S).pipe_input("b", "1", 60)
+        driver.create_input_topic("in0", S, S).pipe_input("b", None, 61)
+        assert read_all(driver) == [("b", "1", 60), ("b", None, 61)]
+
+
+def test_c4_outer_join_is_not_recomputed_for_a_delete_of_an_absent_key() -> None:
+    # FINDINGS.md C4, reproducer cache-null-null-outer-join (Kafka's
+    # CachingKeyValueStore): the source table forwards nothing, so the
+    # table-table outer join emits only its first result.
+    b = StreamsBuilder()
+    n0 = b.table("in0", key_serde=S, value_serde=S, materialized="store-1")
+    n1 = b.table("in1", key_serde=S, value_serde=S, materialized="store-2")
+    n0.outer_join(n1, j_pair).to_stream().to("out0", key_serde=S, value_serde=S)
+    with TopologyTestDriver(b.build(), {"statestore.cache.max.bytes": 10485760}) as driver:
+        driver.create_input_topic("in1", S, S).pipe_input("b", "8", 25)
+        driver.create_input_topic("in0", S, S).pipe_input("b", None, 35)
+        assert read_all(driver) == [("b", "null,8", 25)]

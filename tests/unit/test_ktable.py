@@ -77,12 +77,13 @@ def test_table_filter_forwards_tombstones_and_map_values() -> None:
         out = driver.create_output_topic("out", S, INT)
         src.pipe_key_value_list([("a", 1), ("b", 2), ("b", 0), ("c", None)])
         # Without a downstream needing old values, Kafka forwards a tombstone
-        # for every update that does not pass the filter.
+        # for every update that does not pass the filter. The delete of "c",
+        # which never existed, stops at the source's record cache (Kafka's
+        # CachingKeyValueStore.putAndMaybeForward).
         assert out.read_key_values_to_list() == [
             KeyValue("a", None),
             KeyValue("b", 20),
             KeyValue("b", None),
-            KeyValue("c", None),
         ]
         assert driver.get_key_value_store("source").get("b") == 0
 

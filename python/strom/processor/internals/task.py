@@ -190,6 +190,8 @@ class StreamTask:
         # The caching stores: flushed on commit, closed with the task.
         self._caching: list[Any] = []
         self.changelogs: dict[str, str] = {}
+        # Logged native stores and their changelog topics.
+        self._logged: list[tuple[Any, str]] = []
         self.state = StateManager(
             self.task_id, factory.state_dir / self.task_id, partition, factory.changelog_range
         )
@@ -212,11 +214,11 @@ class StreamTask:
             store_def = builder.stores[store_name]
             changelog_topic = f"{app_id}-{store_name}-changelog" if store_def.logged else None
             native = self.state.open(store_def, changelog_topic)
-            writer = None
             if changelog_topic is not None:
                 self.changelogs[store_name] = changelog_topic
-                writer = self._changelog_writer(changelog_topic)
-            self.stores[store_name] = self._typed_store(store_def, native, writer)
+                native.enable_changelog()
+                self._logged.append((native, changelog_topic))
+            self.stores[store_name] = self._typed_store(store_def, native)
         # Stream time survives restarts through the stores' commits.
         self.stream_time = self.state.stream_time
 
@@ -243,7 +245,7 @@ class StreamTask:
         for node in self.nodes.values():
             node.init(self)
 
-    def _typed_store(self, store_def: StoreDef, native: Any, writer: Any) -> Any:
+    def _typed_store(self, store_def: StoreDef, native: Any) -> Any:
         """The typed store over an opened native one (serdes in Python),
         behind the thread's record cache when the store is cached."""
         name = store_def.name
@@ -251,9 +253,7 @@ class StreamTask:
         keys = self._serde(store_def.key_serde, "default.key.serde", name)
         values = self._serde(store_def.value_serde, "default.value.serde", name)
         clock = lambda: self.current_timestamp  # noqa: E731 - the changelog's timestamps
-        typed = kind.typed(
-            store_def, keys, typed_value_serde(store_def, values), native, writer, clock
-        )
+        typed = kind.typed(store_def, keys, typed_value_serde(store_def, values), native, clock)
         if not store_def.caching or self._cache is None:
             return typed
         caching = kind.caching(typed, self._cache, f"{self.task_id}-{name}", clock)
@@ -268,13 +268,13 @@ class StreamTask:
             )
         return chosen
 
-    def _changelog_writer(self, topic: str) -> Callable[[list[bytes], list[Any], list[int]], None]:
-        partition = self.partition
-
-        def write(keys: list[bytes], values: list[Any], timestamps: list[int]) -> None:
-            self.collector.send(topic, keys, values, timestamps, [partition] * len(keys))
-
-        return write
+    def _send_changelogs(self) -> None:
+        """Hands what the logged stores wrote since the last call to the
+        record collector, a store's writes as one batch of columns."""
+        for native, topic in self._logged:
+            keys, values, timestamps = native.take_changelog()
+            if keys:
+                self.collector.send(topic, keys, values, timestamps, [self.partition] * len(keys))
 
     def _instantiate(self, node_def: SourceDef | ProcessorDef | SinkDef) -> Node:
         if isinstance(node_def, SourceDef):
@@ -339,7 +339,13 @@ class StreamTask:
         partitions: always from the partition whose head record has the
         smallest timestamp, as far as it stays the smallest. While an input
         partition has nothing queued and ``must_wait(topic, partition)``, the
-        task waits (Kafka's ``max.task.idle.ms``). Returns records processed."""
+        task waits (Kafka's ``max.task.idle.ms``). Returns records processed;
+        what the stores wrote goes to their changelogs."""
+        processed = self._process_runs(must_wait)
+        self._send_changelogs()
+        return processed
+
+    def _process_runs(self, must_wait: Callable[[str, int], bool]) -> int:
         processed = 0
         while True:
             ready = [(k, q) for k, q in self.queues.items() if q.batches]
@@ -391,14 +397,19 @@ class StreamTask:
         return self._wall_clock()
 
     def maybe_punctuate_wall_clock(self) -> bool:
-        return self.wall_clock_punctuations.may_punctuate(self.wall_clock_ms())
+        punctuated = self.wall_clock_punctuations.may_punctuate(self.wall_clock_ms())
+        self._send_changelogs()
+        return punctuated
 
     def flush(self) -> None:
-        """On commit: the caches write and forward their dirty entries first."""
+        """On commit: the caches write and forward their dirty entries first,
+        then the nodes flush, then what the stores wrote goes to their
+        changelogs."""
         for store in self._caching:
             store.flush()
         for node in self.nodes.values():
             node.flush()
+        self._send_changelogs()
 
     def commit_state(self, changelog_ends: dict[str, int]) -> None:
         """After the output is durable: commits the stores with the changelog

@@ -26,7 +26,6 @@ from strom.state.internals.caching import (
     CachingSessionStore,
     CachingWindowStore,
 )
-from strom.state.internals.typed import ChangelogSink
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
 from strom.state.stores import KEY_VALUE, SESSION, WINDOW
@@ -69,10 +68,10 @@ class StoreKind(ABC):
         key_serde: Serde[Any],
         value_serde: Serde[Any],
         native: Any,
-        changelog: ChangelogSink | None,
         clock: Clock,
     ) -> Any:
-        """The typed store (serdes in Python) over an opened native one."""
+        """The typed store (serdes in Python) over an opened native one;
+        ``clock()`` gives the timestamp its writes are logged with."""
 
     @abstractmethod
     def caching(
@@ -136,10 +135,9 @@ class KeyValueKind(StoreKind):
         key_serde: Serde[Any],
         value_serde: Serde[Any],
         native: Any,
-        changelog: ChangelogSink | None,
         clock: Clock,
     ) -> Any:
-        return KeyValueStore(store.name, key_serde, value_serde, changelog, clock, native)
+        return KeyValueStore(store.name, key_serde, value_serde, clock, native)
 
     def caching(
         self, typed: Any, cache: _core.NativeThreadCache, namespace: str, clock: Clock
@@ -152,13 +150,6 @@ class KeyValueKind(StoreKind):
         # Natively, without a Python object per record.
         restored, _ = native.restore_from_log(log.native, topic, partition, offset, end)
         return int(restored)
-
-    def apply_changelog(
-        self, native: Any, topic: str, keys: list[bytes | None], values: list[bytes | None]
-    ) -> None:
-        if None in keys:
-            raise StoreError(f"the changelog {topic} holds a record without a key")
-        native.put_all(keys, values)
 
     def contents(self, native: Any) -> Contents:
         entries = native.range(None, None)
@@ -196,10 +187,9 @@ class WindowKind(_WindowedKind):
         key_serde: Serde[Any],
         value_serde: Serde[Any],
         native: Any,
-        changelog: ChangelogSink | None,
         clock: Clock,
     ) -> Any:
-        return WindowStore(store.name, key_serde, value_serde, native, changelog, clock)
+        return WindowStore(store.name, key_serde, value_serde, native, clock=clock)
 
     def caching(
         self, typed: Any, cache: _core.NativeThreadCache, namespace: str, clock: Clock
@@ -249,10 +239,9 @@ class SessionKind(_WindowedKind):
         key_serde: Serde[Any],
         value_serde: Serde[Any],
         native: Any,
-        changelog: ChangelogSink | None,
         clock: Clock,
     ) -> Any:
-        return SessionStore(store.name, key_serde, value_serde, native, changelog, clock)
+        return SessionStore(store.name, key_serde, value_serde, native, clock=clock)
 
     def caching(
         self, typed: Any, cache: _core.NativeThreadCache, namespace: str, clock: Clock

@@ -189,8 +189,8 @@ py_kernel!(
         }))
     },
     /// Like `drain_changes`, but writes them to `store` (as its `put_all`
-    /// would, in order) without making Python objects: for a store that
-    /// logs nothing. Returns how many writes were drained.
+    /// would, in order, each logged with its timestamp when the store is)
+    /// without making Python objects. Returns how many writes were drained.
     fn drain_into(&mut self, py: Python<'_>, store: &NativeWindowStore) -> PyResult<usize> {
         self.0.drain_into(py, store)
     }
