@@ -605,6 +605,9 @@ class NativeThreadCache:
         """``put`` of dirty entries in order, in one call: key ``i`` is
         ``keys[i]`` followed by each suffix column's ``i``-th value as 8
         big-endian bytes. Returns what the evictions flushed, in order."""
+    def prefix_scan(self, cache_id: int, prefix: bytes) -> list[tuple[bytes, bytes | None]]:
+        """Cached entries whose key starts with ``prefix``, in key order
+        (value None: a cached delete); each counts as a use."""
     def flush(self, cache_id: int) -> _DirtyEntries:
         """Every dirty entry in last-update order, marked clean; flushed
         deletes leave the cache."""
@@ -744,4 +747,6 @@ class NativeSessionWindowedAggregation(_NativeWindowedAggregation):
         emit_final: bool = False,
         retention_ms: int | None = None,
         emit_interval_ms: int | None = None,
+        record_cache: NativeThreadCache | None = None,
+        record_cache_id: int = 0,
     ) -> Self: ...

@@ -418,6 +418,8 @@ class NativeSessionWindowAggregate(_NativeSlidingOrSession):
 
     def make_kernel(self, task: StreamTask, send_old_values: bool) -> Any:
         w = self.windows
+        # Behind a cache the kernel also finds the sessions the cache holds.
+        cache, cache_id = self.store.cache_handle if self.caching else (None, 0)
         return _core.NativeSessionWindowedAggregation(
             self.aggregation.kind,
             self.value_type,
@@ -426,6 +428,8 @@ class NativeSessionWindowAggregate(_NativeSlidingOrSession):
             emit_final=self.emit_final,
             retention_ms=self.retention_ms,
             emit_interval_ms=int(task.config[EMIT_INTERVAL_WINDOWED]),
+            record_cache=cache,
+            record_cache_id=cache_id,
         )
 
     def forward_flushed_results(self, entries: list[tuple[Any, Any, Any, int]]) -> None:

@@ -202,7 +202,8 @@ class _CachingWindowedBase(ABC):
         self._id = cache.named(namespace)
         self._clock = clock
         self.listener: FlushListener | None = None
-        # The windows or sessions written per raw key since the last flush.
+        # The windows written per raw key since the last flush (the caching
+        # window store's scans merge them; the session store scans the cache).
         self._dirty: dict[bytes, set[Any]] = {}
         # The largest window start (session end) put, cached or not.
         self._observed = -1
@@ -218,6 +219,12 @@ class _CachingWindowedBase(ABC):
     def _expired_up_to(self) -> int:
         retention: int = self.native.retention_ms
         return self.observed_stream_time - retention
+
+    @property
+    def cache_handle(self) -> tuple[_core.NativeThreadCache, int]:
+        """The thread cache and this store's named cache in it (for a native
+        kernel that must see what the cache holds)."""
+        return self._cache, self._id
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -362,7 +369,10 @@ class CachingWindowStore(_CachingWindowedBase):
 
 class CachingSessionStore(_CachingWindowedBase):
     """A session store whose writes go through the record cache: the latest
-    value (or removal) per session is written and forwarded per commit."""
+    value (or removal) per session is written and forwarded per commit.
+    Reads see every session the cache holds, even one the store has expired
+    (Kafka's ``CachingSessionStore``: ``fetchSession`` answers from the cache,
+    ``findSessions`` merges the cache's sessions over the store's)."""
 
     native: _core.NativeSessionStore
 
@@ -373,7 +383,6 @@ class CachingSessionStore(_CachingWindowedBase):
     def _set(self, session: Any, raw_value: bytes | None) -> None:
         raw_key = self.inner._key(session.key)
         start, end = session.window.start, session.window.end
-        self._dirty.setdefault(raw_key, set()).add((end, start))
         self._observed = max(self._observed, end)
         cache_key = self._cache_key(raw_key, start, end)
         # Session results are timestamped with the session's end.
@@ -400,9 +409,6 @@ class CachingSessionStore(_CachingWindowedBase):
         """Serialized puts and removals (None) in order, as a native kernel
         reports them, each cached with its own timestamp, in one native call
         (see ``CachingWindowStore.put_raw_all``)."""
-        dirty = self._dirty
-        for raw_key, start, end in zip(raw_keys, starts, ends, strict=True):
-            dirty.setdefault(raw_key, set()).add((end, start))
         if ends:
             self._observed = max(self._observed, *ends)
         self._write(
@@ -411,9 +417,6 @@ class CachingSessionStore(_CachingWindowedBase):
         )
 
     def _raw(self, raw_key: bytes, start: int, end: int) -> bytes | None:
-        # The cache may still hold a session the store has expired: hide it.
-        if end <= self._expired_up_to():
-            return None
         hit = self._cache.get(self._id, self._cache_key(raw_key, start, end))
         if hit is not None:
             return hit[0]
@@ -433,11 +436,15 @@ class CachingSessionStore(_CachingWindowedBase):
         entries: dict[tuple[int, int], bytes | None] = {
             (e, s): v for s, e, v in zip(starts, ends, raw_values, strict=True)
         }
-        for end, start in self._dirty.get(raw_key, ()):
-            if end >= earliest_session_end and start <= latest_session_start:
-                entries[(end, start)] = self._raw(raw_key, start, end)
-        expired = self._expired_up_to()
-        found = sorted((k, v) for k, v in entries.items() if v is not None and k[0] > expired)
+        # Every session of exactly this key the cache holds (its keys are the
+        # key's bytes and 16 more), over the store's, expired there or not.
+        length = len(raw_key) + 16
+        for cache_key, value in self._cache.prefix_scan(self._id, raw_key):
+            if len(cache_key) == length:
+                _, end, start = _split_session(cache_key)
+                if end >= earliest_session_end and start <= latest_session_start:
+                    entries[(end, start)] = value
+        found = sorted((k, v) for k, v in entries.items() if v is not None)
         values = self.value_serde.deserialize_batch(self.name, [v for _, v in found])
         return iter(
             [
@@ -455,11 +462,6 @@ class CachingSessionStore(_CachingWindowedBase):
         out: list[tuple[Any, Any, Any, int]] = []
         for cache_key, value, timestamp in flushed:
             raw_key, end, start = _split_session(cache_key)
-            sessions = self._dirty.get(raw_key) if clean else None
-            if sessions is not None:
-                sessions.discard((end, start))
-                if not sessions:
-                    del self._dirty[raw_key]
             old = self.native.fetch_session(raw_key, start, end)
             if value is None:
                 self.native.remove(raw_key, start, end, timestamp)
