@@ -176,14 +176,9 @@ class NativeTimeWindowAggregate(Node):
         )
 
     def _write_changes(self) -> None:
-        if not self.store.logged:
-            # Nothing to log (an unlogged store, a replay): the kernel writes
-            # the store natively, without a Python object per write.
-            self.kernel.drain_into(self.store.native)
-            return
-        keys, starts, _ends, values, timestamps = self.kernel.drain_changes()
-        if keys:
-            self.store.put_raw_all(keys, values, starts, timestamps)
+        # The kernel writes the store natively, without a Python object per
+        # write; a logged store logs each write natively too.
+        self.kernel.drain_into(self.store.native)
 
     def _results(self, batch: Batch, results: Any) -> Batch:
         rows: list[int] = results.rows()

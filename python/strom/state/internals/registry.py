@@ -55,13 +55,16 @@ class StoreKind(ABC):
     name: ClassVar[str]
     # Whether entries are per window (keys come with a window's start and end).
     windowed: ClassVar[bool] = False
+    # The typed store over the native one (serdes in Python), and the record
+    # cache in front of it.
+    typed_class: ClassVar[type[Any]]
+    caching_class: ClassVar[type[Any]]
 
     @abstractmethod
     def open_native(self, store: StoreDef, path: Path | None) -> tuple[NativeStore, bytes | None]:
         """The native store: in memory (``path`` None) or persistent in a
         directory, with its last commit's metadata (None: no commit yet)."""
 
-    @abstractmethod
     def typed(
         self,
         store: StoreDef,
@@ -70,14 +73,15 @@ class StoreKind(ABC):
         native: Any,
         clock: Clock,
     ) -> Any:
-        """The typed store (serdes in Python) over an opened native one;
-        ``clock()`` gives the timestamp its writes are logged with."""
+        """The typed store over an opened native one; ``clock()`` gives the
+        timestamp its writes are logged with."""
+        return self.typed_class(store.name, key_serde, value_serde, native=native, clock=clock)
 
-    @abstractmethod
     def caching(
         self, typed: Any, cache: _core.NativeThreadCache, namespace: str, clock: Clock
     ) -> Any:
         """The record cache in front of a typed store."""
+        return self.caching_class(typed, cache, namespace, clock)
 
     def changelog_config(self, store: StoreDef) -> dict[str, str]:
         """Kafka's changelog topic configs: compacted, then the store's own
@@ -123,26 +127,13 @@ class StoreKind(ABC):
 
 class KeyValueKind(StoreKind):
     name = KEY_VALUE
+    typed_class = KeyValueStore
+    caching_class = CachingKeyValueStore
 
     def open_native(self, store: StoreDef, path: Path | None) -> tuple[NativeStore, bytes | None]:
         if path is None:
             return _core.NativeKeyValueStore(), None
         return _core.NativeKeyValueStore.open(path)
-
-    def typed(
-        self,
-        store: StoreDef,
-        key_serde: Serde[Any],
-        value_serde: Serde[Any],
-        native: Any,
-        clock: Clock,
-    ) -> Any:
-        return KeyValueStore(store.name, key_serde, value_serde, clock, native)
-
-    def caching(
-        self, typed: Any, cache: _core.NativeThreadCache, namespace: str, clock: Clock
-    ) -> Any:
-        return CachingKeyValueStore(typed, cache, namespace, clock)
 
     def restore_from_log(
         self, native: Any, log: EmbeddedLog, topic: str, partition: int, offset: int, end: int
@@ -172,6 +163,8 @@ class _WindowedKind(StoreKind):
 
 class WindowKind(_WindowedKind):
     name = WINDOW
+    typed_class = WindowStore
+    caching_class = CachingWindowStore
 
     def open_native(self, store: StoreDef, path: Path | None) -> tuple[NativeStore, bytes | None]:
         if store.retention_ms is None or store.window_size_ms is None:
@@ -180,21 +173,6 @@ class WindowKind(_WindowedKind):
         if path is None:
             return _core.NativeWindowStore(*args), None
         return _core.NativeWindowStore.open(path, *args)
-
-    def typed(
-        self,
-        store: StoreDef,
-        key_serde: Serde[Any],
-        value_serde: Serde[Any],
-        native: Any,
-        clock: Clock,
-    ) -> Any:
-        return WindowStore(store.name, key_serde, value_serde, native, clock=clock)
-
-    def caching(
-        self, typed: Any, cache: _core.NativeThreadCache, namespace: str, clock: Clock
-    ) -> Any:
-        return CachingWindowStore(typed, cache, namespace, clock)
 
     def contents(self, native: Any) -> Contents:
         keys, starts, ends, values = native.all()
@@ -225,6 +203,8 @@ def _window_changelog(contents: Contents) -> ChangelogColumns:
 
 class SessionKind(_WindowedKind):
     name = SESSION
+    typed_class = SessionStore
+    caching_class = CachingSessionStore
 
     def open_native(self, store: StoreDef, path: Path | None) -> tuple[NativeStore, bytes | None]:
         if store.retention_ms is None:
@@ -232,21 +212,6 @@ class SessionKind(_WindowedKind):
         if path is None:
             return _core.NativeSessionStore(store.retention_ms), None
         return _core.NativeSessionStore.open(path, store.retention_ms)
-
-    def typed(
-        self,
-        store: StoreDef,
-        key_serde: Serde[Any],
-        value_serde: Serde[Any],
-        native: Any,
-        clock: Clock,
-    ) -> Any:
-        return SessionStore(store.name, key_serde, value_serde, native, clock=clock)
-
-    def caching(
-        self, typed: Any, cache: _core.NativeThreadCache, namespace: str, clock: Clock
-    ) -> Any:
-        return CachingSessionStore(typed, cache, namespace, clock)
 
     def contents(self, native: Any) -> Contents:
         keys, starts, ends, values = native.fetch_range(None, None)

@@ -128,18 +128,21 @@ impl NativeKeyValueStore {
     ) -> PyResult<(T, Vec<FlushedEntry>)> {
         let py = cache.py();
         let cache = cache.get();
-        let id = cache.with(py, |inner| inner.id(py, cache_id))?;
-        self.attached(py, |b| {
-            let mut guard = cache
-                .inner
-                .lock_py_attached(py)
-                .unwrap_or_else(PoisonError::into_inner);
-            let mut logged = b.logged();
-            let mut caching = CachingKeyValueStore::new(&mut logged, &mut guard.cache, id);
-            let mut flushed = Vec::new();
-            let out = f(&mut caching, &mut flushed)?;
-            Ok((out, flushed))
-        })
+        let mut guard = self
+            .inner
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner);
+        let b = backend(&mut guard).py_err(py)?;
+        let mut inner = cache
+            .inner
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner);
+        let id = inner.id(py, cache_id)?;
+        let mut logged = b.logged();
+        let mut caching = CachingKeyValueStore::new(&mut logged, &mut inner.cache, id);
+        let mut flushed = Vec::new();
+        let out = f(&mut caching, &mut flushed).py_err(py)?;
+        Ok((out, flushed))
     }
 
     /// `cached` for calls that may write many entries (a flush) or read many
@@ -161,6 +164,30 @@ impl NativeKeyValueStore {
             let mut flushed = Vec::new();
             let out = f(&mut caching, &mut flushed)?;
             Ok((out, flushed))
+        })
+    }
+
+    /// Writes `(keys[i], values[i])` (None deletes) as if in order, in key
+    /// order (see `key_order`); logs them in their own order with
+    /// `log_timestamp` when given and the store is logged. Returns how many.
+    fn write_pairs(
+        &self,
+        keys: &Bound<'_, PyList>,
+        values: &Bound<'_, PyList>,
+        log_timestamp: Option<i64>,
+        what: &str,
+    ) -> PyResult<usize> {
+        let py = keys.py();
+        let (keys, values) = pairs_of(keys, values, what)?;
+        self.detached(py, |b| {
+            let key = |i: usize| keys.get(i).unwrap_or_default();
+            apply_in_key_order(b.unlogged(), keys.len(), key, |i| values.get(i))?;
+            if let (Some(log), Some(timestamp)) = (b.changelog.as_mut(), log_timestamp) {
+                for i in 0..keys.len() {
+                    log.push(key(i), values.get(i), timestamp);
+                }
+            }
+            Ok(keys.len())
         })
     }
 
@@ -838,38 +865,14 @@ impl NativeKeyValueStore {
         values: &Bound<'_, PyList>,
         timestamp: i64,
     ) -> PyResult<()> {
-        let py = keys.py();
-        let (keys, values) = pairs_of(keys, values, "put_all")?;
-        self.detached(py, |b| {
-            apply_in_key_order(
-                b.unlogged(),
-                keys.len(),
-                |i| keys.get(i).unwrap_or_default(),
-                |i| values.get(i),
-            )?;
-            if let Some(log) = b.changelog.as_mut() {
-                for i in 0..keys.len() {
-                    log.push(keys.get(i).unwrap_or_default(), values.get(i), timestamp);
-                }
-            }
-            Ok(())
-        })
+        self.write_pairs(keys, values, Some(timestamp), "put_all")
+            .map(|_| ())
     }
 
     /// Applies changelog records (a None value deletes) without logging
     /// them again; returns how many were applied.
     fn restore(&self, keys: &Bound<'_, PyList>, values: &Bound<'_, PyList>) -> PyResult<usize> {
-        let py = keys.py();
-        let (keys, values) = pairs_of(keys, values, "restore")?;
-        self.detached(py, |b| {
-            apply_in_key_order(
-                b.unlogged(),
-                keys.len(),
-                |i| keys.get(i).unwrap_or_default(),
-                |i| values.get(i),
-            )?;
-            Ok(keys.len())
-        })
+        self.write_pairs(keys, values, None, "restore")
     }
 
     /// From now on every write is also kept for the store's changelog (Kafka's
