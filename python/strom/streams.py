@@ -69,7 +69,8 @@ class KafkaStreams:
     def __init__(self, topology: Topology, config: Mapping[str, Any] | StreamsConfig) -> None:
         self.config = config if isinstance(config, StreamsConfig) else StreamsConfig(config)
         self.config.application_id  # noqa: B018 - fail fast when missing
-        self._transport: Transport | None = None
+        # Made by the first start (confluent-kafka is imported only then).
+        self._transport_made: Transport | None = None
         self._topology = topology
         self._state = State.CREATED
         self._listener: Callable[[State, State], None] | None = None
@@ -106,14 +107,14 @@ class KafkaStreams:
             self._listener(new, old)
 
     @property
-    def transport(self) -> Transport:
-        if self._transport is None:
-            self._transport = transport_for(self.config)
-        return self._transport
+    def _transport(self) -> Transport:
+        if self._transport_made is None:
+            self._transport_made = transport_for(self.config)
+        return self._transport_made
 
     def _new_runtimes(self, only: int | None = None) -> list[Runtime]:
         """A runtime per stream thread (or only for thread number ``only``)."""
-        transport = self.transport
+        transport = self._transport
         count = transport.stream_threads(self.config)
         indexes = range(1, count + 1) if only is None else [only]
         runtimes: list[Runtime] = []
@@ -182,12 +183,12 @@ class KafkaStreams:
         if self._app_shutdown is not None:
             return
         try:
-            self._app_shutdown = self.transport.application_shutdown(self.config)
+            self._app_shutdown = self._transport.application_shutdown(self.config)
         except BaseException as exc:
             self._fail(exc)
             for runtime in self._runtimes:
                 runtime.abort()
-            self.transport.close()
+            self._transport.close()
             raise
 
     def _shutdown_requested(self) -> bool:
@@ -243,7 +244,7 @@ class KafkaStreams:
                         verdict = self._exception_handler(exc)
                     except Exception:
                         log.exception("the uncaught exception handler failed")
-                if self.transport.shared_failure() is not None:
+                if self._transport.shared_failure() is not None:
                     # The global thread failed: replacing a stream thread cannot help (Kafka).
                     verdict = "shutdown_client" if verdict == "replace_thread" else verdict
                 if verdict == "shutdown_application":
@@ -311,7 +312,7 @@ class KafkaStreams:
             self._set_state(State.ERROR)
             for runtime in runtimes:
                 runtime.abort()
-            self.transport.close()
+            self._transport.close()
             raise
 
     def _run_threads_until_end(self, runtimes: list[Runtime], deadline: float | None) -> None:
@@ -389,8 +390,8 @@ class KafkaStreams:
                     else:
                         runtime.close()
             finally:
-                if self._transport is not None:
-                    self._transport.close()
+                if self._transport_made is not None:
+                    self._transport_made.close()
                 if self._app_shutdown is not None:
                     self._app_shutdown.close()
                     self._app_shutdown = None

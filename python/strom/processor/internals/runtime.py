@@ -60,6 +60,9 @@ class Runtime(ABC):
 
     # Topic configs of the repartition topics this transport creates.
     repartition_config: ClassVar[dict[str, str]] = {}
+    # Whether offsets commit in a transaction with the output: the stores
+    # then commit after it, only what it made durable.
+    transactional = False
 
     def __init__(self, builder: InternalTopologyBuilder, config: StreamsConfig) -> None:
         self.builder = builder
@@ -141,10 +144,6 @@ class Runtime(ABC):
     @abstractmethod
     def _close_clients(self) -> None:
         """Releases the transport's clients."""
-
-    # Under exactly-once the stores commit after the transaction: only what
-    # it made durable.
-    transactional = False
 
     def _ready_to_end(self) -> bool:
         """Whether a bounded run may end now (not while a rebalance is going on)."""
