@@ -34,6 +34,7 @@ from strom.processor.internals.topology_builder import InternalTopologyBuilder, 
 from strom.serdes import Serde, Timestamped
 from strom.spark import _types, bootstrap
 from strom.spark._task import INPUT_SCHEMA, OUTPUT_SCHEMA, StagePlan, check_replayable, run_task
+from strom.state.internals.registry import store_kind
 from strom.topology import Topology
 
 if TYPE_CHECKING:
@@ -569,7 +570,7 @@ class Replay:
         value_serde = self._serde(store.value_serde, "default.value.serde")
         if store.timestamped and value_serde is not None:
             value_serde = Timestamped(value_serde)
-        windowed = store.kind != "key_value"
+        windowed = store_kind(store).windowed
         columns = ["key", "value", "timestamp", "offset"] if windowed else ["key", "value"]
         rows = self._rows("store", store_name).select(*columns)
         return _decoded(rows, store_name, key_serde, value_serde, window=windowed)

@@ -188,14 +188,9 @@ class NativeTimeWindowAggregate(Node):
         )
 
     def _write_changes(self) -> None:
-        if not self.store.logged:
-            # Nothing to log (an unlogged store, a replay): the kernel writes
-            # the store natively, without a Python object per write.
-            self.kernel.drain_into(self.store.native)
-            return
-        keys, starts, _ends, values, timestamps = self.kernel.drain_changes()
-        if keys:
-            self.store.put_raw_all(keys, values, starts, timestamps)
+        # The kernel writes the store natively, without a Python object per
+        # write; a logged store logs each write natively too.
+        self.kernel.drain_into(self.store.native)
 
     def _results(self, batch: Batch, results: Any) -> Batch:
         rows: list[int] = results.rows()
@@ -432,6 +427,8 @@ class NativeSessionWindowAggregate(_NativeSlidingOrSession):
 
     def make_kernel(self, task: StreamTask, send_old_values: bool) -> Any:
         w = self.windows
+        # Behind a cache the kernel also finds the sessions the cache holds.
+        cache, cache_id = self.store.cache_handle if self.caching else (None, 0)
         return _core.NativeSessionWindowedAggregation(
             self.aggregation.kind,
             self.value_type,
@@ -440,6 +437,8 @@ class NativeSessionWindowAggregate(_NativeSlidingOrSession):
             emit_final=self.emit_final,
             retention_ms=self.retention_ms,
             emit_interval_ms=int(task.config[EMIT_INTERVAL_WINDOWED]),
+            record_cache=cache,
+            record_cache_id=cache_id,
         )
 
     def forward_flushed_results(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
