@@ -731,6 +731,8 @@ class NativeSlidingWindowedAggregation(_NativeWindowedAggregation):
         retention_ms: int | None = None,
         emit_interval_ms: int | None = None,
         send_old_values: bool = False,
+        record_cache: NativeThreadCache | None = None,
+        record_cache_id: int = 0,
     ) -> Self: ...
 
 @final

@@ -291,6 +291,38 @@ def test_c11_emit_on_window_close_reads_through_the_cache(reference: Reference, 
     check(reference, t, inputs, [], cache=False, stores="rocksdb")
 
 
+@pytest.mark.parametrize("op", ["reduce", "count"])  # the Python path and the native kernel
+def test_c15_a_sliding_window_finds_the_previous_window_in_the_cache(
+    reference: Reference, op: str
+) -> None:
+    """C15. Kafka's CachingWindowStore merges the windows its cache holds,
+    unfiltered, over the store's fetch; the store hides windows older than
+    its retention (2 x time difference + grace for sliding windows). b@26
+    arrives at stream time 31: the left window [10, 20] of b@20 is expired
+    in the store but still cached, so KStreamSlidingWindowAggregate finds
+    the previous record and makes its right window [21, 31] with b@26 in
+    it (with caching off it finds nothing, in Kafka as in strom). strom's
+    caching window store hid cached windows the store had expired."""
+    t = Spec()
+    grouped = t.group_by_key(t.stream(topic="in0"))
+    sliding = {"kind": "sliding", "size": 10, "grace": 0}
+    windowed = t.windowed_by(grouped, windows=sliding, emit="update")
+    if op == "count":
+        t.to(t.to_stream(t.count(windowed)), key="tw:10", value="l")
+        values = ["1", "1", "1", "2", "1"]
+    else:
+        t.to(t.to_stream(t.reduce(windowed, fn="r_concat")), key="tw:10")
+        values = ['"9"', '"8"', '"6"', '"8|6"', '"8"']
+    inputs = records(
+        ("in0", "b", "9", 20), ("in0", "a", "8", 30), ("in0", "a", "6", 31), ("in0", "b", "8", 26)
+    )
+    windows = ["b@[10,20)", "a@[20,30)", "a@[31,41)", "a@[21,31)", "b@[21,31)"]
+    stamps = [20, 30, 31, 31, 26]
+    lines = [f"{w} -> {v} @{ts}" for w, v, ts in zip(windows, values, stamps, strict=True)]
+    check(reference, t, inputs, lines, cache=True)
+    check(reference, t, inputs, lines[:4], cache=False)
+
+
 def test_c12_session_reduce_of_a_null_value(reference: Reference) -> None:
     """C12. Kafka's KStreamSessionWindowAggregate hands a null value to the
     aggregator; a reduce's first null value is a null session, forwarded as

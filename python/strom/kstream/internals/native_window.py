@@ -382,6 +382,8 @@ class NativeSlidingWindowAggregate(_NativeSlidingOrSession):
 
     def make_kernel(self, task: StreamTask, send_old_values: bool) -> Any:
         w = self.windows
+        # Behind a cache the kernel also finds the windows the cache holds.
+        cache, cache_id = self.store.cache_handle if self.caching else (None, 0)
         return _core.NativeSlidingWindowedAggregation(
             self.aggregation.kind,
             self.value_type,
@@ -391,6 +393,8 @@ class NativeSlidingWindowAggregate(_NativeSlidingOrSession):
             retention_ms=self.retention_ms,
             emit_interval_ms=int(task.config[EMIT_INTERVAL_WINDOWED]),
             send_old_values=send_old_values,
+            record_cache=cache,
+            record_cache_id=cache_id,
         )
 
     def forward_flushed_results(self, entries: list[tuple[Any, Any, Any, int]]) -> None:

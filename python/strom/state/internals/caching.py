@@ -202,9 +202,6 @@ class _CachingWindowedBase(ABC):
         self._id = cache.named(namespace)
         self._clock = clock
         self.listener: FlushListener | None = None
-        # The windows written per raw key since the last flush (the caching
-        # window store's scans merge them; the session store scans the cache).
-        self._dirty: dict[bytes, set[Any]] = {}
         # The largest window start (session end) put, cached or not.
         self._observed = -1
 
@@ -215,10 +212,6 @@ class _CachingWindowedBase(ABC):
         when results are forwarded, never what they are."""
         native_time: int = self.native.observed_stream_time
         return max(self._observed, native_time)
-
-    def _expired_up_to(self) -> int:
-        retention: int = self.native.retention_ms
-        return self.observed_stream_time - retention
 
     @property
     def cache_handle(self) -> tuple[_core.NativeThreadCache, int]:
@@ -232,14 +225,11 @@ class _CachingWindowedBase(ABC):
     def flush(self) -> None:
         """Writes every dirty entry to the store and hands them on (commit)."""
         self._write(self._cache.flush(self._id))
-        # Nothing cached differs from the store now.
-        self._dirty.clear()
 
     @abstractmethod
-    def _write(self, flushed: list[tuple[bytes, bytes | None, int]], clean: bool = True) -> None:
+    def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
         """Writes entries out of the cache to the store (and changelog) and
-        hands them to the listener; ``clean`` drops them from the dirty set
-        (not after a batch of puts, which may have put one again)."""
+        hands them to the listener."""
         raise NotImplementedError
 
     def close(self) -> None:
@@ -251,14 +241,17 @@ class _CachingWindowedBase(ABC):
 
 class CachingWindowStore(_CachingWindowedBase):
     """A window store whose writes go through the record cache: the latest
-    value per key and window start is written (and forwarded) per commit."""
+    value per key and window start is written (and forwarded) per commit.
+    Reads see every window the cache holds, even one the store has expired
+    (Kafka's ``CachingWindowStore`` merges its cache, unfiltered, over the
+    store's fetches: a sliding window aggregation finds the previous record's
+    window there)."""
 
     native: _core.NativeWindowStore
 
     def put(self, key: Any, value: Any, window_start: int) -> None:
         raw_key = self.inner._key(key)
         raw_value = self.value_serde.serialize(self.name, value)
-        self._dirty.setdefault(raw_key, set()).add(window_start)
         self._observed = max(self._observed, window_start)
         cache_key = raw_key + window_start.to_bytes(8, "big", signed=True)
         self._write(self._cache.put(self._id, cache_key, raw_value, self._clock(), True))
@@ -278,19 +271,13 @@ class CachingWindowStore(_CachingWindowedBase):
         puts evict is written out after them, in order: nothing reads the
         store in between (the kernel keeps its own windows), and each write
         is logged with the clock, which a batch does not move."""
-        dirty = self._dirty
-        for raw_key, start in zip(raw_keys, window_starts, strict=True):
-            dirty.setdefault(raw_key, set()).add(start)
         if window_starts:
             self._observed = max(self._observed, *window_starts)
         evicted = self._cache.put_all(self._id, raw_keys, raw_values, timestamps, [window_starts])
-        # An evicted window may have been put again after its eviction, so
-        # it stays in the dirty set; a read of a window no longer cached
-        # falls through to the store, which has it. A flush clears the set.
         if self.listener is None:
             self._write_all(evicted)
         else:
-            self._write(evicted, clean=False)
+            self._write(evicted)
 
     def _write_all(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
         """Writes entries out of the cache to the store and changelog in one
@@ -301,21 +288,7 @@ class CachingWindowStore(_CachingWindowedBase):
             values = [value for _, value, _ in flushed]
             self.native.put_all(keys, values, starts, [ts for _, _, ts in flushed])
 
-    def _clean(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
-        """Drops written-out windows from the dirty set."""
-        dirty = self._dirty
-        for cache_key, _, _ in flushed:
-            raw_key = cache_key[:-8]
-            starts = dirty.get(raw_key)
-            if starts is not None:
-                starts.discard(int.from_bytes(cache_key[-8:], "big", signed=True))
-                if not starts:
-                    del dirty[raw_key]
-
     def _one(self, raw_key: bytes, start: int) -> bytes | None:
-        # The cache may still hold a window the store has expired: hide it.
-        if start <= self._expired_up_to():
-            return None
         hit = self._cache.get(self._id, raw_key + start.to_bytes(8, "big", signed=True))
         if hit is not None:
             return hit[0]
@@ -334,19 +307,21 @@ class CachingWindowStore(_CachingWindowedBase):
     def _starts(self, raw_key: bytes, time_from: int, time_to: int) -> list[KeyValue]:
         starts, raw_values = self.native.fetch(raw_key, time_from, time_to)
         entries: dict[int, bytes | None] = dict(zip(starts, raw_values, strict=True))
-        for start in self._dirty.get(raw_key, ()):
-            if time_from <= start <= time_to:
-                entries[start] = self._one(raw_key, start)
-        expired = self._expired_up_to()
-        found = sorted((s, v) for s, v in entries.items() if v is not None and s > expired)
+        # Every window of exactly this key the cache holds (its keys are the
+        # key's bytes and 8 more), over the store's, expired there or not.
+        length = len(raw_key) + 8
+        for cache_key, value in self._cache.prefix_scan(self._id, raw_key):
+            if len(cache_key) == length:
+                start = int.from_bytes(cache_key[-8:], "big", signed=True)
+                if time_from <= start <= time_to:
+                    entries[start] = value
+        found = sorted((s, v) for s, v in entries.items() if v is not None)
         values = self.value_serde.deserialize_batch(self.name, [v for _, v in found])
         return [KeyValue(s, v) for (s, _), v in zip(found, values, strict=True)]
 
-    def _write(self, flushed: list[tuple[bytes, bytes | None, int]], clean: bool = True) -> None:
+    def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
         if not flushed:
             return
-        if clean:
-            self._clean(flushed)
         if self.listener is None:
             self._write_all(flushed)
             return
@@ -411,10 +386,7 @@ class CachingSessionStore(_CachingWindowedBase):
         (see ``CachingWindowStore.put_raw_all``)."""
         if ends:
             self._observed = max(self._observed, *ends)
-        self._write(
-            self._cache.put_all(self._id, raw_keys, raw_values, timestamps, [ends, starts]),
-            clean=False,
-        )
+        self._write(self._cache.put_all(self._id, raw_keys, raw_values, timestamps, [ends, starts]))
 
     def _raw(self, raw_key: bytes, start: int, end: int) -> bytes | None:
         hit = self._cache.get(self._id, self._cache_key(raw_key, start, end))
@@ -456,7 +428,7 @@ class CachingSessionStore(_CachingWindowedBase):
     def fetch(self, key: Any) -> Iterator[KeyValue]:
         return self.find_sessions(key, -(2**63), 2**63 - 1)
 
-    def _write(self, flushed: list[tuple[bytes, bytes | None, int]], clean: bool = True) -> None:
+    def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
         if not flushed:
             return
         out: list[tuple[Any, Any, Any, int]] = []

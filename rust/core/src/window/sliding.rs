@@ -24,9 +24,14 @@
 //! store time - retention (+ 1 ms for the key-ordered store of
 //! [`EmitStrategy::OnWindowUpdate`]); store time is the largest window start
 //! put. The kernel keeps the windows the store still shows, in memory, and
-//! emulates exactly that.
+//! emulates exactly that. Behind a record cache (update mode), a lookup also
+//! finds the windows the cache still holds, expired by the store or not, as
+//! Kafka's `CachingWindowStore` merges its cache unfiltered over the store's
+//! fetches: the kernel keeps an expired window while [`WindowRecordCache`]
+//! says the cache holds it (or it was written in the current batch, whose
+//! writes reach the cache after it).
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::aggregate::Aggregate;
 use super::column::{Batch, ValueColumn};
@@ -35,6 +40,14 @@ use super::results::{BatchStats, StoreChanges, WindowedResults};
 use super::spec::{DEFAULT_EMIT_INTERVAL_MS, EmitStrategy, NO_TIMESTAMP, SlidingWindows};
 use crate::error::{Error, Result};
 use crate::store::{SegmentFactory, WindowStore};
+
+/// Whether the record cache in front of the window store holds a window
+/// `(key, start)` (a value, not a cached removal).
+pub type WindowRecordCache = Box<dyn Fn(&[u8], i64) -> bool + Send + Sync>;
+
+/// Expired windows kept for the record cache are checked against it again
+/// once there are this many (and then twice as many as survived).
+const MIN_CACHE_RECHECK: usize = 1024;
 
 /// One window's aggregate and result timestamp (its latest record).
 #[derive(Debug, Clone, Copy, PartialEq)]
@@ -63,6 +76,13 @@ pub struct SlidingWindowedAggregation<A: Aggregate> {
     totals: BatchStats,
     /// Whether results carry old values (Kafka's `sendOldValues`).
     send_old_values: bool,
+    record_cache: Option<WindowRecordCache>,
+    /// Windows the store has expired that the record cache still holds,
+    /// as (start, key id); kept in `keys`, not in `by_start`.
+    cache_held: BTreeSet<(i64, u32)>,
+    recheck_at: usize,
+    /// The windows written in the current batch (they reach the cache after it).
+    batch_writes: HashSet<(i64, u32)>,
 }
 
 impl<A: Aggregate> std::fmt::Debug for SlidingWindowedAggregation<A> {
@@ -113,7 +133,20 @@ impl<A: Aggregate> SlidingWindowedAggregation<A> {
             pending: StoreChanges::default(),
             totals: BatchStats::default(),
             send_old_values: false,
+            record_cache: None,
+            cache_held: BTreeSet::new(),
+            recheck_at: MIN_CACHE_RECHECK,
+            batch_writes: HashSet::new(),
         })
+    }
+
+    /// Lookups also find the expired windows `cache` says the record cache
+    /// in front of the window store still holds (update mode only: Kafka
+    /// turns caching off for final results of sliding windows).
+    #[must_use]
+    pub fn with_record_cache(mut self, cache: WindowRecordCache) -> Self {
+        self.record_cache = Some(cache);
+        self
     }
 
     /// Results carry each update's old value in
@@ -266,12 +299,46 @@ impl<A: Aggregate> SlidingWindowedAggregation<A> {
                 stats.expired_before_emit += ids.len() as u64;
             }
             for id in ids {
-                let wins = self.keys.state_mut(id);
-                wins.remove(&start);
-                if wins.is_empty() {
-                    self.keys.remove(id);
+                if self.cache_holds(id, start) {
+                    self.cache_held.insert((start, id));
+                } else {
+                    self.forget(id, start);
                 }
             }
+        }
+        if self.cache_held.len() >= self.recheck_at {
+            let held: Vec<_> = self.cache_held.iter().copied().collect();
+            for (start, id) in held {
+                if !self.cache_holds(id, start) {
+                    self.cache_held.remove(&(start, id));
+                    self.forget(id, start);
+                }
+            }
+            self.recheck_at = MIN_CACHE_RECHECK.max(2 * self.cache_held.len());
+        }
+    }
+
+    /// Whether writes go through a record cache (update mode behind one).
+    fn caches_writes(&self) -> bool {
+        self.record_cache.is_some() && self.emit == EmitStrategy::OnWindowUpdate
+    }
+
+    /// Whether the record cache holds a window the store has expired: it
+    /// does if it says so, or if the window was written in this batch.
+    fn cache_holds(&self, id: u32, start: i64) -> bool {
+        match &self.record_cache {
+            Some(cache) if self.emit == EmitStrategy::OnWindowUpdate => {
+                self.batch_writes.contains(&(start, id)) || cache(self.keys.key(id), start)
+            }
+            _ => false,
+        }
+    }
+
+    fn forget(&mut self, id: u32, start: i64) {
+        let wins = self.keys.state_mut(id);
+        wins.remove(&start);
+        if wins.is_empty() {
+            self.keys.remove(id);
         }
     }
 
@@ -301,6 +368,7 @@ impl<A: Aggregate> SlidingWindowedAggregation<A> {
     {
         let mut stats = BatchStats::default();
         out.reset(self.emit == EmitStrategy::OnWindowClose);
+        self.batch_writes.clear();
         for row in 0..batch.len() {
             // Kafka's sliding windows drop null values whatever the
             // aggregation.
@@ -558,7 +626,7 @@ impl<A: Aggregate> SlidingWindowedAggregation<A> {
     }
 
     /// A window store put: store time advances first, and a window the
-    /// store then hides is not kept.
+    /// store then hides is not kept, unless the record cache takes it.
     fn put(&mut self, id: u32, key: &[u8], start: i64, agg: Agg<A::State>) {
         self.store_observed_time = self.store_observed_time.max(start);
         self.pending.push(
@@ -568,11 +636,18 @@ impl<A: Aggregate> SlidingWindowedAggregation<A> {
             Some(agg.state),
             agg.timestamp,
         );
-        if start < self.min_visible_start() {
+        let hidden = start < self.min_visible_start();
+        if self.caches_writes() {
+            self.batch_writes.insert((start, id));
+        } else if hidden {
             return;
         }
         if self.keys.state_mut(id).insert(start, agg).is_none() {
-            self.by_start.entry(start).or_default().push(id);
+            if hidden {
+                self.cache_held.insert((start, id));
+            } else {
+                self.by_start.entry(start).or_default().push(id);
+            }
         }
     }
 

@@ -8,6 +8,7 @@ use pyo3::types::{PyDict, PyTuple};
 
 use strom_core::store::cache::NamedCacheId;
 use strom_core::window::session::RecordCache;
+use strom_core::window::sliding::WindowRecordCache;
 use strom_core::window::{
     EmitStrategy, SessionWindowedAggregation, SessionWindows, SlidingWindowedAggregation,
     SlidingWindows, TimeWindowedAggregation, TimeWindows,
@@ -211,6 +212,8 @@ struct MakeSliding {
     retention: Option<i64>,
     emit_interval: Option<i64>,
     send_old_values: bool,
+    /// The record cache in front of the window store and its named cache.
+    cache: Option<(Arc<Py<NativeThreadCache>>, NamedCacheId)>,
 }
 
 impl Make<SlidingFamily> for MakeSliding {
@@ -223,8 +226,48 @@ impl Make<SlidingFamily> for MakeSliding {
         if let Some(i) = self.emit_interval {
             k = k.with_emit_interval(i)?;
         }
+        if let Some((cache, id)) = &self.cache {
+            k = k.with_record_cache(holds_window(Arc::clone(cache), *id));
+        }
         Ok(k)
     }
+}
+
+/// Whether the named cache `id` holds a window's value, under the caching
+/// window store's cache key (key ‖ 8-byte start). Called while the kernel
+/// runs detached: the cache's lock is taken plainly.
+fn holds_window(cache: Arc<Py<NativeThreadCache>>, id: NamedCacheId) -> WindowRecordCache {
+    Box::new(move |key, start| {
+        let mut cache_key = Vec::with_capacity(key.len() + 8);
+        cache_key.extend_from_slice(key);
+        cache_key.extend_from_slice(&start.to_be_bytes());
+        peek_value(&cache, id, &cache_key)
+    })
+}
+
+fn peek_value(cache: &Py<NativeThreadCache>, id: NamedCacheId, cache_key: &[u8]) -> bool {
+    let inner = cache
+        .get()
+        .inner
+        .lock()
+        .unwrap_or_else(PoisonError::into_inner);
+    inner
+        .cache
+        .peek(id, cache_key)
+        .is_some_and(|hit| hit.value.is_some())
+}
+
+/// The thread cache and the id of one of its named caches, from Python.
+fn named_cache(
+    py: Python<'_>,
+    cache: Option<Py<NativeThreadCache>>,
+    name_id: i64,
+) -> PyResult<Option<(Arc<Py<NativeThreadCache>>, NamedCacheId)>> {
+    let Some(cache) = cache else {
+        return Ok(None);
+    };
+    let id = cache.get().with(py, |inner| inner.id(py, name_id))?;
+    Ok(Some((Arc::new(cache), id)))
 }
 
 py_kernel!(
@@ -232,9 +275,13 @@ py_kernel!(
     #[new]
     #[pyo3(signature = (
         aggregation, value_type, time_difference_ms, grace_ms, *, emit_final=false,
-        retention_ms=None, emit_interval_ms=None, send_old_values=false
+        retention_ms=None, emit_interval_ms=None, send_old_values=false, record_cache=None,
+        record_cache_id=0
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
+    /// With `record_cache` (the thread cache in front of the window store,
+    /// `record_cache_id` its named cache), lookups also find the expired
+    /// windows the cache still holds, as Kafka's caching window store does.
     fn new(
         py: Python<'_>,
         aggregation: &str,
@@ -245,6 +292,8 @@ py_kernel!(
         retention_ms: Option<i64>,
         emit_interval_ms: Option<i64>,
         send_old_values: bool,
+        record_cache: Option<Py<NativeThreadCache>>,
+        record_cache_id: i64,
     ) -> PyResult<Self> {
         let windows = SlidingWindows::of_time_difference_and_grace(time_difference_ms, grace_ms)
             .py_err(py)?;
@@ -254,6 +303,7 @@ py_kernel!(
             retention: retention_ms,
             emit_interval: emit_interval_ms,
             send_old_values,
+            cache: named_cache(py, record_cache, record_cache_id)?,
         };
         let (kernel, kind) = build(py, aggregation, value_type, &make)?;
         Ok(Self(Shared {
@@ -302,15 +352,7 @@ fn holds_session(cache: Arc<Py<NativeThreadCache>>, id: NamedCacheId) -> RecordC
         cache_key.extend_from_slice(key);
         cache_key.extend_from_slice(&end.to_be_bytes());
         cache_key.extend_from_slice(&start.to_be_bytes());
-        let inner = cache
-            .get()
-            .inner
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner);
-        inner
-            .cache
-            .peek(id, &cache_key)
-            .is_some_and(|hit| hit.value.is_some())
+        peek_value(&cache, id, &cache_key)
     })
 }
 
@@ -339,15 +381,7 @@ py_kernel!(
     ) -> PyResult<Self> {
         let windows =
             SessionWindows::of_inactivity_gap_and_grace(inactivity_gap_ms, grace_ms).py_err(py)?;
-        let cache = match record_cache {
-            Some(cache) => {
-                let id = cache
-                    .get()
-                    .with(py, |inner| inner.id(py, record_cache_id))?;
-                Some((Arc::new(cache), id))
-            }
-            None => None,
-        };
+        let cache = named_cache(py, record_cache, record_cache_id)?;
         let make = MakeSession {
             windows,
             emit: emit_strategy(emit_final),
