@@ -176,7 +176,10 @@ class Node(ABC):
             raw_value,
         )
         record = Record(key, batch.values[index], timestamp)
-        where = f"record {batch.topic}-{batch.partition}@{offset} (key={key!r})"
+        if offset >= 0:
+            where = f"record {batch.topic}-{batch.partition}@{offset} (key={key!r})"
+        else:  # a record cache wrote it out: its entries keep no input offset
+            where = f"a record of {batch.topic} with key {key!r} (offset unknown: from a cache)"
         processing_failed(task, context, record, exc, where)
 
 
