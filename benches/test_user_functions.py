@@ -85,7 +85,11 @@ CASES: dict[str, tuple[Callable[[StreamsBuilder], Any], str, bool]] = {
         lambda b: (
             _stream(b)
             .group_by_key()
-            .aggregate(lambda: 0, lambda k, v, agg: agg + v, Materialized("agg", caching=False))
+            .aggregate(
+                lambda: 0,
+                lambda k, v, agg: agg + v,
+                Materialized("agg", value_serde=L, caching=False),
+            )
         ),
         "KStreamAggregate",
         False,

@@ -93,6 +93,17 @@ def _stream_aggregate(b: StreamsBuilder) -> None:
     grouped.aggregate(lambda: "", lambda k, v, agg: agg + tenth(v), "agg").to_stream().to("out")
 
 
+def _aggregate_old_values(b: StreamsBuilder) -> None:
+    # Uncached, the aggregate's changes carry old values (the initializer's
+    # for a new key), which the counts downstream retract.
+    grouped = _stream(b).group_by_key()
+    table = grouped.aggregate(
+        lambda: "", lambda k, v, agg: agg + tenth(v), Materialized("agg", caching=False)
+    )
+    counts = table.group_by(lambda k, v: (v, v)).count(Materialized("counts", caching=False))
+    counts.to_stream().to("out", value_serde=serdes.Long())
+
+
 def _initializer() -> Callable[[], str]:
     calls = iter(range(100))  # one new key per record: the 4th call is record 3's
 
@@ -175,6 +186,7 @@ CASES: dict[str, Callable[[StreamsBuilder], None]] = {
         .to("out")
     ),
     "aggregate": _stream_aggregate,
+    "aggregate_old_values": _aggregate_old_values,
     "aggregate_initializer": lambda b: (
         _stream(b)
         .group_by_key()

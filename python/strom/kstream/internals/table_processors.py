@@ -4,6 +4,7 @@ and aggregations read-modify-write a store per record, as in Kafka Streams."""
 from __future__ import annotations
 
 import struct
+from bisect import bisect_left
 from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
@@ -62,10 +63,10 @@ class _StoreNode(Node):
     # KStreamAggregate/KTableAggregate); a table source uses the record's own.
     latest_timestamp = True
 
-    def sent_old(self, index: int, old: Any) -> Any:
-        """The old value an uncached update of record ``index`` forwards
-        (the store's, here)."""
-        return old
+    def sent_old_values(self, olds: list[Any], skipped: list[int]) -> list[Any]:
+        """The old values an uncached update forwards (the store's, here):
+        one per record of the batch but those at ``skipped``."""
+        return olds
 
     def _put_each(self, batch: Batch, update: Callable[[Any, Any, int], Any]) -> None:
         """For each record: new = update(key, old, i); store it (with its
@@ -90,12 +91,14 @@ class _StoreNode(Node):
                 new = update(key, old, i)
                 store.put(key, (new, timestamp) if timestamped and new is not None else new)
                 new_values.append(new)
-                old_values.append(self.sent_old(i, old))
+                old_values.append(old)
                 stamps.append(timestamp)
 
-        batch = without(batch, self.each_record(batch, run))
+        skipped = self.each_record(batch, run)
         if not self.caching:
-            self.forward(batch.derive(batch.keys, new_values, stamps, batch.offsets, old_values))
+            olds = self.sent_old_values(old_values, skipped)
+            batch = without(batch, skipped)
+            self.forward(batch.derive(batch.keys, new_values, stamps, batch.offsets, olds))
 
     # --- batches -------------------------------------------------------------
     def _raw_keys(self, keys: list[Any]) -> list[bytes]:
@@ -164,11 +167,12 @@ class _StoreNode(Node):
                     )
                 news.append(new)
                 stamps.append(timestamp)
-                old_values.append(self.sent_old(i, old))
+                old_values.append(old)
 
         # A record the handler fails writes nothing of the batch: the task
         # stops, its stores as of their last commit.
         skipped = self.each_record(batch, run)
+        old_values = self.sent_old_values(old_values, skipped)
         if skipped:
             batch, raw_keys = without(batch, skipped), drop(raw_keys, skipped)
         try:
@@ -303,18 +307,16 @@ class KTableMapValues(Node):
 
     def process(self, batch: Batch) -> None:
         fn, send_old = self.mapper, self.send_old.send_old_values
-        values, old_values = batch.values, old_values_of(batch)
         news: list[Any] = []
         olds: list[Any] = []
 
-        def run(indices: Iterator[int]) -> None:
-            for i in indices:
-                new, old = values[i], old_values[i]
+        def run(values: Iterator[Any], old_values: Iterator[Any]) -> None:
+            for new, old in zip(values, old_values, strict=True):
                 new2 = None if new is None else fn(new)
                 olds.append(fn(old) if send_old and old is not None else None)
                 news.append(new2)
 
-        batch = without(batch, self.each_record(batch, run))
+        batch = without(batch, self.each_record(batch, run, batch.values, old_values_of(batch)))
         self.forward(batch.derive(batch.keys, news, batch.timestamps, batch.offsets, olds))
 
 
@@ -530,11 +532,15 @@ class KStreamAggregate(_StoreNode):
 
         self._update_batch(batch, update)
 
-    def sent_old(self, index: int, old: Any) -> Any:
+    def sent_old_values(self, olds: list[Any], skipped: list[int]) -> list[Any]:
         """A key's first aggregate retracts the initializer's: Kafka's
         KStreamAggregate forwards it as the old value (what a filter or join
         with old values downstream then sees)."""
-        return self.initialized.pop(index, old)
+        for i, initial in self.initialized.items():
+            before = bisect_left(skipped, i)  # records skipped before this one
+            if before == len(skipped) or skipped[before] != i:
+                olds[i - before] = initial
+        return olds
 
 
 # A table's value getter: given a task, a function from key to the current

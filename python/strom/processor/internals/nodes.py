@@ -100,6 +100,14 @@ class Node(ABC):
         they belong to: ``batch`` itself, or its other records when the
         ``processing.exception.handler`` skipped records ``fn`` failed on."""
         first, *rest = [iter(column) for column in columns]
+        if not rest and self.task.config["processing.exception.handler"] == "log_and_fail":
+            # A comprehension is faster with one argument (~10%); what it
+            # computed is lost if a record fails, but then the task fails.
+            try:
+                return [fn(x) for x in first], batch
+            except Exception as exc:
+                self._failed_at(batch, first, exc)
+                raise  # not reached: log_and_fail raised
         out: list[Any] = []
         skipped: list[int] = []
         while True:
@@ -112,21 +120,22 @@ class Node(ABC):
                 continue
             return out, without(batch, skipped)
 
-    def each_record(self, batch: Batch, run: Callable[[Iterator[int]], None]) -> list[int]:
+    def each_record(self, batch: Batch, run: Callable[..., None], *columns: list[Any]) -> list[int]:
         """Calls ``run(indices)``, which processes the records of ``batch``
-        whose indices it takes from the iterator, in that order. If it
-        raises, the record whose index it took last failed; when the
-        ``processing.exception.handler`` skips that record, ``run`` is called
-        again with the same iterator, to go on with the next one (what it
-        did for the failed record before the failure stays done, as in
-        Kafka). Returns the indices of the skipped records."""
-        indices = iter(range(len(batch)))
+        whose indices it takes from the iterator, in that order; or, given
+        ``columns``, ``run(*iterators)`` over them, taken in step (zipped,
+        the first one first). If it raises, the record it took last failed;
+        when the ``processing.exception.handler`` skips that record, ``run``
+        is called again with the same iterators, to go on with the next one
+        (what it did for the failed record before the failure stays done,
+        as in Kafka). Returns the indices of the skipped records."""
+        taken = [iter(column) for column in columns] or [iter(range(len(batch)))]
         skipped: list[int] = []
         while True:
             try:
-                run(indices)
+                run(*taken)
             except Exception as exc:
-                skipped.append(self._failed_at(batch, indices, exc))
+                skipped.append(self._failed_at(batch, taken[0], exc))
                 continue
             return skipped
 
