@@ -169,8 +169,8 @@ class _StoreNode(Node):
                 stamps.append(timestamp)
                 old_values.append(old)
 
-        # A record the handler fails writes nothing of the batch: the task
-        # stops, its stores as of their last commit.
+        # A record the handler fails on stops the task before anything of
+        # the batch is written.
         skipped = self.each_record(batch, run)
         old_values = self.sent_old_values(old_values, skipped)
         if skipped:

@@ -407,6 +407,7 @@ class StreamTask:
             processed += len(run)
             self.stream_time = max(self.stream_time, *run.timestamps)
             node.process(run)
+            self._processing = None
             self.stream_time_punctuations.may_punctuate(self.stream_time)
 
     def input_bytes(
