@@ -305,6 +305,28 @@ def test_log_and_continue_skips_exactly_the_failing_record(tmp_path: Path, case:
     assert metrics["dropped-records"] == expected["dropped-records"] + 1
 
 
+@pytest.mark.parametrize("handler", ["log_and_fail", "log_and_continue"])
+def test_a_function_raising_stop_iteration_fails_its_record(tmp_path: Path, handler: str) -> None:
+    # map() would take it for the end of the batch and drop the rest.
+    def predicate(key: str, value: str) -> bool:
+        if value == "0":
+            raise StopIteration
+        return True
+
+    def build(b: StreamsBuilder) -> None:
+        _stream(b).filter(predicate).to("out")
+
+    config = {"processing.exception.handler": handler}
+    if handler == "log_and_fail":
+        with pytest.raises(TaskError, match=r"in-0@3 \(key='k3'\): RuntimeError: .* StopIteration"):
+            _run(tmp_path, "stop", build, None, **config)
+        return
+    log, metrics = _run(tmp_path, "stop", build, None, **config)
+    keys = [r.key for p in range(2) for r in log.read("out", p, 0, 10)]
+    assert sorted(keys, key=repr) == [b"k0", b"k1", b"k2", b"k4"]
+    assert metrics["dropped-records"] == 1
+
+
 def test_the_dead_letter_queue_gets_the_failing_input_record(tmp_path: Path) -> None:
     config = {
         "processing.exception.handler": "log_and_continue",

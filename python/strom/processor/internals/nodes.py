@@ -118,6 +118,11 @@ class Node(ABC):
             except Exception as exc:
                 skipped.append(self._failed_at(batch, first, exc))
                 continue
+            if len(out) + len(skipped) < len(batch):
+                # fn raised StopIteration, which map() took for its end.
+                stopped = RuntimeError(f"{fn!r} raised StopIteration")
+                skipped.append(self._failed_at(batch, first, stopped))
+                continue
             return out, without(batch, skipped)
 
     def each_record(self, batch: Batch, run: Callable[..., None], *columns: list[Any]) -> list[int]:
