@@ -440,6 +440,20 @@ def test_driver_log_and_continue_skips_the_record_and_counts_it() -> None:
         assert driver.metrics()["dropped-records"] == 1
 
 
+def test_driver_dead_letters_the_failing_record() -> None:
+    config = SERDES | {
+        "processing.exception.handler": "log_and_continue",
+        "errors.dead.letter.queue.topic.name": "dlq",
+    }
+    with TopologyTestDriver(_topology(CASES["map_values"]), config) as driver:
+        source = driver.create_input_topic("in", S, S)
+        source.pipe_key_value_list([(f"k{i}", v) for i, v in enumerate(VALUES)])
+        out = driver.create_output_topic("out", S, S).read_key_values_to_list()
+        assert out == [("k0", "10"), ("k1", "5"), ("k2", "2"), ("k4", "5")]
+        # The driver's output records carry no headers: the key and value here.
+        assert driver.create_output_topic("dlq", S, S).read_key_values_to_list() == [("k3", "0")]
+
+
 def test_driver_default_names_the_record() -> None:
     with TopologyTestDriver(_topology(CASES["process"]), SERDES) as driver:
         source = driver.create_input_topic("in", S, S)
