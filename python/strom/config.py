@@ -83,7 +83,9 @@ def _handler(name: str) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
         if value in ("log_and_fail", "log_and_continue") or callable(value):
             return value
-        raise ConfigError(f"{name} must be 'log_and_fail', 'log_and_continue' or a callable")
+        raise ConfigError(
+            f"{name} must be 'log_and_fail', 'log_and_continue' or a callable, got {value!r}"
+        )
 
     return check
 
@@ -122,6 +124,11 @@ _KEYS: dict[str, _Key] = {
     # default.production.exception.handler; strom names it like the one above).
     "production.exception.handler": _Key(
         "log_and_fail", _handler("production.exception.handler"), "bad output records"
+    ),
+    # A record whose processing raises at a node (a user function, a store):
+    # Kafka's processing.exception.handler (KIP-1033).
+    "processing.exception.handler": _Key(
+        "log_and_fail", _handler("processing.exception.handler"), "failed records"
     ),
     # Kafka's internal config: how often (wall clock) a windowed aggregation
     # with EmitStrategy.on_window_close() looks for closed windows.

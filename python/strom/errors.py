@@ -67,7 +67,8 @@ class OffsetOutOfRangeError(StromError):
 
 
 class TaskError(StromError):
-    """A task failed while processing; wraps the cause with task, node and record."""
+    """A task failed while processing; wraps the cause with task, node and
+    record (and the ``processing.exception.handler`` chose to fail)."""
 
 
 class ProductionError(StromError):
@@ -79,7 +80,9 @@ class ProductionError(StromError):
 class ErrorHandlerContext:
     """Where a record that failed came from (Kafka's ErrorHandlerContext): the
     input record being processed (``topic`` None and -1s when not known, e.g.
-    for a broker's late rejection), the sink node and the task."""
+    for a broker's late rejection or a punctuation), the node and the task.
+    ``source_raw_key`` and ``source_raw_value`` are that input record's bytes
+    as they were read, when known (a processing error names them)."""
 
     topic: str | None
     partition: int
@@ -87,6 +90,8 @@ class ErrorHandlerContext:
     timestamp: int
     processor_node_id: str | None
     task_id: str | None
+    source_raw_key: bytes | None = None
+    source_raw_value: bytes | None = None
 
 
 @dataclass(frozen=True)

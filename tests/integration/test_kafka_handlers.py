@@ -1,10 +1,13 @@
-"""The production exception handler and dead-letter records on a real broker.
+"""The production and processing exception handlers and dead-letter records
+on a real broker.
 
 Semantics follow Kafka Streams 4.x RecordCollectorImpl (records the broker
 rejects and, per KIP-399, records a sink cannot serialize go to the
 ProductionExceptionHandler; CONTINUE drops and counts them, FAIL stops the
 thread without committing past them) and KIP-1034's ``__streams.errors.*``
-headers on dead-letter records (ExceptionHandlerUtils)."""
+headers on dead-letter records (ExceptionHandlerUtils). A record whose
+processing fails at a node goes to the ProcessingExceptionHandler (KIP-1033):
+CONTINUE skips exactly that record, FAIL stops the app naming it."""
 
 from __future__ import annotations
 
@@ -27,8 +30,14 @@ from tests.kafka_harness import KafkaCluster
 from tests.support import wait_until
 
 from strom import KafkaStreams, State, StreamsBuilder, StreamsConfig, serdes
-from strom.errors import ApplicationShutdownRequested, ProductionError, SerializationError
+from strom.errors import (
+    ApplicationShutdownRequested,
+    ProductionError,
+    SerializationError,
+    TaskError,
+)
 from strom.kafka.shutdown import ApplicationShutdown
+from strom.kstream import Materialized
 
 # The output topic's limit; the big record is well over it, the others far under.
 MAX_MESSAGE_BYTES = 2000
@@ -63,6 +72,11 @@ def _records(values: list[str]) -> list[tuple[bytes | None, bytes | None, int]]:
 
 def _headers(message: Any) -> dict[str, bytes | None]:
     return dict(message.headers() or [])
+
+
+def _origin(headers: dict[str, bytes | None]) -> tuple[bytes | None, ...]:
+    """The input record a dead letter names: topic, partition, offset."""
+    return tuple(headers[f"__streams.errors.{name}"] for name in ("topic", "partition", "offset"))
 
 
 def _committed(boot: str, app_id: str, topic: str) -> int:
@@ -158,9 +172,7 @@ def test_serialization_error_through_the_handler(kafka: KafkaCluster, tmp_path: 
     assert (record.topic, record.value) == (sink, "boom")
     [letter] = read_all(boot, dead)
     headers = _headers(letter)
-    assert headers["__streams.errors.topic"] == source.encode()
-    assert headers["__streams.errors.partition"] == b"0"
-    assert headers["__streams.errors.offset"] == b"7"
+    assert _origin(headers) == (source.encode(), b"0", b"7")
     assert headers["__streams.errors.message"] == b"boom is not serializable"
     assert headers["__streams.errors.exception"] == (
         b"strom.errors.SerializationError: boom is not serializable"
@@ -183,6 +195,87 @@ def test_serialization_error_log_and_fail_stops_the_app(
         app.run_until_end(timeout=120)
     assert app.state is State.ERROR
     assert _committed(boot, app_id, source) <= 4
+
+
+def _dividing_topology(source: str, sink: str) -> Any:
+    """10 // value, per record, then a running sum per key: record "0" fails."""
+    builder = StreamsBuilder()
+    (
+        builder.stream(source, key_serde=serdes.String(), value_serde=serdes.String())
+        .map_values(lambda v: 10 // int(v))
+        .group_by_key()
+        .aggregate(
+            lambda: 0,
+            lambda k, v, total: total + v,
+            Materialized("sums", value_serde=serdes.Long(), caching=False),
+        )
+        .to_stream()
+        .to(sink, key_serde=serdes.String(), value_serde=serdes.Long())
+    )
+    return builder.build()
+
+
+def test_processing_error_log_and_continue_skips_exactly_that_record(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, dead, app_id = unique("in"), unique("out"), unique("dlq"), unique("proc")
+    create_topics(boot, {source: 1, sink: 1, dead: 1})
+    values = [str(1 + i % 5) for i in range(20)]
+    values.insert(7, "0")
+    produce(boot, source, _records(values))
+    config = app_config(
+        boot,
+        app_id,
+        str(tmp_path),
+        **{
+            "processing.exception.handler": "log_and_continue",
+            "errors.dead.letter.queue.topic.name": dead,
+        },
+    )
+    with KafkaStreams(_dividing_topology(source, sink), config) as app:
+        app.run_until_end(timeout=120)
+        assert app.metrics()["dropped-records"] == 1
+    sums, total = [], 0
+    for value in values[:7] + values[8:]:
+        total += 10 // int(value)
+        sums.append(total)
+    longs = serdes.Long()
+    assert [longs.deserialize(sink, m.value()) for m in read_all(boot, sink)] == sums
+    [letter] = read_all(boot, dead)
+    assert (letter.key(), letter.value()) == (b"k", b"0")
+    assert letter.timestamp()[1] == BASE_TS + 7
+    headers = _headers(letter)
+    assert _origin(headers) == (source.encode(), b"0", b"7")
+    assert headers["__streams.errors.message"] == b"integer division or modulo by zero"
+    assert (headers["__streams.errors.exception"] or b"").startswith(b"builtins.ZeroDivisionError")
+    assert b"ZeroDivisionError" in (headers["__streams.errors.stacktrace"] or b"")
+
+
+def test_processing_error_log_and_fail_names_the_record_and_stops(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    boot = kafka.bootstrap_servers
+    source, sink, dead, app_id = unique("in"), unique("out"), unique("dlq"), unique("proc-fail")
+    create_topics(boot, {source: 1, sink: 1, dead: 1})
+    values = [str(1 + i % 5) for i in range(10)]
+    values.insert(4, "0")
+    produce(boot, source, _records(values))
+    config = app_config(
+        boot, app_id, str(tmp_path), **{"errors.dead.letter.queue.topic.name": dead}
+    )
+    app = KafkaStreams(_dividing_topology(source, sink), config)
+    with (
+        app,
+        pytest.raises(
+            TaskError,
+            match=rf"node 'KSTREAM-MAPVALUES-\d+' failed on record {source}-0@4 \(key='k'\)",
+        ),
+    ):
+        app.run_until_end(timeout=120)
+    assert app.state is State.ERROR
+    assert _committed(boot, app_id, source) <= 4
+    assert [(m.key(), m.value()) for m in read_all(boot, dead)] == [(b"k", b"0")]
 
 
 def test_deserialization_dead_letters_carry_error_headers(
@@ -214,9 +307,7 @@ def test_deserialization_dead_letters_carry_error_headers(
     [letter] = read_all(boot, dead)
     assert (letter.key(), letter.value()) == (b"k", b"bad")
     headers = _headers(letter)
-    assert headers["__streams.errors.topic"] == source.encode()
-    assert headers["__streams.errors.partition"] == b"0"
-    assert headers["__streams.errors.offset"] == b"3"
+    assert _origin(headers) == (source.encode(), b"0", b"3")
     assert (headers["__streams.errors.exception"] or b"").startswith(
         b"strom.errors.SerializationError: "
     )

@@ -8,11 +8,12 @@ around them works on whole columns.
 from __future__ import annotations
 
 import sys
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from operator import length_hint
 from typing import TYPE_CHECKING, Any
 
 from strom.processor.internals.batch import Batch
-from strom.processor.internals.nodes import Node, log
+from strom.processor.internals.nodes import Node, log, without
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
@@ -25,17 +26,8 @@ class KStreamFilter(Node):
         self.negate = negate
 
     def process(self, batch: Batch) -> None:
-        pred, keep = self.predicate, not self.negate
-        keys, values = batch.keys, batch.values
-        i = 0
-        try:
-            kept = []
-            for i in range(len(keys)):
-                if bool(pred(keys[i], values[i])) is keep:
-                    kept.append(i)
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
-        self.forward(batch.select(kept))
+        verdicts, batch = self.call_each(batch, self.predicate, batch.keys, batch.values)
+        self.forward(batch.select(self.matching(batch, verdicts, not self.negate)))
 
 
 class KStreamMap(Node):
@@ -48,22 +40,21 @@ class KStreamMap(Node):
 
     def process(self, batch: Batch) -> None:
         fn = self.mapper
+        if self.key_only:
+            selected, batch = self.call_each(batch, fn, batch.keys, batch.values)
+            self.forward(batch.derive(selected, batch.values, batch.timestamps, batch.offsets))
+            return
         keys, values = batch.keys, batch.values
         new_keys: list[Any] = []
         new_values: list[Any] = []
-        i = 0
-        try:
-            if self.key_only:
-                new_keys = [fn(k, v) for k, v in zip(keys, values, strict=True)]
-                new_values = values
-            else:
-                for i in range(len(keys)):
-                    k2, v2 = fn(keys[i], values[i])
-                    new_keys.append(k2)
-                    new_values.append(v2)
-        except Exception as exc:
-            i = len(new_keys) if self.key_only else i
-            raise self.callback_failed(batch, i, exc) from exc
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                k2, v2 = fn(keys[i], values[i])
+                new_keys.append(k2)
+                new_values.append(v2)
+
+        batch = without(batch, self.each_record(batch, run))
         self.forward(batch.derive(new_keys, new_values, batch.timestamps, batch.offsets))
 
 
@@ -74,15 +65,10 @@ class KStreamMapValues(Node):
         self.with_key = with_key
 
     def process(self, batch: Batch) -> None:
-        fn = self.mapper
-        out: list[Any] = []
-        try:
-            if self.with_key:
-                out = [fn(k, v) for k, v in zip(batch.keys, batch.values, strict=True)]
-            else:
-                out = [fn(v) for v in batch.values]
-        except Exception as exc:
-            raise self.callback_failed(batch, len(out), exc) from exc
+        if self.with_key:
+            out, batch = self.call_each(batch, self.mapper, batch.keys, batch.values)
+        else:
+            out, batch = self.call_each(batch, self.mapper, batch.values)
         self.forward(batch.derive(batch.keys, out, batch.timestamps, batch.offsets))
 
 
@@ -101,27 +87,33 @@ class KStreamFlatMap(Node):
         out_v: list[Any] = []
         out_t: list[int] = []
         out_o: list[int] = []
-        i = 0
-        try:
-            if self.values_only:
-                for i in range(len(keys)):
-                    produced = fn(values[i])
-                    before = len(out_v)
-                    out_v.extend(produced)
-                    n = len(out_v) - before
-                    if n:
-                        out_k.extend([keys[i]] * n)
-                        out_t.extend([stamps[i]] * n)
-                        out_o.extend([offsets[i]] * n)
-            else:
-                for i in range(len(keys)):
-                    for k2, v2 in fn(keys[i], values[i]):
-                        out_k.append(k2)
-                        out_v.append(v2)
-                        out_t.append(stamps[i])
-                        out_o.append(offsets[i])
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+
+        def run_values(indices: Iterator[int]) -> None:
+            if len(out_v) > len(out_k):
+                # Resuming after a failed record: the values it produced
+                # before it failed go on (Kafka forwards each as it comes).
+                i, n = len(batch) - length_hint(indices) - 1, len(out_v) - len(out_k)
+                out_k.extend([keys[i]] * n)
+                out_t.extend([stamps[i]] * n)
+                out_o.extend([offsets[i]] * n)
+            for i in indices:
+                before = len(out_v)
+                out_v.extend(fn(values[i]))
+                n = len(out_v) - before
+                if n:
+                    out_k.extend([keys[i]] * n)
+                    out_t.extend([stamps[i]] * n)
+                    out_o.extend([offsets[i]] * n)
+
+        def run_pairs(indices: Iterator[int]) -> None:
+            for i in indices:
+                for k2, v2 in fn(keys[i], values[i]):
+                    out_k.append(k2)
+                    out_v.append(v2)
+                    out_t.append(stamps[i])
+                    out_o.append(offsets[i])
+
+        self.each_record(batch, run_values if self.values_only else run_pairs)
         self.forward(batch.derive(out_k, out_v, out_t, out_o))
 
 
@@ -133,14 +125,7 @@ class KStreamPeek(Node):
         self.action = action
 
     def process(self, batch: Batch) -> None:
-        action = self.action
-        keys, values = batch.keys, batch.values
-        i = 0
-        try:
-            for i in range(len(keys)):
-                action(keys[i], values[i])
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+        _, batch = self.call_each(batch, self.action, batch.keys, batch.values)
         self.forward(batch)
 
 
@@ -155,17 +140,19 @@ class KStreamBranch(Node):
     def process(self, batch: Batch) -> None:
         routes: list[list[int]] = [[] for _ in range(len(self.predicates) + 1)]
         keys, values = batch.keys, batch.values
-        i = 0
-        try:
-            for i in range(len(keys)):
-                for branch, predicate in enumerate(self.predicates):
+        predicates = list(enumerate(self.predicates))
+        default = routes[-1]
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                for branch, predicate in predicates:
                     if predicate(keys[i], values[i]):
                         routes[branch].append(i)
                         break
                 else:
-                    routes[-1].append(i)
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+                    default.append(i)
+
+        self.each_record(batch, run)
         # Children are the branches in order, then the default branch.
         for branch, child in enumerate(self.children):
             indices = routes[branch] if branch < len(self.predicates) else routes[-1]

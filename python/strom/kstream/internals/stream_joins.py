@@ -319,16 +319,18 @@ class KStreamKStreamJoinSide(Node):
         offsets: list[int] = []
         dropped = 0
         before, after = self.join_before_ms, self.join_after_ms
-        i = 0
-        try:
-            for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
+
+        def run(indices: Iterator[int]) -> None:
+            nonlocal dropped
+            for i in indices:
+                key, value = batch.keys[i], batch.values[i]
                 timestamp = batch.timestamps[i]
                 offset = batch.offsets[i]
                 task.current_timestamp = timestamp
                 tracker.stream_time = max(tracker.stream_time, timestamp)
                 if self.outer and key is None and value is not None:
-                    keys.append(None)
                     values.append(self._joined(value, None))
+                    keys.append(None)
                     stamps.append(timestamp)
                     offsets.append(offset)
                     continue
@@ -347,16 +349,16 @@ class KStreamKStreamJoinSide(Node):
                         raw = outer_keys.serialize(self.outer_store_name, waiting)
                         if outer_store.native.get(raw) is not None:
                             outer_store.delete(waiting)
-                    keys.append(key)
                     values.append(self._joined(value, match.value))
+                    keys.append(key)
                     stamps.append(max(timestamp, match.key))
                     offsets.append(offset)
                 if self.outer and not matches:
                     # Out of order and past its window already: emitted at
                     # once, as Kafka does.
                     if outer_store is None or time_to < tracker.stream_time:
-                        keys.append(key)
                         values.append(self._joined(value, None))
+                        keys.append(key)
                         stamps.append(timestamp)
                         offsets.append(offset)
                     else:
@@ -364,8 +366,9 @@ class KStreamKStreamJoinSide(Node):
                         entry = (timestamp, self.is_left, key)
                         waiting_values = outer_store.get(entry) or []
                         outer_store.put(entry, [*waiting_values, (self.is_left, value)])
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+
+        try:
+            self.each_record(batch, run)
         finally:
             self.trackers.save(task, tracker)
         if dropped:
@@ -411,10 +414,10 @@ class KStreamKStreamJoinSide(Node):
                     else:
                         right_open = True
                     continue
-                keys.append(key)
                 values.append(
                     self.joiner(value, None) if side_is_left else self.joiner(None, value)
                 )
+                keys.append(key)
                 stamps.append(timestamp)
                 offsets.append(offset)
                 emitted = True

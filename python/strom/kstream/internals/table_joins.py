@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import hashlib
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -106,9 +106,11 @@ class KTableKTableJoin(Node):
         stamps: list[int] = []
         offsets: list[int] = []
         dropped = 0
-        i = 0
-        try:
-            for i, key in enumerate(batch.keys):
+
+        def run(indices: Iterator[int]) -> None:
+            nonlocal dropped
+            for i in indices:
+                key = batch.keys[i]
                 if key is None:
                     dropped += 1
                     continue
@@ -144,8 +146,8 @@ class KTableKTableJoin(Node):
                 old_out.append(old_result)
                 stamps.append(timestamp)
                 offsets.append(batch.offsets[i])
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+
+        self.each_record(batch, run)
         if dropped:
             self.task.metrics.dropped_records += dropped
             log.debug("%s: skipped %d record(s) with a null key", self.name, dropped)
@@ -175,7 +177,7 @@ class KTableKTableJoinMergerMaterialized(_StoreNode):
 
     def process(self, batch: Batch) -> None:
         values = batch.values
-        self._put_each(batch, batch.keys, lambda _key, _old, i: values[i])
+        self._put_each(batch, lambda _key, _old, i: values[i])
 
 
 def join_getter(
@@ -532,10 +534,11 @@ class SubscriptionSend(Node):
         out = _Out()
         partition = self.task.partition
         dropped = 0
-        i = 0
-        try:
-            for i, key in enumerate(batch.keys):
-                new = batch.values[i]
+
+        def run(indices: Iterator[int]) -> None:
+            nonlocal dropped
+            for i in indices:
+                key, new = batch.keys[i], batch.values[i]
                 old = None if olds is None else olds[i]
                 sends = self._instructions(new, old)
                 if sends is None:
@@ -545,8 +548,8 @@ class SubscriptionSend(Node):
                 for foreign_key, instruction in sends:
                     subscription = Subscription(digest, instruction, key, partition)
                     out.add(foreign_key, subscription, batch.timestamps[i], batch.offsets[i])
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+
+        self.each_record(batch, run)
         if dropped:
             self.task.metrics.dropped_records += dropped
             log.debug("%s: skipped %d record(s) with a null foreign key", self.name, dropped)
@@ -715,9 +718,11 @@ class ResponseJoin(Node):
     def process(self, batch: Batch) -> None:
         out = _Out()
         stale = 0
-        i = 0
-        try:
-            for i, (key, response) in enumerate(zip(batch.keys, batch.values, strict=True)):
+
+        def run(indices: Iterator[int]) -> None:
+            nonlocal stale
+            for i in indices:
+                key, response = batch.keys[i], batch.values[i]
                 found = self.lookup(key)
                 current = None if found is None else found[0]
                 if self.serdes.value_hash(current) != response.hash:
@@ -729,8 +734,8 @@ class ResponseJoin(Node):
                 else:
                     result = self.joiner(current, foreign_value)
                 out.add(key, result, batch.timestamps[i], batch.offsets[i])
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+
+        self.each_record(batch, run)
         if stale:
             log.debug("%s: dropped %d stale response(s)", self.name, stale)
         self.forward(out.batch(batch))

@@ -4,13 +4,14 @@ and aggregations read-modify-write a store per record, as in Kafka Streams."""
 from __future__ import annotations
 
 import struct
-from collections.abc import Callable, Sequence
+from bisect import bisect_left
+from collections.abc import Callable, Iterator, Sequence
 from typing import TYPE_CHECKING, Any, Protocol
 
 from strom import _core
 from strom.errors import SerializationError, StoreError
 from strom.processor.internals.batch import Batch
-from strom.processor.internals.nodes import Node, log
+from strom.processor.internals.nodes import Node, drop, log, without
 from strom.serdes import Long, Serde, String, Timestamped, WrappingSerde
 from strom.state.internals.caching import CachingKeyValueStore
 
@@ -62,13 +63,12 @@ class _StoreNode(Node):
     # KStreamAggregate/KTableAggregate); a table source uses the record's own.
     latest_timestamp = True
 
-    def sent_old_values(self, olds: list[Any]) -> list[Any]:
-        """The old values an uncached update forwards (the store's, here)."""
+    def sent_old_values(self, olds: list[Any], skipped: list[int]) -> list[Any]:
+        """The old values an uncached update forwards (the store's, here):
+        one per record of the batch but those at ``skipped``."""
         return olds
 
-    def _put_each(
-        self, batch: Batch, keys: list[Any], update: Callable[[Any, Any, int], Any]
-    ) -> None:
+    def _put_each(self, batch: Batch, update: Callable[[Any, Any, int], Any]) -> None:
         """For each record: new = update(key, old, i); store it (with its
         result timestamp when the store is timestamped); forward the change.
         Record by record: used when a batch cannot be serialized as a whole,
@@ -77,11 +77,11 @@ class _StoreNode(Node):
         new_values: list[Any] = []
         old_values: list[Any] = []
         stamps: list[int] = []
-        task = self.task
-        i = 0
-        try:
-            for i, key in enumerate(keys):
-                timestamp = batch.timestamps[i]
+        task, keys, record_stamps = self.task, batch.keys, batch.timestamps
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                key, timestamp = keys[i], record_stamps[i]
                 task.current_timestamp = timestamp
                 old = store.get(key)
                 if timestamped and old is not None:
@@ -93,11 +93,12 @@ class _StoreNode(Node):
                 new_values.append(new)
                 old_values.append(old)
                 stamps.append(timestamp)
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+
+        skipped = self.each_record(batch, run)
         if not self.caching:
-            olds = self.sent_old_values(old_values)
-            self.forward(batch.derive(keys, new_values, stamps, batch.offsets, olds))
+            olds = self.sent_old_values(old_values, skipped)
+            batch = without(batch, skipped)
+            self.forward(batch.derive(batch.keys, new_values, stamps, batch.offsets, olds))
 
     # --- batches -------------------------------------------------------------
     def _raw_keys(self, keys: list[Any]) -> list[bytes]:
@@ -140,7 +141,7 @@ class _StoreNode(Node):
             olds, old_stamps = self._decode(self.store.get_raw_batch(raw_keys))
         except Exception:
             # Nothing written yet: one by one, the error names its record.
-            self._put_each(batch, keys, update)
+            self._put_each(batch, update)
             return
         repeated = len(set(raw_keys)) < len(raw_keys)
         current: dict[bytes, tuple[Any, Any]] = {}
@@ -148,10 +149,9 @@ class _StoreNode(Node):
         stamps: list[int] = []
         old_values: list[Any] = []
         task, latest = self.task, self.latest_timestamp
-        failure: Exception | None = None
-        i = 0
-        try:
-            for i, key in enumerate(keys):
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
                 timestamp = record_stamps[i]
                 task.current_timestamp = timestamp
                 if repeated and raw_keys[i] in current:
@@ -160,7 +160,7 @@ class _StoreNode(Node):
                     old, old_time = olds[i], old_stamps[i]
                 if latest and old_time is not None and old_time > timestamp:
                     timestamp = old_time
-                new = update(key, old, i)
+                new = update(keys[i], old, i)
                 if repeated:
                     current[raw_keys[i]] = (
                         (None, None) if new is None else (self._round_trip(new), timestamp)
@@ -168,26 +168,29 @@ class _StoreNode(Node):
                 news.append(new)
                 stamps.append(timestamp)
                 old_values.append(old)
-        except Exception as exc:
-            failure = exc
-        # Records before a failure are written, as one by one they would be.
-        # (A result that fails to serialize is found only here, after the
-        # callbacks of the records behind it in the batch have run.)
-        done = len(news)
+
+        # A record the handler fails on stops the task before anything of
+        # the batch is written.
+        skipped = self.each_record(batch, run)
+        old_values = self.sent_old_values(old_values, skipped)
+        if skipped:
+            batch, raw_keys = without(batch, skipped), drop(raw_keys, skipped)
         try:
             encoded = self._encode(news, stamps)
         except Exception:
-            for j in range(done):
+            # A result its serde rejects is found only here, after the
+            # callbacks of the records behind it in the batch have run.
+            bad = []
+            for j in range(len(news)):
                 if (error := self._encode_error(news[j], stamps[j])) is not None:
-                    failure, i, done = error, j, j
-                    break
-            encoded = self._encode(news[:done], stamps[:done])
-        self.store.upsert_raw(raw_keys[:done], encoded, record_stamps[:done], False)
-        if failure is not None:
-            raise self.callback_failed(batch, i, failure) from failure
+                    self.record_failed(batch, j, error)
+                    bad.append(j)
+            batch, raw_keys = without(batch, bad), drop(raw_keys, bad)
+            news, stamps, old_values = drop(news, bad), drop(stamps, bad), drop(old_values, bad)
+            encoded = self._encode(news, stamps)
+        self.store.upsert_raw(raw_keys, encoded, batch.timestamps, False)
         if not self.caching:
-            olds = self.sent_old_values(old_values)
-            self.forward(batch.derive(keys, news, stamps, batch.offsets, olds))
+            self.forward(batch.derive(batch.keys, news, stamps, batch.offsets, old_values))
 
     def _encode_error(self, value: Any, stamp: int) -> Exception | None:
         try:
@@ -215,7 +218,7 @@ class KTableSource(_StoreNode):
             raw_keys = self._raw_keys(batch.keys)
             encoded = self._encode(values, batch.timestamps)
         except Exception:
-            self._put_each(batch, batch.keys, lambda _key, _old, i: values[i])
+            self._put_each(batch, lambda _key, _old, i: values[i])
             return
         self.task.current_timestamp = batch.timestamps[-1]
         raw_olds = self.store.upsert_raw(raw_keys, encoded, batch.timestamps, not self.caching)
@@ -269,12 +272,14 @@ class KTableFilter(Node):
 
     def process(self, batch: Batch) -> None:
         send_old = self.send_old.send_old_values
-        keys, out, olds, kept = batch.keys, [], [], []
-        i = 0
-        try:
-            for i, (key, new, old) in enumerate(
-                zip(keys, batch.values, old_values_of(batch), strict=True)
-            ):
+        keys, values, old_values = batch.keys, batch.values, old_values_of(batch)
+        out: list[Any] = []
+        olds: list[Any] = []
+        kept: list[int] = []
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                key, new, old = keys[i], values[i], old_values[i]
                 new2 = self._keep(key, new)
                 old2 = self._keep(key, old) if send_old else None
                 # Kafka forwards a tombstone for a filtered-out update, unless
@@ -284,8 +289,8 @@ class KTableFilter(Node):
                 kept.append(i)
                 out.append(new2)
                 olds.append(old2)
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+
+        self.each_record(batch, run)
         selected = batch.select(kept)
         self.forward(
             selected.derive(selected.keys, out, selected.timestamps, selected.offsets, olds)
@@ -304,12 +309,14 @@ class KTableMapValues(Node):
         fn, send_old = self.mapper, self.send_old.send_old_values
         news: list[Any] = []
         olds: list[Any] = []
-        try:
-            for new, old in zip(batch.values, old_values_of(batch), strict=True):
-                news.append(None if new is None else fn(new))
+
+        def run(values: Iterator[Any], old_values: Iterator[Any]) -> None:
+            for new, old in zip(values, old_values, strict=True):
+                new2 = None if new is None else fn(new)
                 olds.append(fn(old) if send_old and old is not None else None)
-        except Exception as exc:
-            raise self.callback_failed(batch, len(news), exc) from exc
+                news.append(new2)
+
+        batch = without(batch, self.each_record(batch, run, batch.values, old_values_of(batch)))
         self.forward(batch.derive(batch.keys, news, batch.timestamps, batch.offsets, olds))
 
 
@@ -334,11 +341,11 @@ class KTableRepartitionMap(Node):
         changes: list[tuple[Any, Any]] = []
         stamps: list[int] = []
         offsets: list[int] = []
-        i = 0
-        try:
-            for i, (key, new, old) in enumerate(
-                zip(batch.keys, batch.values, old_values_of(batch), strict=True)
-            ):
+        old_values = old_values_of(batch)
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                key, new, old = batch.keys[i], batch.values[i], old_values[i]
                 new_pair = None if new is None else tuple(fn(key, new))
                 old_pair = None if old is None else tuple(fn(key, old))
                 new_ok = new_pair is not None and None not in new_pair
@@ -356,8 +363,8 @@ class KTableRepartitionMap(Node):
                     changes.append(change)
                     stamps.append(batch.timestamps[i])
                     offsets.append(batch.offsets[i])
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+
+        self.each_record(batch, run)
         self.forward(batch.derive(keys, changes, stamps, offsets))
 
 
@@ -525,12 +532,14 @@ class KStreamAggregate(_StoreNode):
 
         self._update_batch(batch, update)
 
-    def sent_old_values(self, olds: list[Any]) -> list[Any]:
+    def sent_old_values(self, olds: list[Any], skipped: list[int]) -> list[Any]:
         """A key's first aggregate retracts the initializer's: Kafka's
         KStreamAggregate forwards it as the old value (what a filter or join
         with old values downstream then sees)."""
         for i, initial in self.initialized.items():
-            olds[i] = initial
+            before = bisect_left(skipped, i)  # records skipped before this one
+            if before == len(skipped) or skipped[before] != i:
+                olds[i - before] = initial
         return olds
 
 
@@ -633,19 +642,20 @@ class KStreamKTableJoin(Node):
         lookup, joiner, left = self.lookup, self.joiner, self.left
         kept: list[int] = []
         joined: list[Any] = []
-        i = 0
-        try:
-            for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                key, value = batch.keys[i], batch.values[i]
                 if value is None or (key is None and not left):
                     self.task.metrics.dropped_records += 1
                     continue
                 found = None if key is None else lookup(key)
                 if found is None and not left:
                     continue
-                kept.append(i)
                 joined.append(joiner(value, None if found is None else found[0]))
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+                kept.append(i)
+
+        self.each_record(batch, run)
         selected = batch.select(kept)
         self.forward(selected.derive(selected.keys, joined, selected.timestamps, selected.offsets))
 
@@ -678,9 +688,10 @@ class KStreamGlobalKTableJoin(Node):
         lookup, select, joiner, left = self.lookup, self.key_selector, self.joiner, self.left
         kept: list[int] = []
         joined: list[Any] = []
-        i = 0
-        try:
-            for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                key, value = batch.keys[i], batch.values[i]
                 if value is None:
                     self.task.metrics.dropped_records += 1
                     continue
@@ -691,9 +702,9 @@ class KStreamGlobalKTableJoin(Node):
                 table_value = None if table_key is None else lookup(table_key)
                 if table_value is None and not left:
                     continue
-                kept.append(i)
                 joined.append(joiner(value, table_value))
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+                kept.append(i)
+
+        self.each_record(batch, run)
         selected = batch.select(kept)
         self.forward(selected.derive(selected.keys, joined, selected.timestamps, selected.offsets))

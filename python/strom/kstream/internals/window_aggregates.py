@@ -18,7 +18,7 @@ by time then key, as Kafka's time-ordered stores return them.
 from __future__ import annotations
 
 from abc import abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any
 
 from strom.config import EMIT_INTERVAL_WINDOWED
@@ -93,9 +93,10 @@ class _WindowedAggregate(Node):
     def process(self, batch: Batch) -> None:
         out = _Results()
         self.dropped = 0
-        i = 0
-        try:
-            for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                key, value = batch.keys[i], batch.values[i]
                 if key is None or (value is None and self.drops_null_values):
                     self.dropped += 1
                     log.debug("%s: skipped a record with a null key or value", self.name)
@@ -104,8 +105,9 @@ class _WindowedAggregate(Node):
                 self.task.current_timestamp = timestamp
                 self.observed = max(self.observed, timestamp)
                 self.aggregate_record(key, value, timestamp, batch.offsets[i], out)
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+
+        try:
+            self.each_record(batch, run)
         finally:
             self.task.state.set_node_stream_time(self.name, self.observed)
             if self.dropped:

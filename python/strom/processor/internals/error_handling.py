@@ -1,15 +1,20 @@
-"""The production exception handler and Kafka's KIP-1034 dead-letter headers,
-shared by the sink nodes (serialization errors) and the Kafka producer (the
-broker's rejections)."""
+"""The production and processing exception handlers and Kafka's KIP-1034
+dead-letter headers, shared by the nodes (a user function that fails, a
+record a sink cannot serialize) and the Kafka producer (the broker's
+rejections)."""
 
 from __future__ import annotations
 
 import logging
 import traceback
 from collections.abc import Callable
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError
+from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError, StromError, TaskError
+
+if TYPE_CHECKING:
+    from strom.processor.api import Record
+    from strom.processor.internals.task import StreamTask
 
 log = logging.getLogger("strom.errors")
 
@@ -49,12 +54,21 @@ def dead_letter_headers(
 
 
 def continue_after(
-    handler: Any, context: ErrorHandlerContext, record: FailedRecord, exc: BaseException
+    handler: Any,
+    context: ErrorHandlerContext,
+    record: Any,
+    exc: BaseException,
+    *,
+    setting: str = "production.exception.handler",
+    subject: str = "a record",
+    error: type[StromError] = ProductionError,
 ) -> bool:
-    """What ``production.exception.handler`` says about a failed record:
-    True to skip it and go on, False to fail. A callable gets
-    ``(context, record, exception)`` and returns ``"continue"`` or ``"fail"``;
-    if it raises, that fails the app (Kafka: a fatal user error)."""
+    """What a handler (``setting``, by default ``production.exception.handler``)
+    says about a failed record, ``subject`` in messages: True to skip it and
+    go on, False to fail. A callable gets ``(context, record, exception)``
+    and returns ``"continue"`` or ``"fail"``; if it raises or returns
+    anything else, that fails the app with ``error`` (Kafka: a fatal user
+    error)."""
     if handler == "log_and_continue":
         return True
     if handler == "log_and_fail" or not callable(handler):
@@ -62,11 +76,64 @@ def continue_after(
     try:
         verdict = handler(context, record, exc)
     except Exception as user_error:
-        raise ProductionError(
-            f"the production.exception.handler failed on a record for {record.topic}: "
-            f"{type(user_error).__name__}: {user_error}"
+        raise error(
+            f"the {setting} failed on {subject}: {type(user_error).__name__}: {user_error}"
         ) from user_error
+    if verdict not in _VERDICTS:
+        raise error(
+            f"the {setting} must return 'continue' or 'fail', got {verdict!r} for {subject}"
+        )
     return verdict in ("continue", "log_and_continue")
+
+
+_VERDICTS = ("continue", "fail", "log_and_continue", "log_and_fail")
+
+
+def processing_failed(
+    task: StreamTask,
+    context: ErrorHandlerContext,
+    record: Record[Any, Any] | None,
+    exc: Exception,
+    what: str,
+) -> None:
+    """``processing.exception.handler`` on ``what``, ``record`` (None for a
+    punctuation), whose processing raised ``exc`` at a node (Kafka's
+    KIP-1033): returns when it says continue (the record counted in
+    ``dropped-records``), else raises a TaskError naming the task, the node
+    and ``what``, the exception as its cause. On either verdict the input
+    record goes to the dead-letter topic, if there is one (KIP-1034). A
+    failure already handled where it happened (a node downstream, reached
+    from inside this one) passes through as it is."""
+    if isinstance(exc, TaskError | ProductionError):
+        raise exc
+    config = task.config
+    go_on = continue_after(
+        config["processing.exception.handler"],
+        context,
+        record,
+        exc,
+        setting="processing.exception.handler",
+        subject=f"{what} at node {context.processor_node_id!r} in task {task.task_id}",
+        error=TaskError,
+    )
+    dead_letters = config["errors.dead.letter.queue.topic.name"]
+    if dead_letters is not None:
+        task.collector.send_record(
+            dead_letters,
+            context.source_raw_key,
+            context.source_raw_value,
+            context.timestamp,
+            dead_letter_headers(exc, context),
+            durable=not go_on,
+        )
+    failure = (
+        f"task {task.task_id} node {context.processor_node_id!r} failed on {what}: "
+        f"{type(exc).__name__}: {exc}"
+    )
+    if not go_on:
+        raise TaskError(failure) from exc
+    task.metrics.dropped_records += 1
+    log.warning("%s; skipping it (processing.exception.handler)", failure)
 
 
 def describe_source(context: ErrorHandlerContext) -> str:

@@ -3,23 +3,28 @@ the pass-through node, and the sink. Each takes a batch and forwards
 batches to its children (Kafka's ProcessorNode and SinkNode).
 
 User callbacks run once per record (they are the user's Python); everything
-around them works on whole columns.
+around them works on whole columns. A node runs them through ``call_each``
+or ``each_record``, which know the record each call is for: a record whose
+processing raises is named, and goes to the ``processing.exception.handler``.
 """
 
 from __future__ import annotations
 
 import logging
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from itertools import compress
+from operator import length_hint, not_
 from typing import TYPE_CHECKING, Any
 
-from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError, TaskError
-from strom.processor.api import RecordContext
+from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError
+from strom.processor.api import Record, RecordContext
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import (
     continue_after,
     dead_letter_headers,
     describe_source,
+    processing_failed,
 )
 
 if TYPE_CHECKING:
@@ -81,14 +86,131 @@ class Node(ABC):
     def close(self) -> None:  # noqa: B027 - an optional hook
         """Called when the task closes."""
 
-    def callback_failed(self, batch: Batch, index: int, exc: BaseException) -> TaskError:
-        """Wraps an exception from a user callback with where it happened."""
-        offset = batch.offsets[index] if index < len(batch.offsets) else -1
-        return TaskError(
-            f"task {self.task.task_id} node {self.name!r} failed on record "
-            f"{batch.topic}-{batch.partition}@{offset} (key={batch.keys[index]!r}): "
-            f"{type(exc).__name__}: {exc}"
+    # --- user code, record by record ------------------------------------------
+    # A batch runs through a node in one go; the index of a record whose
+    # processing raises is read off the iterator the loop was taking records
+    # from (length_hint: how many it has left), so the loop itself carries
+    # no per-record bookkeeping.
+    def call_each(
+        self, batch: Batch, fn: Callable[..., Any], *columns: list[Any]
+    ) -> tuple[list[Any], Batch]:
+        """``fn`` called once per record of ``batch`` with that record's
+        ``columns`` (``fn(key, value)`` over ``batch.keys, batch.values``),
+        with no Python around each call. Returns the results and the batch
+        they belong to: ``batch`` itself, or its other records when the
+        ``processing.exception.handler`` skipped records ``fn`` failed on."""
+        first, *rest = [iter(column) for column in columns]
+        if not rest and self.task.config["processing.exception.handler"] == "log_and_fail":
+            # A comprehension is faster with one argument (~10%); what it
+            # computed is lost if a record fails, but then the task fails.
+            try:
+                return [fn(x) for x in first], batch
+            except Exception as exc:
+                self._failed_at(batch, first, exc)
+                raise  # not reached: log_and_fail raised
+        out: list[Any] = []
+        skipped: list[int] = []
+        while True:
+            try:
+                # extend() keeps the results before a failure, and the
+                # iterators go on after the failed record.
+                out.extend(map(fn, first, *rest))
+            except Exception as exc:
+                skipped.append(self._failed_at(batch, first, exc))
+                continue
+            if len(out) + len(skipped) < len(batch):
+                # fn raised StopIteration, which map() took for its end.
+                stopped = RuntimeError(f"{fn!r} raised StopIteration")
+                skipped.append(self._failed_at(batch, first, stopped))
+                continue
+            return out, without(batch, skipped)
+
+    def each_record(self, batch: Batch, run: Callable[..., None], *columns: list[Any]) -> list[int]:
+        """Calls ``run(indices)``, which processes the records of ``batch``
+        whose indices it takes from the iterator, in that order; or, given
+        ``columns``, ``run(*iterators)`` over them, taken in step (zipped,
+        the first one first). If it raises, the record it took last failed;
+        when the ``processing.exception.handler`` skips that record, ``run``
+        is called again with the same iterators, to go on with the next one
+        (what it did for the failed record before the failure stays done,
+        as in Kafka). Returns the indices of the skipped records."""
+        taken = [iter(column) for column in columns] or [iter(range(len(batch)))]
+        skipped: list[int] = []
+        while True:
+            try:
+                run(*taken)
+            except Exception as exc:
+                skipped.append(self._failed_at(batch, taken[0], exc))
+                continue
+            return skipped
+
+    def matching(self, batch: Batch, verdicts: list[Any], wanted: bool = True) -> list[int]:
+        """The indices of the records whose predicate said ``wanted``
+        (``verdicts`` from ``call_each``). A verdict whose truth cannot be
+        told (an array's) is its record's failure."""
+        truths = verdicts if wanted else map(not_, verdicts)
+        try:
+            return list(compress(range(len(verdicts)), truths))
+        except Exception:
+            kept = []
+            for i, verdict in enumerate(verdicts):
+                try:
+                    if bool(verdict) is wanted:
+                        kept.append(i)
+                except Exception as exc:  # noqa: PERF203 - finding the failed record
+                    self.record_failed(batch, i, exc)
+            return kept
+
+    def _failed_at(self, batch: Batch, taken: Iterator[Any], exc: Exception) -> int:
+        """The index of the record last taken from ``taken`` (an iterator
+        over the batch's records or one of its columns), after
+        ``record_failed``."""
+        index = len(batch) - length_hint(taken) - 1
+        if index < 0:
+            raise exc  # nothing was taken: not a record's failure
+        self.record_failed(batch, index, exc)
+        return index
+
+    def record_failed(self, batch: Batch, index: int, exc: Exception) -> None:
+        """Record ``index`` of ``batch`` failed at this node: returns if the
+        ``processing.exception.handler`` skips it (counted in
+        ``dropped-records``), else raises a TaskError naming the task, the
+        node and the record (its topic, partition, offset and key)."""
+        task = self.task
+        offset, timestamp, key = batch.offsets[index], batch.timestamps[index], batch.keys[index]
+        raw_key, raw_value = task.input_bytes(batch.topic, batch.partition, offset)
+        context = ErrorHandlerContext(
+            batch.topic,
+            batch.partition,
+            offset,
+            timestamp,
+            self.name,
+            task.task_id,
+            raw_key,
+            raw_value,
         )
+        record = Record(key, batch.values[index], timestamp)
+        if offset >= 0:
+            where = f"record {batch.topic}-{batch.partition}@{offset} (key={key!r})"
+        else:  # a record cache wrote it out: its entries keep no input offset
+            where = f"a record of {batch.topic} with key {key!r} (offset unknown: from a cache)"
+        processing_failed(task, context, record, exc, where)
+
+
+def without(batch: Batch, skipped: list[int]) -> Batch:
+    """The batch without the records at ``skipped``."""
+    if not skipped:
+        return batch
+    dropped = set(skipped)
+    return batch.select([i for i in range(len(batch)) if i not in dropped])
+
+
+def drop(items: list[Any], skipped: list[int]) -> list[Any]:
+    """``items`` without those at ``skipped``."""
+    if not skipped:
+        return items
+    dropped = set(skipped)
+    return [item for i, item in enumerate(items) if i not in dropped]
 
 
 class PassThrough(Node):
@@ -121,15 +243,19 @@ class SinkNode(Node):
             return
         extract = self.topic_extractor
         by_topic: dict[str, list[int]] = {}
-        i = 0
-        try:
-            for i, (k, v) in enumerate(zip(batch.keys, batch.values, strict=True)):
-                context = RecordContext(
-                    batch.topic, batch.partition, batch.offsets[i], batch.timestamps[i]
-                )
-                by_topic.setdefault(extract(k, v, context), []).append(i)
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+
+        def run(indices: Iterator[int]) -> None:
+            keys, values, offsets, stamps = (
+                batch.keys,
+                batch.values,
+                batch.offsets,
+                batch.timestamps,
+            )
+            for i in indices:
+                context = RecordContext(batch.topic, batch.partition, offsets[i], stamps[i])
+                by_topic.setdefault(extract(keys[i], values[i], context), []).append(i)
+
+        self.each_record(batch, run)
         for topic, indices in by_topic.items():
             self._send(topic, batch.select(indices))
 
@@ -141,20 +267,27 @@ class SinkNode(Node):
             batch, keys, values = self._serialize_one_by_one(topic, batch)
             if not keys:
                 return
-        partitions = None
+        partitions: list[int] | None = None
         if self.partitioner is not None:
             count = self.task.partition_count(topic)
             fn = self.partitioner
-            partitions = []
-            i = 0
-            try:
-                for i in range(len(keys)):
+            chosen: list[int] = []
+
+            def run(indices: Iterator[int]) -> None:
+                for i in indices:
                     p = fn(batch.keys[i], batch.values[i], count)
                     if not 0 <= p < count:
                         raise ValueError(f"partitioner returned {p}, topic has {count} partitions")
-                    partitions.append(p)
-            except Exception as exc:
-                raise self.callback_failed(batch, i, exc) from exc
+                    chosen.append(p)
+
+            skipped = self.each_record(batch, run)
+            if skipped:
+                batch, keys, values = (
+                    without(batch, skipped),
+                    drop(keys, skipped),
+                    drop(values, skipped),
+                )
+            partitions = chosen
         self.task.collector.send(topic, keys, values, batch.timestamps, partitions)
 
     def _serialize_one_by_one(

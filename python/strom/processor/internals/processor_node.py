@@ -5,12 +5,12 @@ from __future__ import annotations
 
 import heapq
 import itertools
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
-from strom.errors import StoreError, TaskError, TopologyError
+from strom.errors import ErrorHandlerContext, StoreError, TopologyError
 from strom.processor.api import (
     Cancellable,
     Processor,
@@ -20,6 +20,7 @@ from strom.processor.api import (
     RecordMetadata,
 )
 from strom.processor.internals.batch import Batch
+from strom.processor.internals.error_handling import processing_failed
 from strom.processor.internals.nodes import Node
 
 if TYPE_CHECKING:
@@ -186,31 +187,36 @@ class ProcessorAdapter(Node):
             self.by_name[name].process(Batch(topic, partition, keys, values, stamps, offsets))
 
     def process(self, batch: Batch) -> None:
-        process = self.processor.process
+        process, task = self.processor.process, self.task
         keys, values, stamps, offsets = batch.keys, batch.values, batch.timestamps, batch.offsets
-        i = 0
-        try:
-            for i in range(len(keys)):
-                self._origin = (batch.topic, batch.partition, offsets[i])
-                self.current = RecordMetadata(batch.topic, batch.partition, offsets[i])
-                self.task.current_timestamp = stamps[i]
+        topic, partition = batch.topic, batch.partition
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                self._origin = (topic, partition, offsets[i])
+                self.current = RecordMetadata(topic, partition, offsets[i])
+                task.current_timestamp = stamps[i]
                 process(Record(keys[i], values[i], stamps[i]))
-        except Exception as exc:
-            raise self.callback_failed(batch, i, exc) from exc
+
+        try:
+            self.each_record(batch, run)
         finally:
             self.current = None
+        # What it forwarded, also for a record it then failed on and the
+        # handler skipped (Kafka would have passed it on already).
         self._emit()
 
     def punctuate(self, callback: Callable[[int], None], timestamp: int) -> None:
         self._origin = ("", -1, -1)
-        self.task.current_timestamp = timestamp
+        task = self.task
+        task.current_timestamp = timestamp
         try:
             callback(timestamp)
         except Exception as exc:
-            raise TaskError(
-                f"task {self.task.task_id} node {self.name!r} failed in a punctuation at "
-                f"{timestamp}: {type(exc).__name__}: {exc}"
-            ) from exc
+            # Kafka's processing exception handler is asked about punctuations
+            # too, with no record; skipping one drops no record.
+            context = ErrorHandlerContext(None, -1, -1, timestamp, self.name, task.task_id)
+            processing_failed(task, context, None, exc, f"a punctuation at {timestamp}")
         self._emit()
 
     def close(self) -> None:

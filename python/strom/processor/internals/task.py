@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import bisect
 import logging
 import time
 from collections import deque
@@ -83,6 +84,8 @@ class ListedRecords:
 class _Queued:
     batch: Batch
     end_offset: int  # the offset after the raw batch (records may have been dropped)
+    # As read: a record that fails to process names its bytes (dead letters).
+    records: InputRecords | None = None
     position: int = 0
 
 
@@ -241,6 +244,8 @@ class StreamTask:
         # cache's entries were written under (Kafka keeps the record context
         # with each entry; a suppression buffer sizes records by it).
         self.current_topic = ""
+        # The input records (as read) of the run being processed.
+        self._processing: InputRecords | None = None
         self._wall_clock = factory.wall_clock or (lambda: time.time_ns() // 1_000_000)
         app_id = config.application_id
         for store_name in subtopology.stores:
@@ -362,7 +367,7 @@ class StreamTask:
         if batch is None:
             queue.skipped_to = end  # every record dropped: still consumed
         else:
-            queue.batches.append(_Queued(batch, end))
+            queue.batches.append(_Queued(batch, end, records))
 
     def process(self, records: InputRecords) -> None:
         """Queues the records and processes everything (the test driver and
@@ -394,6 +399,7 @@ class StreamTask:
             ready.sort(key=lambda kq: kq[1].head_timestamp())
             (topic, _), queue = ready[0]
             bound = ready[1][1].head_timestamp() if len(ready) > 1 else None
+            self._processing = queue.batches[0].records
             run = queue.take_run(bound)
             node, _source = self.sources[topic]
             self.current_topic = run.topic
@@ -401,7 +407,23 @@ class StreamTask:
             processed += len(run)
             self.stream_time = max(self.stream_time, *run.timestamps)
             node.process(run)
+            self._processing = None
             self.stream_time_punctuations.may_punctuate(self.stream_time)
+
+    def input_bytes(
+        self, topic: str, partition: int, offset: int
+    ) -> tuple[bytes | None, bytes | None]:
+        """The key and value bytes of input record ``topic-partition@offset``
+        as they were read, if it is among the records being processed (else
+        Nones: a record a cache wrote out, a punctuation's)."""
+        records = self._processing
+        if records is None or (records.topic, records.partition) != (topic, partition):
+            return None, None
+        offsets = records.offsets()
+        i = bisect.bisect_left(offsets, offset)
+        if offset < 0 or i == len(offsets) or offsets[i] != offset:
+            return None, None
+        return records.keys()[i], records.values()[i]
 
     def all_inputs_queued(self) -> bool:
         return all(
