@@ -1,0 +1,531 @@
+//! JSON for expressions: decoding only the fields a plan reads (every value
+//! is still validated whole) and writing values the way Kafka's
+//! `JsonSerializer` (Jackson's `ObjectMapper.writeValueAsBytes`) does.
+//!
+//! Decoding: integers that fit a Java `long` are ints, other numbers doubles
+//! (an integer beyond 64 bits loses digits, where Python keeps them); strings
+//! are borrowed from the input unless they hold escapes; a field whose value
+//! is an object or array is kept as its JSON text. A repeated key counts once,
+//! with its last value (as Jackson's tree and Python's `json` do). `NaN` and
+//! `Infinity` literals are not JSON and are rejected (as Jackson does by
+//! default; Python's `json` accepts them).
+//!
+//! Writing (Jackson's defaults): compact, fields in order; non-ASCII written
+//! as UTF-8; `"` `\` and the control characters escaped, `\b \t \n \f \r` in
+//! short form and the others as `\u00XX` with upper-case hex; integers in
+//! decimal; doubles as Java's `Double.toString` (`1.0E10`, `0.001`); NaN and
+//! the infinities as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::Value;
+use super::number::java_double;
+
+/// The fields a plan reads, as a tree of path segments; each path has a slot.
+#[derive(Debug, Clone, Default)]
+pub struct FieldTree {
+    root: Trie,
+    paths: Vec<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Trie {
+    children: Vec<(String, Trie)>,
+    slot: Option<usize>,
+}
+
+impl Trie {
+    fn child(&self, name: &str) -> Option<&Trie> {
+        self.children
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t)
+    }
+
+    /// Nulls every slot at or under this node (a repeated key starts over).
+    fn clear(&self, row: &mut [Value<'_>]) {
+        if let Some(slot) = self.slot {
+            row[slot] = Value::Null;
+        }
+        for (_, child) in &self.children {
+            child.clear(row);
+        }
+    }
+}
+
+impl FieldTree {
+    /// The slot of `path`, added if new.
+    pub fn slot(&mut self, path: &[String]) -> usize {
+        let next = self.paths.len();
+        let mut node = &mut self.root;
+        for segment in path {
+            let at = if let Some(at) = node.children.iter().position(|(n, _)| n == segment) {
+                at
+            } else {
+                node.children.push((segment.clone(), Trie::default()));
+                node.children.len() - 1
+            };
+            node = &mut node.children[at].1;
+        }
+        *node.slot.get_or_insert_with(|| {
+            self.paths.push(path.to_vec());
+            next
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    /// The path of each slot.
+    pub fn paths(&self) -> &[Vec<String>] {
+        &self.paths
+    }
+
+    /// One column per slot from each JSON value (None: a null value, whose
+    /// fields are null). A value that is not JSON gets null fields and is
+    /// reported to `on_error` with the parser's message.
+    pub fn decode<'a>(
+        &self,
+        values: &[Option<&'a [u8]>],
+        mut on_error: impl FnMut(usize, String),
+    ) -> Vec<Vec<Value<'a>>> {
+        let mut columns: Vec<Vec<Value<'a>>> = (0..self.len())
+            .map(|_| Vec::with_capacity(values.len()))
+            .collect();
+        let mut row: Vec<Value<'a>> = vec![Value::Null; self.len()];
+        for (i, value) in values.iter().enumerate() {
+            if let Some(bytes) = value
+                && let Err(message) = self.decode_one(bytes, &mut row)
+            {
+                on_error(i, message);
+                row.fill(Value::Null);
+            }
+            for (column, cell) in columns.iter_mut().zip(row.iter_mut()) {
+                column.push(std::mem::replace(cell, Value::Null));
+            }
+        }
+        columns
+    }
+
+    /// The fields of one JSON value into `row` (one cell per slot, all null).
+    pub fn decode_one<'a>(&self, bytes: &'a [u8], row: &mut [Value<'a>]) -> Result<(), String> {
+        let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+        let mut de = serde_json::Deserializer::from_str(text);
+        ObjectSeed {
+            trie: &self.root,
+            row,
+        }
+        .deserialize(&mut de)
+        .and_then(|()| de.end())
+        .map_err(|e| e.to_string())
+    }
+}
+
+/// A value's text as a cell (the text is valid JSON).
+fn leaf(text: &str) -> Result<Value<'_>, serde_json::Error> {
+    Ok(match text.as_bytes()[0] {
+        b'{' | b'[' => Value::Json(Cow::Borrowed(text), false),
+        b'n' => Value::Null,
+        b't' => Value::Bool(true),
+        b'f' => Value::Bool(false),
+        b'"' if !text.contains('\\') => Value::Str(Cow::Borrowed(&text[1..text.len() - 1])),
+        b'"' => Value::Str(Cow::Owned(serde_json::from_str::<String>(text)?)),
+        _ => {
+            let integral = !text.contains(['.', 'e', 'E']);
+            match text.parse::<i64>() {
+                Ok(i) if integral => Value::Int(i),
+                _ => Value::Float(text.parse::<f64>().map_err(de::Error::custom)?),
+            }
+        }
+    })
+}
+
+/// Walks an object, keeping the fields under `trie` and skipping the rest.
+struct ObjectSeed<'t, 'r, 'a> {
+    trie: &'t Trie,
+    row: &'r mut [Value<'a>],
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed<'_, '_, 'de> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectSeed<'_, '_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let ObjectSeed { trie, row } = self;
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let Some(child) = trie.child(&key) else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            child.clear(row);
+            match child.slot {
+                None => map.next_value_seed(ObjectSeed {
+                    trie: child,
+                    row: &mut *row,
+                })?,
+                Some(slot) => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    let text = raw.get();
+                    row[slot] = leaf(text).map_err(de::Error::custom)?;
+                    if !child.children.is_empty() && text.starts_with('{') {
+                        // Both `a` and `a.b` are read: walk `a`'s text again.
+                        let mut inner = serde_json::Deserializer::from_str(text);
+                        ObjectSeed {
+                            trie: child,
+                            row: &mut *row,
+                        }
+                        .deserialize(&mut inner)
+                        .map_err(de::Error::custom)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+
+    // Not an object: no field is there.
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// An object key, borrowed from the input where it has no escapes.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+}
+
+// --- writing -----------------------------------------------------------------
+
+/// Writes `v` as Jackson writes the same value.
+pub fn write_value(out: &mut String, v: &Value<'_>) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
+        Value::Float(f) => write_double(out, *f),
+        Value::Str(s) => write_str(out, s),
+        Value::Json(text, true) => out.push_str(text),
+        Value::Json(text, false) => transcode(out, text),
+    }
+}
+
+/// An object with these members, in order.
+pub fn write_object<'v, 'a: 'v>(
+    out: &mut String,
+    members: impl Iterator<Item = (&'v str, &'v Value<'a>)>,
+) {
+    out.push('{');
+    for (i, (name, value)) in members.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_str(out, name);
+        out.push(':');
+        write_value(out, value);
+    }
+    out.push('}');
+}
+
+/// Jackson writes a non-finite double as a string (`WRITE_NAN_AS_STRINGS`).
+pub fn write_double(out: &mut String, f: f64) {
+    if f.is_finite() {
+        out.push_str(&java_double(f));
+    } else {
+        out.push('"');
+        out.push_str(&java_double(f));
+        out.push('"');
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// A JSON string with Jackson's escapes.
+pub fn write_str(out: &mut String, s: &str) {
+    out.push('"');
+    let mut start = 0;
+    for (i, b) in s.bytes().enumerate() {
+        let escape: &str = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0C => "\\f",
+            0..0x20 => "",
+            _ => continue,
+        };
+        out.push_str(&s[start..i]);
+        if escape.is_empty() {
+            out.push_str("\\u00");
+            out.push(HEX[usize::from(b >> 4)] as char);
+            out.push(HEX[usize::from(b & 0xF)] as char);
+        } else {
+            out.push_str(escape);
+        }
+        start = i + 1;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+/// Rewrites valid JSON text in the writer's form.
+fn transcode(out: &mut String, text: &str) {
+    let mut de = serde_json::Deserializer::from_str(text);
+    Transcode { out }
+        .deserialize(&mut de)
+        .expect("the text was validated when it was read");
+}
+
+struct Transcode<'o> {
+    out: &'o mut String,
+}
+
+impl<'de> DeserializeSeed<'de> for Transcode<'_> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for Transcode<'_> {
+    type Value = ();
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        self.out.push('{');
+        let mut first = true;
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            if !first {
+                self.out.push(',');
+            }
+            first = false;
+            write_str(self.out, &key);
+            self.out.push(':');
+            map.next_value_seed(Transcode {
+                out: &mut *self.out,
+            })?;
+        }
+        self.out.push('}');
+        Ok(())
+    }
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        self.out.push('[');
+        let mut first = true;
+        loop {
+            if !first {
+                // Pushed before knowing whether an element follows; undone below.
+                self.out.push(',');
+            }
+            if seq
+                .next_element_seed(Transcode {
+                    out: &mut *self.out,
+                })?
+                .is_none()
+            {
+                if !first {
+                    self.out.pop();
+                }
+                break;
+            }
+            first = false;
+        }
+        self.out.push(']');
+        Ok(())
+    }
+    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
+        write_value(self.out, &Value::Bool(v));
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
+        write_value(self.out, &Value::Int(v));
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
+        self.out.push_str(itoa::Buffer::new().format(v));
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
+        write_double(self.out, v);
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
+        write_str(self.out, v);
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        self.out.push_str("null");
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(paths: &[&str]) -> FieldTree {
+        let mut t = FieldTree::default();
+        for p in paths {
+            let path: Vec<String> = p.split('.').map(str::to_owned).collect();
+            t.slot(&path);
+        }
+        t
+    }
+
+    #[test]
+    fn decodes_only_named_fields() {
+        let t = tree(&["a", "b.c", "s", "o", "x"]);
+        let doc = br#"{"a":1,"z":[1,{"q":2}],"b":{"c":2.5,"d":true},"s":"h\u00e9","o":{"k":[1]}}"#;
+        let cols = t.decode(&[Some(doc), None], |_, m| panic!("{m}"));
+        assert_eq!(cols[0], vec![Value::Int(1), Value::Null]);
+        assert_eq!(cols[1][0], Value::Float(2.5));
+        assert_eq!(cols[2][0], Value::Str(Cow::Borrowed("hé")));
+        assert_eq!(
+            cols[3][0],
+            Value::Json(Cow::Borrowed(r#"{"k":[1]}"#), false)
+        );
+        assert_eq!(cols[4][0], Value::Null);
+    }
+
+    #[test]
+    fn parent_and_child_both_read() {
+        let t = tree(&["a", "a.b"]);
+        let cols = t.decode(&[Some(br#"{"a":{"b":7}}"#.as_slice())], |_, m| {
+            panic!("{m}")
+        });
+        assert_eq!(cols[1][0], Value::Int(7));
+        assert!(matches!(cols[0][0], Value::Json(..)));
+    }
+
+    #[test]
+    fn last_repeated_key_wins() {
+        let t = tree(&["a.b"]);
+        let cols = t.decode(&[Some(br#"{"a":{"b":1},"a":5}"#.as_slice())], |_, m| {
+            panic!("{m}")
+        });
+        assert_eq!(cols[0][0], Value::Null);
+    }
+
+    #[test]
+    fn malformed_values_are_reported() {
+        let t = tree(&["a"]);
+        let mut bad = Vec::new();
+        let inputs: [&[u8]; 5] = [
+            b"{\"a\":1",
+            b"{\"a\":1}x",
+            b"\xff",
+            b"{\"a\":NaN}",
+            b"{\"z\":[1,}",
+        ];
+        let values: Vec<Option<&[u8]>> = inputs.iter().map(|v| Some(*v)).collect();
+        let cols = t.decode(&values, |row, m| bad.push((row, m)));
+        assert_eq!(
+            bad.iter().map(|(r, _)| *r).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 4]
+        );
+        assert!(cols[0].iter().all(|v| *v == Value::Null));
+    }
+
+    #[test]
+    fn numbers() {
+        let t = tree(&["i", "f", "big", "neg0"]);
+        let cols = t.decode(
+            &[Some(
+                br#"{"i":-42,"f":1e2,"big":18446744073709551616,"neg0":-0.0}"#.as_slice(),
+            )],
+            |_, m| panic!("{m}"),
+        );
+        assert_eq!(cols[0][0], Value::Int(-42));
+        assert_eq!(cols[1][0], Value::Float(100.0));
+        assert_eq!(cols[2][0], Value::Float(18_446_744_073_709_551_616.0));
+        assert!(matches!(cols[3][0], Value::Float(f) if f == 0.0 && f.is_sign_negative()));
+    }
+
+    #[test]
+    fn writes_as_jackson() {
+        let mut out = String::new();
+        write_object(
+            &mut out,
+            [
+                (
+                    "s",
+                    &Value::Str(Cow::Borrowed("a\"\\\n\u{1}\u{1f}é\u{7f}/")),
+                ),
+                ("f", &Value::Float(1e10)),
+                ("n", &Value::Float(f64::NAN)),
+                ("i", &Value::Int(i64::MIN)),
+                (
+                    "raw",
+                    &Value::Json(
+                        Cow::Borrowed(r#"{ "x" : [ 1e2 , "\u0041" , -7 ] , "y":{} }"#),
+                        false,
+                    ),
+                ),
+                ("e", &Value::Json(Cow::Borrowed("[ ]"), false)),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(
+            out,
+            r#"{"s":"a\"\\\n\u0001\u001Fé/","f":1.0E10,"n":"NaN","i":-9223372036854775808,"raw":{"x":[100.0,"A",-7],"y":{}},"e":[]}"#
+        );
+    }
+}
