@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 
 from strom import _core
 from strom.config import EMIT_INTERVAL_WINDOWED
-from strom.errors import SerializationError, TaskError
+from strom.errors import ExpressionError, SerializationError, TaskError
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
 from strom.serdes import Serde
@@ -52,6 +52,23 @@ class MeanState(Serde[float]):
             raise SerializationError(f"a stored mean is 16 bytes, got {len(data)} in {topic!r}")
         total, count = struct.unpack(">dq", data)
         return float(total / count) if count else float("nan")
+
+
+def _kernel_input(node: Node, aggregation: Aggregation, batch: Batch) -> tuple[Batch, str | None]:
+    """The batch with the values the kernel aggregates, and the field it reads
+    from them (a plain field is read by the kernel; an expression is
+    evaluated over the batch first)."""
+    try:
+        values, field = aggregation.kernel_input(batch.values)
+    except ExpressionError as exc:
+        raise TaskError(
+            f"task {node.task.task_id} node {node.name!r} cannot aggregate a record of "
+            f"{batch.topic}-{batch.partition} (offsets {batch.offsets[0]}.."
+            f"{batch.offsets[-1]}): {exc}"
+        ) from exc
+    if values is batch.values:
+        return batch, field
+    return batch.derive(batch.keys, values, batch.timestamps, batch.offsets), field
 
 
 class NativeTimeWindowAggregate(Node):
@@ -118,6 +135,7 @@ class NativeTimeWindowAggregate(Node):
         if not self.loaded:
             self._load()
         task = self.task
+        batch, field = _kernel_input(self, self.aggregation, batch)
         keys, values = batch.keys, batch.values
         raw_keys = self.store.key_serde.serialize_batch(self.store_name, keys)
         if self.aggregation.kind != "count" and None in values:
@@ -130,7 +148,7 @@ class NativeTimeWindowAggregate(Node):
                 raw_keys,
                 batch.timestamps,
                 None if self.aggregation.kind == "count" else values,
-                field=self.aggregation.field,
+                field=field,
                 wall_clock_ms=task.wall_clock_ms(),
             )
         except (TypeError, ValueError) as exc:
@@ -278,6 +296,7 @@ class _NativeSlidingOrSession(Node):
         if not self.loaded:
             self._load()
         task = self.task
+        batch, field = _kernel_input(self, self.aggregation, batch)
         raw_keys = self.raw_keys(batch)
         count = self.aggregation.kind == "count"
         try:
@@ -285,7 +304,7 @@ class _NativeSlidingOrSession(Node):
                 raw_keys,
                 batch.timestamps,
                 None if count else batch.values,
-                field=None if count else self.aggregation.field,
+                field=field,
                 wall_clock_ms=task.wall_clock_ms(),
             )
         except (TypeError, ValueError) as exc:

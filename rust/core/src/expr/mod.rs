@@ -246,9 +246,19 @@ impl Plan {
         self.eval_columns(columns, values.len(), errors)
     }
 
-    /// Evaluates over columns already decoded (one per field slot).
-    pub fn eval<'a>(&self, columns: Vec<Vec<Value<'a>>>, rows: usize) -> Evaluated<'a> {
-        self.eval_columns(columns, rows, Errors::new(rows))
+    /// Evaluates over columns already decoded (one per field slot);
+    /// `failed` rows failed before (while their fields were read).
+    pub fn eval<'a>(
+        &self,
+        columns: Vec<Vec<Value<'a>>>,
+        rows: usize,
+        failed: Vec<RowError>,
+    ) -> Evaluated<'a> {
+        let mut errors = Errors::new(rows);
+        for e in failed {
+            errors.fail(e.row, e.kind, e.message);
+        }
+        self.eval_columns(columns, rows, errors)
     }
 
     fn eval_columns<'a>(
