@@ -236,7 +236,7 @@ class _Lit(Expr):
         return ("lit", self.value)
 
     def __repr__(self) -> str:
-        return f"lit({self.value!r})"
+        return repr(self.value)
 
 
 class _Unary(Expr):
