@@ -2,7 +2,7 @@
 combined with operators into a tree that runs in the native kernels.
 
 An expression reads fields of a record's value (a JSON object): ``col("a")``,
-nested ``col("a.b")``. It takes ``+ - * / // %``, comparisons, ``& | ~``
+nested ``col("a.b")``, or the value itself: ``col()``. It takes ``+ - * / // %``, comparisons, ``& | ~``
 (not ``and``/``or``/``not``: Python cannot overload those), ``.is_null()``,
 ``.cast(int | float | str)``, and the string methods ``.startswith``,
 ``.contains``, ``.upper``, ``.lower``; ``struct(name=expr, …)`` builds a JSON
@@ -215,17 +215,18 @@ class Expr:
 
 
 class Col(Expr):
-    """The field ``name`` of a JSON object value; dots name nested fields."""
+    """The field ``name`` of a JSON object value; dots name nested fields.
+    No name: the value itself."""
 
-    def __init__(self, name: str) -> None:
+    def __init__(self, name: str | None) -> None:
         self.name = name
-        self.path = tuple(name.split("."))
+        self.path = () if name is None else tuple(name.split("."))
 
     def tree(self) -> tuple[Any, ...]:
         return ("col", self.path)
 
     def __repr__(self) -> str:
-        return f"col({self.name!r})"
+        return "col()" if self.name is None else f"col({self.name!r})"
 
 
 class _Lit(Expr):
@@ -290,10 +291,11 @@ class _Struct(Expr):
         return f"struct({inner})"
 
 
-def col(name: str) -> Col:
+def col(name: str | None = None) -> Col:
     """The field ``name`` of a JSON object value (``"a.b"``: field ``b`` of
-    the object in field ``a``)."""
-    if not isinstance(name, str) or not name or "" in name.split("."):
+    the object in field ``a``); without a name, the value itself (a string,
+    a number: ``col().startswith("x")`` on a stream of ``String`` values)."""
+    if name is not None and (not isinstance(name, str) or "" in name.split(".")):
         raise TypeError(f"a field name is a non-empty str (dots between names), not {name!r}")
     return Col(name)
 

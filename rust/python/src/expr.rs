@@ -15,7 +15,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 
 use strom_core::expr::json::{write_double, write_str, write_value};
 use strom_core::expr::{
-    BinaryOp, Column, ErrorKind, Evaluated, Expr, Plan, RowError, Type, UnaryOp, Value,
+    BinaryOp, Column, ErrorKind, Evaluated, Expr, FieldTree, Plan, RowError, Type, UnaryOp, Value,
 };
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -126,9 +126,22 @@ fn to_py<'py>(
     }
 }
 
+/// Nesting deeper than this is refused (a cycle would recurse forever;
+/// Jackson's own limit for reading is 1000).
+const MAX_DEPTH: usize = 1000;
+
 /// Python's `json.dumps` types written as Jackson writes them (see
 /// strom-core's `expr::json`); dict keys as Python's `json` converts them.
 fn write_py(out: &mut String, obj: &Bound<'_, PyAny>) -> PyResult<()> {
+    write_nested(out, obj, 0)
+}
+
+fn write_nested(out: &mut String, obj: &Bound<'_, PyAny>, depth: usize) -> PyResult<()> {
+    if depth > MAX_DEPTH {
+        return Err(PyValueError::new_err(format!(
+            "nested deeper than {MAX_DEPTH} levels (or a circular reference)"
+        )));
+    }
     if obj.is_none() {
         out.push_str("null");
     } else if let Ok(b) = obj.cast::<PyBool>() {
@@ -150,7 +163,7 @@ fn write_py(out: &mut String, obj: &Bound<'_, PyAny>) -> PyResult<()> {
             }
             write_str(out, &dict_key(&k)?);
             out.push(':');
-            write_py(out, &v)?;
+            write_nested(out, &v, depth + 1)?;
         }
         out.push('}');
     } else if obj.is_instance_of::<PyList>() || obj.is_instance_of::<PyTuple>() {
@@ -159,7 +172,7 @@ fn write_py(out: &mut String, obj: &Bound<'_, PyAny>) -> PyResult<()> {
             if i > 0 {
                 out.push(',');
             }
-            write_py(out, &item?)?;
+            write_nested(out, &item?, depth + 1)?;
         }
         out.push(']');
     } else {
@@ -211,6 +224,16 @@ fn encode_json<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>>
         }
     }
     Ok(out)
+}
+
+/// The values that are not JSON, as `(index, message)` (None is a null
+/// value, not an error); read detached.
+#[pyfunction]
+fn json_errors(values: &Bound<'_, PyList>) -> PyResult<Vec<(usize, String)>> {
+    let buffered = Buffered::new(values)?;
+    Ok(values
+        .py()
+        .detach(|| FieldTree::validate(&buffered.slices())))
 }
 
 /// The values of a batch copied into one buffer (they are read detached).
@@ -428,5 +451,6 @@ impl ExprPlan {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ExprPlan>()?;
     m.add_function(wrap_pyfunction!(encode_json, m)?)?;
+    m.add_function(wrap_pyfunction!(json_errors, m)?)?;
     Ok(())
 }

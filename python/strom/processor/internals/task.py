@@ -442,17 +442,25 @@ class StreamTask:
         raw_keys, raw_values = records.keys(), records.values()
         offsets, timestamps = records.offsets(), records.timestamps()
         extractor = source.timestamp_extractor
-        # Values the source's children read as JSON bytes stay bytes; those
-        # children validate them (a bad one goes to the handler from there).
-        node = self.sources[topic][0]
+        # JSON values stay bytes when every child of the source takes them so
+        # (native expression steps, a sink with the same serde, …).
+        children = self.sources[topic][0].children
         encoded = (
             value_serde
             if extractor is None
             and isinstance(value_serde, Json)
-            and node.children
-            and all(getattr(c, "reads_json", False) for c in node.children)
+            and children
+            and all(c.takes_encoded for c in children)
             else None
         )
+        if (
+            encoded is not None
+            and not all(getattr(c, "reads_json", False) for c in children)
+            and _core.json_errors(raw_values)
+        ):
+            # A child that does not parse them (a sink) would pass a bad one
+            # on: read this batch the ordinary way, which finds and handles it.
+            encoded = None
         try:
             keys = key_serde.deserialize_batch(topic, raw_keys)
             values = raw_values if encoded else value_serde.deserialize_batch(topic, raw_values)

@@ -119,6 +119,16 @@ impl FieldTree {
     /// The fields of one JSON value into `row` (one cell per slot, all null).
     pub fn decode_one<'a>(&self, bytes: &'a [u8], row: &mut [Value<'a>]) -> Result<(), String> {
         let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+        let mut text = text;
+        if let Some(slot) = self.root.slot {
+            // The value itself is read (the empty path): keep its text.
+            let raw: &'a RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
+            text = raw.get();
+            row[slot] = leaf(text).map_err(|e| e.to_string())?;
+            if self.root.children.is_empty() {
+                return Ok(());
+            }
+        }
         let mut de = serde_json::Deserializer::from_str(text);
         ObjectSeed {
             trie: &self.root,
@@ -127,6 +137,14 @@ impl FieldTree {
         .deserialize(&mut de)
         .and_then(|()| de.end())
         .map_err(|e| e.to_string())
+    }
+
+    /// Whether each value is JSON: the message of each one that is not.
+    pub fn validate(values: &[Option<&[u8]>]) -> Vec<(usize, String)> {
+        let empty = FieldTree::default();
+        let mut errors = Vec::new();
+        empty.decode(values, |row, message| errors.push((row, message)));
+        errors
     }
 }
 
@@ -443,6 +461,22 @@ mod tests {
             Value::Json(Cow::Borrowed(r#"{"k":[1]}"#), false)
         );
         assert_eq!(cols[4][0], Value::Null);
+    }
+
+    #[test]
+    fn the_value_itself() {
+        let mut t2 = FieldTree::default();
+        t2.slot(&[]);
+        let docs: [&[u8]; 3] = [br#" {"a":1} "#, br#""x""#, b"12"];
+        let values: Vec<Option<&[u8]>> = docs.iter().map(|d| Some(*d)).collect();
+        let cols = t2.decode(&values, |_, m| panic!("{m}"));
+        assert!(matches!(&cols[0][0], Value::Json(text, false) if text.as_ref() == r#"{"a":1}"#));
+        assert_eq!(cols[0][1], Value::Str(Cow::Borrowed("x")));
+        assert_eq!(cols[0][2], Value::Int(12));
+        t2.slot(&["a".to_owned()]);
+        let cols = t2.decode(&values, |_, m| panic!("{m}"));
+        assert_eq!(cols[1], vec![Value::Int(1), Value::Null, Value::Null]);
+        assert_eq!(FieldTree::validate(&[Some(b"{}"), Some(b"{"), None]).len(), 1);
     }
 
     #[test]
