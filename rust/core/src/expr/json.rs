@@ -11,9 +11,10 @@
 //! default; Python's `json` accepts them).
 //!
 //! Writing (Jackson's defaults): compact, fields in order; non-ASCII written
-//! as UTF-8; `"` `\` and the control characters escaped, `\b \t \n \f \r` in
-//! short form and the others as `\u00XX` with upper-case hex; integers in
-//! decimal; doubles as Java's `Double.toString` (`1.0E10`, `0.001`); NaN and
+//! as UTF-8 but for characters beyond the BMP (emoji), which Jackson writes
+//! as two `\uXXXX` surrogates; `"` `\` and the control characters escaped,
+//! `\b \t \n \f \r` in short form and the others as `\u00XX` with upper-case
+//! hex; integers in decimal (beyond 64 bits too, when passed through); doubles as Java's `Double.toString` (`1.0E10`, `0.001`); NaN and
 //! the infinities as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`.
 
 use std::borrow::Cow;
@@ -314,11 +315,16 @@ pub fn write_double(out: &mut String, f: f64) {
 
 const HEX: &[u8; 16] = b"0123456789ABCDEF";
 
-/// A JSON string with Jackson's escapes.
+/// A JSON string with Jackson's escapes: also a character beyond the Basic
+/// Multilingual Plane (an emoji), which Jackson's UTF-8 writer puts out as
+/// its two UTF-16 surrogates, `\uD83D\uDE00`.
 pub fn write_str(out: &mut String, s: &str) {
     out.push('"');
+    let bytes = s.as_bytes();
     let mut start = 0;
-    for (i, b) in s.bytes().enumerate() {
+    let mut i = 0;
+    while i < bytes.len() {
+        let b = bytes[i];
         let escape: &str = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",
@@ -327,111 +333,105 @@ pub fn write_str(out: &mut String, s: &str) {
             b'\t' => "\\t",
             0x08 => "\\b",
             0x0C => "\\f",
-            0..0x20 => "",
-            _ => continue,
+            0..0x20 | 0xF0.. => "",
+            _ => {
+                i += 1;
+                continue;
+            }
         };
         out.push_str(&s[start..i]);
-        if escape.is_empty() {
-            out.push_str("\\u00");
-            out.push(HEX[usize::from(b >> 4)] as char);
-            out.push(HEX[usize::from(b & 0xF)] as char);
-        } else {
+        if !escape.is_empty() {
             out.push_str(escape);
+            i += 1;
+        } else if b < 0x20 {
+            push_u(out, u16::from(b));
+            i += 1;
+        } else {
+            let c = s[i..].chars().next().expect("a char starts here");
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                push_u(out, *unit);
+            }
+            i += c.len_utf8();
         }
-        start = i + 1;
+        start = i;
     }
     out.push_str(&s[start..]);
     out.push('"');
 }
 
-/// Rewrites valid JSON text in the writer's form.
+fn push_u(out: &mut String, unit: u16) {
+    out.push_str("\\u");
+    for shift in [12, 8, 4, 0] {
+        out.push(HEX[usize::from((unit >> shift) & 0xF)] as char);
+    }
+}
+
+/// Rewrites valid JSON text in the writer's form: whitespace dropped,
+/// strings re-escaped, integers as written (`-0` as `0`; beyond 64 bits
+/// the digits as they are, as Jackson's `BigInteger` nodes), other numbers
+/// as Java doubles.
 fn transcode(out: &mut String, text: &str) {
-    let mut de = serde_json::Deserializer::from_str(text);
-    Transcode { out }
-        .deserialize(&mut de)
-        .expect("the text was validated when it was read");
-}
-
-struct Transcode<'o> {
-    out: &'o mut String,
-}
-
-impl<'de> DeserializeSeed<'de> for Transcode<'_> {
-    type Value = ();
-    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
-        d.deserialize_any(self)
-    }
-}
-
-impl<'de> Visitor<'de> for Transcode<'_> {
-    type Value = ();
-    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str("a JSON value")
-    }
-    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
-        self.out.push('{');
-        let mut first = true;
-        while let Some(key) = map.next_key_seed(KeySeed)? {
-            if !first {
-                self.out.push(',');
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+            c @ (b'{' | b'}' | b'[' | b']' | b':' | b',') => {
+                out.push(c as char);
+                i += 1;
             }
-            first = false;
-            write_str(self.out, &key);
-            self.out.push(':');
-            map.next_value_seed(Transcode {
-                out: &mut *self.out,
-            })?;
-        }
-        self.out.push('}');
-        Ok(())
-    }
-    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
-        self.out.push('[');
-        let mut first = true;
-        loop {
-            if !first {
-                // Pushed before knowing whether an element follows; undone below.
-                self.out.push(',');
-            }
-            if seq
-                .next_element_seed(Transcode {
-                    out: &mut *self.out,
-                })?
-                .is_none()
-            {
-                if !first {
-                    self.out.pop();
+            b'"' => {
+                let mut end = i + 1;
+                let mut escaped = false;
+                while b[end] != b'"' {
+                    if b[end] == b'\\' {
+                        escaped = true;
+                        end += 1;
+                    }
+                    end += 1;
                 }
-                break;
+                end += 1;
+                if escaped {
+                    let s: String =
+                        serde_json::from_str(&text[i..end]).expect("validated when it was read");
+                    write_str(out, &s);
+                } else {
+                    write_str(out, &text[i + 1..end - 1]);
+                }
+                i = end;
             }
-            first = false;
+            b't' => {
+                out.push_str("true");
+                i += 4;
+            }
+            b'f' => {
+                out.push_str("false");
+                i += 5;
+            }
+            b'n' => {
+                out.push_str("null");
+                i += 4;
+            }
+            _ => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
+                    i += 1;
+                }
+                write_number(out, &text[start..i]);
+            }
         }
-        self.out.push(']');
-        Ok(())
     }
-    fn visit_bool<E: de::Error>(self, v: bool) -> Result<(), E> {
-        write_value(self.out, &Value::Bool(v));
-        Ok(())
-    }
-    fn visit_i64<E: de::Error>(self, v: i64) -> Result<(), E> {
-        write_value(self.out, &Value::Int(v));
-        Ok(())
-    }
-    fn visit_u64<E: de::Error>(self, v: u64) -> Result<(), E> {
-        self.out.push_str(itoa::Buffer::new().format(v));
-        Ok(())
-    }
-    fn visit_f64<E: de::Error>(self, v: f64) -> Result<(), E> {
-        write_double(self.out, v);
-        Ok(())
-    }
-    fn visit_str<E: de::Error>(self, v: &str) -> Result<(), E> {
-        write_str(self.out, v);
-        Ok(())
-    }
-    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
-        self.out.push_str("null");
-        Ok(())
+}
+
+fn write_number(out: &mut String, number: &str) {
+    if number.contains(['.', 'e', 'E']) {
+        write_double(out, number.parse().expect("validated when it was read"));
+    } else if let Ok(i) = number.parse::<i64>() {
+        out.push_str(itoa::Buffer::new().format(i));
+    } else {
+        out.push_str(number);
     }
 }
 
@@ -476,7 +476,10 @@ mod tests {
         t2.slot(&["a".to_owned()]);
         let cols = t2.decode(&values, |_, m| panic!("{m}"));
         assert_eq!(cols[1], vec![Value::Int(1), Value::Null, Value::Null]);
-        assert_eq!(FieldTree::validate(&[Some(b"{}"), Some(b"{"), None]).len(), 1);
+        assert_eq!(
+            FieldTree::validate(&[Some(b"{}"), Some(b"{"), None]).len(),
+            1
+        );
     }
 
     #[test]
@@ -541,7 +544,7 @@ mod tests {
             [
                 (
                     "s",
-                    &Value::Str(Cow::Borrowed("a\"\\\n\u{1}\u{1f}é\u{7f}/")),
+                    &Value::Str(Cow::Borrowed("a\"\\\n\u{1}\u{1f}\u{1F600}é\u{7f}/")),
                 ),
                 ("f", &Value::Float(1e10)),
                 ("n", &Value::Float(f64::NAN)),
@@ -549,7 +552,7 @@ mod tests {
                 (
                     "raw",
                     &Value::Json(
-                        Cow::Borrowed(r#"{ "x" : [ 1e2 , "\u0041" , -7 ] , "y":{} }"#),
+                        Cow::Borrowed(r#"{ "x" : [ 1e2 , "\u0041" , -0, 123456789012345678901234, 1e400 ] , "y":{} }"#),
                         false,
                     ),
                 ),
@@ -559,7 +562,7 @@ mod tests {
         );
         assert_eq!(
             out,
-            r#"{"s":"a\"\\\n\u0001\u001Fé/","f":1.0E10,"n":"NaN","i":-9223372036854775808,"raw":{"x":[100.0,"A",-7],"y":{}},"e":[]}"#
+            r#"{"s":"a\"\\\n\u0001\u001F\uD83D\uDE00é/","f":1.0E10,"n":"NaN","i":-9223372036854775808,"raw":{"x":[100.0,"A",0,123456789012345678901234,"Infinity"],"y":{}},"e":[]}"#
         );
     }
 }
