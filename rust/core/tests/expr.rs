@@ -24,10 +24,11 @@ fn un(op: U, a: Expr) -> Expr {
 /// The expression's value for each document.
 fn eval(expr: &Expr, docs: &[&str]) -> Vec<Value<'static>> {
     let values: Vec<Option<&[u8]>> = docs.iter().map(|d| Some(d.as_bytes())).collect();
-    let out = Plan::compile(expr).eval_json(&values);
+    let plan = Plan::compile(expr);
+    let out = plan.eval_json(&values);
     assert!(out.errors.is_empty(), "{:?}", out.errors);
     (0..docs.len())
-        .map(|i| out.column.get(i).clone().into_owned())
+        .map(|i| out.value(i).into_owned().into_owned())
         .collect()
 }
 
@@ -183,7 +184,8 @@ fn strings_and_casts() {
 fn failing_rows_are_named_and_the_rest_evaluate() {
     let docs: [&[u8]; 4] = [br#"{"a":1}"#, br#"{"a":"x"}"#, b"{oops", br#"{"a":"12x"}"#];
     let values: Vec<Option<&[u8]>> = docs.iter().map(|d| Some(*d)).collect();
-    let plus = Plan::compile(&bin(B::Add, col("a"), int(1))).eval_json(&values);
+    let plus_plan = Plan::compile(&bin(B::Add, col("a"), int(1)));
+    let plus = plus_plan.eval_json(&values);
     let kinds: Vec<(usize, ErrorKind)> = plus.errors.iter().map(|e| (e.row, e.kind)).collect();
     assert_eq!(
         kinds,
@@ -198,8 +200,9 @@ fn failing_rows_are_named_and_the_rest_evaluate() {
         "{}",
         plus.errors[0].message
     );
-    assert_eq!(*plus.column.get(0), Value::Int(2));
-    let cast = Plan::compile(&un(U::Cast(Type::Int), col("a"))).eval_json(&values);
+    assert_eq!(*plus.value(0), Value::Int(2));
+    let cast_plan = Plan::compile(&un(U::Cast(Type::Int), col("a")));
+    let cast = cast_plan.eval_json(&values);
     assert_eq!(cast.errors[0].message, r#"cannot cast str "x" to int"#);
 }
 

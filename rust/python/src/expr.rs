@@ -15,7 +15,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 
 use strom_core::expr::json::{write_double, write_str, write_value};
 use strom_core::expr::{
-    BinaryOp, Column, ErrorKind, Evaluated, Expr, FieldTree, Plan, RowError, Type, UnaryOp, Value,
+    BinaryOp, ErrorKind, Evaluated, Expr, FieldTree, Plan, RowError, Type, UnaryOp, Value,
 };
 
 fn type_name(obj: &Bound<'_, PyAny>) -> String {
@@ -400,19 +400,13 @@ impl ExprPlan {
     ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
         let py = values.py();
         self.run(values, raw, |e| {
-            let out = PyList::empty(py);
-            let mut text = String::new();
-            for row in 0..e.rows {
-                match e.column.get(row) {
-                    Value::Null => out.append(py.None())?,
-                    Value::Json(t, true) => out.append(PyBytes::new(py, t.as_bytes()))?,
-                    v => {
-                        text.clear();
-                        write_value(&mut text, v);
-                        out.append(PyBytes::new(py, text.as_bytes()))?;
-                    }
-                }
-            }
+            let rows = py.detach(|| e.to_json());
+            let out = PyList::new(
+                py,
+                rows.spans
+                    .iter()
+                    .map(|span| span.map(|(a, b)| PyBytes::new(py, &rows.text.as_bytes()[a..b]))),
+            )?;
             Ok((out, errors_list(py, &e.errors)?))
         })
     }
@@ -427,18 +421,12 @@ impl ExprPlan {
         let py = values.py();
         let loads = py.import("json")?.getattr("loads")?;
         self.run(values, raw, |e| {
-            let out = match &e.column {
-                Column::Const(v) => {
-                    let v = to_py(py, v, &loads)?;
-                    PyList::new(py, (0..e.rows).map(|_| v.clone()))?
-                }
-                Column::Rows(vs) => PyList::new(
-                    py,
-                    vs.iter()
-                        .map(|v| to_py(py, v, &loads))
-                        .collect::<PyResult<Vec<_>>>()?,
-                )?,
-            };
+            let out = PyList::new(
+                py,
+                (0..e.rows)
+                    .map(|row| to_py(py, &e.value(row), &loads))
+                    .collect::<PyResult<Vec<_>>>()?,
+            )?;
             Ok((out, errors_list(py, &e.errors)?))
         })
     }

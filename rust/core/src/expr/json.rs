@@ -324,8 +324,14 @@ pub fn write_str(out: &mut String, s: &str) {
     let mut start = 0;
     let mut i = 0;
     while i < bytes.len() {
+        // Most bytes need nothing: skip them in a tight loop.
+        if !NEEDS_ESCAPE[usize::from(bytes[i])] {
+            i += 1;
+            continue;
+        }
+        out.push_str(&s[start..i]);
         let b = bytes[i];
-        let escape: &str = match b {
+        let short = match b {
             b'"' => "\\\"",
             b'\\' => "\\\\",
             b'\n' => "\\n",
@@ -333,15 +339,10 @@ pub fn write_str(out: &mut String, s: &str) {
             b'\t' => "\\t",
             0x08 => "\\b",
             0x0C => "\\f",
-            0..0x20 | 0xF0.. => "",
-            _ => {
-                i += 1;
-                continue;
-            }
+            _ => "",
         };
-        out.push_str(&s[start..i]);
-        if !escape.is_empty() {
-            out.push_str(escape);
+        if !short.is_empty() {
+            out.push_str(short);
             i += 1;
         } else if b < 0x20 {
             push_u(out, u16::from(b));
@@ -359,6 +360,18 @@ pub fn write_str(out: &mut String, s: &str) {
     out.push_str(&s[start..]);
     out.push('"');
 }
+
+/// The bytes `write_str` does not copy as they are: `"`, `\`, the control
+/// characters, and the lead bytes of 4-byte UTF-8 sequences.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = b < 0x20 || b == b'"' as usize || b == b'\\' as usize || b >= 0xF0;
+        b += 1;
+    }
+    table
+};
 
 fn push_u(out: &mut String, unit: u16) {
     out.push_str("\\u");

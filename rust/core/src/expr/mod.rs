@@ -193,18 +193,77 @@ impl<'a> Column<'a> {
 #[derive(Debug)]
 pub struct Evaluated<'a> {
     pub rows: usize,
-    pub column: Column<'a>,
+    result: Outcome<'a>,
     /// At most one per row, in row order; those rows' results are null.
     pub errors: Vec<RowError>,
 }
 
-impl Evaluated<'_> {
+#[derive(Debug)]
+enum Outcome<'a> {
+    Column(Column<'a>),
+    /// A `struct` at the root: its members' columns, written row by row
+    /// straight into the output (no object is built per row).
+    Struct(Vec<(&'a str, Column<'a>)>),
+}
+
+/// Rows written as JSON into one buffer.
+#[derive(Debug, Default)]
+pub struct JsonRows {
+    pub text: String,
+    /// Each row's range in `text`; None for a null result.
+    pub spans: Vec<Option<(usize, usize)>>,
+}
+
+impl<'a> Evaluated<'a> {
     /// Rows whose result is `true` (a filter's survivors); nulls, `false` and
     /// failed rows are not.
     pub fn true_rows(&self) -> Vec<usize> {
-        (0..self.rows)
-            .filter(|&i| matches!(self.column.get(i), Value::Bool(true)))
-            .collect()
+        match &self.result {
+            Outcome::Column(column) => (0..self.rows)
+                .filter(|&i| matches!(column.get(i), Value::Bool(true)))
+                .collect(),
+            Outcome::Struct(_) => Vec::new(),
+        }
+    }
+
+    /// Row `row`'s result.
+    pub fn value(&self, row: usize) -> Cow<'_, Value<'a>> {
+        match &self.result {
+            Outcome::Column(column) => Cow::Borrowed(column.get(row)),
+            Outcome::Struct(members) => {
+                let mut text = String::new();
+                json::write_object(&mut text, members.iter().map(|(n, c)| (*n, c.get(row))));
+                Cow::Owned(Value::Json(Cow::Owned(text), true))
+            }
+        }
+    }
+
+    /// Every row's result as JSON (as Jackson writes it).
+    pub fn to_json(&self) -> JsonRows {
+        let mut out = JsonRows {
+            text: String::with_capacity(self.rows * 64),
+            spans: Vec::with_capacity(self.rows),
+        };
+        for row in 0..self.rows {
+            let start = out.text.len();
+            match &self.result {
+                Outcome::Struct(members) => {
+                    json::write_object(
+                        &mut out.text,
+                        members.iter().map(|(n, c)| (*n, c.get(row))),
+                    );
+                }
+                Outcome::Column(column) => match column.get(row) {
+                    Value::Null => {
+                        out.spans.push(None);
+                        continue;
+                    }
+                    v => json::write_value(&mut out.text, v),
+                },
+            }
+            out.spans.push(Some((start, out.text.len())));
+        }
+        out
     }
 }
 
@@ -238,7 +297,7 @@ impl Plan {
 
     /// Decodes the fields from each JSON value (None: a null value) and
     /// evaluates the expression.
-    pub fn eval_json<'a>(&self, values: &[Option<&'a [u8]>]) -> Evaluated<'a> {
+    pub fn eval_json<'a>(&'a self, values: &[Option<&'a [u8]>]) -> Evaluated<'a> {
         let mut errors = Errors::new(values.len());
         let columns = self.fields.decode(values, |row, message| {
             errors.fail(row, ErrorKind::Malformed, message);
@@ -249,7 +308,7 @@ impl Plan {
     /// Evaluates over columns already decoded (one per field slot);
     /// `failed` rows failed before (while their fields were read).
     pub fn eval<'a>(
-        &self,
+        &'a self,
         columns: Vec<Vec<Value<'a>>>,
         rows: usize,
         failed: Vec<RowError>,
@@ -262,7 +321,7 @@ impl Plan {
     }
 
     fn eval_columns<'a>(
-        &self,
+        &'a self,
         columns: Vec<Vec<Value<'a>>>,
         rows: usize,
         mut errors: Errors,
@@ -272,12 +331,20 @@ impl Plan {
             .zip(&self.uses)
             .map(|(c, &uses)| (c, uses))
             .collect();
-        let column = eval_node(&self.root, &mut columns, rows, &mut errors);
+        let result = match &self.root {
+            Node::Struct(members) => Outcome::Struct(
+                members
+                    .iter()
+                    .map(|(name, e)| (name.as_str(), eval_node(e, &mut columns, rows, &mut errors)))
+                    .collect(),
+            ),
+            root => Outcome::Column(eval_node(root, &mut columns, rows, &mut errors)),
+        };
         let mut errors = errors.list;
         errors.sort_by_key(|e| e.row);
         Evaluated {
             rows,
-            column,
+            result,
             errors,
         }
     }
