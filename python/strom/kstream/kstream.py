@@ -8,13 +8,14 @@ up when a method runs.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import TopologyError
 from strom.expr import Expr
 from strom.kstream import kgrouped_stream, ktable
 from strom.kstream.global_ktable import GlobalKTable
+from strom.kstream.internals import batch_functions as bf
 from strom.kstream.internals import native_expr as ne
 from strom.kstream.internals import processors as p
 from strom.kstream.internals import stream_joins as sj
@@ -119,6 +120,41 @@ class KStream:
         )
         return self._then(
             "KSTREAM-MAPVALUES-", node, value_serde_kept=False, name=name, native=_native(mapper)
+        )
+
+    def map_batches(
+        self,
+        fn: Callable[[Any], Any],
+        *,
+        fields: Sequence[str] = (),
+        name: str | None = None,
+    ) -> KStream:
+        """``fn(pyarrow.RecordBatch) -> pyarrow.RecordBatch`` over whole batches:
+        the input has the columns ``key``, ``value``, ``timestamp``,
+        ``partition``, ``offset`` and the JSON ``fields`` asked for; the
+        output's ``key`` and ``value`` (and ``timestamp``, needed if the row
+        count changes) are the new records. Marks the stream for
+        repartitioning. Needs pyarrow."""
+        return self._then(
+            "KSTREAM-MAPBATCHES-",
+            lambda: bf.KStreamMapBatches(fn, fields),
+            key_changed=True,
+            value_serde_kept=False,
+            name=name,
+        )
+
+    def filter_batches(
+        self,
+        fn: Callable[[Any], Any],
+        *,
+        fields: Sequence[str] = (),
+        name: str | None = None,
+    ) -> KStream:
+        """Keeps the rows of each batch where ``fn(pyarrow.RecordBatch)``'s
+        boolean mask is true (see :meth:`map_batches` for the columns).
+        Needs pyarrow."""
+        return self._then(
+            "KSTREAM-FILTERBATCHES-", lambda: bf.KStreamFilterBatches(fn, fields), name=name
         )
 
     def flat_map(
