@@ -122,7 +122,7 @@ fn to_py<'py>(
         Value::Int(i) => i.into_bound_py_any(py),
         Value::Float(f) => f.into_bound_py_any(py),
         Value::Str(s) => Ok(PyString::new(py, s).into_any()),
-        Value::Json(text, _) => json.call1((text.as_ref(),)),
+        Value::BigInt(digits) | Value::Json(digits, _) => json.call1((digits.as_ref(),)),
     }
 }
 

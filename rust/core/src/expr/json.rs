@@ -2,8 +2,8 @@
 //! is still validated whole) and writing values the way Kafka's
 //! `JsonSerializer` (Jackson's `ObjectMapper.writeValueAsBytes`) does.
 //!
-//! Decoding: integers that fit a Java `long` are ints, other numbers doubles
-//! (an integer beyond 64 bits loses digits, where Python keeps them); strings
+//! Decoding: integers that fit a Java `long` are ints, other numbers doubles;
+//! an integer beyond 64 bits keeps its digits (and computes as a double); strings
 //! are borrowed from the input unless they hold escapes; a field whose value
 //! is an object or array is kept as its JSON text. A repeated key counts once,
 //! with its last value (as Jackson's tree and Python's `json` do). `NaN` and
@@ -158,13 +158,13 @@ fn leaf(text: &str) -> Result<Value<'_>, serde_json::Error> {
         b'f' => Value::Bool(false),
         b'"' if !text.contains('\\') => Value::Str(Cow::Borrowed(&text[1..text.len() - 1])),
         b'"' => Value::Str(Cow::Owned(serde_json::from_str::<String>(text)?)),
-        _ => {
-            let integral = !text.contains(['.', 'e', 'E']);
-            match text.parse::<i64>() {
-                Ok(i) if integral => Value::Int(i),
-                _ => Value::Float(text.parse::<f64>().map_err(de::Error::custom)?),
-            }
+        _ if text.contains(['.', 'e', 'E']) => {
+            Value::Float(text.parse::<f64>().map_err(de::Error::custom)?)
         }
+        _ => match text.parse::<i64>() {
+            Ok(i) => Value::Int(i),
+            Err(_) => Value::BigInt(Cow::Borrowed(text)),
+        },
     })
 }
 
@@ -278,6 +278,7 @@ pub fn write_value(out: &mut String, v: &Value<'_>) {
         Value::Null => out.push_str("null"),
         Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
         Value::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
+        Value::BigInt(digits) => out.push_str(digits),
         Value::Float(f) => write_double(out, *f),
         Value::Str(s) => write_str(out, s),
         Value::Json(text, true) => out.push_str(text),
@@ -545,7 +546,10 @@ mod tests {
         );
         assert_eq!(cols[0][0], Value::Int(-42));
         assert_eq!(cols[1][0], Value::Float(100.0));
-        assert_eq!(cols[2][0], Value::Float(18_446_744_073_709_551_616.0));
+        assert_eq!(
+            cols[2][0],
+            Value::BigInt(Cow::Borrowed("18446744073709551616"))
+        );
         assert!(matches!(cols[3][0], Value::Float(f) if f == 0.0 && f.is_sign_negative()));
     }
 

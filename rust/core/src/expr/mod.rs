@@ -38,6 +38,10 @@ pub enum Value<'a> {
     Int(i64),
     Float(f64),
     Str(Cow<'a, str>),
+    /// An integer beyond a Java `long`, as its digits: written as they are
+    /// (as Jackson's `BigInteger` nodes and Python's `int`), computed with as
+    /// the nearest double.
+    BigInt(Cow<'a, str>),
     /// A JSON object or array, as text; `normalized` once written by
     /// [`json::write_value`] (compact, Jackson's number and string forms).
     Json(Cow<'a, str>, bool),
@@ -49,7 +53,7 @@ impl Value<'_> {
         match self {
             Value::Null => "None",
             Value::Bool(_) => "bool",
-            Value::Int(_) => "int",
+            Value::Int(_) | Value::BigInt(_) => "int",
             Value::Float(_) => "float",
             Value::Str(_) => "str",
             Value::Json(text, _) => {
@@ -69,6 +73,7 @@ impl Value<'_> {
             Value::Int(i) => Value::Int(i),
             Value::Float(f) => Value::Float(f),
             Value::Str(s) => Value::Str(Cow::Owned(s.into_owned())),
+            Value::BigInt(s) => Value::BigInt(Cow::Owned(s.into_owned())),
             Value::Json(s, n) => Value::Json(Cow::Owned(s.into_owned()), n),
         }
     }
@@ -218,12 +223,17 @@ impl<'a> Evaluated<'a> {
     /// Rows whose result is `true` (a filter's survivors); nulls, `false` and
     /// failed rows are not.
     pub fn true_rows(&self) -> Vec<usize> {
-        match &self.result {
-            Outcome::Column(column) => (0..self.rows)
-                .filter(|&i| matches!(column.get(i), Value::Bool(true)))
-                .collect(),
-            Outcome::Struct(_) => Vec::new(),
-        }
+        let Outcome::Column(column) = &self.result else {
+            return Vec::new();
+        };
+        let mut failed = self.errors.iter().map(|e| e.row).peekable();
+        (0..self.rows)
+            .filter(|&i| {
+                // errors are in row order
+                while failed.next_if(|&row| row < i).is_some() {}
+                failed.peek() != Some(&i) && matches!(column.get(i), Value::Bool(true))
+            })
+            .collect()
     }
 
     /// Row `row`'s result.
@@ -484,7 +494,19 @@ fn eval_node<'a>(
     }
 }
 
+/// A big integer as the double operators compute with.
+fn as_double(v: Value<'_>) -> Value<'_> {
+    match v {
+        Value::BigInt(digits) => Value::Float(digits.parse().expect("JSON integer digits")),
+        other => other,
+    }
+}
+
 fn unary(op: UnaryOp, v: Value<'_>) -> Result<Value<'_>, String> {
+    let v = match (op, v) {
+        (UnaryOp::Cast(Type::Str), Value::BigInt(digits)) => return Ok(Value::Str(digits)),
+        (_, v) => as_double(v),
+    };
     if op == UnaryOp::IsNull {
         return Ok(Value::Bool(v == Value::Null));
     }
@@ -535,6 +557,7 @@ fn cast(v: Value<'_>, to: Type) -> Result<Value<'_>, String> {
     };
     match (to, v) {
         (Type::Int, Value::Int(i)) => Ok(Value::Int(i)),
+        (Type::Int | Type::Float, v @ Value::BigInt(_)) => cast(as_double(v), to),
         (Type::Int, Value::Bool(b)) => Ok(Value::Int(i64::from(b))),
         (Type::Int, Value::Float(f)) => {
             let t = f.trunc();
@@ -561,7 +584,7 @@ fn cast(v: Value<'_>, to: Type) -> Result<Value<'_>, String> {
             Ok(Value::Str(Cow::Borrowed(if b { "True" } else { "False" })))
         }
         (Type::Str, Value::Float(f)) => Ok(Value::Str(Cow::Owned(number::python_float(f)))),
-        (Type::Str, Value::Str(s)) => Ok(Value::Str(s)),
+        (Type::Str, Value::Str(s) | Value::BigInt(s)) => Ok(Value::Str(s)),
         (Type::Str, Value::Json(text, normalized)) => {
             if normalized {
                 Ok(Value::Str(text))
@@ -579,6 +602,9 @@ fn cast(v: Value<'_>, to: Type) -> Result<Value<'_>, String> {
 
 fn binary<'a>(op: BinaryOp, x: &Value<'a>, y: &Value<'a>) -> Result<Value<'a>, String> {
     use BinaryOp as B;
+    if matches!(x, Value::BigInt(_)) || matches!(y, Value::BigInt(_)) {
+        return binary(op, &as_double(x.clone()), &as_double(y.clone()));
+    }
     match op {
         B::And | B::Or => return logic(op, x, y),
         _ if *x == Value::Null || *y == Value::Null => return Ok(Value::Null),
