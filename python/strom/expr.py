@@ -91,6 +91,14 @@ class Expr:
         """The native plan (compiled once)."""
         return _core.ExprPlan(self.tree())
 
+    def __getstate__(self) -> dict[str, Any]:
+        # The native plan is not pickled (Spark ships topologies): it is
+        # compiled again where it is first used.
+        return {k: v for k, v in self.__dict__.items() if k != "plan"}
+
+    def __setstate__(self, state: dict[str, Any]) -> None:
+        self.__dict__.update(state)
+
     @property
     def is_struct(self) -> bool:
         return False
