@@ -58,11 +58,17 @@ class Aggregation:
         simple = None if self.expr is None else field_cast(self.expr)
         return None if simple is None else simple[0]
 
-    def kernel_input(self, values: list[Any]) -> tuple[list[Any], str | None]:
-        """The values the kernel aggregates and the field it reads in them."""
+    def reads_raw_json(self, raw: bool) -> bool:
+        """Whether :meth:`kernel_input` takes the values as JSON bytes: a
+        count ignores them, an expression reads them natively."""
+        return self.kind == "count" or (raw and self.expr is not None and self.field is None)
+
+    def kernel_input(self, values: list[Any], *, raw: bool = False) -> tuple[list[Any], str | None]:
+        """The values the kernel aggregates (JSON bytes if ``raw``) and the
+        field it reads in them."""
         if self.kind == "count" or self.expr is None or self.field is not None:
             return values, self.field
-        results, errors = self.expr.plan.to_python(values, raw=False)
+        results, errors = self.expr.plan.to_python(values, raw=raw)
         if errors:
             row, _kind, message = errors[0]
             raise ExpressionError(f"{self.expr!r} failed on record {row} of the batch: {message}")

@@ -24,7 +24,7 @@ from strom.config import EMIT_INTERVAL_WINDOWED
 from strom.errors import ExpressionError, SerializationError, TaskError
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
-from strom.serdes import Serde
+from strom.serdes import Json, Serde
 from strom.state.internals.caching import CachingSessionStore, CachingWindowStore
 from strom.windowed import Window, Windowed
 
@@ -58,8 +58,12 @@ def _kernel_input(node: Node, aggregation: Aggregation, batch: Batch) -> tuple[B
     """The batch with the values the kernel aggregates, and the field it reads
     from them (a plain field is read by the kernel; an expression is
     evaluated over the batch first)."""
+    raw = isinstance(batch.encoded, Json)
+    if batch.encoded is not None and not aggregation.reads_raw_json(raw):
+        batch = batch.decoded()
+        raw = False
     try:
-        values, field = aggregation.kernel_input(batch.values)
+        values, field = aggregation.kernel_input(batch.values, raw=raw)
     except ExpressionError as exc:
         raise TaskError(
             f"task {node.task.task_id} node {node.name!r} cannot aggregate a record of "
@@ -75,6 +79,9 @@ class NativeTimeWindowAggregate(Node):
     """``windowed_by(TimeWindows)`` with a ``strom.agg`` aggregation, on
     ``_core.NativeTimeWindowedAggregation`` (see ``KStreamWindowAggregate``
     for the semantics, which are the same)."""
+
+    # A count reads no value, an expression reads JSON bytes itself.
+    takes_encoded = True
 
     def __init__(
         self,
@@ -232,6 +239,8 @@ class _NativeSlidingOrSession(Node):
     and the record cache. Behind the cache every store write the kernel
     makes (in order, as the Python processor puts them) goes through the
     cache, which forwards what it writes out as for the Python path."""
+
+    takes_encoded = True  # as NativeTimeWindowAggregate
 
     def __init__(
         self,
