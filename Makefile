@@ -5,7 +5,7 @@ PYTHON ?= python3
 export VIRTUAL_ENV := $(abspath $(VENV))
 
 .DEFAULT_GOAL := help
-.PHONY: help venv build test test-rust test-python lint fmt bench bench-sidebyside demo wheel-check clean
+.PHONY: help venv build test test-rust test-python soak lint fmt docs docs-serve bench bench-sidebyside demo wheel-check clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -29,6 +29,9 @@ test-rust: ## cargo test of the pure-Rust core
 test-python: ## pytest (all suites; nothing is skipped)
 	$(PY) -m pytest -q
 
+soak: build ## the long differential run against Kafka Streams (5,000 cases per family; STROM_DIFF_SEED=... reproduces one)
+	$(PY) -m pytest -q -m differential --soak tests/differential
+
 lint: build ## ruff, ruff format, mypy, stubtest, cargo fmt, clippy
 	$(VENV)/bin/ruff check python tests benches examples
 	$(VENV)/bin/ruff format --check python tests benches examples
@@ -41,6 +44,17 @@ fmt: venv ## format Python and Rust code in place
 	$(VENV)/bin/ruff format python tests benches examples
 	$(VENV)/bin/ruff check --fix python tests benches examples
 	cargo fmt --all
+
+# mkdocs 1.6 and Material 9.x print a banner about their successors on every build.
+export NO_MKDOCS_2_WARNING := 1
+
+docs: venv ## build the documentation site into site/ (mkdocs build --strict, as CI)
+	$(PY) -m pip install -q --group docs
+	$(VENV)/bin/mkdocs build --strict
+
+docs-serve: venv ## serve the documentation site on http://127.0.0.1:8000 while editing
+	$(PY) -m pip install -q --group docs
+	$(VENV)/bin/mkdocs serve
 
 bench: build ## run the benchmarks and write docs/benchmarks.md
 	$(PY) -m pytest benches --benchmark-enable --benchmark-json=.benchmarks/latest.json -q
@@ -64,4 +78,4 @@ wheel-check: venv ## build the release wheel and import it from a fresh virtuale
 	cd /tmp && $(CURDIR)/.venv-wheel/bin/python -c "import strom, strom._core; print('wheel ok: strom', strom.__version__)"
 
 clean: ## remove build outputs and virtualenvs
-	rm -rf target dist .venv .venv-demo .venv-wheel .benchmarks
+	rm -rf target dist site .venv .venv-demo .venv-wheel .benchmarks

@@ -16,8 +16,8 @@ from collections.abc import Callable, Iterator
 from typing import Any
 
 import pytest
-
 from benches.nexmark.generator import GeneratorConfig, generate
+
 from strom import KafkaStreams, StreamsBuilder, Topology, col, serdes, struct
 from strom.embedded import EmbeddedLog
 

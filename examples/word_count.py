@@ -9,6 +9,8 @@ from strom import KafkaStreams, serdes
 from strom.cli.demo import word_count_topology
 from strom.embedded import EmbeddedLog
 
+LINES = ["the quick brown fox", "jumps over the lazy dog", "the end"]
+
 
 def main() -> None:
     path = sys.argv[1] if len(sys.argv) > 1 else tempfile.mkdtemp(prefix="strom-wc-")
@@ -16,9 +18,8 @@ def main() -> None:
     for topic in ("text-input", "word-counts"):
         if topic not in log.topics():
             log.create_topic(topic, partitions=2)
-    lines = ["the quick brown fox", "jumps over the lazy dog", "the end"]
     with log.producer() as producer:
-        producer.produce_batch("text-input", [(None, line.encode()) for line in lines])
+        producer.produce_batch("text-input", [(None, line.encode()) for line in LINES])
 
     topology = word_count_topology()
     print(topology.describe())

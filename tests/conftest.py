@@ -18,3 +18,18 @@ def log_path(tmp_path: Path) -> str:
 @pytest.fixture
 def log(log_path: str) -> Iterator[EmbeddedLog]:
     yield EmbeddedLog(log_path)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    group = parser.getgroup("strom differential test (tests/differential)")
+    group.addoption(
+        "--soak",
+        action="store_true",
+        help="run the long differential soak (5,000 cases per family) instead of the default 2,000",
+    )
+    group.addoption(
+        "--diff-cases",
+        type=int,
+        default=None,
+        help="differential cases per family (default 2000, 5000 with --soak; or STROM_DIFF_CASES)",
+    )

@@ -24,6 +24,7 @@ import fcntl
 import hashlib
 import json
 import os
+import re
 import shlex
 import shutil
 import signal
@@ -45,6 +46,8 @@ KAFKA_VERSION = "4.3.0"
 REPO_ROOT = Path(__file__).resolve().parent.parent
 POM = REPO_ROOT / "scripts" / "kafka-pom.xml"
 LOG4J2_CONFIG = REPO_ROOT / "scripts" / "kafka-log4j2.properties"
+TOOLS_LOG4J2_CONFIG = REPO_ROOT / "scripts" / "kafka-tools-log4j2.properties"
+TOOL_BATCH = REPO_ROOT / "scripts" / "KafkaToolBatch.java"
 
 DEFAULT_HEAP = "512m"
 DEFAULT_START_TIMEOUT = 120.0
@@ -86,14 +89,18 @@ def cache_root() -> Path:
     return Path(env) if env else Path.home() / ".cache" / "strom"
 
 
+def _pom_digest() -> str:
+    return hashlib.sha256(POM.read_bytes()).hexdigest()[:12]
+
+
 def libs_dir(version: str = KAFKA_VERSION) -> Path:
-    return cache_root() / f"kafka-{version}" / "libs"
+    # One directory per pom: checkouts whose poms differ (branches, worktrees)
+    # share the cache without replacing each other's jars under a running broker.
+    return cache_root() / f"kafka-{version}" / f"libs-{_pom_digest()}"
 
 
 def _fetch_stamp(version: str) -> str:
-    # Editing the pom (new log4j, extra module) must invalidate the cache.
-    digest = hashlib.sha256(POM.read_bytes()).hexdigest()[:16]
-    return f"kafka {version} pom {digest}\n"
+    return f"kafka {version} pom {_pom_digest()}\n"
 
 
 def fetch(version: str = KAFKA_VERSION, *, verbose: bool = False) -> Path:
@@ -287,19 +294,158 @@ def metadata_brokers(port: int, timeout: float = 2.0) -> tuple[set[int], int]:
 
 
 # --------------------------------------------------------------------------
+# Security: TLS material (the JDK's keytool), SCRAM users, client settings
+
+SASL_SSL = "SASL_SSL"
+SASL_PLAINTEXT = "SASL_PLAINTEXT"
+SECURITY_PROTOCOLS = (SASL_SSL, SASL_PLAINTEXT)
+SCRAM_MECHANISM = "SCRAM-SHA-512"
+ADMIN_USER = "admin"
+# The users a secured cluster has from the start: the super user the harness
+# and tests' setup act as, an application's principal, and a reader (e.g. a
+# Spark replay that only reads input topics).
+DEFAULT_USERS = (ADMIN_USER, "app", "reader")
+# Between nodes and to the controllers: PLAINTEXT on 127.0.0.1, whose
+# principal (User:ANONYMOUS) is a super user. Clients never use these.
+INTERNAL_LISTENER = "INTERNAL"
+CONTROLLER_LISTENER = "CONTROLLER"
+TLS_DIR = "tls"
+CLIENTS_DIR = "clients"
+
+
+def _keytool(*args: str) -> None:
+    # The one beside the java that runs the brokers, else any on the PATH.
+    beside = Path(java_executable()).with_name("keytool")
+    keytool = str(beside) if beside.is_file() else shutil.which("keytool")
+    if keytool is None:
+        raise KafkaHarnessError("keytool (from the JDK) is needed for a TLS listener")
+    proc = subprocess.run(
+        [keytool, *args], stdin=subprocess.DEVNULL, capture_output=True, text=True, check=False
+    )
+    if proc.returncode != 0:
+        raise KafkaHarnessError(f"keytool {args[0]} failed:\n{proc.stdout}{proc.stderr}")
+
+
+@dataclass(frozen=True)
+class CertificateAuthority:
+    """A self-signed CA: its PKCS12 keystore and its certificate as PEM (what
+    librdkafka's ``ssl.ca.location`` and Java's PEM truststore take)."""
+
+    keystore: Path
+    pem: Path
+    password: str
+
+
+def generate_ca(directory: Path | str, name: str = "strom-test-ca") -> CertificateAuthority:
+    """A new self-signed CA in ``directory`` (``<name>.p12``, ``<name>.pem``)."""
+    directory = Path(directory)
+    directory.mkdir(parents=True, exist_ok=True)
+    ca = CertificateAuthority(directory / f"{name}.p12", directory / f"{name}.pem", _secret(name))
+    store = ("-keystore", str(ca.keystore), "-storetype", "PKCS12", "-storepass", ca.password)
+    _keytool(
+        "-genkeypair", "-alias", "ca", "-dname", f"CN={name}", "-keyalg", "RSA",
+        "-keysize", "2048", "-validity", "3650", "-ext", "bc:c", *store,
+    )  # fmt: skip
+    _keytool("-exportcert", "-rfc", "-alias", "ca", "-file", str(ca.pem), *store)
+    return ca
+
+
+@dataclass(frozen=True)
+class BrokerTls:
+    """The CA and a broker keystore it signed (SAN: 127.0.0.1 and localhost,
+    so clients that verify the host name accept it)."""
+
+    ca: CertificateAuthority
+    keystore: Path
+    password: str
+
+
+def generate_broker_tls(directory: Path) -> BrokerTls:
+    ca = generate_ca(directory)
+    keystore = directory / "broker.p12"
+    password = _secret("broker")
+    store = ("-keystore", str(keystore), "-storetype", "PKCS12", "-storepass", password)
+    ca_store = ("-keystore", str(ca.keystore), "-storetype", "PKCS12", "-storepass", ca.password)
+    csr, crt = directory / "broker.csr", directory / "broker.crt"
+    _keytool(
+        "-genkeypair", "-alias", "broker", "-dname", "CN=localhost", "-keyalg", "RSA",
+        "-keysize", "2048", "-validity", "3650", *store,
+    )  # fmt: skip
+    _keytool("-certreq", "-alias", "broker", "-file", str(csr), *store)
+    _keytool(
+        "-gencert", "-alias", "ca", "-infile", str(csr), "-outfile", str(crt), "-rfc",
+        "-validity", "3650", "-ext", "san=ip:127.0.0.1,dns:localhost",
+        "-ext", "eku=serverAuth", *ca_store,
+    )  # fmt: skip
+    # The chain: the CA first, then its reply is matched to the broker's key.
+    _keytool("-importcert", "-noprompt", "-alias", "ca", "-file", str(ca.pem), *store)
+    _keytool("-importcert", "-alias", "broker", "-file", str(crt), *store)
+    return BrokerTls(ca, keystore, password)
+
+
+def _secret(name: str) -> str:
+    return f"{name}-{uuid.uuid4().hex[:12]}"
+
+
+def _write_private(path: Path, text: str) -> None:
+    """Writes ``text`` to ``path`` (atomically) readable by this user only: it holds secrets."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+    with os.fdopen(fd, "w") as f:
+        f.write(text)
+    tmp.replace(path)
+
+
+def _quote_jaas(value: str) -> str:
+    return '"' + value.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def java_properties(props: Mapping[str, str]) -> str:
+    """``props`` as a Java .properties file (values escaped as Properties.load reads them)."""
+
+    def value(text: str) -> str:
+        return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+    def key(text: str) -> str:
+        # A key ends at the first unescaped '=', ':' or space; values need no such care.
+        return value(text).replace("=", "\\=").replace(":", "\\:").replace(" ", "\\ ")
+
+    return "".join(f"{key(k)}={value(v)}\n" for k, v in props.items())
+
+
+# --------------------------------------------------------------------------
 # Nodes and clusters
 
 
 @dataclass
 class KafkaNode:
-    """One combined broker+controller process. ``node_id`` is also its index."""
+    """One combined broker+controller process. ``node_id`` is also its index.
+
+    ``ports`` maps each listener name to its port: ``PLAINTEXT`` and
+    ``CONTROLLER``, or on a secured cluster ``SASL_SSL``, ``SASL_PLAINTEXT``,
+    ``INTERNAL`` and ``CONTROLLER``; ``client_listener`` is the one
+    ``address`` (and the cluster's ``bootstrap_servers``) names."""
 
     node_id: int
-    port: int
-    controller_port: int
+    ports: dict[str, int]
     dir: Path
+    client_listener: str = "PLAINTEXT"
     pid: int | None = None
     process: subprocess.Popen[bytes] | None = field(default=None, repr=False)
+
+    @property
+    def port(self) -> int:
+        return self.ports[self.client_listener]
+
+    @property
+    def controller_port(self) -> int:
+        return self.ports[CONTROLLER_LISTENER]
+
+    @property
+    def probe_port(self) -> int:
+        """A listener that answers unauthenticated Metadata requests (readiness)."""
+        return self.ports.get(INTERNAL_LISTENER, self.port)
 
     @property
     def config_path(self) -> Path:
@@ -321,10 +467,56 @@ class KafkaNode:
     def address(self) -> str:
         return f"{HOST}:{self.port}"
 
+    def address_of(self, listener: str) -> str:
+        return f"{HOST}:{self.ports[listener]}"
+
     def is_running(self) -> bool:
         if self.process is not None:
             return self.process.poll() is None
         return self.pid is not None and _pid_runs(self.pid, str(self.config_path))
+
+
+def _listener_properties(node: KafkaNode) -> dict[str, str]:
+    advertised = [name for name in node.ports if name != CONTROLLER_LISTENER]
+    # A listener named after a protocol speaks it; the internal ones are PLAINTEXT.
+    protocols = {name: name if name in SECURITY_PROTOCOLS else "PLAINTEXT" for name in node.ports}
+    return {
+        "listeners": ",".join(f"{name}://{node.address_of(name)}" for name in node.ports),
+        "advertised.listeners": ",".join(
+            f"{name}://{node.address_of(name)}" for name in advertised
+        ),
+        "listener.security.protocol.map": ",".join(f"{k}:{v}" for k, v in protocols.items()),
+        "controller.listener.names": CONTROLLER_LISTENER,
+        "inter.broker.listener.name": (
+            INTERNAL_LISTENER if INTERNAL_LISTENER in node.ports else "PLAINTEXT"
+        ),
+    }
+
+
+def _security_properties(tls: BrokerTls, users: Mapping[str, str]) -> dict[str, str]:
+    """SASL (SCRAM-SHA-512 and PLAIN) on both client listeners, TLS on
+    SASL_SSL, and ACLs enforced: nothing is allowed that no ACL grants."""
+    plain_users = " ".join(f"user_{name}={_quote_jaas(secret)}" for name, secret in users.items())
+    props = {
+        "sasl.enabled.mechanisms": f"{SCRAM_MECHANISM},PLAIN",
+        "authorizer.class.name": "org.apache.kafka.metadata.authorizer.StandardAuthorizer",
+        "allow.everyone.if.no.acl.found": "false",
+        # The nodes reach each other as User:ANONYMOUS on their PLAINTEXT listeners.
+        "super.users": f"User:{ADMIN_USER};User:ANONYMOUS",
+        "ssl.keystore.type": "PKCS12",
+        "ssl.keystore.location": str(tls.keystore),
+        "ssl.keystore.password": tls.password,
+        "ssl.key.password": tls.password,
+    }
+    for listener in SECURITY_PROTOCOLS:
+        prefix = f"listener.name.{listener.lower()}."
+        props[f"{prefix}{SCRAM_MECHANISM.lower()}.sasl.jaas.config"] = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required;"
+        )
+        props[f"{prefix}plain.sasl.jaas.config"] = (
+            f"org.apache.kafka.common.security.plain.PlainLoginModule required {plain_users};"
+        )
+    return props
 
 
 def _server_properties(
@@ -341,11 +533,7 @@ def _server_properties(
         "node.id": str(node.node_id),
         # A static quorum: formatting needs no directory ids and nodes restart freely.
         "controller.quorum.voters": voters,
-        "listeners": f"PLAINTEXT://{HOST}:{node.port},CONTROLLER://{HOST}:{node.controller_port}",
-        "advertised.listeners": f"PLAINTEXT://{HOST}:{node.port}",
-        "listener.security.protocol.map": "PLAINTEXT:PLAINTEXT,CONTROLLER:PLAINTEXT",
-        "controller.listener.names": "CONTROLLER",
-        "inter.broker.listener.name": "PLAINTEXT",
+        **_listener_properties(node),
         "log.dirs": str(node.data_dir),
         "num.partitions": "1",
         "offsets.topic.replication.factor": internal_rf,
@@ -381,6 +569,17 @@ class KafkaCluster:
     ``detach=True`` (the CLI) leaves the JVMs running after this process exits;
     otherwise they get SIGTERM when the Python thread that started them dies,
     so a killed test run leaves no brokers behind.
+
+    ``security="SASL_SSL"`` (or ``"SASL_PLAINTEXT"``) starts a secured
+    cluster: clients connect with SASL (SCRAM-SHA-512 or PLAIN) over both a
+    SASL_SSL and a SASL_PLAINTEXT listener (``security`` picks the one
+    ``bootstrap_servers`` names), the TLS certificate comes from a CA made
+    with keytool at start (``ca_pem``), and every request needs an ACL
+    (StandardAuthorizer, no allow-all). The SCRAM ``users`` (name to
+    password; DEFAULT_USERS get random passwords) exist from the start;
+    ``admin`` is a super user. ``client_config(user)`` gives confluent-kafka
+    settings, ``command_config(user)`` a properties file for Kafka's own
+    tools, ``kafka_acls(...)`` runs the ``kafka-acls`` tool.
     """
 
     def __init__(
@@ -393,6 +592,8 @@ class KafkaCluster:
         start_timeout: float = DEFAULT_START_TIMEOUT,
         detach: bool = False,
         jvm_opts: Sequence[str] | None = None,
+        security: str | None = None,
+        users: Mapping[str, str] | None = None,
     ) -> None:
         if jvm_opts is None:
             env = os.environ.get("STROM_KAFKA_JVM_OPTS")
@@ -406,6 +607,17 @@ class KafkaCluster:
         self.detach = detach
         self.cluster_id = ""
         self.nodes: list[KafkaNode] = []
+        if security is not None:
+            security = security.upper()
+            if security not in SECURITY_PROTOCOLS:
+                raise ValueError(f"security must be one of {SECURITY_PROTOCOLS}, got {security!r}")
+        elif users:
+            raise ValueError("users need a secured cluster (security=...)")
+        self.security = security
+        self.users: dict[str, str] = {}
+        if security is not None:
+            self.users = {name: _secret(name) for name in DEFAULT_USERS} | dict(users or {})
+        self.tls: BrokerTls | None = None
 
     def __repr__(self) -> str:
         return f"KafkaCluster({self.bootstrap_servers!r}, running={self.running()})"
@@ -421,6 +633,143 @@ class KafkaCluster:
     def log_paths(self) -> list[Path]:
         return [n.log_path for n in self.nodes]
 
+    def bootstrap_for(self, listener: str) -> str:
+        """The bootstrap servers of one listener (e.g. ``SASL_PLAINTEXT``)."""
+        return ",".join(n.address_of(listener.upper()) for n in self.nodes)
+
+    @property
+    def ca_pem(self) -> Path:
+        """The CA certificate that signed the brokers' (what ``ssl.ca.location`` takes)."""
+        return self._tls().ca.pem
+
+    def client_config(
+        self,
+        user: str = ADMIN_USER,
+        *,
+        protocol: str | None = None,
+        mechanism: str = SCRAM_MECHANISM,
+        password: str | None = None,
+    ) -> dict[str, str]:
+        """confluent-kafka (librdkafka) settings to connect as ``user``:
+        ``bootstrap.servers`` and, on a secured cluster, the SASL and TLS
+        keys (``protocol`` overrides the cluster's, ``password`` the user's)."""
+        if self.security is None:
+            return {"bootstrap.servers": self.bootstrap_servers}
+        protocol = (protocol or self.security).upper()
+        config = {
+            "bootstrap.servers": self.bootstrap_for(protocol),
+            "security.protocol": protocol,
+            "sasl.mechanism": mechanism,
+            "sasl.username": user,
+            "sasl.password": self._password(user) if password is None else password,
+        }
+        if protocol == SASL_SSL:
+            config["ssl.ca.location"] = str(self.ca_pem)
+        return config
+
+    def java_client_config(self, user: str = ADMIN_USER) -> dict[str, str]:
+        """The same for Kafka's Java clients and tools (SCRAM, the CA as a PEM truststore)."""
+        protocol = self._secured()
+        jaas = (
+            "org.apache.kafka.common.security.scram.ScramLoginModule required "
+            f"username={_quote_jaas(user)} password={_quote_jaas(self._password(user))};"
+        )
+        config = {
+            "security.protocol": protocol,
+            "sasl.mechanism": SCRAM_MECHANISM,
+            "sasl.jaas.config": jaas,
+        }
+        if protocol == SASL_SSL:
+            config |= {"ssl.truststore.type": "PEM", "ssl.truststore.location": str(self.ca_pem)}
+        return config
+
+    def command_config(self, user: str = ADMIN_USER) -> Path:
+        """A properties file with ``java_client_config(user)``: the
+        ``--command-config`` of Kafka's tools (kafka-acls, kafka-configs, …)."""
+        path = self.base_dir / CLIENTS_DIR / f"{user}-java.properties"
+        _write_private(path, java_properties(self.java_client_config(user)))
+        return path
+
+    def run_tool(
+        self, main_class: str, commands: Sequence[Sequence[str]], timeout: float = 120.0
+    ) -> list[str]:
+        """Runs one of Kafka's command-line tools (its main class, from the
+        cached jars) once per argument list in ``commands``, all in one JVM
+        (scripts/KafkaToolBatch.java); returns each run's stdout. The first
+        that fails raises KafkaHarnessError with its output."""
+        lines = []
+        for args in commands:
+            if not args or any(not a or "\n" in a for a in args):
+                raise ValueError(f"tool arguments must be non-empty single lines: {args!r}")
+            lines += [*args, ""]
+        cmd = [
+            java_executable(),
+            "-Xmx256m",
+            *self.jvm_opts,
+            f"-Dlog4j2.configurationFile={TOOLS_LOG4J2_CONFIG}",
+            "-cp",
+            f"{fetch(self.version)}/*",
+            str(TOOL_BATCH),
+            main_class,
+        ]
+        what = f"{main_class.rsplit('.', 1)[-1]} ({len(commands)} command(s))"
+        try:
+            proc = subprocess.run(
+                cmd,
+                input="\n".join(lines) + "\n",
+                capture_output=True,
+                text=True,
+                timeout=timeout,
+                check=False,
+            )
+        except subprocess.TimeoutExpired as e:
+            raise KafkaHarnessError(f"{what} timed out after {timeout:.0f} s") from e
+        outputs = re.split(r"^@@tool-batch command \d+\n", proc.stdout, flags=re.M)[1:]
+        failed = re.search(r"^@@tool-batch failed (\d+): (.*)$", proc.stdout, re.M)
+        if proc.returncode != 0 or failed or len(outputs) != len(commands):
+            which = "" if failed is None else shlex.join(commands[int(failed.group(1))])
+            raise KafkaHarnessError(
+                f"{what} failed (exit {proc.returncode}) {which}:\n{proc.stdout}{proc.stderr}"
+            )
+        return outputs
+
+    def kafka_acls(self, *commands: Sequence[str]) -> list[str]:
+        """Runs ``kafka-acls`` (org.apache.kafka.tools.AclCommand) once per
+        argument list, each exactly as given: pass ``--bootstrap-server`` and
+        ``--command-config`` like any user of the tool (``bootstrap_servers``,
+        ``command_config()``). Returns each run's output."""
+        self._secured()
+        return self.run_tool("org.apache.kafka.tools.AclCommand", commands)
+
+    def add_user(self, name: str, password: str | None = None) -> str:
+        """Creates (or updates) SCRAM user ``name`` with ``kafka-configs``
+        (as the admin); returns its password. Users added this way have no
+        PLAIN password (PLAIN's users are fixed in the broker config)."""
+        self._secured()
+        password = _secret(name) if password is None else password
+        self.run_tool(
+            "kafka.admin.ConfigCommand",
+            [
+                [
+                    "--bootstrap-server",
+                    self.bootstrap_servers,
+                    "--command-config",
+                    str(self.command_config()),
+                    "--alter",
+                    "--add-config",
+                    f"{SCRAM_MECHANISM}=[password={password}]",
+                    "--entity-type",
+                    "users",
+                    "--entity-name",
+                    name,
+                ]
+            ],
+        )
+        self.users[name] = password
+        self._write_state()
+        self._write_client_files()
+        return password
+
     def start(self, brokers: int = 1) -> KafkaCluster:
         """Formats fresh storage and starts ``brokers`` nodes; returns when all
         answer metadata requests listing every node. Raises KafkaStartError."""
@@ -429,6 +778,11 @@ class KafkaCluster:
         if any(n.is_running() for n in self.nodes):
             raise KafkaHarnessError("cluster already started")
         libs = fetch(self.version)
+        self.base_dir.mkdir(parents=True, exist_ok=True)
+        if self.security is not None:
+            tls_dir = self.base_dir / TLS_DIR
+            shutil.rmtree(tls_dir, ignore_errors=True)
+            self.tls = generate_broker_tls(tls_dir)
         # Free ports are probed, then bound by the JVMs a moment later: another
         # process can win that race, so a port conflict means "pick again".
         for _ in range(3):
@@ -534,8 +888,24 @@ class KafkaCluster:
         cluster = cls(base, version=state["version"], heap=state["heap"], detach=True)
         cluster.cluster_id = state["cluster_id"]
         cluster.broker_config = state.get("broker_config", {})
+        security = state.get("security")
+        if security is not None:
+            cluster.security = security["protocol"]
+            cluster.users = security["users"]
+            cluster.tls = BrokerTls(
+                CertificateAuthority(
+                    Path(security["ca_keystore"]), Path(security["ca_pem"]), security["ca_password"]
+                ),
+                Path(security["keystore"]),
+                security["keystore_password"],
+            )
         for n in state["nodes"]:
-            node = KafkaNode(n["node_id"], n["port"], n["controller_port"], Path(n["dir"]))
+            ports = n.get("ports") or {
+                "PLAINTEXT": n["port"],
+                CONTROLLER_LISTENER: n["controller_port"],
+            }
+            listener = n.get("client_listener", "PLAINTEXT")
+            node = KafkaNode(n["node_id"], ports, Path(n["dir"]), listener)
             with contextlib.suppress(FileNotFoundError, ValueError):
                 node.pid = int(node.pid_path.read_text().strip())
             cluster.nodes.append(node)
@@ -548,11 +918,22 @@ class KafkaCluster:
             "cluster_id": self.cluster_id,
             "broker_config": self.broker_config,
             "bootstrap_servers": self.bootstrap_servers,
+            "security": None
+            if self.security is None or self.tls is None
+            else {
+                "protocol": self.security,
+                "users": self.users,
+                "ca_keystore": str(self.tls.ca.keystore),
+                "ca_pem": str(self.tls.ca.pem),
+                "ca_password": self.tls.ca.password,
+                "keystore": str(self.tls.keystore),
+                "keystore_password": self.tls.password,
+            },
             "nodes": [
                 {
                     "node_id": n.node_id,
-                    "port": n.port,
-                    "controller_port": n.controller_port,
+                    "ports": n.ports,
+                    "client_listener": n.client_listener,
                     "dir": str(n.dir),
                     "log": str(n.log_path),
                     "pid_file": str(n.pid_path),
@@ -560,9 +941,36 @@ class KafkaCluster:
                 for n in self.nodes
             ],
         }
-        tmp = self.base_dir / (STATE_FILE + ".tmp")
-        tmp.write_text(json.dumps(state, indent=2) + "\n")
-        tmp.replace(self.base_dir / STATE_FILE)
+        # It holds the users' passwords: readable by this user only.
+        _write_private(self.base_dir / STATE_FILE, json.dumps(state, indent=2) + "\n")
+
+    def _write_client_files(self) -> None:
+        """Per user, ``clients/<user>.properties`` (confluent-kafka keys) and
+        ``clients/<user>-java.properties`` (Kafka's Java tools)."""
+        for user in self.users:
+            path = self.base_dir / CLIENTS_DIR / f"{user}.properties"
+            _write_private(path, java_properties(self.client_config(user)))
+            self.command_config(user)
+
+    def _secured(self) -> str:
+        if self.security is None:
+            raise KafkaHarnessError("this cluster is not secured (start it with security=...)")
+        return self.security
+
+    def _password(self, user: str) -> str:
+        self._secured()
+        try:
+            return self.users[user]
+        except KeyError:
+            raise KafkaHarnessError(
+                f"no user {user!r} on this cluster (users: {sorted(self.users)}; add_user adds one)"
+            ) from None
+
+    def _tls(self) -> BrokerTls:
+        self._secured()
+        if self.tls is None:
+            raise KafkaHarnessError("the cluster's TLS material is made by start()")
+        return self.tls
 
     # -- internals ---------------------------------------------------------
 
@@ -579,18 +987,27 @@ class KafkaCluster:
         return True
 
     def _start_once(self, brokers: int, libs: Path) -> None:
-        ports = free_ports(2 * brokers)
+        if self.security is None:
+            listeners: tuple[str, ...] = ("PLAINTEXT", CONTROLLER_LISTENER)
+            overrides = self.broker_config
+        else:
+            listeners = (*SECURITY_PROTOCOLS, INTERNAL_LISTENER, CONTROLLER_LISTENER)
+            overrides = _security_properties(self._tls(), self.users) | self.broker_config
+        per_node = len(listeners)
+        ports = free_ports(per_node * brokers)
         self.cluster_id = random_cluster_id()
-        self.base_dir.mkdir(parents=True, exist_ok=True)
         self.nodes = []
         for i in range(brokers):
             node_dir = self.base_dir / f"node-{i}"
             shutil.rmtree(node_dir, ignore_errors=True)  # every start is a fresh cluster
             node_dir.mkdir(parents=True)
-            self.nodes.append(KafkaNode(i, ports[2 * i], ports[2 * i + 1], node_dir))
+            node_ports = dict(zip(listeners, ports[per_node * i : per_node * (i + 1)], strict=True))
+            self.nodes.append(KafkaNode(i, node_ports, node_dir, self.security or "PLAINTEXT"))
         for node in self.nodes:
-            node.config_path.write_text(_server_properties(node, self.nodes, self.broker_config))
+            node.config_path.write_text(_server_properties(node, self.nodes, overrides))
         self._write_state()
+        if self.security is not None:
+            self._write_client_files()
         self._format(libs)
         for node in self.nodes:
             self._launch(node, libs)
@@ -622,6 +1039,13 @@ class KafkaCluster:
                 self.cluster_id,
                 "--config",
                 str(node.config_path),
+                # SCRAM credentials go into the bootstrap metadata: the users
+                # exist before any broker accepts a connection.
+                *(
+                    arg
+                    for name, secret in self.users.items()
+                    for arg in ("--add-scram", f"{SCRAM_MECHANISM}=[name={name},password={secret}]")
+                ),
             )
             with open(node.log_path, "ab") as log:
                 procs.append(
@@ -664,7 +1088,7 @@ class KafkaCluster:
             if node.node_id not in expected:
                 continue
             try:
-                brokers, controller = metadata_brokers(node.port)
+                brokers, controller = metadata_brokers(node.probe_port)
             except (OSError, struct.error):
                 return False
             if not expected <= brokers or controller < 0:
@@ -740,6 +1164,7 @@ def _cmd_start(args: argparse.Namespace) -> int:
         heap=args.heap,
         start_timeout=args.timeout,
         detach=True,
+        security=args.security,
     )
     t0 = time.monotonic()
     try:
@@ -759,6 +1184,21 @@ def _cmd_start(args: argparse.Namespace) -> int:
             f"(pid file {node.pid_path}) log {node.log_path}",
             file=err,
         )
+    if cluster.security is not None:
+        clients = cluster.base_dir / CLIENTS_DIR
+        print(
+            f"  secured: SASL_SSL at {cluster.bootstrap_for(SASL_SSL)}, SASL_PLAINTEXT at "
+            f"{cluster.bootstrap_for(SASL_PLAINTEXT)}; SCRAM-SHA-512 users "
+            f"{', '.join(sorted(cluster.users))} ({ADMIN_USER} is a super user); "
+            f"CA {cluster.ca_pem}",
+            file=err,
+        )
+        print(
+            f"  client settings per user: {clients}/<user>.properties (confluent-kafka), "
+            f"{clients}/<user>-java.properties (Kafka's tools' --command-config)",
+            file=err,
+        )
+        print(f"  ACLs: scripts/kafka acls --dir {cluster.base_dir} -- --add ...", file=err)
     print(f"  stop with: scripts/kafka stop --dir {cluster.base_dir}", file=err)
     # stdout carries only the bootstrap servers, for BOOTSTRAP=$(scripts/kafka start).
     print(cluster.bootstrap_servers)
@@ -788,7 +1228,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     for node in cluster.nodes:
         if node.node_id in running:
             try:
-                brokers, _ = metadata_brokers(node.port)
+                brokers, _ = metadata_brokers(node.probe_port)
                 state = f"running, sees brokers {sorted(brokers)}"
             except (OSError, struct.error) as e:
                 state = f"running, not answering ({e})"
@@ -798,6 +1238,17 @@ def _cmd_status(args: argparse.Namespace) -> int:
     ready = cluster.is_ready() and len(running) == len(cluster.nodes)
     print(f"bootstrap servers: {cluster.bootstrap_servers} ({'up' if ready else 'NOT up'})")
     return 0 if ready else 1
+
+
+def _cmd_acls(args: argparse.Namespace) -> int:
+    cluster = KafkaCluster.attach(args.dir)
+    tool_args = list(args.args)
+    if tool_args[:1] == ["--"]:
+        tool_args = tool_args[1:]
+    connect = ["--bootstrap-server", cluster.bootstrap_servers]
+    connect += ["--command-config", str(cluster.command_config())]
+    print(cluster.kafka_acls([*connect, *tool_args])[0], end="")
+    return 0
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -818,6 +1269,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--dir", default=run_dir, help="state directory (%(default)s)")
     p.add_argument("--heap", default=DEFAULT_HEAP, help="JVM -Xmx per node (%(default)s)")
     p.add_argument("--timeout", type=float, default=DEFAULT_START_TIMEOUT)
+    p.add_argument(
+        "--security",
+        type=str.upper,
+        choices=SECURITY_PROTOCOLS,
+        help="a secured cluster (SASL users, TLS, ACLs enforced); its bootstrap servers "
+        "are this listener's",
+    )
     p.set_defaults(func=_cmd_start)
 
     p = sub.add_parser("stop", help="stop the brokers started in --dir")
@@ -828,6 +1286,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("status", help="show the nodes in --dir; exit 0 if all are up")
     p.add_argument("--dir", default=run_dir)
     p.set_defaults(func=_cmd_status)
+
+    p = sub.add_parser(
+        "acls", help="run kafka-acls as the admin of the secured cluster in --dir: acls -- ARGS"
+    )
+    p.add_argument("--dir", default=run_dir)
+    p.add_argument("args", nargs=argparse.REMAINDER, help="kafka-acls arguments (after --)")
+    p.set_defaults(func=_cmd_acls)
 
     args = parser.parse_args(argv)
     try:

@@ -2,7 +2,7 @@
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Literal, final, overload
+from typing import Any, Literal, final, overload
 
 from confluent_kafka import KafkaError as _KafkaError
 from typing_extensions import Self
@@ -256,10 +256,18 @@ __all__ += [
     "unpack_changes",
 ]
 
+# A changelog's records as columns: store keys, values (None: a tombstone), timestamps.
+_ChangelogColumns = tuple[list[bytes], list[bytes | None], list[int]]
+# What a record cache flushed (already written to the store and its changelog):
+# keys, new values, old values (None: absent), timestamps, in emission order.
+_FlushedColumns = tuple[list[bytes], list[bytes | None], list[bytes | None], list[int]]
+
 @final
 class NativeKeyValueStore:
     """An ordered bytes-to-bytes store (serialized-key order), in memory or
-    persistent (log-structured, in one directory)."""
+    persistent (log-structured, in one directory). Once ``enable_changelog``
+    is called every write (not restores) is also kept for the changelog,
+    stamped with the write's timestamp, until ``take_changelog``."""
 
     def __new__(cls) -> Self: ...
     @staticmethod
@@ -268,7 +276,42 @@ class NativeKeyValueStore:
     def destroy(path: str | os.PathLike[str]) -> None: ...
     @property
     def persistent(self) -> bool: ...
+    def enable_changelog(self) -> None: ...
+    @property
+    def logged(self) -> bool: ...
+    def take_changelog(self) -> _ChangelogColumns:
+        """The changelog records written since the last call, in write order."""
     def get(self, key: bytes) -> bytes | None: ...
+    def get_cached(self, key: bytes, cache: NativeThreadCache, cache_id: int) -> bytes | None:
+        """The value through the named cache (a hit counts as a use; a miss
+        reads the store and leaves the cache as it was)."""
+    def put_cached(
+        self,
+        key: bytes,
+        value: bytes | None,
+        timestamp: int,
+        cache: NativeThreadCache,
+        cache_id: int,
+    ) -> _FlushedColumns:
+        """A dirty put into the named cache; returns what it evicted."""
+    def put_if_absent_cached(
+        self, key: bytes, value: bytes, timestamp: int, cache: NativeThreadCache, cache_id: int
+    ) -> tuple[bytes | None, _FlushedColumns]: ...
+    def delete_cached(
+        self, key: bytes, timestamp: int, cache: NativeThreadCache, cache_id: int
+    ) -> tuple[bytes | None, _FlushedColumns]: ...
+    def range_cached(
+        self,
+        key_from: bytes | None,
+        key_to: bytes | None,
+        cache: NativeThreadCache,
+        cache_id: int,
+        reverse: bool = False,
+    ) -> list[tuple[bytes, bytes]]:
+        """``range`` with the named cache's entries over the store's."""
+    def flush_cached(self, cache: NativeThreadCache, cache_id: int) -> _FlushedColumns:
+        """Writes the named cache's dirty entries through (deletes of absent
+        keys dropped) and returns them."""
     def get_all(self, keys: list[bytes]) -> list[bytes | None]:
         """The values of ``keys`` (None where absent), in order; one native
         call that releases the GIL for the lookups."""
@@ -285,11 +328,10 @@ class NativeKeyValueStore:
         cache: NativeThreadCache | None = None,
         cache_id: int = 0,
         want_old: bool = True,
-    ) -> tuple[list[bytes | None], list[tuple[bytes, bytes | None, bytes | None, int]]]:
+    ) -> tuple[list[bytes | None], _FlushedColumns]:
         """Writes the records one after the other (None deletes), through
         the named cache when given; returns each record's old value (empty
-        unless ``want_old``) and the ``(key, new, old, timestamp)`` entries
-        the cache's evictions flushed and wrote to the store, in order."""
+        unless ``want_old``) and what the cache's evictions flushed."""
     def table_count(
         self,
         keys: list[bytes],
@@ -298,27 +340,24 @@ class NativeKeyValueStore:
         has_old: list[bool],
         cache: NativeThreadCache | None = None,
         cache_id: int = 0,
-    ) -> tuple[
-        list[int | None],
-        list[int | None],
-        list[int],
-        list[bytes | None],
-        list[tuple[bytes, bytes | None, bytes | None, int]],
-    ]:
+    ) -> tuple[list[int | None], list[int | None], list[int], _FlushedColumns]:
         """``KGroupedTable.count()`` over a timestamped store, through the
         named cache when given: (old counts, new counts, result timestamps,
-        written values, entries evictions flushed)."""
+        what evictions flushed)."""
     def count_timestamped_cached(
         self, keys: list[bytes], timestamps: list[int], cache: NativeThreadCache, cache_id: int
-    ) -> list[tuple[bytes, bytes | None, bytes | None, int]]:
+    ) -> _FlushedColumns:
         """``count_timestamped`` through the named cache, as puts one by one;
-        returns the entries evictions flushed (already in the store)."""
-    def put(self, key: bytes, value: bytes | None) -> None: ...
-    def put_if_absent(self, key: bytes, value: bytes) -> bytes | None: ...
-    def delete(self, key: bytes) -> bytes | None: ...
-    def put_all(self, keys: list[bytes], values: list[bytes | None]) -> None:
+        returns what evictions flushed."""
+    def put(self, key: bytes, value: bytes | None, timestamp: int = 0) -> None: ...
+    def put_if_absent(self, key: bytes, value: bytes, timestamp: int = 0) -> bytes | None: ...
+    def delete(self, key: bytes, timestamp: int = 0) -> bytes | None:
+        """Deletes; a logged store logs the tombstone even for an absent key."""
+    def put_all(self, keys: list[bytes], values: list[bytes | None], timestamp: int = 0) -> None:
         """Puts (None: deletes) each pair; the store ends up as if they were
         applied in order. Equal-length lists; releases the GIL for the writes."""
+    def restore(self, keys: list[bytes], values: list[bytes | None]) -> int:
+        """Applies changelog records without logging them; returns how many."""
     def restore_from_log(
         self,
         log: NativeLog,
@@ -343,7 +382,7 @@ class NativeKeyValueStore:
     def count(self, keys: list[bytes]) -> tuple[list[int], list[bytes]]: ...
     def count_timestamped(
         self, keys: list[bytes], timestamps: list[int]
-    ) -> tuple[list[int], list[int], list[bytes]]: ...
+    ) -> tuple[list[int], list[int]]: ...
 
 def stamp_values(values: list[bytes | None], timestamps: list[int]) -> list[bytes | None]:
     """Timestamped-store values: 8 big-endian bytes of timestamp, then the
@@ -412,12 +451,20 @@ class NativeWindowStore:
     @property
     def closed(self) -> bool: ...
     def restore_observed_stream_time(self, timestamp: int) -> None: ...
-    def put(self, key: bytes, value: bytes | None, window_start: int) -> bytes | None: ...
+    def enable_changelog(self) -> None: ...
+    @property
+    def logged(self) -> bool: ...
+    def take_changelog(self) -> _ChangelogColumns:
+        """The changelog records (store keys) written since the last call."""
+    def put(
+        self, key: bytes, value: bytes | None, window_start: int, timestamp: int = 0
+    ) -> bytes | None: ...
     def put_all(
         self,
         keys: Sequence[bytes],
         values: Sequence[bytes | None],
         window_starts: Sequence[int],
+        timestamps: Sequence[int] | None = None,
     ) -> list[bytes | None]: ...
     def restore(self, store_keys: Sequence[bytes], values: Sequence[bytes | None]) -> int: ...
     def fetch_one(self, key: bytes, window_start: int) -> bytes | None: ...
@@ -465,15 +512,23 @@ class NativeSessionStore:
     @property
     def closed(self) -> bool: ...
     def restore_observed_stream_time(self, timestamp: int) -> None: ...
-    def put(self, key: bytes, start: int, end: int, value: bytes | None) -> bytes | None: ...
+    def enable_changelog(self) -> None: ...
+    @property
+    def logged(self) -> bool: ...
+    def take_changelog(self) -> _ChangelogColumns:
+        """The changelog records (store keys) written since the last call."""
+    def put(
+        self, key: bytes, start: int, end: int, value: bytes | None, timestamp: int = 0
+    ) -> bytes | None: ...
     def put_all(
         self,
         keys: Sequence[bytes],
         starts: Sequence[int],
         ends: Sequence[int],
         values: Sequence[bytes | None],
+        timestamps: Sequence[int] | None = None,
     ) -> list[bytes | None]: ...
-    def remove(self, key: bytes, start: int, end: int) -> bytes: ...
+    def remove(self, key: bytes, start: int, end: int, timestamp: int = 0) -> bytes: ...
     def restore(self, store_keys: Sequence[bytes], values: Sequence[bytes | None]) -> int: ...
     def fetch_session(self, key: bytes, start: int, end: int) -> bytes | None: ...
     def find_sessions(
@@ -550,6 +605,9 @@ class NativeThreadCache:
         """``put`` of dirty entries in order, in one call: key ``i`` is
         ``keys[i]`` followed by each suffix column's ``i``-th value as 8
         big-endian bytes. Returns what the evictions flushed, in order."""
+    def prefix_scan(self, cache_id: int, prefix: bytes) -> list[tuple[bytes, bytes | None]]:
+        """Cached entries whose key starts with ``prefix``, in key order
+        (value None: a cached delete); each counts as a use."""
     def flush(self, cache_id: int) -> _DirtyEntries:
         """Every dirty entry in last-update order, marked clean; flushed
         deletes leave the cache."""
@@ -689,4 +747,31 @@ class NativeSessionWindowedAggregation(_NativeWindowedAggregation):
         emit_final: bool = False,
         retention_ms: int | None = None,
         emit_interval_ms: int | None = None,
+        record_cache: NativeThreadCache | None = None,
+        record_cache_id: int = 0,
     ) -> Self: ...
+
+# --- expressions and JSON (rust/python/src/expr.rs) --------------------------
+__all__ += ["ExprPlan", "encode_json", "json_errors"]
+
+# (row, "malformed" | "eval", message) of each row an evaluation failed on.
+_RowErrors = list[tuple[int, str, str]]
+
+@final
+class ExprPlan:
+    """A ``strom.expr`` tree compiled once, evaluated over a batch of values:
+    raw JSON bytes (``raw=True``, only the fields read are decoded, every
+    value validated) or Python objects; detached from the interpreter."""
+
+    def __new__(cls, tree: tuple[Any, ...]) -> Self: ...
+    @property
+    def fields(self) -> list[list[str]]: ...
+    def filter(self, values: list[Any], *, raw: bool) -> tuple[list[int], _RowErrors]: ...
+    def to_json(self, values: list[Any], *, raw: bool) -> tuple[list[bytes | None], _RowErrors]: ...
+    def to_python(self, values: list[Any], *, raw: bool) -> tuple[list[Any], _RowErrors]: ...
+
+def encode_json(values: list[Any]) -> list[bytes | None]:
+    """Each value as Jackson's ``ObjectMapper`` writes it (None stays None)."""
+
+def json_errors(values: list[bytes | None]) -> list[tuple[int, str]]:
+    """``(index, message)`` of each value that is not JSON."""

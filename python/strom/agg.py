@@ -15,9 +15,10 @@ Result types:
   ``int`` with a ``Long`` or ``Integer`` value serde and ``float`` with
   ``Double``; a JSON field or an expression is ``float`` unless cast with
   ``.cast(int)`` (on a plain field, ``strom.col("f").cast(int)`` reads a
-  Java ``long``: a float value is an error there, not truncated). ``int`` arithmetic wraps on overflow as
-  Java's ``long`` does (an ``int`` input beyond 64 bits is an error), a
-  ``float`` in an ``int`` aggregation is an error (never rounded), and
+  Java ``long``: a float value is an error there, not truncated). ``int``
+  arithmetic wraps on overflow as Java's ``long`` does (an ``int`` input
+  beyond 64 bits is an error), a ``float`` in an ``int`` aggregation is an
+  error (never rounded), and
   ``int`` inputs of a ``float`` aggregation are converted to the nearest
   double. ``min``/``max`` of floats follow Java's ``Math.min``/``Math.max``
   (NaN wins; -0.0 < 0.0). Result serde ``Long`` or ``Double``.

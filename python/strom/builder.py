@@ -8,8 +8,10 @@ from typing import Any
 from strom.errors import TopologyError
 from strom.kstream import GlobalKTable, KStream, KTable
 from strom.kstream.internals import processors as p
-from strom.kstream.internals.table_processors import KTableSource
+from strom.kstream.internals.table_processors import KTableSource, table_source
+from strom.kstream.internals.table_suppliers import SourceSupplier
 from strom.kstream.materialized import Materialized
+from strom.processor.internals.nodes import PassThrough
 from strom.processor.internals.topology_builder import InternalTopologyBuilder, StoreDef
 from strom.serdes import Serde
 from strom.state.stores import StoreBuilder
@@ -28,6 +30,14 @@ class StreamsBuilder:
     def __init__(self) -> None:
         self.internal = InternalTopologyBuilder()
         self._index = 0
+        # Join processors that take records with a null key (Kafka's
+        # NULL_KEY_RELAXED_JOIN label: left stream-table joins, left and
+        # outer stream-stream joins).
+        self._null_key_joins: set[str] = set()
+        # Each repartition's null-key filter: whether it lets null keys
+        # through (decided by build()), and the source behind its topic.
+        self._null_key_filters: dict[str, bool] = {}
+        self._repartition_sources: dict[str, str] = {}
 
     def new_name(self, prefix: str) -> str:
         name = f"{prefix}{self._index:010d}"
@@ -70,8 +80,12 @@ class StreamsBuilder:
         offset_reset: str | None = None,
     ) -> KTable:
         """A KTable over ``topic``: the latest value per key, None deletes
-        (records with a null key are skipped). It is materialized in a store
-        (``materialized``'s name, else ``<topic>-STATE-STORE-…``)."""
+        (records with a null key are skipped). It is kept in a store when
+        ``materialized`` names one, or once an operation needs to read it
+        (a join) or to know old values (an aggregation, a filter that would
+        otherwise forward needless deletes); the store is then named
+        ``<topic>-STATE-STORE-…``. Without a store (as in Kafka) each update
+        goes downstream at once, whatever the record cache."""
         mat = Materialized.of(materialized)
         store_name = mat.store_name or self.new_name(f"{topic}-STATE-STORE-")
         keys, values = mat.key_serde or key_serde, mat.value_serde or value_serde
@@ -83,9 +97,24 @@ class StreamsBuilder:
             offset_reset=offset_reset,
         )
         name = self.new_name("KTABLE-SOURCE-")
-        self.internal.add_processor(name, lambda: KTableSource(store_name), source._node)
-        self.internal.add_store(mat.store_def(store_name, keys, values), name)
-        return KTable(self, name, keys, values, store_name)
+        return self.table_source(name, source._node, mat, store_name, keys, values)
+
+    def table_source(
+        self,
+        name: str,
+        parent: str,
+        mat: Materialized,
+        store_name: str,
+        keys: Serde[Any] | None,
+        values: Serde[Any] | None,
+    ) -> KTable:
+        """Adds a source table's node (Kafka's KTableSource) under ``parent``:
+        materialized now if ``mat`` names its store, else when needed."""
+        supplier = SourceSupplier(self.internal, name, mat.store_def(store_name, keys, values))
+        self.internal.add_processor(name, lambda: table_source(supplier.store_name), parent)
+        if mat.store_name is not None:
+            supplier.materialize()
+        return KTable(self, name, keys, values, supplier, store_name=mat.store_name)
 
     def global_table(
         self,
@@ -122,7 +151,9 @@ class StreamsBuilder:
         num_partitions: int | None = None,
     ) -> str:
         """Inserts ``<prefix>-repartition``: a null-key filter and a sink in
-        the parent's sub-topology, a source in a new one; returns the source."""
+        the parent's sub-topology, a source in a new one; returns the source.
+        The filter drops records with a null key unless ``build`` finds a
+        join downstream that takes them."""
         for _ in range(3):  # Kafka spends three indexes here; names stay aligned.
             self.new_name("")
         topic = f"{prefix}-repartition"
@@ -131,7 +162,13 @@ class StreamsBuilder:
             f"{topic}-sink",
             f"{topic}-source",
         )
-        self.internal.add_processor(filter_name, p.DropNullKeys, parent)
+        self._null_key_filters[filter_name] = False
+        self.internal.add_processor(
+            filter_name,
+            lambda: PassThrough() if self._null_key_filters[filter_name] else p.DropNullKeys(),
+            parent,
+        )
+        self._repartition_sources[sink_name] = source_name
         self.internal.add_sink(
             sink_name,
             topic,
@@ -150,6 +187,30 @@ class StreamsBuilder:
         self.internal.add_store(store_def(builder))
         return self
 
+    def relax_null_keys(self, *join_nodes: str) -> None:
+        """Marks join processors that take records with a null key: the
+        repartition topics upstream of them keep such records."""
+        self._null_key_joins.update(join_nodes)
+
     def build(self) -> Topology:
-        """The topology to run; sub-topologies split at repartition topics."""
+        """The topology to run; sub-topologies split at repartition topics.
+        A repartition drops records with a null key unless a join that takes
+        them lies downstream (Kafka's InternalStreamsBuilder.rewriteRepartitionNodes)."""
+        for name in self._null_key_filters:
+            self._null_key_filters[name] = self._reaches_null_key_join(name)
         return Topology(self.internal)
+
+    def _reaches_null_key_join(self, start: str) -> bool:
+        nodes, seen, todo = self.internal.nodes, set(), [start]
+        while todo:
+            name = todo.pop()
+            if name in seen:
+                continue
+            seen.add(name)
+            if name in self._null_key_joins:
+                return True
+            if name in self._repartition_sources:
+                todo.append(self._repartition_sources[name])
+            node = nodes[name]
+            todo.extend(getattr(node, "children", ()))
+        return False

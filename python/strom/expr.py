@@ -2,7 +2,8 @@
 combined with operators into a tree that runs in the native kernels.
 
 An expression reads fields of a record's value (a JSON object): ``col("a")``,
-nested ``col("a.b")``, or the value itself: ``col()``. It takes ``+ - * / // %``, comparisons, ``& | ~``
+nested ``col("a.b")``, or the value itself: ``col()``. It takes
+``+ - * / // %``, comparisons, ``& | ~``
 (not ``and``/``or``/``not``: Python cannot overload those), ``.is_null()``,
 ``.cast(int | float | str)``, and the string methods ``.startswith``,
 ``.contains``, ``.upper``, ``.lower``; ``struct(name=expr, …)`` builds a JSON
@@ -308,18 +309,16 @@ def col(name: str | None = None) -> Col:
     return Col(name)
 
 
-def lit(value: None | bool | int | float | str) -> Expr:
+def lit(value: bool | int | float | str | None) -> Expr:
     """A constant."""
     if not isinstance(value, _LIT_TYPES):
-        raise TypeError(
-            f"a literal is None, bool, int, float or str, not {type(value).__name__}"
-        )
+        raise TypeError(f"a literal is None, bool, int, float or str, not {type(value).__name__}")
     if type(value) is int and not -(2**63) <= value < 2**63:
         raise TypeError(f"an int literal must fit a 64-bit long: {value}")
     return _Lit(value)
 
 
-def struct(**fields: Expr | None | bool | int | float | str) -> Expr:
+def struct(**fields: Expr | bool | int | float | str | None) -> Expr:
     """A JSON object with these fields, in this order (constants allowed)."""
     if not fields:
         raise TypeError("struct() needs at least one field")
@@ -339,6 +338,6 @@ def field_cast(e: Expr) -> tuple[str, type | None] | None:
         e = e.operand
     elif dtype is not None:
         return None
-    if isinstance(e, Col) and len(e.path) == 1:
+    if isinstance(e, Col) and e.name is not None and len(e.path) == 1:
         return e.name, dtype
     return None

@@ -7,13 +7,14 @@ batches in native code, so a batch crosses into Rust once.
 
 from __future__ import annotations
 
+import copy
 import json
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
 
 from strom import _core
-from strom.errors import SerializationError
+from strom.errors import ConfigError, SerializationError
 from strom.windowed import Window, Windowed
 
 __all__ = [
@@ -27,6 +28,7 @@ __all__ = [
     "String",
     "TimeWindowed",
     "Timestamped",
+    "WrappingSerde",
 ]
 
 T = TypeVar("T")
@@ -59,6 +61,36 @@ class Serde(ABC, Generic[T]):
 
     def __hash__(self) -> int:
         return hash(type(self))
+
+
+class WrappingSerde(Serde[T]):
+    """A serde of a composite value around an inner serde the DSL may not
+    know when the topology is built (a table's changes, a suppression
+    buffer's entries). Left None, the inner serde is the app's
+    ``default.value.serde``, given when a task starts (Kafka's
+    WrappingNullableSerde and its ``setIfUnset``)."""
+
+    inner: Serde[Any] | None
+
+    def with_default(self, default: Serde[Any] | None, where: str) -> WrappingSerde[T]:
+        """This serde with ``default`` as its inner serde if it has none."""
+        if self.inner is not None:
+            return self
+        if default is None:
+            raise ConfigError(
+                f"{where!r} has no value serde: pass one in the DSL call or set "
+                "'default.value.serde'"
+            )
+        resolved = copy.copy(self)
+        resolved.inner = default
+        return resolved
+
+    def _inner(self) -> Serde[Any]:
+        if self.inner is None:
+            raise SerializationError(
+                f"{type(self).__name__} has no inner serde (resolved when a task starts)"
+            )
+        return self.inner
 
 
 def _wrap(kind: str, exc: Exception) -> SerializationError:

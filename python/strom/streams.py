@@ -13,10 +13,10 @@ from datetime import timedelta
 from typing import Any
 
 from strom.config import StreamsConfig
-from strom.embedded.runtime import EmbeddedRuntime
+from strom.embedded.runtime import EmbeddedTransport
 from strom.errors import ApplicationShutdownRequested, ConfigError, StoreError, StromError
 from strom.keyvalue import KeyValue
-from strom.processor.internals.runtime import Runtime
+from strom.processor.internals.runtime import Runtime, ShutdownSignal, Transport
 from strom.state.views import plain
 from strom.topology import Topology
 
@@ -37,6 +37,20 @@ class State(enum.Enum):
     ERROR = "ERROR"
 
 
+def transport_for(config: StreamsConfig) -> Transport:
+    """``bootstrap.servers`` chooses the transport: ``embedded:PATH`` or Kafka."""
+    path = config.embedded_path
+    if path is not None:
+        return EmbeddedTransport(path)
+    try:
+        from strom.kafka.runtime import KafkaTransport  # noqa: PLC0415 - needs confluent-kafka
+    except ImportError as exc:  # confluent-kafka is an optional dependency
+        raise ConfigError(
+            "running on Kafka needs the confluent-kafka package (pip install confluent-kafka)"
+        ) from exc
+    return KafkaTransport()
+
+
 def _seconds(timeout: float | timedelta | None) -> float | None:
     if isinstance(timeout, timedelta):
         return timeout.total_seconds()
@@ -55,7 +69,8 @@ class KafkaStreams:
     def __init__(self, topology: Topology, config: Mapping[str, Any] | StreamsConfig) -> None:
         self.config = config if isinstance(config, StreamsConfig) else StreamsConfig(config)
         self.config.application_id  # noqa: B018 - fail fast when missing
-        self._path = self.config.embedded_path
+        # Made by the first start (confluent-kafka is imported only then).
+        self._transport_made: Transport | None = None
         self._topology = topology
         self._state = State.CREATED
         self._listener: Callable[[State, State], None] | None = None
@@ -66,11 +81,9 @@ class KafkaStreams:
         self._stop = threading.Event()
         self._lock = threading.RLock()
         self._exception_handler: Callable[[BaseException], str] | None = None
-        self._process_id: str | None = None
-        # Kafka's GlobalStreamThread, shared by several stream threads.
-        self._global_thread: Any = None
-        # strom.kafka.shutdown.ApplicationShutdown once started on Kafka.
-        self._app_shutdown: Any = None
+        # The signal across the application's instances, once watched
+        # (None on the embedded log: this client is the whole application).
+        self._app_shutdown: ShutdownSignal | None = None
         self.exception: BaseException | None = None
 
     @property
@@ -93,76 +106,36 @@ class KafkaStreams:
         if old is not new and self._listener is not None:
             self._listener(new, old)
 
+    @property
+    def _transport(self) -> Transport:
+        if self._transport_made is None:
+            self._transport_made = transport_for(self.config)
+        return self._transport_made
+
     def _new_runtimes(self, only: int | None = None) -> list[Runtime]:
         """A runtime per stream thread (or only for thread number ``only``)."""
-        if self._path is not None:
-            return [EmbeddedRuntime(self._topology._internal, self.config, self._path)]
-        try:
-            from strom.kafka.runtime import KafkaRuntime, process_id  # noqa: PLC0415 - needs confluent-kafka
-        except ImportError as exc:  # confluent-kafka is an optional dependency
-            raise ConfigError(
-                "running on Kafka needs the confluent-kafka package (pip install confluent-kafka)"
-            ) from exc
-        if self._process_id is None:
-            self._process_id = process_id()
-        pid = self._process_id
+        transport = self._transport
+        count = transport.stream_threads(self.config)
+        indexes = range(1, count + 1) if only is None else [only]
         runtimes: list[Runtime] = []
-        indexes = range(1, self.config["num.stream.threads"] + 1) if only is None else [only]
         try:
-            self._open_global_thread(pid)
             for index in indexes:
                 self._rebalancing.add(index)  # until its first assignment
                 runtimes.append(
-                    KafkaRuntime(
+                    transport.runtime(
                         self._topology._internal,
                         self.config,
-                        process_id=pid,
-                        thread_index=index,
-                        on_rebalance=functools.partial(self._on_rebalance, index),
-                        global_thread=self._global_thread,
+                        index,
+                        functools.partial(self._on_rebalance, index),
                     )
                 )
         except BaseException:
             for runtime in runtimes:
                 runtime.abort()
             if only is None:
-                self._close_global_thread()
+                transport.close()
             raise
         return runtimes
-
-    def _open_global_thread(self, pid: str) -> None:
-        """With several stream threads on Kafka, one global thread for all:
-        bootstrapped before any stream thread starts (Kafka's GlobalStreamThread)."""
-        topology = self._topology._internal
-        if (
-            self._global_thread is not None
-            or self.config["num.stream.threads"] < 2
-            or topology.global_subtopology() is None
-        ):
-            return
-        # confluent-kafka is an optional dependency: strom.kafka is imported when used.
-        from confluent_kafka.admin import AdminClient  # noqa: PLC0415
-
-        from strom.kafka.clients import admin_config  # noqa: PLC0415
-        from strom.kafka.global_thread import GlobalStreamThread  # noqa: PLC0415
-        from strom.kafka.topics import Topics  # noqa: PLC0415
-
-        thread_name = f"{self.config.application_id}-{pid}-GlobalStreamThread"
-        admin = AdminClient(admin_config(self.config))
-        topics = Topics(admin, self.config["bootstrap.servers"])
-        self._global_thread = GlobalStreamThread(
-            topology,
-            self.config,
-            topics.partition_count,
-            self.config.state_dir / self.config.application_id,
-            f"{thread_name}-global-consumer",
-        )
-        self._global_thread.start(thread_name)
-
-    def _close_global_thread(self) -> None:
-        if self._global_thread is not None:
-            self._global_thread.close()
-            self._global_thread = None
 
     def _on_rebalance(self, thread: int, started: bool) -> None:
         """REBALANCING while any stream thread rebalances, else RUNNING."""
@@ -185,9 +158,7 @@ class KafkaStreams:
                 self.exception = exc
                 self._set_state(State.ERROR)
                 raise
-            # On Kafka, RUNNING comes with the first assignment.
-            if self._path is not None:
-                self._set_state(State.RUNNING)
+            # RUNNING comes with the first assignment of every stream thread.
             return self._runtimes
 
     # --- running --------------------------------------------------------------
@@ -195,8 +166,7 @@ class KafkaStreams:
         """Starts processing in background threads (``num.stream.threads`` on
         Kafka) and returns."""
         runtimes = self._open()
-        if self._path is None:
-            self._watch_application_shutdown()
+        self._watch_application_shutdown()
         for index, _runtime in enumerate(runtimes):
             thread = threading.Thread(
                 target=self._loop,
@@ -208,19 +178,17 @@ class KafkaStreams:
             thread.start()
 
     def _watch_application_shutdown(self) -> None:
-        """On Kafka: notice ``"shutdown_application"`` requests of any
-        instance (see strom.kafka.shutdown)."""
-        from strom.kafka.shutdown import ApplicationShutdown  # noqa: PLC0415 - needs confluent-kafka
-
+        """Notices ``"shutdown_application"`` requests of any instance (on
+        Kafka, see strom.kafka.shutdown)."""
+        if self._app_shutdown is not None:
+            return
         try:
-            self._app_shutdown = ApplicationShutdown(
-                self.config, f"{self.config.application_id}-{self._process_id}"
-            )
+            self._app_shutdown = self._transport.application_shutdown(self.config)
         except BaseException as exc:
             self._fail(exc)
             for runtime in self._runtimes:
                 runtime.abort()
-            self._close_global_thread()
+            self._transport.close()
             raise
 
     def _shutdown_requested(self) -> bool:
@@ -234,7 +202,7 @@ class KafkaStreams:
 
     def _request_application_shutdown(self, exc: BaseException) -> None:
         if self._app_shutdown is None:
-            return  # the embedded log: this client is the whole application
+            return  # this client is the whole application
         try:
             self._app_shutdown.request(f"{type(exc).__name__}: {exc}")
         except Exception:
@@ -276,7 +244,7 @@ class KafkaStreams:
                         verdict = self._exception_handler(exc)
                     except Exception:
                         log.exception("the uncaught exception handler failed")
-                if self._global_thread is not None and self._global_thread.failure is not None:
+                if self._transport.shared_failure() is not None:
                     # The global thread failed: replacing a stream thread cannot help (Kafka).
                     verdict = "shutdown_client" if verdict == "replace_thread" else verdict
                 if verdict == "shutdown_application":
@@ -332,11 +300,10 @@ class KafkaStreams:
             raise StromError("run_until_end cannot be used on an app started with start()")
         opened = self._state in (State.RUNNING, State.REBALANCING)
         runtimes = self._runtimes if opened else self._open()
-        if self._path is None and self._app_shutdown is None:
-            self._watch_application_shutdown()
+        self._watch_application_shutdown()
         try:
-            if self._path is not None and len(runtimes) == 1:
-                runtimes[0].run_until_end(deadline)
+            if len(runtimes) == 1 and self._app_shutdown is None:
+                runtimes[0].run_until_end(deadline)  # nothing else to watch meanwhile
             else:
                 self._run_threads_until_end(runtimes, deadline)
         except BaseException as exc:
@@ -345,7 +312,7 @@ class KafkaStreams:
             self._set_state(State.ERROR)
             for runtime in runtimes:
                 runtime.abort()
-            self._close_global_thread()
+            self._transport.close()
             raise
 
     def _run_threads_until_end(self, runtimes: list[Runtime], deadline: float | None) -> None:
@@ -359,7 +326,7 @@ class KafkaStreams:
         processed = [0] * len(runtimes)
         errors: list[BaseException] = []
 
-        def step(i: int, runtime: Any) -> None:
+        def step(i: int, runtime: Runtime) -> None:
             try:
                 end = runtime.end_targets()
                 while not done.is_set():
@@ -423,7 +390,8 @@ class KafkaStreams:
                     else:
                         runtime.close()
             finally:
-                self._close_global_thread()
+                if self._transport_made is not None:
+                    self._transport_made.close()
                 if self._app_shutdown is not None:
                     self._app_shutdown.close()
                     self._app_shutdown = None

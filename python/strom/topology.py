@@ -10,7 +10,7 @@ from strom.processor.api import Processor
 from strom.processor.internals.processor_node import ProcessorAdapter
 from strom.processor.internals.topology_builder import InternalTopologyBuilder, StoreDef
 from strom.serdes import Serde
-from strom.state.stores import StoreBuilder
+from strom.state.stores import KEY_VALUE, StoreBuilder
 
 __all__ = ["Topology"]
 
@@ -107,7 +107,7 @@ class Topology:
         """A global store: ``state_update_supplier()`` makes the processor that
         writes every record of every partition of ``topic`` into it; every
         processor may read it with ``get_state_store``."""
-        if builder.supplier.kind != "key_value":
+        if builder.supplier.kind != KEY_VALUE:
             raise TopologyError(f"global store {builder.name!r} must be a key-value store")
         self._internal.add_global_store(
             store_def(builder),

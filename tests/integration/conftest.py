@@ -1,7 +1,8 @@
 """Fixtures for tests against a real Apache Kafka broker (marker ``kafka``).
 
 ``kafka`` is one KRaft node for the whole session; ``kafka_cluster3`` is a
-three-node cluster, started only when a test asks for it. Both come from
+three-node cluster and ``kafka_secured`` a secured node (SASL over TLS, ACLs
+enforced), each started only when a test asks for it. All come from
 tests/kafka_harness.py. If a broker does not come up the fixture fails the
 tests that need it (it never skips): CI must not go green without Kafka.
 """
@@ -45,19 +46,26 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) ->
     return report
 
 
-def _start(tmp_path_factory: pytest.TempPathFactory, name: str, brokers: int) -> KafkaCluster:
+def _start(
+    tmp_path_factory: pytest.TempPathFactory,
+    name: str,
+    brokers: int,
+    security: str | None = None,
+) -> KafkaCluster:
     cluster = KafkaCluster(
         tmp_path_factory.mktemp(name),
         start_timeout=START_TIMEOUT,
         # Transactions of killed app instances are aborted within a second of
         # their timeout (default: checked every 10 s), so fault tests finish sooner.
         broker_config={"transaction.abort.timed.out.transaction.cleanup.interval.ms": "1000"},
+        security=security,
     )
     try:
         cluster.start(brokers=brokers)
     except KafkaHarnessError as e:
         # Fail, not skip: the harness is part of the test suite.
-        pytest.fail(f"Kafka ({brokers} node(s)) did not start: {e}", pytrace=False)
+        what = f"{brokers} node(s)" + (f", {security}" if security else "")
+        pytest.fail(f"Kafka ({what}) did not start: {e}", pytrace=False)
     return cluster
 
 
@@ -71,6 +79,13 @@ def _kafka_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCl
 @pytest.fixture(scope="session")
 def _kafka_cluster3_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
     cluster = _start(tmp_path_factory, "kafka3", 3)
+    yield cluster
+    cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def _kafka_secured_session(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    cluster = _start(tmp_path_factory, "kafka-secured", 1, security="SASL_SSL")
     yield cluster
     cluster.stop()
 
@@ -96,3 +111,12 @@ def kafka_cluster3(_kafka_cluster3_session: KafkaCluster) -> KafkaCluster:
     """A three-node Kafka shared by the session; ``stop_broker(i)``/``start_broker(i)``
     for broker-failure tests (nodes left stopped are restarted before the next test)."""
     return _healthy(_kafka_cluster3_session)
+
+
+@pytest.fixture
+def kafka_secured(_kafka_secured_session: KafkaCluster) -> KafkaCluster:
+    """A secured single-node Kafka shared by the session: SASL_SSL (and
+    SASL_PLAINTEXT) listeners, SCRAM users ``admin`` (a super user), ``app`` and
+    ``reader``, ACLs enforced. ``client_config(user)`` connects;
+    ``kafka_acls(...)`` grants (see tests/integration/security_support.py)."""
+    return _healthy(_kafka_secured_session)

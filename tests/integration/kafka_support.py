@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import time
 import uuid
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 import pytest
@@ -27,17 +27,28 @@ WINDOW_MS = 10_000
 BASE_TS = int(time.time() * 1000) // WINDOW_MS * WINDOW_MS - 3_600_000
 
 
+# A cluster's clients: its bootstrap servers, or the whole client config (a
+# secured cluster's SASL and TLS settings with them).
+Connection = str | Mapping[str, Any]
+
+
+def client_config(connection: Connection) -> dict[str, Any]:
+    if isinstance(connection, str):
+        return {"bootstrap.servers": connection}
+    return dict(connection)
+
+
 def unique(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:8]}"
 
 
 def create_topics(
-    bootstrap: str,
+    bootstrap: Connection,
     topics: dict[str, int],
     replication_factor: int = 1,
     config: dict[str, str] | None = None,
 ) -> None:
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     futures = admin.create_topics(
         [NewTopic(t, n, replication_factor, config=config or {}) for t, n in topics.items()]
     )
@@ -53,15 +64,15 @@ def create_topics(
         time.sleep(0.05)
 
 
-def ordered_producer(bootstrap: str) -> Producer:
+def ordered_producer(bootstrap: Connection) -> Producer:
     """A producer that keeps each partition in the order of its produce
     calls. Idempotence is what guarantees it: without it a batch that is
     retried (e.g. while a new topic's leader is being elected, as on a
     freshly started broker) can land after the batches sent behind it, and
     input out of timestamp order makes a windowed count drop records."""
     return Producer(
-        {
-            "bootstrap.servers": bootstrap,
+        client_config(bootstrap)
+        | {
             "partitioner": "murmur2_random",  # keyed records on Java's partition
             "enable.idempotence": True,
         }
@@ -69,7 +80,7 @@ def ordered_producer(bootstrap: str) -> Producer:
 
 
 def produce(
-    bootstrap: str, topic: str, records: Iterable[tuple[bytes | None, bytes | None, int]]
+    bootstrap: Connection, topic: str, records: Iterable[tuple[bytes | None, bytes | None, int]]
 ) -> int:
     """Writes (key, value, timestamp) records in order, keyed ones on Java's partition."""
     producer = ordered_producer(bootstrap)
@@ -82,9 +93,9 @@ def produce(
     return count
 
 
-def _settled(bootstrap: str, topic: str) -> bool:
+def _settled(bootstrap: Connection, topic: str) -> bool:
     """No open transaction on ``topic``: its last stable offsets equal its ends."""
-    admin = AdminClient({"bootstrap.servers": bootstrap})
+    admin = AdminClient(client_config(bootstrap))
     partitions = admin.list_topics(topic, timeout=10).topics[topic].partitions
     latest = OffsetSpec.latest()  # type: ignore[no-untyped-call]
     request = {TopicPartition(topic, p): latest for p in partitions}
@@ -93,7 +104,7 @@ def _settled(bootstrap: str, topic: str) -> bool:
     return all(f.result().offset == ends[tp.partition] for tp, f in stable.items())
 
 
-def read_all(bootstrap: str, topic: str, *, committed_only: bool = True) -> list[Any]:
+def read_all(bootstrap: Connection, topic: str, *, committed_only: bool = True) -> list[Any]:
     """Every record of ``topic`` up to its current end, as messages. With
     ``committed_only``, first waits until no transaction is open on it (a
     killed producer's is aborted after its timeout), so that the end is final."""
@@ -104,8 +115,8 @@ def read_all(bootstrap: str, topic: str, *, committed_only: bool = True) -> list
                 pytest.fail(f"{topic} still has an open transaction")
             time.sleep(0.2)
     consumer = Consumer(
-        {
-            "bootstrap.servers": bootstrap,
+        client_config(bootstrap)
+        | {
             "group.id": unique("reader"),
             "enable.auto.commit": False,
             "enable.partition.eof": True,

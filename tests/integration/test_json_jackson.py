@@ -13,6 +13,7 @@ on an older JDK those documents may differ in exactly that way and no other.
 from __future__ import annotations
 
 import json
+import math
 import random
 import re
 import struct as binary
@@ -72,11 +73,11 @@ def documents() -> list[str]:
         while True:
             bits = rnd.getrandbits(64)
             f: float = binary.unpack("<d", binary.pack("<Q", bits))[0]
-            if f == f and abs(f) != float("inf"):
+            if math.isfinite(f):
                 return f
 
     def text() -> str:
-        return "".join(rnd.choice("az\x00\x01\x1f\"\\/\n\t\x7fé€\u2028😀") for _ in range(6))
+        return "".join(rnd.choice('az\x00\x01\x1f"\\/\n\t\x7fé€\u2028😀') for _ in range(6))
 
     def value(depth: int) -> object:
         pick = rnd.randrange(9 if depth < 3 else 6)
@@ -85,7 +86,9 @@ def documents() -> list[str]:
         if pick == 1:
             return rnd.random() < 0.5
         if pick == 2:
-            return rnd.randrange(-(2**70), 2**70) if rnd.random() < 0.2 else rnd.randrange(-999, 999)
+            return (
+                rnd.randrange(-(2**70), 2**70) if rnd.random() < 0.2 else rnd.randrange(-999, 999)
+            )
         if pick == 3:
             return double()
         if pick == 4:
@@ -99,7 +102,8 @@ def documents() -> list[str]:
     docs = [json.dumps({"v": value(0), "w": value(0)}, ensure_ascii=False) for _ in range(3000)]
     # Whitespace, escapes and number forms Jackson normalizes.
     docs += [
-        '{ "a" : [ 1E2, -0, 2.50, 1e400, 12345678901234567890123 ] , "b" : "\\u00e9\\ud83d\\ude00" }',
+        '{ "a" : [ 1E2, -0, 2.50, 1e400, 12345678901234567890123 ] , '
+        '"b" : "\\u00e9\\ud83d\\ude00" }',
         '{"x":{"y":{"z":[[],{}]}}}',
     ]
     return docs

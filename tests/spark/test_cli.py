@@ -3,6 +3,8 @@ the bootstrap of the streaming app."""
 
 from __future__ import annotations
 
+import json
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -27,8 +29,8 @@ def test_strom_replay_shows_progress_results_and_bootstraps(
         ["view-counts"],
     )
     servers = write_log(scenario, tmp_path / "log")
-    # Settings from a properties file (--command-config; bootstrap.servers is
-    # where the bootstrap writes) and from --config.
+    # Settings from a properties file (--config-file; bootstrap.servers is
+    # where the bootstrap writes) and from --set.
     settings = tmp_path / "app.properties"
     settings.write_text(f"bootstrap.servers={servers}\n")
     code = main(
@@ -39,9 +41,9 @@ def test_strom_replay_shows_progress_results_and_bootstraps(
             servers,
             "--application-id",
             "cli-replay",
-            "--command-config",
+            "--config-file",
             str(settings),
-            "--config",
+            "--set",
             "statestore.cache.max.bytes=0",
             "--table",
             "counts",
@@ -52,7 +54,7 @@ def test_strom_replay_shows_progress_results_and_bootstraps(
     )
     out, err = capsys.readouterr()
     assert code == 0, err
-    assert "replay [" in err and "1/1 sub-topologies, 200 records" in err
+    assert "replay: sub-topology 1/1 done (200 records)" in err
     assert "'records-processed': 200" in out
     assert "table counts:" in out and "output view-counts:" in out
     assert "user-" in out
@@ -76,3 +78,28 @@ def test_strom_replay_reports_a_refused_topology(
     )
     assert code == 1
     assert "views" in capsys.readouterr().err  # the missing topic is named
+
+
+def test_strom_replay_json_is_the_summary_alone(
+    spark: SparkSession, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    history = page_views(120, seed=11)
+    scenario = Scenario(
+        views,
+        {"views": history},
+        {"views": (S, S), "view-counts": (S, L)},
+        ["view-counts"],
+    )
+    servers = write_log(scenario, tmp_path / "log")
+    args = ["replay", "tests.spark.test_replay:views", "--source", servers]
+    code = main([*args, "--application-id", "cli-json", "--table", "counts", "--json"])
+    out, err = capsys.readouterr()
+    assert code == 0, err
+    summary = json.loads(out)
+    assert summary["metrics"]["records-processed"] == 120
+    # The store's final counts: the views per user, bots left out (12 users: all rows shown).
+    rows = summary["tables"]["counts"]
+    assert {row["key"]: row["value"] for row in rows} == Counter(
+        user for user, page, _ in history if page != "bot"
+    )
+    assert summary["outputs"] == {} and "bootstrapped" not in summary

@@ -156,9 +156,7 @@ def string_op(op: str, a: Any, b: Any) -> Any:
 ALPHABET = "ab0129 -.eéßİ"
 ints = st.one_of(st.integers(-1000, 1000), st.integers(-(2**40), 2**40))
 floats = st.floats(allow_nan=False, allow_infinity=False, width=64)
-scalars = st.one_of(
-    st.none(), st.booleans(), ints, floats, st.text(ALPHABET, max_size=6)
-)
+scalars = st.one_of(st.none(), st.booleans(), ints, floats, st.text(ALPHABET, max_size=6))
 FIELDS = ["a", "b", "c", "s", "o.x", "o", "missing"]
 records = st.one_of(
     st.fixed_dictionaries(
@@ -198,8 +196,8 @@ leaves = st.one_of(
 
 def extend(children: Any) -> Any:
     binary_ops = [
-        *("add sub mul truediv floordiv mod".split()),
-        *("eq ne lt le gt ge".split()),
+        *(["add", "sub", "mul", "truediv", "floordiv", "mod"]),
+        *(["eq", "ne", "lt", "le", "gt", "ge"]),
         "and",
         "or",
         "startswith",
@@ -281,7 +279,9 @@ def same(a: Any, b: Any) -> bool:
 
 @settings(max_examples=400, deadline=None)
 @given(expressions, st.lists(records, min_size=1, max_size=8))
-def test_expressions_match_the_model_on_both_paths(pair: tuple[Expr, Model], rows: list[Any]) -> None:
+def test_expressions_match_the_model_on_both_paths(
+    pair: tuple[Expr, Model], rows: list[Any]
+) -> None:
     expr, model = pair
     expected = [outcome(model, v) for v in rows]
     # Python values: the callable form (one record at a time) and the batch.

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from strom import KeyValue, StreamsBuilder, serdes
 from strom.kstream import Materialized
 from strom.processor import Record
@@ -66,9 +68,14 @@ def test_table_group_by_moves_values_between_keys() -> None:
         assert out.is_empty()
 
 
-def test_table_filter_forwards_tombstones_and_map_values() -> None:
+@pytest.mark.parametrize("materialized", [None, "source"])
+def test_table_filter_forwards_tombstones_and_map_values(materialized: str | None) -> None:
+    """Kafka's KTableFilter asks its parent for old values when it is made:
+    a materialized parent gives them, and then an update that did not pass
+    the filter before and does not now is not forwarded at all; an
+    unmaterialized one does not, and every such update is a tombstone."""
     builder = StreamsBuilder()
-    table = builder.table("in", key_serde=S, value_serde=INT, materialized="source")
+    table = builder.table("in", key_serde=S, value_serde=INT, materialized=materialized)
     table.filter(lambda k, v: v > 1).map_values(lambda v: v * 10).to_stream().to(
         "out", value_serde=INT
     )
@@ -76,15 +83,16 @@ def test_table_filter_forwards_tombstones_and_map_values() -> None:
         src = driver.create_input_topic("in", S, INT)
         out = driver.create_output_topic("out", S, INT)
         src.pipe_key_value_list([("a", 1), ("b", 2), ("b", 0), ("c", None)])
-        # Without a downstream needing old values, Kafka forwards a tombstone
-        # for every update that does not pass the filter.
-        assert out.read_key_values_to_list() == [
-            KeyValue("a", None),
-            KeyValue("b", 20),
-            KeyValue("b", None),
-            KeyValue("c", None),
-        ]
-        assert driver.get_key_value_store("source").get("b") == 0
+        retracted = [KeyValue("b", 20), KeyValue("b", None)]
+        if materialized is None:
+            assert out.read_key_values_to_list() == [
+                KeyValue("a", None),
+                *retracted,
+                KeyValue("c", None),
+            ]
+        else:
+            assert out.read_key_values_to_list() == retracted
+            assert driver.get_key_value_store("source").get("b") == 0
 
 
 def test_grouped_stream_aggregate_and_reduce_skip_nulls() -> None:
@@ -108,10 +116,16 @@ def test_grouped_stream_aggregate_and_reduce_skip_nulls() -> None:
 
 
 def test_table_describe_names_follow_kafka() -> None:
+    """A source table's store is named when the table is made and added only
+    when something needs it (Kafka's KTableSource): here a join reads it."""
     builder = StreamsBuilder()
-    builder.table("t", key_serde=S, value_serde=S).to_stream().to("o")
+    table = builder.table("t", key_serde=S, value_serde=S)
+    table.to_stream().to("o")
     text = builder.build().describe()
     assert "Source: KSTREAM-SOURCE-0000000001 (topics: [t])" in text
+    assert "Processor: KTABLE-SOURCE-0000000002 (stores: [])" in text
+    builder.stream("s", key_serde=S, value_serde=S).join(table, lambda v, t: v).to("j")
+    text = builder.build().describe()
     assert "Processor: KTABLE-SOURCE-0000000002 (stores: [t-STATE-STORE-0000000000])" in text
 
 

@@ -13,6 +13,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
+import pyarrow.compute as pc
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -222,9 +224,9 @@ def test_log_and_continue_skips_values_that_are_not_json(tmp_path: Path) -> None
 
 def test_a_failing_expression_fails_the_task_naming_the_record() -> None:
     b = StreamsBuilder()
-    b.stream("in", key_serde=S, value_serde=J).map_values(
-        struct(n=col("n").cast(int))
-    ).to("out", key_serde=S, value_serde=J)
+    b.stream("in", key_serde=S, value_serde=J).map_values(struct(n=col("n").cast(int))).to(
+        "out", key_serde=S, value_serde=J
+    )
     with TopologyTestDriver(b.build()) as driver:
         source = driver.create_input_topic("in", S, J)
         source.pipe_input("a", {"n": "12"})
@@ -288,9 +290,6 @@ def test_windowed_aggregation_of_an_expression_equals_the_lambda() -> None:
 
 
 def test_batch_functions_over_record_batches(tmp_path: Path) -> None:
-    pa = pytest.importorskip("pyarrow")
-    import pyarrow.compute as pc
-
     with EmbeddedLog(tmp_path) as log:
         log.create_topic("in")
         log.create_topic("out")
@@ -317,13 +316,14 @@ def test_batch_functions_over_record_batches(tmp_path: Path) -> None:
     with KafkaStreams(b.build(), config) as app:
         app.run_until_end()
     with EmbeddedLog(tmp_path) as log:
-        out = [(r.key, r.value, r.timestamp) for r in log.records("out", key_serde=S, value_serde=L)]
+        out = [
+            (r.key, r.value, r.timestamp) for r in log.records("out", key_serde=S, value_serde=L)
+        ]
     assert out == [(f"k{i}", 2 * i, i) for i in range(1_000) if i % 3]
     assert max(seen_sizes) > 1  # whole batches, not records
 
 
 def test_batch_functions_report_a_bad_result() -> None:
-    pytest.importorskip("pyarrow")
     b = StreamsBuilder()
     b.stream("in", key_serde=S, value_serde=J).filter_batches(lambda rb: [True, False]).to("out")
     with TopologyTestDriver(b.build()) as driver, pytest.raises(TaskError, match="2 flags"):

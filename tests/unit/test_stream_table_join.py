@@ -34,14 +34,22 @@ def test_only_stream_records_trigger_and_see_the_table_as_of_then(left: bool) ->
         stream.pipe_input("k", "s2", 3)
         table.pipe_input("k", None, 4)  # delete
         stream.pipe_input("k", "s3", 5)
-        stream.pipe_input(None, "s4", 6)  # null key: dropped
+        # A null key: dropped by an inner join, joined with None by a left
+        # join (Kafka's KStreamKTableJoinProcessor since KIP-962).
+        stream.pipe_input(None, "s4", 6)
+        stream.pipe_input("k", None, 7)  # a null value: dropped by both
         expected = [KeyValue("k", "s2+t1")]
         if left:
-            expected = [KeyValue("k", "s1+None"), *expected, KeyValue("k", "s3+None")]
+            expected = [
+                KeyValue("k", "s1+None"),
+                *expected,
+                KeyValue("k", "s3+None"),
+                KeyValue(None, "s4+None"),
+            ]
         records = out.read_records_to_list()
         assert [KeyValue(r.key, r.value) for r in records] == expected
         # The result carries the stream record's timestamp.
-        assert [r.timestamp for r in records] == ([1, 3, 5] if left else [3])
+        assert [r.timestamp for r in records] == ([1, 3, 5, 6] if left else [3])
 
 
 def test_join_reads_a_filtered_and_mapped_table_through_its_getters() -> None:

@@ -181,10 +181,11 @@ def test_the_count_kernel_gives_what_an_aggregate_one_by_one_gives(
     assert native["out"], "the workload produced output"
     assert native["out"] == one_by_one["out"]
     assert native["store"] == one_by_one["store"]
-    # Uncached, the count kernel logs each count with its result timestamp
-    # (as Kafka's timestamped stores log), the general path with the record's.
+    # Uncached (a 0-byte cache is none), the count kernel logs each count with
+    # its result timestamp (as Kafka's timestamped stores log), the general
+    # path with the record's.
     assert [r[:2] for r in native["changelog"]] == [r[:2] for r in one_by_one["changelog"]]
-    if cache_bytes is not None:
+    if cache_bytes:
         assert native["changelog"] == one_by_one["changelog"]
 
 

@@ -173,7 +173,7 @@ LAST_OLD_VALUES = {
 @pytest.mark.parametrize("kind", ["left", "outer"])
 def test_sending_old_values(kind: str) -> None:
     builder, joined = joined_tables(kind)
-    joined._send_old.enable()  # as Kafka's test asks the result for old values
+    joined._enable_sending_old_values(True)  # as Kafka's test asks the result for old values
     seen: list[tuple[Any, Any, Any, int]] = []
     builder.internal.add_processor("recorder", lambda: Recorder(seen), joined._node)
     with TopologyTestDriver(builder.build()) as driver:

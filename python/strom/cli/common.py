@@ -1,6 +1,6 @@
-"""What the verbs share: one-line errors, client settings (``--config``,
-``--command-config``), loading an app from ``MODULE:NAME`` and the quick
-check that a Kafka bootstrap list can be reached."""
+"""What the verbs share: one-line errors, settings (``--config-file``,
+``--set``), loading an app from ``MODULE:NAME`` and the quick check that a
+Kafka bootstrap list can be reached."""
 
 from __future__ import annotations
 
@@ -22,6 +22,11 @@ from strom.builder import StreamsBuilder
 from strom.cli.properties import read_properties
 from strom.errors import StromError
 from strom.topology import Topology
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - Python 3.10
+    import tomli as tomllib
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -74,12 +79,13 @@ def reports_errors(command: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-# --- client settings ----------------------------------------------------------
+# --- settings -----------------------------------------------------------------
 
 
-def _parse_settings(
+def key_values(
     _ctx: click.Context, _param: click.Parameter, values: tuple[str, ...]
 ) -> dict[str, str]:
+    """A Click callback: repeated ``KEY=VALUE`` options as a dict."""
     settings: dict[str, str] = {}
     for item in values:
         key, sep, value = item.partition("=")
@@ -90,31 +96,65 @@ def _parse_settings(
 
 
 def settings_options(what: str) -> Callable[[F], F]:
-    """``--config KEY=VALUE`` (repeatable) and ``--command-config FILE`` (a Java
-    properties file, as Kafka's tools take it); ``--config`` wins over the file."""
+    """``--config-file FILE`` (a Java ``.properties`` file, as Kafka's tools
+    read it, or a ``.toml`` file) and ``--set KEY=VALUE`` (repeatable, wins
+    over the file): the same two options on every verb that takes settings."""
 
     def decorate(command: F) -> F:
         command = click.option(
-            "--command-config",
-            type=click.Path(exists=True, dir_okay=False, path_type=Path),
-            metavar="FILE",
-            help=f"a properties file of {what} (key=value lines, as Kafka's tools read it)",
-        )(command)
-        return click.option(
-            "--config",
+            "--set",
             "settings",
             multiple=True,
             metavar="KEY=VALUE",
-            callback=_parse_settings,
-            help=f"one of {what} (repeatable; wins over --command-config)",
+            callback=key_values,
+            help=f"one of {what} (repeatable; wins over --config-file)",
+        )(command)
+        return click.option(
+            "--config-file",
+            type=click.Path(exists=True, dir_okay=False, path_type=Path),
+            metavar="FILE",
+            help=f"{what}: a .properties file (key=value lines) or a .toml file",
         )(command)
 
     return decorate
 
 
-def merged_settings(command_config: Path | None, settings: dict[str, str]) -> dict[str, str]:
-    """The settings of ``--command-config`` overridden by those of ``--config``."""
-    return (read_properties(command_config) if command_config is not None else {}) | settings
+def merged_settings(config_file: Path | None, settings: dict[str, str]) -> dict[str, Any]:
+    """The settings of ``--config-file`` overridden by those of ``--set``."""
+    return (read_config_file(config_file) if config_file is not None else {}) | settings
+
+
+def read_config_file(path: Path) -> dict[str, Any]:
+    """A ``.properties`` or ``.toml`` file's settings. TOML tables and dotted
+    keys give Kafka's dotted names (``[producer] linger.ms = 5`` is
+    ``producer.linger.ms``); arrays become comma-separated lists."""
+    if path.suffix == ".properties":
+        return read_properties(path)
+    if path.suffix != ".toml":
+        raise BadInput(f"{path}: a config file is .properties or .toml, not {path.suffix!r}")
+    try:
+        with path.open("rb") as file:
+            table = tomllib.load(file)
+    except (OSError, tomllib.TOMLDecodeError) as exc:
+        raise BadInput(f"cannot read {path}: {exc}") from None
+    flat: dict[str, Any] = {}
+    _flatten(table, "", flat, path)
+    return flat
+
+
+def _flatten(table: dict[str, Any], prefix: str, out: dict[str, Any], path: Path) -> None:
+    for key, value in table.items():
+        name = prefix + key
+        if isinstance(value, dict):
+            _flatten(value, name + ".", out, path)
+        elif isinstance(value, list):
+            if any(isinstance(v, (dict, list)) for v in value):
+                raise BadInput(f"{path}: {name} is a list of tables; a setting is a value")
+            out[name] = ",".join(str(v) for v in value)
+        elif isinstance(value, (str, int, float, bool)):
+            out[name] = value
+        else:  # dates and times: no Kafka setting takes one
+            raise BadInput(f"{path}: {name} is a {type(value).__name__}; a setting is a value")
 
 
 # --- MODULE:NAME --------------------------------------------------------------

@@ -4,13 +4,16 @@ from __future__ import annotations
 
 import random
 import tempfile
+import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
 from strom import KafkaStreams, StreamsBuilder, Topology, serdes
 from strom.cli.common import reports_errors
+from strom.cli.output import Output, output_options
 from strom.embedded import EmbeddedLog
 
 INPUT_TOPIC = "text-input"
@@ -72,22 +75,26 @@ def generate_lines(count: int, seed: int = 7) -> list[str]:
     show_default=True,
     help="how many words to show",
 )
+@output_options
 @reports_errors
-def demo(lines: int, path: Path | None, top: int) -> int:
+def demo(lines: int, path: Path | None, top: int, output: Output) -> int:
     """Run word count on generated text (no broker)."""
     log_dir = str(path) if path is not None else tempfile.mkdtemp(prefix="strom-demo-")
     log = EmbeddedLog(log_dir)
     for topic in (INPUT_TOPIC, OUTPUT_TOPIC):
         if topic not in log.topics():
             log.create_topic(topic, partitions=3)
-    click.echo(f"writing {lines:,} lines of generated text to '{INPUT_TOPIC}' …")
+    output.note(f"writing {lines:,} lines of generated text to '{INPUT_TOPIC}' …")
     text = generate_lines(lines)
-    with log.producer(value_serde=serdes.String()) as producer:
+    with (
+        output.progress("write", total=len(text), unit="lines") as bar,
+        log.producer(value_serde=serdes.String()) as producer,
+    ):
         step = 10_000
         for start in range(0, len(text), step):
-            producer.produce_batch(
-                INPUT_TOPIC, [(None, line) for line in text[start : start + step]]
-            )
+            chunk = text[start : start + step]
+            producer.produce_batch(INPUT_TOPIC, [(None, line) for line in chunk])
+            bar.advance(len(chunk))
     words = sum(len(line.split()) for line in text)
 
     app = KafkaStreams(
@@ -95,20 +102,54 @@ def demo(lines: int, path: Path | None, top: int) -> int:
         {"application.id": "strom-demo-wordcount", "bootstrap.servers": f"embedded:{log_dir}"},
     )
     with app:
-        started = time.perf_counter()
-        app.run_until_end()
-        elapsed = time.perf_counter() - started
+        # Each line goes through the first sub-topology, each word through the second.
+        with output.progress("count", total=len(text) + words, unit="records") as bar:
+            started = time.perf_counter()
+            _while_showing(app.run_until_end, lambda: bar.to(_processed(app)))
+            elapsed = time.perf_counter() - started
+            bar.to(_processed(app))
         counts = sorted(((kv.value, kv.key) for kv in app.store("counts").all()), reverse=True)
     counts = counts[:top]
 
-    click.echo(f"\ntop {len(counts)} words:")
-    for count, word in counts:
-        click.echo(f"  {word:<16} {count:>9,}")
-    click.echo(
-        f"\nprocessed {len(text):,} lines ({words:,} words) in {elapsed:.2f} s: "
-        f"{len(text) / elapsed:,.0f} lines/s, {words / elapsed:,.0f} words/s"
+    summary = [f"top {len(counts)} words:"]
+    summary += [f"  {word:<16} {count:>9,}" for count, word in counts]
+    summary += [
+        "",
+        f"processed {len(text):,} lines ({words:,} words) in {elapsed:.2f} s: "
+        f"{len(text) / elapsed:,.0f} lines/s, {words / elapsed:,.0f} words/s",
+        f"data lives in {log_dir}",
+        f"  input topic: {INPUT_TOPIC}, output topic: {OUTPUT_TOPIC},",
+        "  internal topics: strom-demo-wordcount-counts-repartition, …-counts-changelog",
+    ]
+    output.summary(
+        {
+            "lines": len(text),
+            "words": words,
+            "seconds": elapsed,
+            "top": [[word, count] for count, word in counts],
+            "path": log_dir,
+        },
+        summary,
     )
-    click.echo(f"data lives in {log_dir}")
-    click.echo(f"  input topic: {INPUT_TOPIC}, output topic: {OUTPUT_TOPIC},")
-    click.echo("  internal topics: strom-demo-wordcount-counts-repartition, …-counts-changelog")
     return 0
+
+
+def _processed(app: KafkaStreams) -> int:
+    return int(app.metrics().get("records-processed", 0))
+
+
+def _while_showing(work: Callable[[], None], show: Callable[[], None]) -> None:
+    """Runs ``work`` and calls ``show`` every 0.1 s until it returns."""
+    done = threading.Event()
+
+    def refresh() -> None:
+        while not done.wait(0.1):
+            show()
+
+    shower = threading.Thread(target=refresh, name="strom-demo-progress", daemon=True)
+    shower.start()
+    try:
+        work()
+    finally:
+        done.set()
+        shower.join()

@@ -1,7 +1,7 @@
-"""The ``strom`` command: one Click group, one module per verb (``demo``,
-``reset``, ``replay``; ``run``, ``topics``, ``produce``, ``tail``,
-``describe`` and ``bench`` join it the same way), with what they share
-(errors, client settings, ``MODULE:NAME``) in ``strom.cli.common``."""
+"""The ``strom`` command: one Click group, one module per verb, with what
+they share in ``strom.cli.common`` (errors, settings, ``MODULE:NAME``),
+``strom.cli.cluster`` (topics on the embedded log or Kafka) and
+``strom.cli.output`` (progress, ``--quiet``, ``--json``)."""
 
 from __future__ import annotations
 
@@ -11,9 +11,15 @@ from collections.abc import Sequence
 import click
 
 from strom import __version__
+from strom.cli.bench import bench
 from strom.cli.demo import demo
+from strom.cli.describe import describe
+from strom.cli.produce import produce
 from strom.cli.replay import replay
 from strom.cli.reset import reset
+from strom.cli.run import run
+from strom.cli.tail import tail
+from strom.cli.topics import topics
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"], "max_content_width": 100})
@@ -22,7 +28,7 @@ def cli() -> None:
     """strom: Kafka Streams for Python."""
 
 
-for command in (demo, reset, replay):
+for command in (run, topics, produce, tail, describe, reset, replay, demo, bench):
     cli.add_command(command)
 
 

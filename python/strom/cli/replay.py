@@ -1,14 +1,14 @@
 """``strom replay``: replay a topology's input history on Spark, with a
-progress bar, show its result tables and outputs, optionally bootstrap the
-streaming app."""
+progress display, show its result tables and outputs, optionally bootstrap
+the streaming app."""
 
 from __future__ import annotations
 
+import json
 import os
 import sys
-import time
 from pathlib import Path
-from typing import Any, TextIO
+from typing import Any
 
 import click
 
@@ -20,29 +20,7 @@ from strom.cli.common import (
     reports_errors,
     settings_options,
 )
-
-
-class ProgressBar:
-    """One line on a terminal, redrawn after each stage."""
-
-    def __init__(self, out: TextIO, width: int = 30) -> None:
-        self.out = out
-        self.width = width
-        self.started = time.monotonic()
-        self.records = 0
-
-    def __call__(self, done: int, total: int, records: int) -> None:
-        self.records += records
-        filled = self.width * done // max(total, 1)
-        bar = "#" * filled + "-" * (self.width - filled)
-        elapsed = time.monotonic() - self.started
-        self.out.write(
-            f"\rreplay [{bar}] {done}/{total} sub-topologies, "
-            f"{self.records:,} records, {elapsed:.1f} s"
-        )
-        if done == total:
-            self.out.write("\n")
-        self.out.flush()
+from strom.cli.output import Output, output_options
 
 
 @click.command()
@@ -61,22 +39,24 @@ class ProgressBar:
 @click.option(
     "--bootstrap",
     is_flag=True,
-    help="write the end state for the app (at bootstrap.servers of --config)",
+    help="write the end state for the app (at the bootstrap.servers of the settings)",
 )
 @app_dir_option
+@output_options
 @reports_errors
 def replay(
     app: str,
     source: str,
     application_id: str,
     settings: dict[str, str],
-    command_config: Path | None,
+    config_file: Path | None,
     master: str,
     tables: tuple[str, ...],
     outputs: tuple[str, ...],
     show: int,
     bootstrap: bool,
     app_dir: Path | None,
+    output: Output,
 ) -> int:
     """Replay an app's input history on Spark (strom.spark; needs pyspark).
 
@@ -84,7 +64,7 @@ def replay(
     one; MODULE is imported from --app-dir, then the current directory.
     """
     topology = load_topology(app, app_dir)
-    config: dict[str, Any] = merged_settings(command_config, settings) | {
+    config: dict[str, Any] = merged_settings(config_file, settings) | {
         "application.id": application_id
     }
     is_kafka = not source.startswith("embedded:") and not os.path.exists(source)
@@ -103,25 +83,43 @@ def replay(
         history: Any = source
         if not is_kafka and not source.startswith("embedded:"):
             history = spark.read.parquet(source)
-        with run_replay(
-            topology,
-            spark,
-            source=history,
-            config=config,
-            progress=ProgressBar(sys.stderr),
-            changelogs=bootstrap,
-        ) as result:
-            click.echo(f"metrics: {result.metrics()}")
-            for store in tables:
-                click.echo(f"table {store}:")
-                result.table(store).show(show, truncate=False)
-            for topic in outputs:
-                click.echo(f"output {topic}:")
-                result.output(topic).show(show, truncate=False)
+        with output.progress("replay", unit="") as bar:
+
+            def progress(done: int, total: int, records: int) -> None:
+                bar.to(done, total)
+                output.note(f"replay: sub-topology {done}/{total} done ({records:,} records)")
+
+            result = run_replay(
+                topology,
+                spark,
+                source=history,
+                config=config,
+                progress=progress,
+                changelogs=bootstrap,
+            )
+        with result:
+            summary: dict[str, Any] = {"metrics": result.metrics(), "tables": {}, "outputs": {}}
+            if not output.as_json:
+                click.echo(f"metrics: {summary['metrics']}")
+            for kind, names, frame in (
+                ("tables", tables, result.table),
+                ("outputs", outputs, result.output),
+            ):
+                for name in names:
+                    if output.as_json:
+                        rows = frame(name).limit(show).collect()
+                        summary[kind][name] = [row.asDict() for row in rows]
+                    else:
+                        click.echo(f"{kind[:-1]} {name}:")
+                        frame(name).show(show, truncate=False)
             if bootstrap:
                 result.bootstrap(config)
-                click.echo(f"bootstrapped {application_id} at {config.get('bootstrap.servers')}")
+                summary["bootstrapped"] = config.get("bootstrap.servers")
+                if not output.as_json:
+                    click.echo(f"bootstrapped {application_id} at {summary['bootstrapped']}")
     finally:
         if ours:
             spark.stop()
+    if output.as_json:
+        click.echo(json.dumps(summary, default=str, sort_keys=True))
     return 0

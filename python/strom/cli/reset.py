@@ -8,6 +8,7 @@ from typing import Protocol
 
 import click
 
+from strom.cli.cluster import embedded_path
 from strom.cli.common import (
     BadInput,
     CommandError,
@@ -16,9 +17,8 @@ from strom.cli.common import (
     reports_errors,
     settings_options,
 )
+from strom.cli.output import Output, output_options
 from strom.embedded.reset import reset_application as reset_embedded
-
-EMBEDDED = "embedded:"
 
 
 class Outcome(Protocol):
@@ -44,6 +44,7 @@ class Outcome(Protocol):
     help="the app's state.dir (default: the app's default)",
 )
 @settings_options("the Kafka clients' settings (security.protocol, sasl.*, ssl.*, …)")
+@output_options
 @reports_errors
 def reset(
     application_id: str,
@@ -51,7 +52,8 @@ def reset(
     input_topics: str,
     state_dir: Path | None,
     settings: dict[str, str],
-    command_config: Path | None,
+    config_file: Path | None,
+    output: Output,
 ) -> int:
     """Reset an app so that it reprocesses its input from scratch.
 
@@ -62,18 +64,15 @@ def reset(
     """
     inputs = [t.strip() for t in input_topics.split(",") if t.strip()]
     result: Outcome
-    if bootstrap_servers.startswith(EMBEDDED):
-        if settings or command_config is not None:
+    path = embedded_path(bootstrap_servers)
+    if path is not None:
+        if settings or config_file is not None:
             raise BadInput(
-                "--config and --command-config are Kafka client settings; "
-                "the embedded log takes none"
+                "--config-file and --set are Kafka client settings; the embedded log takes none"
             )
-        path = bootstrap_servers.removeprefix(EMBEDDED)
-        if not path:
-            raise BadInput("--bootstrap-servers 'embedded:' needs a path: embedded:PATH")
         result = reset_embedded(application_id, path, input_topics=inputs, state_dir=state_dir)
     else:
-        client_config = merged_settings(command_config, settings)
+        client_config = merged_settings(config_file, settings)
         check_bootstrap(bootstrap_servers)
         # confluent-kafka is an optional dependency: imported for Kafka only.
         from confluent_kafka import KafkaException  # noqa: PLC0415
@@ -91,15 +90,25 @@ def reset(
         except KafkaException as exc:  # e.g. a client setting librdkafka rejects
             reason = exc.args[0] if exc.args else exc
             raise CommandError(f"resetting {application_id!r} failed: {reason}") from exc
-    _report(application_id, result)
+    _report(application_id, result, output)
     return 0
 
 
-def _report(application_id: str, result: Outcome) -> None:
-    for topic, partitions in sorted(result.offsets_reset.items()):
-        click.echo(f"reset offsets of {topic} ({len(partitions)} partition(s)) to the earliest")
-    for topic in result.topics_deleted:
-        click.echo(f"deleted internal topic {topic}")
+def _report(application_id: str, result: Outcome, output: Output) -> None:
+    lines = [
+        f"reset offsets of {topic} ({len(partitions)} partition(s)) to the earliest"
+        for topic, partitions in sorted(result.offsets_reset.items())
+    ]
+    lines += [f"deleted internal topic {topic}" for topic in result.topics_deleted]
     if result.state_removed is not None:
-        click.echo(f"removed local state {result.state_removed}")
-    click.echo(f"application {application_id} reset")
+        lines.append(f"removed local state {result.state_removed}")
+    lines.append(f"application {application_id} reset")
+    output.summary(
+        {
+            "application_id": application_id,
+            "offsets_reset": {t: sorted(ps) for t, ps in sorted(result.offsets_reset.items())},
+            "topics_deleted": list(result.topics_deleted),
+            "state_removed": None if result.state_removed is None else str(result.state_removed),
+        },
+        lines,
+    )

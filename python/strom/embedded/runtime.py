@@ -1,46 +1,57 @@
-"""The run loop over the embedded log: one stream thread that owns every task.
+"""The embedded log's transport: one stream thread that owns every task.
 
 Start: create internal topics ─► bootstrap global stores ─► open each task's
-stores as of their last commit and replay the changelog tails.
-Commit: flush nodes ─► append and fsync output and changelogs ─► commit each
-store with the changelog offset it reflects ─► commit the processed input
-offsets with their partition times.
+stores as of their last commit and replay the changelog tails. Output is
+appended (and fsynced) on flush; a commit then commits each store with the
+changelog offset it reflects, then the processed input offsets with their
+partition times (``strom.processor.internals.runtime`` writes the sequence).
 """
 
 from __future__ import annotations
 
 import logging
-import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING
 
 from strom.embedded.consumer import EmbeddedConsumer, OffsetAndMetadata
 from strom.embedded.log import EmbeddedLog
 from strom.errors import TopologyError
-from strom.processor.internals.runtime import Runtime
-from strom.processor.internals.task import RecordCollector, StreamTask
+from strom.processor.internals.global_state import GlobalStores
+from strom.processor.internals.runtime import Runtime, Transport
+from strom.processor.internals.task import RecordCollector
 from strom.processor.internals.topology_builder import SourceDef
 
 if TYPE_CHECKING:
+    from strom._core import RecordBatch
     from strom.config import StreamsConfig
     from strom.processor.internals.task import InputRecords
-    from strom.processor.internals.topology_builder import InternalTopologyBuilder
+    from strom.processor.internals.topology_builder import InternalTopologyBuilder, Subtopology
 
 log = logging.getLogger("strom.runtime")
+
+GLOBAL_BATCH = 10_000
 
 
 class EmbeddedRuntime(Runtime):
     """The embedded log: one stream thread that owns every task."""
 
-    def __init__(self, builder: InternalTopologyBuilder, config: StreamsConfig, path: str) -> None:
+    def __init__(
+        self,
+        builder: InternalTopologyBuilder,
+        config: StreamsConfig,
+        path: str,
+        on_rebalance: Callable[[bool], None] | None = None,
+    ) -> None:
         super().__init__(builder, config)
         self.log = EmbeddedLog(path)
         self._partitions: dict[str, int] = {}
         self._prepare_topics()
         self.producer = self.log.producer()
-        self.collector = RecordCollector(self.producer, self.partition_count)
+        collector = RecordCollector(self.producer, self.partition_count)
+        self._init_tasks(collector, self._changelog_range)
         self.consumer: EmbeddedConsumer | None = None
-        self._global_positions: dict[tuple[str, int], int] = {}
         try:
+            self._open_global_stores()
             self._create_tasks()
             self.consumer = self.log.consumer(
                 self.app_id,
@@ -55,12 +66,38 @@ class EmbeddedRuntime(Runtime):
         except BaseException:
             self.abort()  # release the stores opened so far
             raise
+        if on_rebalance is not None:
+            on_rebalance(False)  # every task is assigned at once
 
     # --- topics ---------------------------------------------------------------
     def partition_count(self, topic: str) -> int:
         if topic not in self._partitions:
             self._partitions[topic] = self.log.partitions(topic)
         return self._partitions[topic]
+
+    def _describe_topics(self, topics: list[str]) -> dict[str, int]:
+        existing = set(self.log.topics())
+        return {t: self.log.partitions(t) for t in topics if t in existing}
+
+    def _missing_topics_error(self, missing: list[str]) -> TopologyError:
+        return TopologyError(
+            f"topic(s) {', '.join(missing)} do not exist in the embedded log at "
+            f"{self.log.path}; create them first (EmbeddedLog.create_topic)"
+        )
+
+    def _create_internal_topics(self, topics: list[tuple[str, int, dict[str, str]]]) -> None:
+        existing = set(self.log.topics())
+        for topic, partitions, config in topics:
+            if topic in existing:
+                found = self.log.partitions(topic)
+                if found != partitions:
+                    raise TopologyError(
+                        f"internal topic {topic} has {found} partition(s) but the topology "
+                        f"needs {partitions}; reset the application (strom reset) to recreate it"
+                    )
+                continue
+            self.log.create_topic(topic, partitions, config)
+            log.info("created internal topic %s with %d partition(s)", topic, partitions)
 
     def _apply_source_offset_resets(self) -> None:
         """``stream(..., offset_reset=…)`` overrides ``auto.offset.reset`` for
@@ -78,89 +115,26 @@ class EmbeddedRuntime(Runtime):
                         target = ends if node.offset_reset == "latest" else starts
                         self.input.seek(name, partition, target[partition])
 
-    # --- global stores --------------------------------------------------------
-    def _create_global_task(self) -> None:
-        """Opens the global stores and bootstraps them to the end of their
-        topics before any task processes a record."""
-        sub = self.builder.global_subtopology()
-        if sub is None:
-            return
-        self.global_task = StreamTask(
-            sub,
-            0,
-            self.builder,
-            self.config,
-            self.collector,
-            self.topic_name,
-            self.state_dir,
-            task_id="global",
-        )
-        for store in self.global_task.stores.values():
-            store.native.clear()  # rebuilt from its topic on every start
-        for topic in sub.source_topics:
-            for partition, start in self.log.log_start_offsets(topic).items():
-                self._global_positions[(topic, partition)] = start
-        self.poll_global()
-
-    def poll_global(self) -> int:
-        if self.global_task is None:
-            return 0
-        applied = 0
-        for (topic, partition), start in self._global_positions.items():
-            position, end = start, self.log.end_offsets(topic)[partition]
-            while position < end:
-                records = self.log.read_batch(topic, partition, position, 10_000)
-                if not len(records):
-                    break
-                self.global_task.process(records)
-                applied += len(records)
-                position = records.next_offset
-            self._global_positions[(topic, partition)] = position
-        return applied
-
-    def _prepare_topics(self) -> None:
-        existing = set(self.log.topics())
-        external = self._external_topics()
-        missing = [t for t in external if t not in existing]
-        if missing:
-            raise TopologyError(
-                f"topic(s) {', '.join(missing)} do not exist in the embedded log at "
-                f"{self.log.path}; create them first (EmbeddedLog.create_topic)"
-            )
-        counts = self._size_topics({t: self.log.partitions(t) for t in external})
-        for topic, partitions, config in self._internal_topics(counts, {}):
-            self._ensure_internal(topic, partitions, config)
-        self._check_co_partitioning(counts)
-        self._counts = counts
-
     def _changelog_range(self, topic: str, partition: int) -> tuple[int, int]:
         return (
             self.log.log_start_offsets(topic)[partition],
             self.log.end_offsets(topic)[partition],
         )
 
-    def _ensure_internal(self, topic: str, partitions: int, config: dict[str, str]) -> None:
-        if topic in self.log.topics():
-            found = self.log.partitions(topic)
-            if found != partitions:
-                raise TopologyError(
-                    f"internal topic {topic} has {found} partition(s) but the topology needs "
-                    f"{partitions}; reset the application (strom reset) to recreate it"
-                )
-            return
-        self.log.create_topic(topic, partitions, config)
-        log.info("created internal topic %s with %d partition(s)", topic, partitions)
+    # --- global stores and tasks -----------------------------------------------
+    def _new_global_stores(self, subtopology: Subtopology) -> GlobalStores:
+        return GlobalStores(
+            self.factory, subtopology, EmbeddedGlobalSource(self.log), self.partition_count
+        )
 
-    # --- tasks ------------------------------------------------------------------
     def _create_tasks(self) -> None:
-        self._create_global_task()
         for sub in self.subtopologies:
             for partition in range(self._task_count(sub, self._counts)):
-                task = self._new_task(sub, partition, self._changelog_range)
+                task = self.factory.task(sub, partition)
                 self._add_task(task, sub)
                 task.state.restore(self.log)
 
-    # --- the loop -------------------------------------------------------------
+    # --- fetching, offsets, output --------------------------------------------------
     @property
     def input(self) -> EmbeddedConsumer:
         assert self.consumer is not None, "the runtime is closed"
@@ -170,84 +144,88 @@ class EmbeddedRuntime(Runtime):
         return list(self.input.poll_batches(self.config["poll.max.records"], timeout))
 
     def _has_unfetched(self, topic: str, partition: int) -> bool | None:
-        return self.input.position(topic, partition) < self.log.end_offsets(topic)[partition]
+        return self.input.position(topic, partition) < self._end_offset(topic, partition)
 
-    def commit(self) -> None:
-        """Flush nodes, make output and changelogs durable, commit the stores
-        with the changelog offsets they reflect, then the input offsets."""
-        for task in self.tasks.values():
-            task.flush()
+    def _position(self, topic: str, partition: int) -> int:
+        return self.input.position(topic, partition)
+
+    def _end_offset(self, topic: str, partition: int) -> int:
+        return self.log.end_offsets(topic)[partition]
+
+    def _owned_inputs(self) -> list[tuple[str, int]]:
+        return [
+            (name, partition)
+            for name in sorted(self._input_topics())
+            for partition in range(self.partition_count(name))
+        ]
+
+    def _flush_output(self) -> None:
         self.collector.flush()
-        for task in self.tasks.values():
-            if task.changelogs or task.state.stores:
-                ends = {
-                    topic: self.log.end_offsets(topic)[task.partition]
-                    for topic in task.changelogs.values()
-                }
-                task.commit_state(ends)
-            task.commit_requested = False
-        # Only what was processed: queued records are fetched again after a
-        # restart. The partition time travels as offset metadata.
-        offsets = {
-            key: OffsetAndMetadata(offset, partition_time)
-            for task in self.tasks.values()
-            for key, (offset, partition_time) in task.committable_offsets().items()
-        }
+
+    def _changelog_end(self, topic: str, partition: int) -> int:
+        return self._end_offset(topic, partition)
+
+    def _commit_offsets(self, offsets: dict[tuple[str, int], tuple[int, str]]) -> None:
         if offsets:
-            self.input.commit(offsets)
-        self._last_commit = time.monotonic()
+            self.input.commit(
+                {key: OffsetAndMetadata(offset, time) for key, (offset, time) in offsets.items()}
+            )
 
-    def caught_up(self, targets: dict[tuple[str, int], int]) -> bool:
-        """True once every external input is consumed up to ``targets`` (its
-        end as of the start) and every topic the app feeds itself to its end."""
-        for (topic, partition), end in targets.items():
-            if self.input.position(topic, partition) < end:
-                return False
-        for name in self._fed_by_the_app():
-            for partition, end in self.log.end_offsets(name).items():
-                if self.input.position(name, partition) < end:
-                    return False
-        return not any(task.has_queued() for task in self.tasks.values())
-
-    def end_targets(self) -> dict[tuple[str, int], int]:
-        fed = self._fed_by_the_app()
-        targets = {}
-        for name in self._input_topics() - fed:
-            for partition, end in self.log.end_offsets(name).items():
-                targets[(name, partition)] = end
-        return targets
-
-    def run_until_end(self, deadline: float | None) -> None:
-        targets = self.end_targets()
-        while True:
-            if self.poll_once(0.05) == 0:
-                # Output still buffered in the producer may feed repartition topics.
-                self.collector.flush()
-                if self.caught_up(targets):
-                    # The commit flushes the record caches, whose output may
-                    # feed repartition topics again: done once it feeds none.
-                    self.commit()
-                    if self.caught_up(targets):
-                        return
-            else:
-                self.maybe_commit()
-            if deadline is not None and time.monotonic() > deadline:
-                raise TimeoutError("run_until_end did not reach the end offsets in time")
-
-    def close(self) -> None:
-        try:
-            self.commit()
-        finally:
-            self.abort()
-
-    def abort(self) -> None:
-        """Releases tasks and clients without committing (after a failure:
-        uncommitted work is redone from the last commit on restart)."""
-        for task in self.tasks.values():
-            task.close()
-        self.tasks.clear()
-        if self.global_task is not None:
-            self.global_task.close()
-            self.global_task = None
+    def _close_clients(self) -> None:
         if self.consumer is not None:
             self.consumer.close()
+
+
+class EmbeddedGlobalSource:
+    """The global topics read straight from the log, each partition from its
+    log start offset; every read goes to the end."""
+
+    def __init__(self, log: EmbeddedLog) -> None:
+        self.log = log
+        self._positions: dict[tuple[str, int], int] = {}
+
+    def start(self, partitions: list[tuple[str, int]]) -> set[tuple[str, int]]:
+        for topic, partition in partitions:
+            self._positions[(topic, partition)] = self.log.log_start_offsets(topic)[partition]
+        return {
+            (topic, partition)
+            for topic, partition in partitions
+            if self._positions[(topic, partition)] < self.log.end_offsets(topic)[partition]
+        }
+
+    def read(self, timeout: float) -> Iterator[RecordBatch]:
+        for (topic, partition), start in self._positions.items():
+            position, end = start, self.log.end_offsets(topic)[partition]
+            while position < end:
+                records = self.log.read_batch(topic, partition, position, GLOBAL_BATCH)
+                if not len(records):
+                    break
+                yield records
+                position = records.next_offset
+                self._positions[(topic, partition)] = position
+
+    def ended(self) -> set[tuple[str, int]]:
+        return set(self._positions)
+
+    def close(self) -> None:
+        """Nothing to release: the log belongs to the runtime."""
+
+
+class EmbeddedTransport(Transport):
+    """The embedded log at ``path``: one stream thread, and this client is
+    the whole application."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+
+    def stream_threads(self, config: StreamsConfig) -> int:
+        return 1
+
+    def runtime(
+        self,
+        builder: InternalTopologyBuilder,
+        config: StreamsConfig,
+        index: int,
+        on_rebalance: Callable[[bool], None],
+    ) -> Runtime:
+        return EmbeddedRuntime(builder, config, self.path, on_rebalance)

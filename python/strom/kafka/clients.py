@@ -2,21 +2,34 @@
 producer (``strom._core.KafkaProducer``: librdkafka driven from Rust,
 partitioning as Kafka's Java client does), the errors they raise and the
 relay of their log lines into Python logging. The consumer is in
-``strom.kafka.consumer``; the admin client is confluent-kafka's."""
+``strom.kafka.consumer``; the admin client is confluent-kafka's (``Admin``
+keeps the errors it reports on the side)."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import logging
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
+from confluent_kafka.admin import AdminClient
 
 from strom._core import KafkaConsumer
 from strom._core import KafkaProducer as NativeProducer
 from strom.config import EXACTLY_ONCE_V2
 from strom.errors import ConfigError, FailedRecord, ProductionError, StromError
+from strom.kafka.security import (
+    AUTHENTICATION,
+    AUTHORIZATION,
+    KafkaSecurityError,
+    authentication_error,
+    authorization_error,
+    is_internal_topic,
+    principal_of,
+    topic_denied,
+)
 from strom.processor.internals.error_handling import (
     UNKNOWN_CONTEXT,
     continue_after,
@@ -139,8 +152,33 @@ def consumer_config(
         out |= {"enable.partition.eof": True}
     out |= config.client_config("consumer.")
     out |= {k.removeprefix(prefix): v for k, v in config.items() if k.startswith(prefix)}
+    return own_group(out, config.application_id if group else None)
+
+
+_ignored_groups: set[str] = set()
+
+
+def own_group(conf: Mapping[str, Any], group: str | None) -> dict[str, Any]:
+    """``conf`` in consumer group ``group`` (None: in none), whatever
+    ``group.id`` the user's settings gave: as in Kafka Streams, the only group
+    is ``application.id``, so no setting can make a consumer commit for
+    another group or look one up (a lookup asks for the group's ACL)."""
+    out = {k: v for k, v in conf.items() if k != "group.id"}
+    given = conf.get("group.id")
+    if given is not None and given != group and given not in _ignored_groups:
+        _ignored_groups.add(given)
+        log.warning(
+            "ignoring the consumer setting group.id=%s: strom's only consumer group is the "
+            "application.id, and its other consumers read by assignment in no group",
+            given,
+        )
+    if group is not None:
+        out["group.id"] = group
     return out
 
+
+# One attempt of init_transactions (the client's errors are looked at between two).
+_INIT_ATTEMPT_S = 1.0
 
 # librdkafka's batch.size default (bytes per batch, framing included).
 _DEFAULT_BATCH_BYTES = 1_000_000
@@ -176,6 +214,11 @@ def producer_config(
     return out
 
 
+def admin_client(config: StreamsConfig) -> Admin:
+    """The app's admin client."""
+    return Admin(admin_config(config), config.application_id)
+
+
 def admin_config(config: StreamsConfig) -> dict[str, Any]:
     # librdkafka's admin client is a producer underneath, whose metadata
     # requests would have the broker create a topic they name (with the
@@ -186,6 +229,73 @@ def admin_config(config: StreamsConfig) -> dict[str, Any]:
         | {"allow.auto.create.topics": False, "logger": client_log}
         | config.client_config("admin.")
     )
+
+
+# How often a wait on the admin client looks at the errors it reported.
+_ADMIN_CHECK_S = 0.2
+
+
+class Admin(AdminClient):
+    """confluent-kafka's AdminClient, keeping the client-level errors it
+    reports (``error_cb``). librdkafka reports a failed authentication or
+    TLS handshake only there and keeps retrying, while the requests wait out
+    their timeouts: ``result`` waits for a request's answer but raises such
+    an error within moments."""
+
+    def __init__(self, conf: Mapping[str, Any], application_id: str | None = None) -> None:
+        self.servers = str(conf.get("bootstrap.servers"))
+        self.principal = principal_of(conf)
+        # Whose internal topics it looks at (for the ACLs an error asks for).
+        self.application_id = application_id
+        self._reported: list[KafkaError] = []
+        # librdkafka's log lines go to Python logging, not to stderr.
+        super().__init__({"logger": client_log} | dict(conf) | {"error_cb": self._reported.append})
+
+    def check(self) -> None:
+        """Raises the authentication or TLS failure reported so far, if any;
+        other client errors are logged (rate-limited): librdkafka retries them."""
+        self.poll(0)  # serves error_cb and the log lines
+        reported, self._reported[:] = self._reported[:], []
+        for error in reported:
+            if error.code() in AUTHENTICATION:
+                raise authentication_error(error, self.servers)
+            transient.warn("admin client", None, error)
+
+    def result(self, future: concurrent.futures.Future[T], timeout: float = REQUEST_TIMEOUT_S) -> T:
+        """The request's answer (its error raised as ``KafkaException``), or
+        the authentication/TLS failure that keeps it from being sent."""
+        deadline = time.monotonic() + timeout + 1.0  # the request times itself out
+        while True:
+            self.check()
+            try:
+                return future.result(timeout=_ADMIN_CHECK_S)
+            except concurrent.futures.TimeoutError:
+                if time.monotonic() > deadline:
+                    raise KafkaClientError(
+                        f"the Kafka cluster at {self.servers} did not answer within {timeout:.0f} s"
+                    ) from None
+
+
+class Transient:
+    """Logs transient client errors (the client retries them) at most once
+    per ``every`` seconds per kind: a broker that is down reports itself
+    every second."""
+
+    def __init__(self, every: float = 10.0) -> None:
+        self.every = every
+        self._last: dict[tuple[str, int], float] = {}
+
+    def warn(self, client: str, where: tuple[str, int] | None, error: KafkaError) -> None:
+        now = time.monotonic()
+        key = (client, error.code())
+        if now - self._last.get(key, -self.every) < self.every:
+            return
+        self._last[key] = now
+        place = f" ({where[0]}-{where[1]})" if where else ""
+        log.warning("%s%s: %s (retrying)", client, place, error.str())
+
+
+transient = Transient()
 
 
 def native_config(conf: Mapping[str, Any]) -> dict[str, str]:
@@ -240,7 +350,8 @@ def relay_client_events(native: KafkaConsumer | NativeProducer, client_id: str) 
 
 
 # Errors the handler never sees (Kafka's RecordCollectorImpl): a fenced
-# producer (its tasks migrate), and fatal ones (security, invalid topic).
+# producer (its tasks migrate), and fatal ones (an invalid topic; security
+# errors are KafkaSecurityErrors, see DeliveryFailures.failed).
 _FENCED = {
     KafkaError._FENCED,
     KafkaError.PRODUCER_FENCED,
@@ -248,15 +359,7 @@ _FENCED = {
     KafkaError.OUT_OF_ORDER_SEQUENCE_NUMBER,
     KafkaError.INVALID_PRODUCER_ID_MAPPING,
 }
-_FATAL = {
-    KafkaError.TOPIC_AUTHORIZATION_FAILED,
-    KafkaError.CLUSTER_AUTHORIZATION_FAILED,
-    KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
-    KafkaError.SASL_AUTHENTICATION_FAILED,
-    KafkaError._AUTHENTICATION,
-    KafkaError.TOPIC_EXCEPTION,
-    KafkaError.UNKNOWN,
-}
+_FATAL = {KafkaError.TOPIC_EXCEPTION, KafkaError.UNKNOWN}
 # Records purged when a transaction is aborted: a follow-up of the real error.
 _PURGED = {KafkaError._PURGE_QUEUE, KafkaError._PURGE_INFLIGHT}
 
@@ -273,9 +376,13 @@ class DeliveryFailures:
         self.handler = config["production.exception.handler"]
         self.dead_letters: str | None = config["errors.dead.letter.queue.topic.name"]
         self.eos = config["processing.guarantee"] == EXACTLY_ONCE_V2
+        # Whose resources an authorization error names, and how to grant them.
+        self.application_id = config.application_id
+        self.servers = str(config["bootstrap.servers"])
+        self.principal = principal_of(config.client_config("producer."))
         self.dropped = 0
         self.errors: list[str] = []
-        self.fatal: ProductionError | None = None
+        self.fatal: StromError | None = None
         # Dead letters to produce once the client call that found them returns.
         self.pending: list[tuple[str, bytes | None, bytes | None, int, Any]] = []
 
@@ -298,6 +405,13 @@ class DeliveryFailures:
         if code in _PURGED:
             return
         message = f"producing to {where} failed: {error.str()}"
+        # Retrying cannot help: sticky, so the thread stops (no transaction redone).
+        if code in AUTHORIZATION:
+            self.deny(code, topic, message)
+            return
+        if code in AUTHENTICATION and self.fatal is None:
+            self.fatal = authentication_error(error, self.servers)
+            return
         if code in _FENCED or error.fatal() or code in _FATAL:
             self.errors.append(message)
             return
@@ -330,6 +444,27 @@ class DeliveryFailures:
         if self.fatal is None:
             self.fatal = ProductionError(message)
 
+    def deny(self, code: int, name: str, detail: str) -> None:
+        """The producer was denied ``code`` (an authorization error) on topic
+        or transactional id ``name``: fatal, with the ACL that grants it."""
+        if self.fatal is not None:
+            return
+        if code == KafkaError.TRANSACTIONAL_ID_AUTHORIZATION_FAILED:
+            denied = authorization_error(
+                "Write", "transactional id", name, detail, self.principal,
+                grant=("Write", "Describe"), grant_name=f"{self.application_id}-",
+            )  # fmt: skip
+        elif code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            # Offsets sent to the transaction are committed for the group.
+            denied = authorization_error("Read", "group", name, detail, self.principal)
+        elif code == KafkaError.CLUSTER_AUTHORIZATION_FAILED:
+            # Brokers before Kafka 2.8 (KIP-679) ask idempotent producers for it.
+            denied = authorization_error("IdempotentWrite", "cluster", "", detail, self.principal)
+        else:
+            denied = topic_denied("Write", name, detail, self.principal, self.application_id)
+        log.error("%s", denied)
+        self.fatal = denied
+
 
 class KafkaProducer:
     """The thread's producer behind ``RecordCollector``: columns in, records
@@ -351,14 +486,18 @@ class KafkaProducer:
         self._partition_count = partition_count
         self.transactional = transactional
         self.in_transaction = False
+        # The topics written in the open transaction.
+        self._transaction_topics: set[str] = set()
         self.written: dict[tuple[str, int], int] = {}
         self.failures = failures
         self.client_id = str(conf.get("client.id", "producer"))
+        self.servers = str(conf.get("bootstrap.servers"))
         # Past it the coordinator aborts an open transaction on its own.
         self.transaction_timeout_s = int(conf.get("transaction.timeout.ms", 60_000)) / 1000
         self._producer: NativeProducer | None = NativeProducer(native_config(conf))
+        self.transactional_id = str(conf.get("transactional.id"))
         if transactional:
-            self.native.init_transactions(REQUEST_TIMEOUT_S)
+            self._init_transactions()
 
     @property
     def native(self) -> NativeProducer:
@@ -366,10 +505,32 @@ class KafkaProducer:
             raise StromError("the producer is closed")
         return self._producer
 
+    def _init_transactions(self) -> None:
+        """Registers the transactional id, in short attempts (librdkafka lets
+        a timed-out call be repeated) between which the client's errors are
+        looked at: a failed authentication is raised at once, not after the
+        whole timeout."""
+        deadline = time.monotonic() + REQUEST_TIMEOUT_S
+        while True:
+            try:
+                self.native.init_transactions(_INIT_ATTEMPT_S)
+                return
+            except KafkaException as exc:
+                self._raise_denial(exc)
+                # A repeated call returns what held the last one up (e.g.
+                # a coordinator still loading): retriable, like a timeout.
+                error = exc.args[0]
+                again = error.code() == KafkaError._TIMED_OUT or error.retriable()
+                if not again or time.monotonic() > deadline:
+                    raise
+            self.native.poll(0.1)  # takes in the client's errors (and backs off)
+            self._collect()
+
     def begin(self) -> None:
         if self.transactional and not self.in_transaction:
             self.native.begin_transaction()
             self.in_transaction = True
+            self._transaction_topics.clear()
 
     def produce_columns(
         self,
@@ -380,6 +541,7 @@ class KafkaProducer:
         partitions: Sequence[int] | None = None,
     ) -> None:
         self.begin()
+        self._transaction_topics.add(topic)
         count = self._partition_count(topic) if partitions is None else 1
         self.native.produce_columns(
             topic,
@@ -403,6 +565,7 @@ class KafkaProducer:
     ) -> None:
         """One record with headers (a dead letter), on the client's partitioner."""
         self.begin()
+        self._transaction_topics.add(topic)
         self.native.produce(topic, key, value, timestamp or 0, list(headers or []))
         self._collect()
 
@@ -416,6 +579,10 @@ class KafkaProducer:
         for topic, partition, key, value, timestamp, error, queued in native.take_failures():
             self.failures.failed(error, topic, partition, key, value, timestamp, queued=queued)
         relay_client_events(native, self.client_id)
+        for error in native.take_errors():
+            if error.code() in AUTHENTICATION:
+                raise authentication_error(error, self.servers)
+            transient.warn(self.client_id, None, error)
 
     def forget(self, topic: str, partition: int) -> None:
         """Forgets what was written to a partition (a changelog being restored)."""
@@ -428,9 +595,19 @@ class KafkaProducer:
             self.produce(topic, key, value, timestamp=max(timestamp, 0), headers=headers)
 
     def raise_errors(self) -> None:
+        fatal = self.failures.fatal
+        if isinstance(fatal, KafkaSecurityError):
+            # Denied: the open transaction is aborted once, here, and the
+            # stream thread stops (nothing would let it commit).
+            if self.in_transaction:
+                try:
+                    self.abort_transaction()
+                except KafkaException as exc:
+                    log.warning("%s: aborting the transaction failed: %s", self.client_id, exc)
+            raise fatal
         self._produce_dead_letters()
-        if self.failures.fatal is not None:
-            raise self.failures.fatal  # sticky: nothing commits past a failed record
+        if fatal is not None:
+            raise fatal  # sticky: nothing commits past a failed record
         errors = self.failures.errors
         if errors:
             self.failures.errors = []
@@ -453,13 +630,46 @@ class KafkaProducer:
         self, offsets: Sequence[TopicPartition], consumer: KafkaConsumer, timeout: float
     ) -> None:
         """Adds the input offsets (with their metadata) to the open transaction."""
-        self.native.send_offsets_to_transaction(
-            [(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in offsets], consumer, timeout
-        )
+        try:
+            self.native.send_offsets_to_transaction(
+                [(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in offsets],
+                consumer,
+                timeout,
+            )
+        except KafkaException as exc:
+            self._raise_denial(exc)
+            raise
 
     def commit_transaction(self) -> None:
-        self.native.commit_transaction(REQUEST_TIMEOUT_S)
+        try:
+            self.native.commit_transaction(REQUEST_TIMEOUT_S)
+        except KafkaException as exc:
+            self._raise_denial(exc)
+            raise
         self.in_transaction = False
+
+    def _raise_denial(self, exc: KafkaException) -> None:
+        """An authorization error is fatal (retrying the transaction cannot
+        help): raised as one that names the denied resource."""
+        error = exc.args[0] if exc.args else None
+        if not isinstance(error, KafkaError) or error.code() not in AUTHORIZATION:
+            return
+        code, detail = error.code(), error.str()
+        app = self.failures.application_id
+        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            name = app  # the offsets sent to the transaction are the group's
+        elif code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            # The broker does not say which partition it could not add to
+            # the transaction: the one topic written that is not the app's
+            # own is the suspect.
+            topics = sorted(self._transaction_topics)
+            external = [t for t in topics if not is_internal_topic(app, t)]
+            name = external[0] if len(external) == 1 else "<one of them>"
+            detail += f"; the transaction wrote to {', '.join(topics)}"
+        else:
+            name = self.transactional_id
+        self.failures.deny(code, name, detail)
+        self.raise_errors()
 
     def abort_transaction(self) -> None:
         try:

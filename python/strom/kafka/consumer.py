@@ -15,29 +15,30 @@ joins no group at all (no coordinator lookup, so no group ACL).
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from confluent_kafka import KafkaError, TopicPartition
+from confluent_kafka import KafkaError, KafkaException, TopicPartition
 
 from strom._core import KafkaConsumer, RecordBatch
-from strom.kafka.clients import KafkaClientError, native_config, relay_client_events
+from strom.kafka.clients import KafkaClientError, native_config, relay_client_events, transient
+from strom.kafka.security import (
+    AUTHENTICATION,
+    AUTHORIZATION,
+    KafkaSecurityError,
+    authentication_error,
+    authorization_error,
+    principal_of,
+    topic_denied,
+)
 
 log = logging.getLogger("strom.kafka")
 
 Rebalanced = Callable[["Consumer", list[TopicPartition]], None]
 
 # Errors of a partition that retrying cannot mend: the runtime stops.
-_STOPPING = frozenset(
-    {
-        KafkaError.UNKNOWN_TOPIC_OR_PART,
-        KafkaError.TOPIC_AUTHORIZATION_FAILED,
-        KafkaError.GROUP_AUTHORIZATION_FAILED,
-        KafkaError._AUTO_OFFSET_RESET,
-    }
-)
+_STOPPING = frozenset({KafkaError.UNKNOWN_TOPIC_OR_PART, KafkaError._AUTO_OFFSET_RESET})
 
 
 @dataclass(frozen=True)
@@ -54,6 +55,10 @@ class Committed:
 class Consumer:
     def __init__(self, conf: Mapping[str, Any]) -> None:
         self.client_id = str(conf.get("client.id", "consumer"))
+        self.servers = str(conf.get("bootstrap.servers"))
+        group = conf.get("group.id")
+        self.group = None if group is None else str(group)
+        self.principal = principal_of(conf)
         self.native = KafkaConsumer(native_config(conf))
         self._on_assign: Rebalanced | None = None
         self._on_revoke: Rebalanced | None = None
@@ -86,11 +91,46 @@ class Consumer:
         if rebalance is not None:
             self._rebalance(*rebalance)
         for where, error in errors:
-            _check(where, error)
+            self._check(where, error)
         return batches
+
+    def _check(self, where: tuple[str, int] | None, error: KafkaError) -> None:
+        """Raises on errors that stop the app; logs (rate-limited) the rest,
+        which the client retries by itself."""
+        code = error.code()
+        if code in AUTHENTICATION:
+            raise authentication_error(error, self.servers)
+        if code == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            raise self.denied_group(error.str())
+        if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise self.denied_topic(where[0] if where else None, error.str())
+        if error.fatal() or code in _STOPPING:
+            raise KafkaClientError(error.str())
+        transient.warn(self.client_id, where, error)
+
+    def denied_group(self, detail: str) -> KafkaSecurityError:
+        return authorization_error("Read", "group", str(self.group), detail, self.principal)
+
+    def denied_topic(self, topic: str | None, detail: str) -> KafkaSecurityError:
+        """Read denied on ``topic`` (None: a topic the client did not name);
+        a group member's group is its application.id."""
+        return topic_denied("Read", topic or "<the topic>", detail, self.principal, self.group)
+
+    def _raise_denial(self, exc: KafkaException, topics: list[str]) -> None:
+        """Raises the authorization error ``exc`` is, if it is one (a commit,
+        committed offsets, watermarks), naming the group or the topics."""
+        error = exc.args[0] if exc.args else None
+        if not isinstance(error, KafkaError):
+            return
+        if error.code() == KafkaError.GROUP_AUTHORIZATION_FAILED:
+            raise self.denied_group(error.str()) from exc
+        if error.code() == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+            raise self.denied_topic(", ".join(sorted(set(topics))), error.str()) from exc
 
     def _rebalance(self, kind: str, detail: Any) -> None:
         if kind == "error":
+            if detail.code() in AUTHENTICATION | AUTHORIZATION:
+                self._check(None, detail)  # raises
             log.warning("%s: rebalance failed: %s", self.client_id, detail.str())
             return
         partitions = [TopicPartition(topic, partition) for topic, partition in detail]
@@ -126,15 +166,21 @@ class Consumer:
 
     def commit(self, offsets: Iterable[TopicPartition]) -> None:
         """Commits (synchronously) the offsets with their metadata."""
-        self.native.commit([(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in offsets])
+        rows = [(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in offsets]
+        try:
+            self.native.commit(rows)
+        except KafkaException as exc:
+            self._raise_denial(exc, [row[0] for row in rows])
+            raise
 
     def committed(self, partitions: Iterable[TopicPartition], timeout: float) -> list[Committed]:
-        return [
-            Committed(*row)
-            for row in self.native.committed(
-                [(tp.topic, tp.partition) for tp in partitions], timeout
-            )
-        ]
+        keys = [(tp.topic, tp.partition) for tp in partitions]
+        try:
+            rows = self.native.committed(keys, timeout)
+        except KafkaException as exc:
+            self._raise_denial(exc, [key[0] for key in keys])
+            raise
+        return [Committed(*row) for row in rows]
 
     def position(self, partition: TopicPartition) -> int:
         """The next offset to fetch (negative when not known yet)."""
@@ -143,9 +189,13 @@ class Consumer:
     def get_watermark_offsets(
         self, partition: TopicPartition, timeout: float = 10.0, cached: bool = False
     ) -> tuple[int, int]:
-        low, high = self.native.get_watermark_offsets(
-            partition.topic, partition.partition, cached=cached, timeout=timeout
-        )
+        try:
+            low, high = self.native.get_watermark_offsets(
+                partition.topic, partition.partition, cached=cached, timeout=timeout
+            )
+        except KafkaException as exc:
+            self._raise_denial(exc, [partition.topic])
+            raise
         return int(low), int(high)
 
     def refresh_metadata(self, topic: str | None, timeout: float) -> None:
@@ -160,31 +210,3 @@ class Consumer:
 
 def _with_offsets(partitions: Iterable[TopicPartition]) -> list[tuple[str, int, int]]:
     return [(tp.topic, tp.partition, tp.offset) for tp in partitions]
-
-
-def _check(where: tuple[str, int] | None, error: KafkaError) -> None:
-    """Raises on errors that stop the app; logs (rate-limited) the rest,
-    which the client retries by itself."""
-    if error.fatal() or error.code() in _STOPPING:
-        raise KafkaClientError(error.str())
-    _transient.warn(where, error)
-
-
-class _Transient:
-    """Logs transient client errors at most once per ``every`` seconds per
-    kind (a broker that is down reports itself every second)."""
-
-    def __init__(self, every: float = 10.0) -> None:
-        self.every = every
-        self._last: dict[int, float] = {}
-
-    def warn(self, where: tuple[str, int] | None, error: KafkaError) -> None:
-        now = time.monotonic()
-        if now - self._last.get(error.code(), -self.every) < self.every:
-            return
-        self._last[error.code()] = now
-        place = f" ({where[0]}-{where[1]})" if where else ""
-        log.warning("consumer%s: %s (retrying)", place, error.str())
-
-
-_transient = _Transient()

@@ -32,14 +32,12 @@ import time
 import uuid
 from collections.abc import Callable
 from concurrent.futures import Future
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from confluent_kafka import ConsumerGroupState, KafkaError, KafkaException, TopicPartition
-from confluent_kafka.admin import AdminClient
 
 from strom.config import EXACTLY_ONCE_V2
-from strom.errors import ConfigError, StromError, TopologyError
+from strom.errors import ConfigError, StromError, TaskError, TopologyError
 from strom.kafka.clients import (
     ATTEMPT_TIMEOUT_S,
     REBALANCED,
@@ -47,21 +45,23 @@ from strom.kafka.clients import (
     DeliveryFailures,
     KafkaClientError,
     KafkaProducer,
-    admin_config,
+    admin_client,
     consumer_config,
     producer_config,
     retrying,
 )
 from strom.kafka.consumer import Consumer
 from strom.kafka.global_thread import GlobalStreamThread
+from strom.kafka.shutdown import ApplicationShutdown
 from strom.kafka.standby import StandbyTasks
 from strom.kafka.topics import Topics
-from strom.processor.internals.runtime import REPARTITION_CONFIG, Runtime
+from strom.processor.internals.runtime import REPARTITION_CONFIG, EndTargets, Runtime, Transport
 from strom.processor.internals.task import RecordCollector, StreamTask
 from strom.processor.internals.topology_builder import SourceDef
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
+    from strom.processor.internals.global_state import GlobalStores
     from strom.processor.internals.task import InputRecords
     from strom.processor.internals.topology_builder import InternalTopologyBuilder, Subtopology
 
@@ -70,17 +70,15 @@ log = logging.getLogger("strom.kafka")
 RESTORE_BATCH = 10_000
 
 
-@dataclass(frozen=True)
-class EndTargets:
-    targets: dict[tuple[str, int], int]
-    fed: set[str]
-
-
 class TaskMigratedError(StromError):
     """The producer was fenced or a transaction failed: tasks must be reopened."""
 
 
 class KafkaRuntime(Runtime):
+    """One stream thread on Kafka: a member of the group ``application.id``."""
+
+    repartition_config: ClassVar[dict[str, str]] = REPARTITION_CONFIG
+
     def __init__(
         self,
         builder: InternalTopologyBuilder,
@@ -110,16 +108,20 @@ class KafkaRuntime(Runtime):
                 "pass global_thread (KafkaStreams does)"
             )
         # The instance's global stores: shared (several threads) or our own.
-        self._global = global_thread
+        self.global_stores = global_thread
         self._owns_global = False
         self.eos = config["processing.guarantee"] == EXACTLY_ONCE_V2
+        self.transactional = self.eos
         self.process_id = process_id or str(uuid.uuid4())
         self.thread_index = thread_index
         self.thread_name = f"{self.app_id}-{self.process_id}-StreamThread-{thread_index}"
         self._on_rebalance = on_rebalance
-        self.admin = AdminClient(admin_config(config))
+        self.admin = admin_client(config)
         self.topics = Topics(self.admin, config["bootstrap.servers"])
         self._prepare_topics()
+        self.topics.check_access(
+            self._input_topics() | set(builder.global_topics), self._output_topics()
+        )
         transactional_id = f"{self.app_id}-{self.process_id}-{thread_index}" if self.eos else None
         # The production exception handler's state: it outlives a replaced producer.
         self.delivery_failures = DeliveryFailures(config)
@@ -132,7 +134,7 @@ class KafkaRuntime(Runtime):
             transactional=self.eos,
             failures=self.delivery_failures,
         )
-        self.collector = RecordCollector(self.producer, self.partition_count)
+        self._init_tasks(RecordCollector(self.producer, self.partition_count), self._watermarks)
         # Anchor topic (physical) -> its sub-topology; other inputs -> side consumer.
         self._anchors: dict[str, Subtopology] = {}
         self._side_topics: set[str] = set()
@@ -168,17 +170,16 @@ class KafkaRuntime(Runtime):
         # librdkafka reports no position before the first record).
         self._positions: dict[tuple[str, int], int] = {}
         self._committed: dict[tuple[str, int], int] = {}
-        self._changelog_end: dict[tuple[str, int], int] = {}
+        # Changelog partitions' end offsets as of their restore.
+        self._changelog_ends: dict[tuple[str, int], int] = {}
         self._repartition = {self.topic_name(t) for t in builder.repartition_topics}
         self._purged: dict[tuple[str, int], int] = {}
         self._last_purge = time.monotonic()
-        self._closed_totals: dict[str, int] = {}
         self.assigned_once = False
         self.rebalancing = False
         self._failure: BaseException | None = None
-        self._dirty = False
         try:
-            self._open_global()
+            self._open_global_stores()
         except BaseException:
             self.abort()
             raise
@@ -206,7 +207,7 @@ class KafkaRuntime(Runtime):
 
     def standby_task(self, sub: Subtopology, partition: int) -> StreamTask:
         """A task with its stores open, to be kept current, never processed."""
-        return self._new_task(sub, partition, self._watermarks)
+        return self.factory.task(sub, partition)
 
     def local_task_ids(self) -> set[str]:
         return set(self.tasks)
@@ -215,27 +216,22 @@ class KafkaRuntime(Runtime):
     def partition_count(self, topic: str) -> int:
         return self.topics.partition_count(topic)
 
-    def _prepare_topics(self) -> None:
-        external = self._external_topics()
-        found = self.topics.describe(external)
-        missing = [t for t in external if t not in found]
-        if missing:
-            raise TopologyError(
-                f"topic(s) {', '.join(missing)} do not exist on the Kafka cluster at "
-                f"{self.config['bootstrap.servers']}; create them first"
-            )
-        counts = self._size_topics(found)
-        self._check_co_partitioning(counts)
+    def _describe_topics(self, topics: list[str]) -> dict[str, int]:
+        return self.topics.describe(topics)
+
+    def _missing_topics_error(self, missing: list[str]) -> TopologyError:
+        return TopologyError(
+            f"topic(s) {', '.join(missing)} do not exist on the Kafka cluster at "
+            f"{self.config['bootstrap.servers']}; create them first"
+        )
+
+    def _create_internal_topics(self, topics: list[tuple[str, int, dict[str, str]]]) -> None:
         # topic.* settings apply to every internal topic, under the ones its kind needs.
         extra = self.config.topic_config()
         self.topics.ensure_internal(
-            [
-                (name, partitions, extra | config)
-                for name, partitions, config in self._internal_topics(counts, REPARTITION_CONFIG)
-            ],
+            [(name, partitions, extra | config) for name, partitions, config in topics],
             self.config["replication.factor"],
         )
-        self._counts = counts
 
     def _output_topics(self) -> list[str]:
         """Every topic this thread's producer writes (physical names)."""
@@ -260,29 +256,23 @@ class KafkaRuntime(Runtime):
         return low, high
 
     # --- global stores --------------------------------------------------------
-    def _open_global(self) -> None:
-        """The global stores, bootstrapped before any task is created: the
-        shared ones, else (one stream thread) our own, polled in our loop."""
-        if self._global is None and self.builder.global_subtopology() is not None:
-            self._global = GlobalStreamThread(
-                self.builder,
-                self.config,
-                self.partition_count,
-                self.state_dir,
-                f"{self.thread_name}-global-consumer",
-            )
-            self._owns_global = True
-        if self._global is not None:
-            self.global_task = self._global.task
+    def _new_global_stores(self, subtopology: Subtopology) -> GlobalStores:
+        """Our own global stores (one stream thread), polled in our loop;
+        several stream threads share the instance's GlobalStreamThread."""
+        self._owns_global = True
+        return GlobalStreamThread(
+            self.builder,
+            self.config,
+            self.partition_count,
+            self.state_dir,
+            f"{self.thread_name}-global-consumer",
+            subtopology,
+        )
 
-    def poll_global(self) -> int:
-        if self._global is None:
-            return 0
+    def _close_global_stores(self) -> None:
         if self._owns_global:
-            self._global.poll()
-        else:
-            self._global.check()
-        return 0
+            super()._close_global_stores()
+        self.global_stores = None
 
     # --- rebalancing ----------------------------------------------------------
     def _guard(self, fn: Callable[[], None]) -> None:
@@ -311,7 +301,13 @@ class KafkaRuntime(Runtime):
 
     def _assign(self, partitions: list[TopicPartition]) -> None:
         self._set_rebalancing(True)
-        created, starts = self.open_tasks(partitions)
+        try:
+            created, starts = self.open_tasks(partitions)
+        except (KafkaException, KafkaClientError) as exc:
+            # Tasks that cannot open (restore) are no failed transaction for
+            # _recover to redo: it would reopen only the others and leave
+            # these partitions without a task. The thread stops (as in Kafka).
+            raise TaskError(f"{self.thread_name}: opening tasks failed: {exc}") from exc
         every = list(starts)
         main = [TopicPartition(t, p, starts[(t, p)]) for t, p in every if t in self._anchors]
         side = [TopicPartition(t, p, starts[(t, p)]) for t, p in every if t not in self._anchors]
@@ -341,7 +337,7 @@ class KafkaRuntime(Runtime):
         created = []
         try:
             for sub, partition in specs:
-                task = self._new_task(sub, partition, self._watermarks)
+                task = self.factory.task(sub, partition)
                 created.append(task)
                 task.restore_partition_times(times)
                 self._add_task(task, sub)
@@ -401,7 +397,7 @@ class KafkaRuntime(Runtime):
                 key = (topic, task.partition)
                 low, high = self._watermarks(topic, task.partition)
                 offset = low if start is None else max(start, low)
-                self._changelog_end[key] = high
+                self._changelog_ends[key] = high
                 self.producer.forget(*key)
                 if offset < high:
                     plan[key] = (task, store)
@@ -422,7 +418,7 @@ class KafkaRuntime(Runtime):
                     task, store = plan[key]
                     task.state.restore_batch(store, batch.keys(), batch.values())
                     restored += len(batch)
-                    if batch.next_offset >= self._changelog_end[key]:
+                    if batch.next_offset >= self._changelog_ends[key]:
                         pending.discard(key)
                 if time.monotonic() - started > 10 * REQUEST_TIMEOUT_S:
                     raise KafkaClientError(f"restoring {sorted(pending)} did not finish in time")
@@ -471,22 +467,6 @@ class KafkaRuntime(Runtime):
         sub = next(s for s in self.subtopologies if s.id == sub_id)
         return sub, task.partition
 
-    def _close_task(self, task: StreamTask, clean: bool) -> None:
-        for name, value in (
-            ("records-processed", task.metrics.records_processed),
-            ("dropped-records", task.metrics.dropped_records),
-            ("skipped-records", task.metrics.skipped_records),
-            ("restored-records", task.state.restored_records),
-        ):
-            self._closed_totals[name] = self._closed_totals.get(name, 0) + value
-        self._remove_task(task)
-        try:
-            task.close()
-        except Exception:
-            if clean:
-                raise
-            log.warning("closing task %s dirty failed", task.task_id, exc_info=True)
-
     # --- the loop -------------------------------------------------------------
     def _raise_failure(self) -> None:
         if self._failure is not None:
@@ -504,8 +484,6 @@ class KafkaRuntime(Runtime):
             key = (batch.topic, batch.partition)
             if key in positions:
                 positions[key] = batch.next_offset
-        if batches:
-            self._dirty = True
         return list(batches)
 
     def _consumer_for(self, topic: str) -> Consumer:
@@ -545,53 +523,49 @@ class KafkaRuntime(Runtime):
             return 0
 
     def commit(self) -> None:
-        if self.eos:
-            try:
-                self._commit_transaction()
-            except KafkaException as exc:
-                self._recover(exc)
+        if not self.eos:
+            super().commit()
             return
-        for task in self.tasks.values():
-            task.flush()
-        self.producer.flush()
-        self._commit_stores()
-        offsets = self._offsets_to_commit()
-        if offsets:
-            try:
-                self.consumer.commit(offsets)
-            except KafkaException as exc:
-                error = exc.args[0] if exc.args else None
-                if not isinstance(error, KafkaError) or error.code() not in REBALANCED:
-                    raise KafkaClientError(f"committing offsets failed: {exc}") from exc
-                # Kafka's CommitFailedException: the group moved on. The
-                # rebalance callbacks hand the partitions over; what was
-                # processed since the last commit may be processed again
-                # (at_least_once allows it).
-                log.warning("%s: offset commit rejected by a rebalance (%s)", self.thread_name, exc)
-                self._dirty = False
-                self._last_commit = time.monotonic()
-                return
-            self._note_committed(offsets)
-            self._maybe_purge()
-        self._dirty = False
-        self._last_commit = time.monotonic()
+        try:
+            super().commit()
+        except KafkaException as exc:
+            self._recover(exc)
 
-    def _commit_transaction(self) -> None:
-        for task in self.tasks.values():
-            task.flush()
-        offsets = self._offsets_to_commit()
-        if offsets or self.producer.in_transaction:
-            self.producer.begin()
-            self.producer.flush()
-            if offsets:
-                self._send_offsets(offsets)
-            self.producer.commit_transaction()
-            self._note_committed(offsets)
-            self._maybe_purge()
-        # The stores commit only what the transaction made durable.
-        self._commit_stores()
-        self._dirty = False
-        self._last_commit = time.monotonic()
+    def _flush_output(self) -> None:
+        self.producer.flush()
+
+    def _commit_offsets(self, committable: dict[tuple[str, int], tuple[int, str]]) -> None:
+        offsets = [
+            TopicPartition(topic, partition, offset, metadata=partition_time)
+            for (topic, partition), (offset, partition_time) in committable.items()
+            if self._committed.get((topic, partition)) != offset
+        ]
+        if self.eos:
+            if offsets or self.producer.in_transaction:
+                self.producer.begin()
+                self.producer.flush()
+                if offsets:
+                    self._send_offsets(offsets)
+                self.producer.commit_transaction()
+                self._note_committed(offsets)
+                self._maybe_purge()
+            return
+        if not offsets:
+            return
+        try:
+            self.consumer.commit(offsets)
+        except KafkaException as exc:
+            error = exc.args[0] if exc.args else None
+            if not isinstance(error, KafkaError) or error.code() not in REBALANCED:
+                raise KafkaClientError(f"committing offsets failed: {exc}") from exc
+            # Kafka's CommitFailedException: the group moved on. The
+            # rebalance callbacks hand the partitions over; what was
+            # processed since the last commit may be processed again
+            # (at_least_once allows it).
+            log.warning("%s: offset commit rejected by a rebalance (%s)", self.thread_name, exc)
+            return
+        self._note_committed(offsets)
+        self._maybe_purge()
 
     def _send_offsets(self, offsets: list[TopicPartition]) -> None:
         """send_offsets_to_transaction with its timeout enforced here:
@@ -629,25 +603,11 @@ class KafkaRuntime(Runtime):
     def _commit_stores(self) -> None:
         if self.standbys is not None:
             self.standbys.commit()
-        for task in self.tasks.values():
-            if task.changelogs or task.state.stores:
-                ends = {}
-                for topic in task.changelogs.values():
-                    key = (topic, task.partition)
-                    ends[topic] = max(
-                        self.producer.written.get(key, -1), self._changelog_end.get(key, 0)
-                    )
-                task.commit_state(ends)
-            task.commit_requested = False
+        super()._commit_stores()
 
-    def _offsets_to_commit(self) -> list[TopicPartition]:
-        out = []
-        for task in self.tasks.values():
-            for (topic, partition), (offset, partition_time) in task.committable_offsets().items():
-                if self._committed.get((topic, partition)) == offset:
-                    continue
-                out.append(TopicPartition(topic, partition, offset, metadata=partition_time))
-        return out
+    def _changelog_end(self, topic: str, partition: int) -> int:
+        key = (topic, partition)
+        return max(self.producer.written.get(key, -1), self._changelog_ends.get(key, 0))
 
     def _maybe_purge(self) -> None:
         """Deletes the records of repartition topics that the app has
@@ -715,44 +675,17 @@ class KafkaRuntime(Runtime):
         self._assign(owned)
 
     # --- bounded runs -------------------------------------------------------
-    def _end_offsets(self, topic: str) -> dict[int, int]:
-        out = {}
-        for partition in range(self.partition_count(topic)):
-            _, high = self._watermarks(topic, partition)
-            out[partition] = high
-        return out
+    def _end_offset(self, topic: str, partition: int) -> int:
+        return self._watermarks(topic, partition)[1]
 
-    def end_targets(self) -> EndTargets:
-        """The input end offsets as of now (external inputs) and the topics
-        the app feeds itself (read to their end whenever checked)."""
-        fed = self._fed_by_the_app()
-        targets = {
-            (name, p): end
-            for name in self._input_topics() - fed
-            for p, end in self._end_offsets(name).items()
-        }
-        return EndTargets(targets, fed)
+    def _owned_inputs(self) -> list[tuple[str, int]]:
+        return list(self._positions)
 
-    def step_until_end(self, end: EndTargets, deadline: float | None) -> bool:
-        """One round of a bounded run: True when nothing was processed and
-        this thread's partitions are at their targets."""
-        if deadline is not None and time.monotonic() > deadline:
-            raise TimeoutError(
-                "run_until_end did not reach the end offsets in time: "
-                + self._lag_report(end.targets, end.fed)
-            )
-        if self.poll_once(0.05) > 0:
-            self.maybe_commit()
-            return False
-        if not self.assigned_once or self.rebalancing:
-            return False
-        # Output may feed repartition topics: make it readable. A commit also
-        # flushes the record caches, whose output may feed them too.
-        if self._dirty:
-            self.commit()
-        else:
-            self.producer.flush()
-        return self._caught_up(end.targets, end.fed) and self._group_covers_all()
+    def _ready_to_end(self) -> bool:
+        return self.assigned_once and not self.rebalancing
+
+    def _caught_up(self, end: EndTargets) -> bool:
+        return super()._caught_up(end) and self._group_covers_all()
 
     def _group_covers_all(self) -> bool:
         """Whether the group is stable with every anchor partition owned by a
@@ -778,45 +711,11 @@ class KafkaRuntime(Runtime):
             for p in range(self.partition_count(topic))
         )
 
-    def run_until_end(self, deadline: float | None) -> None:
-        end = self.end_targets()
-        while not self.step_until_end(end, deadline):
-            continue
-        self.commit()
-
-    def _lag_report(self, targets: dict[tuple[str, int], int], fed: set[str]) -> str:
-        behind = []
-        for topic, partition in sorted(self._positions):
-            end = targets.get((topic, partition))
-            if end is None and topic in fed:
-                end = self._watermarks(topic, partition)[1]
-            position = self._position(topic, partition)
-            if end is not None and position < end:
-                behind.append(f"{topic}-{partition} at {position} of {end}")
-        queued = [t.task_id for t in self.tasks.values() if t.has_queued()]
-        return (
-            f"behind: {', '.join(behind) or 'none'}; tasks with queued records: {queued}; "
-            f"assigned: {sorted(self.tasks)}; rebalancing: {self.rebalancing}"
-        )
-
-    def _caught_up(self, targets: dict[tuple[str, int], int], fed: set[str]) -> bool:
-        if any(task.has_queued() for task in self.tasks.values()):
-            return False
-        for key in list(self._positions):
-            topic, partition = key
-            end = targets.get(key)
-            if end is None:
-                if topic not in fed:
-                    continue
-                end = self._watermarks(topic, partition)[1]
-            if self._position(topic, partition) < end:
-                return False
-        return True
+    def _lag_report(self, end: EndTargets) -> str:
+        return f"{super()._lag_report(end)}; rebalancing: {self.rebalancing}"
 
     def metrics(self) -> dict[str, Any]:
         totals = super().metrics()
-        for name, value in self._closed_totals.items():
-            totals[name] += value
         totals["dropped-records"] += self.delivery_failures.dropped
         totals["assigned-tasks"] = len(self.tasks)
         if self.standbys is not None:
@@ -827,23 +726,17 @@ class KafkaRuntime(Runtime):
     def assigned_tasks(self) -> list[str]:
         return sorted(self.tasks)
 
-    def close(self) -> None:
-        try:
-            if self._failure is None:
-                self.commit()
-        finally:
-            self.abort(committed=True)
+    def _may_commit_on_close(self) -> bool:
+        return self._failure is None
 
     def abort(self, committed: bool = False) -> None:
         if not committed and self.eos:
             self._abort_transaction()
-        for task in list(self.tasks.values()):
-            self._close_task(task, clean=False)
+        super().abort(committed)
+
+    def _close_clients(self) -> None:
         if self.standbys is not None:
             self.standbys.close()
-        if self._global is not None and self._owns_global:
-            self._global.close()
-        self.global_task = None
         for consumer in (self.consumer, self.side, self.restore_consumer):
             if consumer is None:
                 continue
@@ -865,3 +758,61 @@ def _log_failure(what: str) -> Callable[[Future[Any]], None]:
 def process_id() -> str:
     """A process id for ``transactional.id``s: unique per KafkaStreams instance."""
     return f"{os.getpid()}-{uuid.uuid4().hex[:8]}"
+
+
+class KafkaTransport(Transport):
+    """Apache Kafka: ``num.stream.threads`` stream threads of one process id,
+    sharing a GlobalStreamThread when there are several and global stores."""
+
+    def __init__(self) -> None:
+        self.process_id = process_id()
+        self._global_thread: GlobalStreamThread | None = None
+
+    def stream_threads(self, config: StreamsConfig) -> int:
+        return int(config["num.stream.threads"])
+
+    def runtime(
+        self,
+        builder: InternalTopologyBuilder,
+        config: StreamsConfig,
+        index: int,
+        on_rebalance: Callable[[bool], None],
+    ) -> Runtime:
+        self._open_global_thread(builder, config)
+        return KafkaRuntime(
+            builder,
+            config,
+            process_id=self.process_id,
+            thread_index=index,
+            on_rebalance=on_rebalance,
+            global_thread=self._global_thread,
+        )
+
+    def _open_global_thread(self, builder: InternalTopologyBuilder, config: StreamsConfig) -> None:
+        """With several stream threads, one global thread for all: bootstrapped
+        before any stream thread starts (Kafka's GlobalStreamThread)."""
+        sub = builder.global_subtopology()
+        if self._global_thread is not None or config["num.stream.threads"] < 2 or sub is None:
+            return
+        thread_name = f"{config.application_id}-{self.process_id}-GlobalStreamThread"
+        topics = Topics(admin_client(config), config["bootstrap.servers"])
+        self._global_thread = GlobalStreamThread(
+            builder,
+            config,
+            topics.partition_count,
+            config.state_dir / config.application_id,
+            f"{thread_name}-global-consumer",
+            sub,
+        )
+        self._global_thread.start(thread_name)
+
+    def application_shutdown(self, config: StreamsConfig) -> ApplicationShutdown:
+        return ApplicationShutdown(config, f"{config.application_id}-{self.process_id}")
+
+    def shared_failure(self) -> BaseException | None:
+        return None if self._global_thread is None else self._global_thread.failure
+
+    def close(self) -> None:
+        if self._global_thread is not None:
+            self._global_thread.close()
+            self._global_thread = None

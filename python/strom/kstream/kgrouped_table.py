@@ -49,7 +49,8 @@ class KGroupedTable:
             key_serde=self._key_serde,
             value_serde=inner,
             result_serde=result_serde,
-            repartition_serde=None if inner is None else tp.ChangeSerde(inner),
+            # Changes go through the value serde, else the default one.
+            repartition_serde=tp.ChangeSerde(inner),
             repartition=True,
             node=lambda store, _retention: tp.KTableAggregate(
                 store, initializer, adder, subtractor

@@ -85,7 +85,10 @@ class KStream:
         """Keeps the records for which ``predicate(key, value)`` is true (an
         expression runs natively over the batch)."""
         return self._then(
-            "KSTREAM-FILTER-", _filter(predicate, negate=False), name=name, native=_native(predicate)
+            "KSTREAM-FILTER-",
+            _filter(predicate, negate=False),
+            name=name,
+            native=_native(predicate),
         )
 
     def filter_not(
@@ -296,7 +299,8 @@ class KStream:
         )
 
     def to_table(self, materialized: Materialized | str | None = None) -> KTable:
-        """The stream as a table: the latest value per key, None deletes."""
+        """The stream as a table: the latest value per key, None deletes
+        (kept in a store as ``StreamsBuilder.table`` keeps one)."""
         builder = self._builder
         mat = Materialized.of(materialized)
         name = builder.new_name("KSTREAM-TOTABLE-")
@@ -305,9 +309,7 @@ class KStream:
         parent = self._node
         if self._repartition_required:
             parent = builder.repartition(name, parent, keys, values)
-        builder.internal.add_processor(name, lambda: tp.KTableSource(store_name), parent)
-        builder.internal.add_store(mat.store_def(store_name, keys, values), name)
-        return ktable.KTable(builder, name, keys, values, store_name)
+        return builder.table_source(name, parent, mat, store_name, keys, values)
 
     def process(
         self,
@@ -463,6 +465,8 @@ class KStream:
                 lambda: tp.KStreamGlobalKTableJoin(store, first, second, left),
                 self._node,
             )
+            if left:
+                self._builder.relax_null_keys(node_name)
             return KStream(
                 self._builder, node_name, self._key_serde, None, self._repartition_required
             )
@@ -475,18 +479,23 @@ class KStream:
     ) -> KStream:
         if not isinstance(table, ktable.KTable):
             raise TopologyError(f"a KStream joins a KTable here, not {type(table).__name__}")
-        if table._getter is None:
-            raise TopologyError("the table to join must be materialized (it has no store)")
+        view = table._view()
+        if view is None:
+            raise TopologyError(
+                f"table {table._node!r} cannot be joined: it has no value getter "
+                "(join before suppressing)"
+            )
         builder = self._builder
         node_name = name or builder.new_name("KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
         parent = self._node
         if self._repartition_required:
             parent = builder.repartition(node_name, parent, self._key_serde, self._value_serde)
-        store, getter = table._getter
         builder.internal.add_processor(
-            node_name, lambda: tp.KStreamKTableJoin(getter, joiner, left), parent
+            node_name, lambda: tp.KStreamKTableJoin(view.getter, joiner, left), parent
         )
-        builder.internal.connect_processor_and_stores([node_name], [store])
+        if left:
+            builder.relax_null_keys(node_name)  # KIP-962: it joins null keys
+        builder.internal.connect_processor_and_stores([node_name], list(view.stores))
         builder.internal.co_partition(node_name)
         return KStream(builder, node_name, self._key_serde, None)
 

@@ -11,8 +11,10 @@ from typing import TYPE_CHECKING, Any
 
 from strom.errors import TopologyError
 from strom.kstream import kgrouped_table, kstream
+from strom.kstream.internals import suppress as suppress_processor
 from strom.kstream.internals import table_joins as tj
 from strom.kstream.internals import table_processors as tp
+from strom.kstream.internals import table_suppliers as ts
 from strom.processor.internals.topology_builder import StoreDef
 
 if TYPE_CHECKING:
@@ -34,77 +36,87 @@ class KTable:
         node: str,
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
-        store_name: str | None,
-        send_old: tp.SendOldValues | None = None,
-        getter: tuple[str, tp.ValueGetterSupplier] | None = None,
+        supplier: ts.TableSupplier,
+        *,
+        store_name: str | None = None,
         window_grace_ms: int | None = None,
     ) -> None:
         self._builder = builder
         self._node = node
         self._key_serde = key_serde
         self._value_serde = value_serde
+        # The store the user named, if any (Kafka's queryableStoreName).
         self.queryable_store_name = store_name
-        # Aggregations and sources compute old values from their store anyway.
-        self._send_old = send_old or tp.SendOldValues()
-        # (store the getter reads, getter): how joins read this table.
-        if getter is None and store_name is not None:
-            getter = (store_name, tp.store_getter(store_name))
-        self._getter = getter
+        # Old values and value getters, as the processor behind the table gives them.
+        self._supplier = supplier
+        self._sending_old_values = False
         # The grace period of the windows a windowed table comes from.
         self._window_grace_ms = window_grace_ms
+
+    def _enable_sending_old_values(self, force_materialization: bool) -> bool:
+        """Asks the processor behind this table for old values (Kafka's
+        ``KTableImpl.enableSendingOldValues``): True once it sends them."""
+        if not self._sending_old_values:
+            if not self._supplier.enable_sending_old_values(force_materialization):
+                return False
+            self._sending_old_values = True
+        return True
+
+    def _view(self) -> ts.TableView | None:
+        """How joins read this table by key (Kafka's ``valueGetterSupplier``;
+        an unmaterialized source table gets its store here)."""
+        return self._supplier.view()
 
     def _then(
         self,
         prefix: str,
-        node: Callable[[tp.SendOldValues], Node],
+        supplier: ts.TableSupplier,
+        node: Callable[[], Node],
         name: str | None,
         value_serde_kept: bool,
-        getter: Callable[[tp.ValueGetterSupplier], tp.ValueGetterSupplier],
     ) -> KTable:
         node_name = name or self._builder.new_name(prefix)
-        send_old = tp.SendOldValues(upstream=self._send_old)
-        self._builder.internal.add_processor(node_name, lambda: node(send_old), self._node)
+        self._builder.internal.add_processor(node_name, node, self._node)
         return KTable(
             self._builder,
             node_name,
             self._key_serde,
             self._value_serde if value_serde_kept else None,
-            None,
-            send_old,
-            None if self._getter is None else (self._getter[0], getter(self._getter[1])),
-            self._window_grace_ms,
+            supplier,
+            window_grace_ms=self._window_grace_ms,
         )
 
     def filter(self, predicate: Callable[[Any, Any], bool], *, name: str | None = None) -> KTable:
         """Keeps entries for which ``predicate(key, value)`` holds; an update
         that fails it deletes the key downstream (a tombstone)."""
-        return self._then(
-            "KTABLE-FILTER-",
-            lambda so: tp.KTableFilter(predicate, False, so),
-            name,
-            True,
-            lambda parent: tp.filtered_getter(parent, predicate, False),
-        )
+        return self._filter(predicate, False, name)
 
     def filter_not(
         self, predicate: Callable[[Any, Any], bool], *, name: str | None = None
     ) -> KTable:
+        return self._filter(predicate, True, name)
+
+    def _filter(
+        self, predicate: Callable[[Any, Any], bool], negate: bool, name: str | None
+    ) -> KTable:
+        supplier = ts.FilterSupplier(self, predicate, negate)
         return self._then(
             "KTABLE-FILTER-",
-            lambda so: tp.KTableFilter(predicate, True, so),
+            supplier,
+            lambda: tp.KTableFilter(predicate, negate, supplier),
             name,
             True,
-            lambda parent: tp.filtered_getter(parent, predicate, True),
         )
 
     def map_values(self, mapper: Callable[[Any], Any], *, name: str | None = None) -> KTable:
         """``mapper(value)`` for every entry; deletes stay deletes."""
+        supplier = ts.MapValuesSupplier(self, mapper)
         return self._then(
             "KTABLE-MAPVALUES-",
-            lambda so: tp.KTableMapValues(mapper, so),
+            supplier,
+            lambda: tp.KTableMapValues(mapper, supplier),
             name,
             False,
-            lambda parent: tp.mapped_getter(parent, mapper),
         )
 
     def to_stream(self, *, name: str | None = None) -> KStream:
@@ -128,11 +140,11 @@ class KTable:
             if suppressed.name
             else builder.new_name("KTABLE-SUPPRESS-STATE-STORE-")
         )
-        self._send_old.enable()
+        supplier = ts.SuppressSupplier(self)
         buffer = suppressed.buffer
         builder.internal.add_processor(
             name,
-            lambda: tp.KTableSuppress(
+            lambda: suppress_processor.KTableSuppress(
                 store_name,
                 duration or 0,
                 by_window_end,
@@ -142,7 +154,8 @@ class KTable:
             ),
             self._node,
         )
-        value_serde = None if self._value_serde is None else tp.BufferedSerde(self._value_serde)
+        # Entries go through the table's value serde, else the default one.
+        value_serde = suppress_processor.BufferedSerde(self._value_serde)
         builder.internal.add_store(
             StoreDef(store_name, self._key_serde, value_serde, persistent=True), name
         )
@@ -151,10 +164,8 @@ class KTable:
             name,
             self._key_serde,
             self._value_serde,
-            None,
-            tp.SendOldValues(upstream=self._send_old),
-            None,
-            self._window_grace_ms,
+            supplier,
+            window_grace_ms=self._window_grace_ms,
         )
 
     def group_by(
@@ -166,7 +177,8 @@ class KTable:
     ) -> KGroupedTable:
         """Re-keys the table with ``selector(key, value) -> (new_key, new_value)``
         for an aggregation that retracts old values and adds new ones."""
-        self._send_old.enable()
+        # The aggregation retracts old values: they must come (Kafka's groupBy).
+        self._enable_sending_old_values(True)
         node_name = self._builder.new_name("KTABLE-SELECT-")
         self._builder.internal.add_processor(
             node_name, lambda: tp.KTableRepartitionMap(selector), self._node
@@ -226,7 +238,7 @@ class KTable:
         if not isinstance(other, KTable):
             raise TopologyError(f"a KTable joins a KTable here, not {type(other).__name__}")
         for table in (self, other):
-            if table._getter is None:
+            if table._view() is None:
                 raise TopologyError(
                     f"table {table._node!r} cannot be joined: it has no value getter "
                     "(join before suppressing; give a foreign-key join materialized=)"

@@ -26,12 +26,13 @@ import pyarrow.compute as pc
 from strom import _core
 from strom.config import StreamsConfig
 from strom.errors import TopologyError
-from strom.processor.internals.task import RecordCollector, StreamTask
+from strom.processor.internals.task import RecordCollector, StreamTask, TaskFactory
 from strom.processor.internals.topology_builder import (
     InternalTopologyBuilder,
     StoreDef,
     Subtopology,
 )
+from strom.state.internals.registry import store_kind
 
 # The records a task reads: external topics carry their offsets; records of
 # topics the replay itself feeds (repartition topics) carry the producing task
@@ -266,18 +267,9 @@ def _merge_order(tasks: list[int], seqs: list[int], stamps: list[int]) -> list[i
 
 def rebuilt_from_contents(store: StoreDef) -> bool:
     """Whether the replay rebuilds the store's compacted changelog from its
-    final contents instead of capturing a record per update: a timestamped
-    window store without duplicates. Its changelog keys are its store keys
-    and its records' timestamps the ones its values carry (as Kafka's
-    timestamped window store logs them), so its contents are the latest
-    record per key, less the windows retention already dropped (which a
-    restore drops as well)."""
-    return (
-        store.logged
-        and store.kind == "window"
-        and store.timestamped
-        and not store.retain_duplicates
-    )
+    final contents instead of capturing a record per update (see
+    ``StoreKind.changelog_from_contents``)."""
+    return store.logged and store_kind(store).changelog_from_contents(store) is not None
 
 
 def _replay_builder(plan: StagePlan) -> InternalTopologyBuilder:
@@ -304,17 +296,16 @@ def open_task(
     # does: the stores then run uncached, on the engine's batch paths.
     size = config["statestore.cache.max.bytes"]
     cache = _core.NativeThreadCache(size) if size > 0 else None
-    return StreamTask(
-        plan.subtopology,
-        partition,
+    factory = TaskFactory(
         _replay_builder(plan),
         config,
         collector,
         plan.topic_name,
         state_dir,
-        wall_clock=_no_wall_clock,
         cache=cache,
+        wall_clock=_no_wall_clock,
     )
+    return factory.task(plan.subtopology, partition)
 
 
 def _no_wall_clock() -> int:
@@ -442,30 +433,25 @@ def _result(plan: StagePlan, task: StreamTask, partition: int, collector: _Captu
             add("sink", topic, targets, seqs, keys, values, stamps)
 
     for name, opened in task.state.stores.items():
-        native = opened.native
-        if isinstance(native, _core.NativeKeyValueStore):
-            entries = native.range(None, None)
-            add(
-                "store",
-                name,
-                partition,
-                None,
-                [k for k, _ in entries],
-                [v for _, v in entries],
-                [-1] * len(entries),
+        store_def = plan.builder.stores[name]
+        contents = opened.kind.contents(opened.native)
+        keys, values, starts, ends = contents
+        n = len(keys)
+        # Window and session stores: timestamp and offset carry the window.
+        add("store", name, partition, None, keys, values, starts or [-1] * n, ends)
+        rebuild = opened.kind.changelog_from_contents(store_def) if plan.changelogs else None
+        if rebuild is not None and store_def.logged:
+            store_keys, changelog_values, stamps = rebuild(contents)
+            changelog = pa.table(
+                [
+                    pa.array(range(n), pa.int64()),
+                    pa.array(store_keys, pa.binary()),
+                    pa.array(changelog_values, pa.binary()),
+                    pa.array(stamps, pa.int64()),
+                ],
+                schema=CHANGELOG_SCHEMA,
             )
-        else:
-            columns = (
-                native.all()
-                if isinstance(native, _core.NativeWindowStore)
-                else native.fetch_range(None, None)
-            )
-            keys, starts, ends, values = columns
-            add("store", name, partition, None, keys, values, starts, ends)
-            store_def = plan.builder.stores[name]
-            if plan.changelogs and rebuilt_from_contents(store_def):
-                topic = f"{task.config.application_id}-{name}-changelog"
-                add_changelog(topic, _changelog_of(keys, starts, values))
+            add_changelog(f"{task.config.application_id}-{name}-changelog", changelog)
 
     for (topic, part), (offset, partition_time) in task.committable_offsets().items():
         add("offset", topic, part, [0], [None], [None], [int(partition_time)], [offset])
@@ -484,23 +470,6 @@ def _column(values: Any, kind: pa.DataType) -> pa.Array:
     if isinstance(values, pa.Array):
         return values if values.type == kind else values.cast(kind)
     return pa.array(values, kind)
-
-
-def _changelog_of(keys: list[bytes], starts: list[int], values: list[bytes]) -> pa.Table:
-    """A timestamped window store's compacted changelog from its contents:
-    store keys (key, window start, seqnum 0) and the values' timestamps."""
-    return pa.table(
-        [
-            pa.array(range(len(keys)), pa.int64()),
-            pa.array(
-                [_core.window_store_key(k, s, 0) for k, s in zip(keys, starts, strict=True)],
-                pa.binary(),
-            ),
-            pa.array(values, pa.binary()),
-            pa.array([int.from_bytes(v[:8], "big", signed=True) for v in values], pa.int64()),
-        ],
-        schema=CHANGELOG_SCHEMA,
-    )
 
 
 def _latest_per_key(changes: pa.Table) -> pa.Table:

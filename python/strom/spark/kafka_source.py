@@ -1,9 +1,17 @@
 """Kafka offset ranges as a Spark Python Data Source: one Spark partition per
-topic-partition range, read inside the Spark task with confluent-kafka (no
-JVM connector jar needed)."""
+topic-partition range, read inside the Spark task by strom's own consumer
+(``strom.kafka.consumer``; no JVM connector jar needed).
+
+The readers read by assignment in no consumer group (as Kafka Streams'
+restore consumers do): a replay needs Read on its input topics and nothing
+else, never commits for any group, and a ``group.id`` among the settings is
+ignored. The driver finds the ranges with the admin client, which tells a
+topic it may not describe from one that does not exist and fails within
+moments on a failed authentication."""
 
 from __future__ import annotations
 
+import bisect
 import json
 import time
 from collections.abc import Iterator, Mapping, Sequence
@@ -11,10 +19,16 @@ from dataclasses import dataclass
 from typing import Any
 
 import pyarrow as pa
+from confluent_kafka import KafkaException, TopicPartition
+from confluent_kafka.admin._listoffsets import OffsetSpec
 from pyspark.sql.datasource import DataSource, DataSourceReader, InputPartition
 from pyspark.sql.types import StructType
 
+from strom._core import RecordBatch
 from strom.errors import StromError
+from strom.kafka.clients import REQUEST_TIMEOUT_S, Admin, own_group
+from strom.kafka.consumer import Consumer
+from strom.kafka.topics import Topics
 
 # The replay's input rows (strom.spark._task.INPUT_SCHEMA).
 SCHEMA = (
@@ -37,7 +51,7 @@ class RangePartition(InputPartition):
 class KafkaRangeSource(DataSource):
     """``spark.read.format("strom-kafka").option("ranges", JSON).option("consumer",
     JSON).load()``: ``ranges`` is ``[[topic, partition, start, end], ...]``
-    (``start <= offset < end``), ``consumer`` the confluent-kafka config."""
+    (``start <= offset < end``), ``consumer`` the librdkafka settings."""
 
     @classmethod
     def name(cls) -> str:
@@ -63,109 +77,104 @@ class _Reader(DataSourceReader):
         yield from read_range(self.consumer, partition)
 
 
+def reader_config(config: Mapping[str, Any]) -> dict[str, Any]:
+    """A range reader's settings: ``config`` read by assignment, in no group."""
+    return own_group(config, None) | {
+        "enable.partition.eof": True,
+        # A range that retention deleted meanwhile fails the read.
+        "auto.offset.reset": "error",
+    }
+
+
 def read_range(config: Mapping[str, Any], part: RangePartition) -> Iterator[pa.RecordBatch]:
     """The records of one range as Arrow batches. Offsets have gaps
-    (compaction, transaction markers), so the read follows the consumer's
-    position rather than counting records."""
-    from confluent_kafka import Consumer, KafkaError, TopicPartition  # noqa: PLC0415
-
+    (compaction, transaction markers): the read ends at the first offset
+    past the range or at the partition's end, not after a record count."""
     if part.start >= part.end:
         return
-    consumer = Consumer(
-        {
-            "group.id": "strom-replay-reader",
-            "enable.auto.commit": False,
-            "enable.partition.eof": True,
-            **config,
-            # A range that retention deleted meanwhile fails the read.
-            "auto.offset.reset": "error",
-        }
-    )
+    where = f"{part.topic}-{part.partition}"
     try:
+        consumer = Consumer(reader_config(config))
         consumer.assign([TopicPartition(part.topic, part.partition, part.start)])
-        rows: dict[str, list[Any]] = {name: [] for name in ("offset", "key", "value", "timestamp")}
+    except KafkaException as exc:
+        raise StromError(f"reading {where} for a replay: {exc.args[0]}") from exc
+    try:
+        position = part.start
         last_progress = time.monotonic()
-        done = False
-        while not done:
-            messages = consumer.consume(BATCH, timeout=1.0)
-            if messages:
+        while position < part.end:
+            for batch in consumer.poll_batches(BATCH, 1.0):
                 last_progress = time.monotonic()
-            for message in messages:
-                error = message.error()
-                if error is not None:
-                    if error.code() == KafkaError._PARTITION_EOF:
-                        done = True  # the range's end lies past what was written
-                        continue
-                    raise StromError(f"reading {part.topic}-{part.partition} for a replay: {error}")
-                offset = message.offset()
-                if offset is None or offset >= part.end:
-                    done = True
-                    continue
-                rows["offset"].append(offset)
-                rows["key"].append(message.key())
-                rows["value"].append(message.value())
-                rows["timestamp"].append(message.timestamp()[1])
-            position = consumer.position([TopicPartition(part.topic, part.partition)])[0].offset
-            if position >= part.end:
-                done = True
-            if len(rows["offset"]) >= BATCH or (done and rows["offset"]):
-                yield _batch(part, rows)
-                rows = {name: [] for name in rows}
-            if not done and time.monotonic() - last_progress > STALL_TIMEOUT_S:
+                position = batch.next_offset
+                rows = _batch(part, batch)
+                if rows.num_rows:
+                    yield rows
+            if (part.topic, part.partition) in consumer.eofs:
+                break  # the range's end lies past what was written
+            if time.monotonic() - last_progress > STALL_TIMEOUT_S:
                 raise StromError(
-                    f"reading {part.topic}-{part.partition} for a replay: no record for "
-                    f"{STALL_TIMEOUT_S:.0f} s at offset {position}, before the range's end "
-                    f"{part.end}"
+                    f"reading {where} for a replay: no record for {STALL_TIMEOUT_S:.0f} s at "
+                    f"offset {position}, before the range's end {part.end}"
                 )
+    except KafkaException as exc:
+        raise StromError(f"reading {where} for a replay: {exc.args[0]}") from exc
     finally:
         consumer.close()
 
 
-def _batch(part: RangePartition, rows: dict[str, list[Any]]) -> pa.RecordBatch:
-    n = len(rows["offset"])
+def _batch(part: RangePartition, batch: RecordBatch) -> pa.RecordBatch:
+    """The records of ``batch`` before the range's end, as the replay's input rows."""
+    offsets = batch.offsets()
+    n = bisect.bisect_left(offsets, part.end)
+    offsets = offsets[:n]
     return pa.RecordBatch.from_pydict(
         {
             "topic": pa.array([part.topic] * n, pa.string()),
             "partition": pa.array([part.partition] * n, pa.int32()),
-            "offset": pa.array(rows["offset"], pa.int64()),
-            "key": pa.array(rows["key"], pa.binary()),
-            "value": pa.array(rows["value"], pa.binary()),
-            "timestamp": pa.array(rows["timestamp"], pa.int64()),
+            "offset": pa.array(offsets, pa.int64()),
+            "key": pa.array(batch.keys()[:n], pa.binary()),
+            "value": pa.array(batch.values()[:n], pa.binary()),
+            "timestamp": pa.array(batch.timestamps()[:n], pa.int64()),
             "task": pa.array([-1] * n, pa.int32()),
-            "seq": pa.array(rows["offset"], pa.int64()),
+            "seq": pa.array(offsets, pa.int64()),
         }
     )
 
 
-def offset_ranges(
-    consumer_config: Mapping[str, Any], topics: Sequence[str]
-) -> tuple[list[list[Any]], dict[str, int]]:
+def offset_ranges(admin: Admin, topics: Sequence[str]) -> tuple[list[list[Any]], dict[str, int]]:
     """Every partition of ``topics`` from its log start to its end offset as
     of now, and the cluster's topics' partition counts (on the driver)."""
-    from confluent_kafka import Consumer, TopicPartition  # noqa: PLC0415
-
-    consumer = Consumer(
-        {"group.id": "strom-replay-reader", "enable.auto.commit": False, **consumer_config}
-    )
+    found = Topics(admin, admin.servers).describe(list(topics))
+    missing = [t for t in topics if t not in found]
+    if missing:
+        raise StromError(
+            f"topic(s) {', '.join(missing)} do not exist on the Kafka cluster at {admin.servers}"
+        )
     try:
-        metadata = consumer.list_topics(timeout=30)
-        ranges: list[list[Any]] = []
-        # Every topic's count: output topics the cluster has keep theirs.
-        counts = {
-            name: len(found.partitions)
-            for name, found in metadata.topics.items()
-            if found.error is None
-        }
-        for topic in topics:
-            found = metadata.topics.get(topic)
-            if found is None or found.error is not None:
-                raise StromError(f"topic {topic!r} does not exist on the Kafka cluster")
-            counts[topic] = len(found.partitions)
-            for partition in sorted(found.partitions):
-                low, high = consumer.get_watermark_offsets(
-                    TopicPartition(topic, partition), timeout=30
-                )
-                ranges.append([topic, partition, low, high])
-        return ranges, counts
-    finally:
-        consumer.close()
+        metadata = admin.list_topics(timeout=REQUEST_TIMEOUT_S)
+        partitions = [TopicPartition(t, p) for t in topics for p in range(found[t])]
+        low, high = (
+            _offsets(admin, partitions, spec)
+            for spec in (OffsetSpec.earliest(), OffsetSpec.latest())  # type: ignore[no-untyped-call]
+        )
+    except KafkaException as exc:
+        raise StromError(
+            f"reading the offsets of {', '.join(topics)} for a replay: {exc.args[0]}"
+        ) from exc
+    # Every topic's count: output topics the cluster has keep theirs.
+    counts = {
+        name: len(topic.partitions)
+        for name, topic in metadata.topics.items()
+        if topic.error is None
+    }
+    ranges = [
+        [t, p, low[(t, p)], high[(t, p)]]
+        for t, p in ((tp.topic, tp.partition) for tp in partitions)
+    ]
+    return ranges, counts | found
+
+
+def _offsets(
+    admin: Admin, partitions: list[TopicPartition], spec: OffsetSpec
+) -> dict[tuple[str, int], int]:
+    futures = admin.list_offsets({tp: spec for tp in partitions}, request_timeout=REQUEST_TIMEOUT_S)
+    return {(tp.topic, tp.partition): admin.result(f).offset for tp, f in futures.items()}

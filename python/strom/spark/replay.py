@@ -34,6 +34,7 @@ from strom.processor.internals.topology_builder import InternalTopologyBuilder, 
 from strom.serdes import Serde, Timestamped
 from strom.spark import _types, bootstrap
 from strom.spark._task import INPUT_SCHEMA, OUTPUT_SCHEMA, StagePlan, check_replayable, run_task
+from strom.state.internals.registry import store_kind
 from strom.topology import Topology
 
 if TYPE_CHECKING:
@@ -305,11 +306,14 @@ def _from_kafka(
 ) -> tuple[DataFrame, dict[str, int]]:
     """Offset ranges of a Kafka cluster, read in the Spark tasks (one per
     topic-partition) by the ``strom-kafka`` Python Data Source."""
-    # Imports pyspark's data source API, and reads with confluent-kafka (optional).
+    # Imports pyspark's data source API and strom.kafka (confluent-kafka: optional).
+    from strom.kafka.clients import Admin, admin_config  # noqa: PLC0415
     from strom.spark.kafka_source import KafkaRangeSource, offset_ranges  # noqa: PLC0415
 
-    consumer = {"bootstrap.servers": servers, **config.client_config("consumer.")}
-    ranges, counts = offset_ranges(consumer, topics)
+    # The app's client settings (security: docs/security.md), on the source's cluster.
+    consumer = config.client_config("consumer.") | {"bootstrap.servers": servers}
+    admin = Admin(admin_config(config) | {"bootstrap.servers": servers}, config.application_id)
+    ranges, counts = offset_ranges(admin, topics)
     for bounds in ranges:
         key = (bounds[0], bounds[1])
         bounds[2] = max(bounds[2], (start or {}).get(key, bounds[2]))
@@ -566,7 +570,7 @@ class Replay:
         value_serde = self._serde(store.value_serde, "default.value.serde")
         if store.timestamped and value_serde is not None:
             value_serde = Timestamped(value_serde)
-        windowed = store.kind != "key_value"
+        windowed = store_kind(store).windowed
         columns = ["key", "value", "timestamp", "offset"] if windowed else ["key", "value"]
         rows = self._rows("store", store_name).select(*columns)
         return _decoded(rows, store_name, key_serde, value_serde, window=windowed)

@@ -1,5 +1,5 @@
 """The typed key-value store: serdes in Python over a native bytes store,
-with every write also sent to the store's changelog topic."""
+which logs every write for the store's changelog topic when it is logged."""
 
 from __future__ import annotations
 
@@ -10,7 +10,7 @@ from strom import _core
 from strom.errors import StoreError
 from strom.keyvalue import KeyValue
 from strom.serdes import Long, Serde, Timestamped
-from strom.state.internals.typed import ChangelogSink, deserialize_values
+from strom.state.internals.typed import deserialize_values
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -26,7 +26,6 @@ class KeyValueStore(Generic[K, V]):
         name: str,
         key_serde: Serde[K],
         value_serde: Serde[V],
-        changelog: ChangelogSink | None = None,
         clock: Callable[[], int] | None = None,
         native: _core.NativeKeyValueStore | None = None,
     ) -> None:
@@ -34,7 +33,7 @@ class KeyValueStore(Generic[K, V]):
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.native = native if native is not None else _core.NativeKeyValueStore()
-        self._changelog = changelog
+        # The timestamp of the record being processed: a logged write's.
         self._clock = clock or (lambda: 0)
 
     def _key(self, key: K) -> bytes:
@@ -43,16 +42,6 @@ class KeyValueStore(Generic[K, V]):
         raw = self.key_serde.serialize(self.name, key)
         assert raw is not None
         return raw
-
-    def _log(self, keys: list[bytes], values: list[bytes | None]) -> None:
-        if self._changelog is not None:
-            now = self._clock()
-            self._changelog(keys, values, [now] * len(keys))
-
-    def log_raw(self, keys: list[bytes], values: list[bytes | None], timestamps: list[int]) -> None:
-        """Sends already-serialized writes to the changelog (the cache's flushes)."""
-        if self._changelog is not None:
-            self._changelog(keys, values, timestamps)
 
     def get(self, key: K) -> V | None:
         return self.value_serde.deserialize(self.name, self.native.get(self._key(key)))
@@ -65,29 +54,24 @@ class KeyValueStore(Generic[K, V]):
     def put(self, key: K, value: V | None) -> None:
         raw_key = self._key(key)
         raw_value = self.value_serde.serialize(self.name, value)
-        self.native.put(raw_key, raw_value)
-        self._log([raw_key], [raw_value])
+        self.native.put(raw_key, raw_value, self._clock())
 
     def put_if_absent(self, key: K, value: V) -> V | None:
         raw_key = self._key(key)
         raw_value = self.value_serde.serialize(self.name, value)
         if raw_value is None:
             raise StoreError(f"store {self.name!r}: put_if_absent needs a non-None value")
-        previous = self.native.put_if_absent(raw_key, raw_value)
-        if previous is None:
-            self._log([raw_key], [raw_value])
+        previous = self.native.put_if_absent(raw_key, raw_value, self._clock())
         return self.value_serde.deserialize(self.name, previous)
 
     def put_all(self, entries: Sequence[tuple[K, V | None]]) -> None:
         raw_keys = [self._key(k) for k, _ in entries]
         raw_values = self.value_serde.serialize_batch(self.name, [v for _, v in entries])
-        self.native.put_all(raw_keys, raw_values)
-        self._log(raw_keys, raw_values)
+        self.native.put_all(raw_keys, raw_values, self._clock())
 
     def delete(self, key: K) -> V | None:
         raw_key = self._key(key)
-        previous = self.native.delete(raw_key)
-        self._log([raw_key], [None])
+        previous = self.native.delete(raw_key, self._clock())
         return self.value_serde.deserialize(self.name, previous)
 
     def _entries(self, raw: list[tuple[bytes, bytes]]) -> Iterator[KeyValue]:
@@ -119,9 +103,7 @@ class KeyValueStore(Generic[K, V]):
         if not (isinstance(serde, Timestamped) and isinstance(serde.inner, Long)):
             raise StoreError(f"store {self.name!r}: count needs a timestamped Long value serde")
         raw_keys = self.key_serde.serialize_batch(self.name, keys)
-        counts, stamps, encoded = self.native.count_timestamped(raw_keys, timestamps)  # type: ignore[arg-type]
-        if self._changelog is not None:
-            self._changelog(raw_keys, encoded, stamps)  # type: ignore[arg-type]
+        counts, stamps = self.native.count_timestamped(raw_keys, timestamps)  # type: ignore[arg-type]
         return list(counts), list(stamps)
 
     def get_raw_batch(self, raw_keys: list[bytes]) -> list[bytes | None]:
@@ -140,8 +122,6 @@ class KeyValueStore(Generic[K, V]):
         old serialized value (the previous record's for a repeated key) when
         ``want_old``."""
         olds, _ = self.native.upsert(raw_keys, raw_values, timestamps, want_old=want_old)
-        if self._changelog is not None:
-            self._changelog(raw_keys, raw_values, timestamps)
         return olds
 
     def table_count(
@@ -151,15 +131,11 @@ class KeyValueStore(Generic[K, V]):
         Long store: record ``i`` changes ``raw_keys[i]``, retracting an old
         value (``has_old``) and adding a new one (``has_new``). Returns the
         old counts, the new counts (None: absent) and the result timestamps."""
-        olds, news, stamps, encoded, _ = self.native.table_count(
-            raw_keys, timestamps, has_new, has_old
-        )
-        if self._changelog is not None:
-            self._changelog(raw_keys, encoded, timestamps)
+        olds, news, stamps, _ = self.native.table_count(raw_keys, timestamps, has_new, has_old)
         return olds, news, stamps
 
     def restore(self, keys: list[bytes | None], values: list[bytes | None]) -> None:
         """Applies changelog records (None value = delete) without re-logging them."""
         if None in keys:
             raise StoreError(f"the changelog of store {self.name!r} holds a record without a key")
-        self.native.put_all(keys, values)  # type: ignore[arg-type]
+        self.native.restore(keys, values)  # type: ignore[arg-type]

@@ -1,7 +1,7 @@
 """The typed session store: serdes in Python over a native bytes session
 store (in memory, or persistent with one log-structured store per time
-segment), with every write also sent to the store's changelog topic under
-Kafka's session key (key ‖ 8-byte end ‖ 8-byte start).
+segment), whose native store logs every write for the store's changelog
+topic (when logged) under Kafka's session key (key ‖ 8-byte end ‖ 8-byte start).
 
 Sessions are ``Windowed(key, Window(start, end))`` with both ends inclusive;
 a session expires once its end is ``<= observed stream time - retention``.
@@ -17,7 +17,7 @@ from typing import TypeVar
 from strom import _core
 from strom.keyvalue import KeyValue
 from strom.serdes import Serde
-from strom.state.internals.typed import ChangelogSink, TypedWindowedStore
+from strom.state.internals.typed import TypedWindowedStore
 from strom.state.stores import Duration, to_millis
 from strom.windowed import Windowed
 
@@ -32,8 +32,9 @@ class SessionStore(TypedWindowedStore[K, V]):
     per key and session window.
 
     Build one with :meth:`in_memory` or :meth:`open` (persistent), or wrap a
-    native store. ``changelog(keys, values, timestamps)`` receives every write
-    under Kafka's session changelog key; ``clock()`` gives its timestamp.
+    native store. A ``logged`` store's native store keeps every write for the
+    changelog (``native.take_changelog()``) under Kafka's session changelog
+    key; ``clock()`` gives its timestamp.
     Results are ``KeyValue(Windowed(key, Window(start, end)), value)``
     snapshots, so the store may be modified while iterating.
     """
@@ -46,11 +47,12 @@ class SessionStore(TypedWindowedStore[K, V]):
         key_serde: Serde[K],
         value_serde: Serde[V],
         native: _core.NativeSessionStore,
-        changelog: ChangelogSink | None = None,
+        logged: bool = False,
         clock: Callable[[], int] | None = None,
     ) -> None:
-        super().__init__(name, key_serde, value_serde, changelog, clock)
-        self.native = native
+        super().__init__(name, key_serde, value_serde, native, clock)
+        if logged:
+            native.enable_changelog()
 
     @classmethod
     def in_memory(
@@ -61,7 +63,7 @@ class SessionStore(TypedWindowedStore[K, V]):
         *,
         retention: Duration,
         segment_interval: Duration | None = None,
-        changelog: ChangelogSink | None = None,
+        logged: bool = False,
         clock: Callable[[], int] | None = None,
     ) -> SessionStore[K, V]:
         """An in-memory session store; ``segment_interval`` defaults to
@@ -70,7 +72,7 @@ class SessionStore(TypedWindowedStore[K, V]):
             to_millis(retention, "retention"),
             None if segment_interval is None else to_millis(segment_interval, "segment_interval"),
         )
-        return cls(name, key_serde, value_serde, native, changelog, clock)
+        return cls(name, key_serde, value_serde, native, logged, clock)
 
     @classmethod
     def open(
@@ -82,7 +84,7 @@ class SessionStore(TypedWindowedStore[K, V]):
         retention: Duration,
         segment_interval: Duration | None = None,
         name: str | None = None,
-        changelog: ChangelogSink | None = None,
+        logged: bool = False,
         clock: Callable[[], int] | None = None,
     ) -> tuple[SessionStore[K, V], bytes | None]:
         """Opens (or creates) the persistent session store in directory
@@ -94,7 +96,7 @@ class SessionStore(TypedWindowedStore[K, V]):
             to_millis(retention, "retention"),
             None if segment_interval is None else to_millis(segment_interval, "segment_interval"),
         )
-        store = cls(name or Path(path).name, key_serde, value_serde, native, changelog, clock)
+        store = cls(name or Path(path).name, key_serde, value_serde, native, logged, clock)
         return store, metadata
 
     def put(self, session: Windowed[K], value: V | None) -> None:
@@ -102,21 +104,21 @@ class SessionStore(TypedWindowedStore[K, V]):
         already expired is dropped."""
         raw_key = self._key(session.key)
         raw_value = self.value_serde.serialize(self.name, value)
-        logged = self.native.put(raw_key, session.window.start, session.window.end, raw_value)
-        self._log([logged], [raw_value])
+        window = session.window
+        self.native.put(raw_key, window.start, window.end, raw_value, self._clock())
 
     def put_all(self, entries: Iterable[tuple[Windowed[K], V | None]]) -> None:
         """Puts each ``(session, value)`` in order, as one batch."""
         items = list(entries)
         raw_keys = self._keys([w.key for w, _ in items])
         raw_values = self.value_serde.serialize_batch(self.name, [v for _, v in items])
-        logged = self.native.put_all(
+        self.native.put_all(
             raw_keys,
             [w.window.start for w, _ in items],
             [w.window.end for w, _ in items],
             raw_values,
+            [self._clock()] * len(items),
         )
-        self._log(logged, raw_values)
 
     def put_raw_all(
         self,
@@ -128,23 +130,14 @@ class SessionStore(TypedWindowedStore[K, V]):
     ) -> None:
         """Puts serialized sessions as they are (what a native kernel
         reports; None removes), each logged with its own timestamp."""
-        logged = self.native.put_all(keys, starts, ends, values)
-        if self._changelog is None:
-            return
-        kept = [i for i, k in enumerate(logged) if k is not None]
-        if kept:
-            self._changelog(
-                [logged[i] for i in kept],  # type: ignore[misc]
-                [values[i] for i in kept],
-                [timestamps[i] for i in kept],
-            )
+        self.native.put_all(keys, starts, ends, values, timestamps)
 
     def remove(self, session: Windowed[K]) -> None:
         """Deletes ``session`` if present (logs a tombstone either way, as
         Kafka does)."""
         raw_key = self._key(session.key)
-        logged = self.native.remove(raw_key, session.window.start, session.window.end)
-        self._log([logged], [None])
+        window = session.window
+        self.native.remove(raw_key, window.start, window.end, self._clock())
 
     def fetch_session(self, key: K, start: int, end: int) -> V | None:
         """The aggregate of exactly the session ``[start, end]`` of ``key``;

@@ -5,14 +5,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Literal
+from typing import Any
 
 from strom.errors import TopologyError
 from strom.serdes import Serde
 
 __all__ = ["StoreBuilder", "StoreSupplier", "Stores"]
 
-StoreKind = Literal["key_value", "window", "session"]
+# The kinds of store (``strom.state.internals.registry`` says how each is made).
+KEY_VALUE = "key_value"
+WINDOW = "window"
+SESSION = "session"
 Duration = int | timedelta
 
 
@@ -40,7 +43,7 @@ class StoreSupplier:
     """What kind of store to make and where it keeps its data."""
 
     name: str
-    kind: StoreKind
+    kind: str
     persistent: bool
     retention_ms: int | None = None
     window_size_ms: int | None = None
@@ -90,11 +93,11 @@ class Stores:
 
     @staticmethod
     def persistent_key_value_store(name: str) -> StoreSupplier:
-        return StoreSupplier(_check_name(name), "key_value", persistent=True)
+        return StoreSupplier(_check_name(name), KEY_VALUE, persistent=True)
 
     @staticmethod
     def in_memory_key_value_store(name: str) -> StoreSupplier:
-        return StoreSupplier(_check_name(name), "key_value", persistent=False)
+        return StoreSupplier(_check_name(name), KEY_VALUE, persistent=False)
 
     @staticmethod
     def _window(
@@ -112,7 +115,7 @@ class Stores:
                 f"the window size ({size_ms} ms)"
             )
         return StoreSupplier(
-            _check_name(name), "window", persistent, retention_ms, size_ms, retain_duplicates
+            _check_name(name), WINDOW, persistent, retention_ms, size_ms, retain_duplicates
         )
 
     @staticmethod
@@ -129,16 +132,16 @@ class Stores:
 
     @staticmethod
     def persistent_session_store(name: str, retention: Duration) -> StoreSupplier:
-        return StoreSupplier(_check_name(name), "session", True, to_millis(retention, "retention"))
+        return StoreSupplier(_check_name(name), SESSION, True, to_millis(retention, "retention"))
 
     @staticmethod
     def in_memory_session_store(name: str, retention: Duration) -> StoreSupplier:
-        return StoreSupplier(_check_name(name), "session", False, to_millis(retention, "retention"))
+        return StoreSupplier(_check_name(name), SESSION, False, to_millis(retention, "retention"))
 
     @staticmethod
     def _builder(
         supplier: StoreSupplier,
-        kind: StoreKind,
+        kind: str,
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
     ) -> StoreBuilder:
@@ -153,16 +156,16 @@ class Stores:
     def key_value_store_builder(
         supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
     ) -> StoreBuilder:
-        return Stores._builder(supplier, "key_value", key_serde, value_serde)
+        return Stores._builder(supplier, KEY_VALUE, key_serde, value_serde)
 
     @staticmethod
     def window_store_builder(
         supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
     ) -> StoreBuilder:
-        return Stores._builder(supplier, "window", key_serde, value_serde)
+        return Stores._builder(supplier, WINDOW, key_serde, value_serde)
 
     @staticmethod
     def session_store_builder(
         supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
     ) -> StoreBuilder:
-        return Stores._builder(supplier, "session", key_serde, value_serde)
+        return Stores._builder(supplier, SESSION, key_serde, value_serde)

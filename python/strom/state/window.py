@@ -1,7 +1,7 @@
 """The typed window store: serdes in Python over a native bytes window store
 (in memory, or persistent with one log-structured store per time segment),
-with every write also sent to the store's changelog topic under Kafka's
-windowed key (key ‖ 8-byte window start ‖ 4-byte seqnum).
+whose native store logs every write for the store's changelog topic (when
+logged) under Kafka's windowed key (key ‖ 8-byte window start ‖ 4-byte seqnum).
 
 Reads follow Kafka's ``WindowStore``: time bounds are inclusive, expired
 windows (start ``<= observed stream time - retention``) are never returned,
@@ -18,7 +18,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, overload
 from strom import _core
 from strom.keyvalue import KeyValue
 from strom.serdes import Serde
-from strom.state.internals.typed import ChangelogSink, TypedWindowedStore
+from strom.state.internals.typed import TypedWindowedStore
 from strom.state.stores import Duration, to_millis
 
 if TYPE_CHECKING:
@@ -35,8 +35,9 @@ class WindowStore(TypedWindowedStore[K, V]):
     and window start, kept for ``retention`` of stream time.
 
     Build one with :meth:`in_memory` or :meth:`open` (persistent), or wrap a
-    native store. ``changelog(keys, values, timestamps)`` receives every write
-    under Kafka's windowed changelog key; ``clock()`` gives its timestamp.
+    native store. A ``logged`` store's native store keeps every write for the
+    changelog (``native.take_changelog()``) under Kafka's windowed changelog
+    key; ``clock()`` gives its timestamp.
     """
 
     native: _core.NativeWindowStore
@@ -47,11 +48,12 @@ class WindowStore(TypedWindowedStore[K, V]):
         key_serde: Serde[K],
         value_serde: Serde[V],
         native: _core.NativeWindowStore,
-        changelog: ChangelogSink | None = None,
+        logged: bool = False,
         clock: Callable[[], int] | None = None,
     ) -> None:
-        super().__init__(name, key_serde, value_serde, changelog, clock)
-        self.native = native
+        super().__init__(name, key_serde, value_serde, native, clock)
+        if logged:
+            native.enable_changelog()
 
     @classmethod
     def in_memory(
@@ -64,7 +66,7 @@ class WindowStore(TypedWindowedStore[K, V]):
         window_size: Duration,
         retain_duplicates: bool = False,
         segment_interval: Duration | None = None,
-        changelog: ChangelogSink | None = None,
+        logged: bool = False,
         clock: Callable[[], int] | None = None,
     ) -> WindowStore[K, V]:
         """An in-memory window store; ``segment_interval`` defaults to Kafka's
@@ -75,7 +77,7 @@ class WindowStore(TypedWindowedStore[K, V]):
             None if segment_interval is None else to_millis(segment_interval, "segment_interval"),
             retain_duplicates,
         )
-        return cls(name, key_serde, value_serde, native, changelog, clock)
+        return cls(name, key_serde, value_serde, native, logged, clock)
 
     @classmethod
     def open(
@@ -89,7 +91,7 @@ class WindowStore(TypedWindowedStore[K, V]):
         retain_duplicates: bool = False,
         segment_interval: Duration | None = None,
         name: str | None = None,
-        changelog: ChangelogSink | None = None,
+        logged: bool = False,
         clock: Callable[[], int] | None = None,
     ) -> tuple[WindowStore[K, V], bytes | None]:
         """Opens (or creates) the persistent window store in directory
@@ -103,7 +105,7 @@ class WindowStore(TypedWindowedStore[K, V]):
             None if segment_interval is None else to_millis(segment_interval, "segment_interval"),
             retain_duplicates,
         )
-        store = cls(name or Path(path).name, key_serde, value_serde, native, changelog, clock)
+        store = cls(name or Path(path).name, key_serde, value_serde, native, logged, clock)
         return store, metadata
 
     @property
@@ -121,16 +123,15 @@ class WindowStore(TypedWindowedStore[K, V]):
         already expired is dropped."""
         raw_key = self._key(key)
         raw_value = self.value_serde.serialize(self.name, value)
-        logged = self.native.put(raw_key, raw_value, window_start)
-        self._log([logged], [raw_value])
+        self.native.put(raw_key, raw_value, window_start, self._clock())
 
     def put_all(self, entries: Iterable[tuple[K, V | None, int]]) -> None:
         """Puts each ``(key, value, window_start)`` in order, as one batch."""
         items = list(entries)
         raw_keys = self._keys([k for k, _, _ in items])
         raw_values = self.value_serde.serialize_batch(self.name, [v for _, v, _ in items])
-        logged = self.native.put_all(raw_keys, raw_values, [t for _, _, t in items])
-        self._log(logged, raw_values)
+        now = self._clock()
+        self.native.put_all(raw_keys, raw_values, [t for _, _, t in items], [now] * len(items))
 
     def put_raw_all(
         self,
@@ -141,16 +142,7 @@ class WindowStore(TypedWindowedStore[K, V]):
     ) -> None:
         """Puts serialized windows as they are (what a native kernel
         reports), each logged with its own timestamp rather than the clock's."""
-        logged = self.native.put_all(keys, values, window_starts)
-        if self._changelog is None:
-            return
-        kept = [i for i, k in enumerate(logged) if k is not None]
-        if kept:
-            self._changelog(
-                [logged[i] for i in kept],  # type: ignore[misc]
-                [values[i] for i in kept],
-                [timestamps[i] for i in kept],
-            )
+        self.native.put_all(keys, values, window_starts, timestamps)
 
     @overload
     def fetch(self, key: K, time_from: int) -> V | None: ...

@@ -10,25 +10,22 @@ from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 from strom import _core
 from strom.config import EMIT_INTERVAL_WINDOWED, StreamsConfig
 from strom.errors import StoreError, TopologyError
 from strom.keyvalue import KeyValue
 from strom.processor.api import Record
-from strom.processor.internals.task import RecordCollector, StreamTask
+from strom.processor.internals.task import RecordCollector, StreamTask, TaskFactory
 from strom.serdes import Serde
-from strom.state.internals.caching import CachingKeyValueStore
-from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
+from strom.state.stores import KEY_VALUE, SESSION, WINDOW
 from strom.state.views import plain
 from strom.state.window import WindowStore
 from strom.topology import Topology
 
 __all__ = ["TestInputTopic", "TestOutputTopic", "TopologyTestDriver"]
-
-_S = TypeVar("_S")
 
 
 @dataclass
@@ -108,44 +105,33 @@ class TopologyTestDriver:
         self._builder = builder
         app_id = self.config.application_id
         self._collector = _Collector()
-        cache = _core.NativeThreadCache(self.config["statestore.cache.max.bytes"])
+        # A cache of 0 bytes is no cache: the stores have no caching layer at
+        # all, as Kafka's InternalTopologyBuilder.rewriteTopology strips them.
+        cache_bytes = self.config["statestore.cache.max.bytes"]
+        cache = _core.NativeThreadCache(cache_bytes) if cache_bytes > 0 else None
         self._tasks: list[StreamTask] = []
         self._task_of_topic: dict[str, StreamTask] = {}
         self._internal: set[str] = set()
         self._outputs: dict[str, deque[_Output]] = {}
         self._offsets: dict[str, itertools.count[int]] = {}
+        factory = TaskFactory(
+            builder,
+            self.config,
+            self._collector,
+            lambda t: builder.physical_topic(app_id, t),
+            self.config.state_dir / app_id,
+            cache=cache,
+            wall_clock=lambda: self._wall_clock,
+        )
         try:
             global_sub = builder.global_subtopology()
-            global_stores = {}
             if global_sub is not None:
-                global_task = StreamTask(
-                    global_sub,
-                    0,
-                    builder,
-                    self.config,
-                    self._collector,
-                    lambda t: t,
-                    self.config.state_dir / app_id,
-                    wall_clock=lambda: self._wall_clock,
-                    task_id="global",
-                )
+                global_task = factory.global_task(global_sub)
                 self._tasks.append(global_task)
-                global_stores = global_task.stores
                 for topic in global_sub.source_topics:
                     self._task_of_topic[topic] = global_task
             for sub in builder.subtopologies():
-                task = StreamTask(
-                    sub,
-                    0,
-                    builder,
-                    self.config,
-                    self._collector,
-                    lambda t: builder.physical_topic(app_id, t),
-                    self.config.state_dir / app_id,
-                    wall_clock=lambda: self._wall_clock,
-                    global_stores=global_stores,
-                    cache=cache,
-                )
+                task = factory.task(sub, 0)
                 self._tasks.append(task)
                 for topic in sub.source_topics:
                     name = builder.physical_topic(app_id, topic)
@@ -220,32 +206,32 @@ class TopologyTestDriver:
             self._route()
         self._commit()
 
-    def _store(self, name: str, kind: type[_S]) -> _S:
-        for task in self._tasks:
-            store = task.stores.get(name)
-            # A caching store reads through its cache, like the store it wraps.
-            if isinstance(store, kind) or isinstance(getattr(store, "inner", None), kind):
-                return store  # type: ignore[return-value]
-        raise StoreError(f"no {kind.__name__} named {name!r} in this topology")
+    def _store(self, name: str, kind: str, what: str) -> Any:
+        """Store ``name`` of ``kind`` as the tasks see it (a caching store
+        reads through its cache, like the store it wraps)."""
+        store_def = self._builder.stores.get(name)
+        if store_def is not None and store_def.kind == kind:
+            for task in self._tasks:
+                if name in task.stores:
+                    return task.stores[name]
+        raise StoreError(f"no {what} named {name!r} in this topology")
 
     def get_timestamped_key_value_store(self, name: str) -> Any:
         """The store as it is: a table's or aggregation's values come as
         ``(value, timestamp)`` pairs."""
-        for task in self._tasks:
-            store = task.stores.get(name)
-            if isinstance(store, KeyValueStore | CachingKeyValueStore):
-                return store
-        raise StoreError(f"no key-value store named {name!r} in this topology")
+        return self._store(name, KEY_VALUE, "key-value store")
 
     def get_key_value_store(self, name: str) -> Any:
         """The store with plain values (timestamps dropped, as Kafka's driver)."""
         return plain(self.get_timestamped_key_value_store(name))
 
     def get_window_store(self, name: str) -> WindowStore[Any, Any]:
-        return self._store(name, WindowStore)
+        store: WindowStore[Any, Any] = self._store(name, WINDOW, "WindowStore")
+        return store
 
     def get_session_store(self, name: str) -> SessionStore[Any, Any]:
-        return self._store(name, SessionStore)
+        store: SessionStore[Any, Any] = self._store(name, SESSION, "SessionStore")
+        return store
 
     def metrics(self) -> dict[str, int]:
         """Task metrics summed over the driver's tasks, as ``KafkaStreams.metrics()``."""

@@ -8,9 +8,9 @@ use std::collections::BTreeMap;
 
 use strom_core::store::cache::{
     CachingKeyValueStore, DirtyEntry, ENTRY_OVERHEAD_BYTES, FlushedEntry, NamedCacheId,
-    ThreadCache, entry_size, shared,
+    ThreadCache, entry_size, write_through,
 };
-use strom_core::store::{InMemoryKeyValueStore, KeyValueBytes};
+use strom_core::store::{ChangeLogging, ChangelogBuffer, InMemoryKeyValueStore, KeyValueBytes};
 
 fn dirty(key: &[u8], value: Option<&[u8]>, timestamp: i64) -> DirtyEntry {
     DirtyEntry {
@@ -345,15 +345,33 @@ fn shrinking_evicts_round_robin_and_reports_flushes_per_cache() {
 // ---------------------------------------------------------------------------
 // CachingKeyValueStore
 
-fn store_with(
-    budget: u64,
-    pairs: &[(&[u8], &[u8])],
-) -> CachingKeyValueStore<InMemoryKeyValueStore> {
+/// An in-memory store with its named cache in a thread cache of its own.
+struct Fixture {
+    inner: InMemoryKeyValueStore,
+    cache: ThreadCache,
+    id: NamedCacheId,
+}
+
+impl Fixture {
+    fn caching(&mut self) -> CachingKeyValueStore<'_> {
+        CachingKeyValueStore::new(&mut self.inner, &mut self.cache, self.id)
+    }
+
+    fn flush(&mut self) -> Vec<FlushedEntry> {
+        let mut out = Vec::new();
+        self.caching().flush(&mut out).unwrap();
+        out
+    }
+}
+
+fn store_with(budget: u64, pairs: &[(&[u8], &[u8])]) -> Fixture {
     let mut inner = InMemoryKeyValueStore::new();
     for (k, v) in pairs {
         inner.put(k, Some(v));
     }
-    CachingKeyValueStore::new(inner, shared(ThreadCache::new(budget)), "0_0-store").unwrap()
+    let mut cache = ThreadCache::new(budget);
+    let id = cache.named("0_0-store");
+    Fixture { inner, cache, id }
 }
 
 fn flushed(key: &[u8], new: Option<&[u8]>, old: Option<&[u8]>, ts: i64) -> FlushedEntry {
@@ -380,90 +398,103 @@ fn pairs(entries: &[(Vec<u8>, Vec<u8>)]) -> Vec<(&str, &str)> {
 /// `CachingInMemoryKeyValueStoreTest.shouldPutGetToFromCache`.
 #[test]
 fn writes_stay_in_the_cache_until_flushed() {
-    let mut store = store_with(100_000, &[]);
+    let mut f = store_with(100_000, &[]);
     let mut out = Vec::new();
+    let mut store = f.caching();
     store.put(b"key", Some(b"value"), 10, &mut out).unwrap();
     store.put(b"key2", Some(b"value2"), 11, &mut out).unwrap();
-    assert_eq!(
-        store.get(b"key", &mut out).unwrap(),
-        Some(b"value".to_vec())
-    );
+    assert_eq!(store.get(b"key").unwrap(), Some(b"value".to_vec()));
     assert!(out.is_empty());
-    assert_eq!(store.inner().approximate_num_entries(), 0);
+    assert_eq!(f.inner.approximate_num_entries(), 0);
     assert_eq!(
-        store.flush().unwrap(),
+        f.flush(),
         vec![
             flushed(b"key", Some(b"value"), None, 10),
             flushed(b"key2", Some(b"value2"), None, 11),
         ]
     );
-    assert_eq!(store.approximate_num_entries(), 2);
+    assert_eq!(f.inner.approximate_num_entries(), 2);
 }
 
 /// `CachingInMemoryKeyValueStoreTest.shouldFlushEvictedItemsIntoUnderlyingStore`,
 /// `shouldForwardDirtyItemToListenerWhenEvicted`.
 #[test]
 fn evicted_items_reach_the_underlying_store() {
-    let mut store = store_with(10 * SMALL, &[]);
+    let mut f = store_with(10 * SMALL, &[]);
     let mut out = Vec::new();
     let mut added = 0;
     while out.is_empty() {
         let k = [b'0' + added];
-        store.put(&k, Some(&k), 0, &mut out).unwrap();
+        f.caching().put(&k, Some(&k), 0, &mut out).unwrap();
         added += 1;
     }
     assert_eq!(added, 11);
     assert_eq!(out.len(), 11);
-    assert_eq!(store.inner().approximate_num_entries(), 11);
-    assert_eq!(store.inner().get(b"0"), Some(&b"0"[..]));
+    assert_eq!(f.inner.approximate_num_entries(), 11);
+    assert_eq!(f.inner.get(b"0"), Some(&b"0"[..]));
 }
 
 /// `CachingInMemoryKeyValueStoreTest.shouldForwardOldValuesWhenEnabled` /
-/// `shouldNotForwardOldValuesWhenDisabled` / `shouldAvoidFlushingDeletionsWithoutDirtyKeys`.
+/// `shouldAvoidFlushingDeletionsWithoutDirtyKeys`: a flush carries the
+/// store's old value, and a delete of a key the store never had is neither
+/// written nor forwarded (`CachingKeyValueStore.putAndMaybeForward`).
 #[test]
 fn flushes_carry_old_values_and_skip_deletes_of_absent_keys() {
-    for send_old in [true, false] {
-        let mut store = store_with(100_000, &[]);
-        store.set_send_old_values(send_old);
-        let old = |v: &'static [u8]| send_old.then_some(v);
-        let mut out = Vec::new();
-        store.put(b"1", Some(b"a"), 1, &mut out).unwrap();
-        assert_eq!(
-            store.flush().unwrap(),
-            vec![flushed(b"1", Some(b"a"), None, 1)]
-        );
-        store.put(b"1", Some(b"b"), 2, &mut out).unwrap();
-        store.put(b"1", Some(b"c"), 3, &mut out).unwrap();
-        assert_eq!(
-            store.flush().unwrap(),
-            vec![flushed(b"1", Some(b"c"), old(b"a"), 3)]
-        );
-        store.put(b"1", None, 4, &mut out).unwrap();
-        assert_eq!(
-            store.flush().unwrap(),
-            vec![flushed(b"1", None, old(b"c"), 4)]
-        );
-        store.put(b"1", Some(b"a"), 5, &mut out).unwrap();
-        store.put(b"1", Some(b"b"), 6, &mut out).unwrap();
-        store.put(b"1", None, 7, &mut out).unwrap();
-        assert!(store.flush().unwrap().is_empty());
-        assert!(out.is_empty());
-        assert_eq!(store.inner().approximate_num_entries(), 0);
+    let mut f = store_with(100_000, &[]);
+    let mut out = Vec::new();
+    f.caching().put(b"1", Some(b"a"), 1, &mut out).unwrap();
+    assert_eq!(f.flush(), vec![flushed(b"1", Some(b"a"), None, 1)]);
+    f.caching().put(b"1", Some(b"b"), 2, &mut out).unwrap();
+    f.caching().put(b"1", Some(b"c"), 3, &mut out).unwrap();
+    assert_eq!(f.flush(), vec![flushed(b"1", Some(b"c"), Some(b"a"), 3)]);
+    f.caching().put(b"1", None, 4, &mut out).unwrap();
+    assert_eq!(f.flush(), vec![flushed(b"1", None, Some(b"c"), 4)]);
+    f.caching().put(b"1", Some(b"a"), 5, &mut out).unwrap();
+    f.caching().put(b"1", Some(b"b"), 6, &mut out).unwrap();
+    f.caching().put(b"1", None, 7, &mut out).unwrap();
+    f.caching().put(b"never", None, 8, &mut out).unwrap();
+    assert!(f.flush().is_empty());
+    assert!(out.is_empty());
+    assert_eq!(f.inner.approximate_num_entries(), 0);
+}
+
+/// A logged store under the cache logs what a flush writes, each entry
+/// stamped with its record's timestamp, and nothing for the skipped delete.
+#[test]
+fn flushes_reach_the_changelog_of_a_logged_store() {
+    let mut inner = InMemoryKeyValueStore::new();
+    let mut log = ChangelogBuffer::new();
+    let mut cache = ThreadCache::new(100_000);
+    let id = cache.named("0_0-store");
+    let mut out = Vec::new();
+    {
+        let mut logged = ChangeLogging::new(&mut inner, Some(&mut log));
+        let mut store = CachingKeyValueStore::new(&mut logged, &mut cache, id);
+        store.put(b"a", Some(b"1"), 5, &mut out).unwrap();
+        store.put(b"absent", None, 6, &mut out).unwrap();
+        store.put(b"b", Some(b"2"), 7, &mut out).unwrap();
+        store.flush(&mut out).unwrap();
     }
+    assert_eq!(out.len(), 2);
+    assert_eq!(log.len(), 2);
+    assert_eq!((log.key(0), log.value(0)), (&b"a"[..], Some(&b"1"[..])));
+    assert_eq!((log.key(1), log.value(1)), (&b"b"[..], Some(&b"2"[..])));
+    assert_eq!(log.timestamps(), &[5, 7]);
 }
 
 /// `CachingInMemoryKeyValueStoreTest.shouldDeleteItemsFromCache` /
 /// `shouldNotShowItemsDeletedFromCacheButFlushedToStoreBeforeDelete`.
 #[test]
 fn cached_deletes_hide_the_underlying_value() {
-    let mut store = store_with(100_000, &[(b"a", b"a")]);
+    let mut f = store_with(100_000, &[(b"a", b"a")]);
     let mut out = Vec::new();
+    let mut store = f.caching();
     assert_eq!(
         store.delete(b"a", 3, &mut out).unwrap(),
         Some(b"a".to_vec())
     );
-    assert_eq!(store.get(b"a", &mut out).unwrap(), None);
-    assert_eq!(store.get_no_fill(b"a").unwrap(), None);
+    assert_eq!(store.get(b"a").unwrap(), None);
+    assert_eq!(store.peek(b"a").unwrap(), None);
     assert!(
         store
             .range(Some(b"a"), Some(b"b"), false)
@@ -476,18 +507,14 @@ fn cached_deletes_hide_the_underlying_value() {
             .unwrap()
             .is_empty()
     );
-    assert!(store.all(false).unwrap().is_empty());
-    assert!(store.all(true).unwrap().is_empty());
-    assert_eq!(store.inner().get(b"a"), Some(&b"a"[..]));
+    assert!(store.range(None, None, false).unwrap().is_empty());
+    assert!(store.range(None, None, true).unwrap().is_empty());
+    assert_eq!(f.inner.get(b"a"), Some(&b"a"[..]));
 
-    assert_eq!(
-        store.flush().unwrap(),
-        vec![flushed(b"a", None, Some(b"a"), 3)]
-    );
-    assert_eq!(store.inner().get(b"a"), None);
-    let cache = store.thread_cache().lock().unwrap();
-    assert_eq!(cache.len(store.named_cache()), 0);
-    assert_eq!(cache.size_bytes(), 0);
+    assert_eq!(f.flush(), vec![flushed(b"a", None, Some(b"a"), 3)]);
+    assert_eq!(f.inner.get(b"a"), None);
+    assert_eq!(f.cache.len(f.id), 0);
+    assert_eq!(f.cache.size_bytes(), 0);
 }
 
 /// `CachingInMemoryKeyValueStoreTest.shouldIterateAllStoredItems`,
@@ -496,23 +523,24 @@ fn cached_deletes_hide_the_underlying_value() {
 /// deletes hide store entries wherever they sit, as fixed by KAFKA-18326).
 #[test]
 fn scans_merge_the_cache_over_the_store() {
-    let mut store = store_with(
+    let mut f = store_with(
         100_000,
         &[(b"a", b"1"), (b"c", b"1"), (b"e", b"1"), (b"g", b"1")],
     );
     let mut out = Vec::new();
+    let mut store = f.caching();
     store.put(b"b", Some(b"2"), 0, &mut out).unwrap();
     store.put(b"c", Some(b"2"), 0, &mut out).unwrap();
     store.put(b"e", None, 0, &mut out).unwrap();
     store.put(b"f", Some(b"2"), 0, &mut out).unwrap();
     store.put(b"h", None, 0, &mut out).unwrap();
 
-    let all = store.all(false).unwrap();
+    let all = store.range(None, None, false).unwrap();
     assert_eq!(
         pairs(&all),
         vec![("a", "1"), ("b", "2"), ("c", "2"), ("f", "2"), ("g", "1")]
     );
-    let mut rev = store.all(true).unwrap();
+    let mut rev = store.range(None, None, true).unwrap();
     rev.reverse();
     assert_eq!(rev, all);
     assert_eq!(
@@ -530,20 +558,11 @@ fn scans_merge_the_cache_over_the_store() {
             .is_empty()
     );
 
-    let mut store = store_with(100_000, &[(b"p11", b"2"), (b"k1", b"1"), (b"abcdd", b"1")]);
-    store
-        .put_batch(
-            [
-                (&b"p2"[..], Some(&b"2"[..]), 0),
-                (b"p1", Some(b"2"), 0),
-                (b"p0", Some(b"2"), 0),
-                (b"abcd", Some(b"2"), 0),
-                (b"abce", Some(b"2"), 0),
-                (b"abc", Some(b"2"), 0),
-            ],
-            &mut out,
-        )
-        .unwrap();
+    let mut f = store_with(100_000, &[(b"p11", b"2"), (b"k1", b"1"), (b"abcdd", b"1")]);
+    let mut store = f.caching();
+    for key in [&b"p2"[..], b"p1", b"p0", b"abcd", b"abce", b"abc"] {
+        store.put(key, Some(b"2"), 0, &mut out).unwrap();
+    }
     assert_eq!(
         pairs(&store.prefix_scan(b"p1").unwrap()),
         vec![("p1", "2"), ("p11", "2")]
@@ -555,31 +574,28 @@ fn scans_merge_the_cache_over_the_store() {
     assert!(out.is_empty());
 }
 
-/// `CachingKeyValueStore.getInternal`: a miss answered by the store is cached
-/// as a clean entry, which can evict (and so flush) dirty ones.
+/// Unlike Kafka's `CachingKeyValueStore.getInternal`, a read that misses the
+/// cache leaves the cache as it was (see `CachingKeyValueStore`); a hit
+/// counts as a use, a peek does not.
 #[test]
-fn a_read_miss_fills_the_cache_and_may_flush() {
-    let mut store = store_with(2 * SMALL, &[(b"y", b"1"), (b"z", b"1")]);
+fn reads_do_not_fill_the_cache() {
+    let mut f = store_with(2 * SMALL, &[(b"y", b"1"), (b"z", b"1")]);
     let mut out = Vec::new();
+    let mut store = f.caching();
     store.put(b"x", Some(b"9"), 5, &mut out).unwrap();
-    assert_eq!(store.get(b"y", &mut out).unwrap(), Some(b"1".to_vec()));
+    assert_eq!(store.get(b"y").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(store.get(b"z").unwrap(), Some(b"1".to_vec()));
+    assert_eq!(store.peek(b"x").unwrap(), Some(b"9".to_vec()));
     assert!(out.is_empty());
-    assert_eq!(store.get(b"z", &mut out).unwrap(), Some(b"1".to_vec()));
-    assert_eq!(out, vec![flushed(b"x", Some(b"9"), None, 5)]);
-    assert_eq!(store.inner().get(b"x"), Some(&b"9"[..]));
-    // Reads that must not fill the cache (interactive queries) leave it alone.
-    let cache = store.thread_cache().clone();
-    let id = store.named_cache();
-    let before = cache.lock().unwrap().len(id);
-    assert_eq!(store.get_no_fill(b"x").unwrap(), Some(b"9".to_vec()));
-    assert_eq!(cache.lock().unwrap().len(id), before);
+    assert_eq!(f.cache.len(f.id), 1);
 }
 
 /// `CachingKeyValueStore.putIfAbsent` reads through the cache.
 #[test]
 fn put_if_absent_sees_cache_and_store() {
-    let mut store = store_with(100_000, &[(b"s", b"stored")]);
+    let mut f = store_with(100_000, &[(b"s", b"stored")]);
     let mut out = Vec::new();
+    let mut store = f.caching();
     assert_eq!(
         store.put_if_absent(b"s", b"new", 0, &mut out).unwrap(),
         Some(b"stored".to_vec())
@@ -592,96 +608,21 @@ fn put_if_absent_sees_cache_and_store() {
         store.put_if_absent(b"n", b"newer", 2, &mut out).unwrap(),
         Some(b"new".to_vec())
     );
-    assert_eq!(
-        store.flush().unwrap(),
-        vec![flushed(b"n", Some(b"new"), None, 1)]
-    );
+    assert_eq!(f.flush(), vec![flushed(b"n", Some(b"new"), None, 1)]);
 }
 
-/// `CachingInMemoryKeyValueStoreTest.shouldClearNamespaceCacheOnClose`,
-/// `shouldThrowIfTrying*ClosedCachingStore`.
-#[test]
-fn close_flushes_releases_the_cache_and_closes_the_store() {
-    let cache = shared(ThreadCache::new(100_000));
-    let mut store =
-        CachingKeyValueStore::new(InMemoryKeyValueStore::new(), cache.clone(), "t-s").unwrap();
-    assert!(CachingKeyValueStore::new(InMemoryKeyValueStore::new(), cache.clone(), "t-s").is_err());
-    let mut out = Vec::new();
-    store.put(b"a", Some(b"a"), 1, &mut out).unwrap();
-    assert_eq!(cache.lock().unwrap().num_entries(), 1);
-    assert_eq!(
-        store.close().unwrap(),
-        vec![flushed(b"a", Some(b"a"), None, 1)]
-    );
-    assert_eq!(cache.lock().unwrap().num_entries(), 0);
-    assert_eq!(cache.lock().unwrap().size_bytes(), 0);
-    assert_eq!(store.inner().get(b"a"), Some(&b"a"[..]));
-    assert!(store.get(b"a", &mut out).is_err());
-    assert!(store.put(b"a", None, 2, &mut out).is_err());
-    assert!(store.range(None, None, false).is_err());
-    assert!(store.flush().is_err());
-
-    // Dropping an unclosed store gives its named cache back.
-    let mut other =
-        CachingKeyValueStore::new(InMemoryKeyValueStore::new(), cache.clone(), "t-s").unwrap();
-    other.put(b"b", Some(b"b"), 1, &mut out).unwrap();
-    drop(other);
-    assert_eq!(cache.lock().unwrap().size_bytes(), 0);
-    assert_eq!(cache.lock().unwrap().find("t-s"), None);
-}
-
-/// The bindings move stores and the shared cache across threads.
-#[test]
-fn caching_store_and_shared_cache_are_send() {
-    fn assert_send<T: Send>() {}
-    assert_send::<CachingKeyValueStore<InMemoryKeyValueStore>>();
-    assert_send::<strom_core::store::cache::SharedThreadCache>();
-}
-
-/// A batch is the same as its puts one by one, flushes included.
-#[test]
-fn put_batch_equals_single_puts() {
-    let records: Vec<(Vec<u8>, Option<Vec<u8>>, i64)> = (0..200i64)
-        .map(|i| {
-            let k = vec![b'k', (i * 7 % 13) as u8];
-            let v = (i % 5 != 0).then(|| i.to_be_bytes().to_vec());
-            (k, v, i)
-        })
-        .collect();
-    let mut one = store_with(5 * 60, &[]);
-    let mut batch = store_with(5 * 60, &[]);
-    let mut out_one = Vec::new();
-    for (k, v, t) in &records {
-        one.put(k, v.as_deref(), *t, &mut out_one).unwrap();
-    }
-    let mut out_batch = Vec::new();
-    batch
-        .put_batch(
-            records
-                .iter()
-                .map(|(k, v, t)| (k.as_slice(), v.as_deref(), *t)),
-            &mut out_batch,
-        )
-        .unwrap();
-    assert!(!out_one.is_empty());
-    assert_eq!(out_one, out_batch);
-    assert_eq!(one.all(false).unwrap(), batch.all(false).unwrap());
-}
-
-/// `ThreadCache.resize` flushes go to their stores through `write_flushed`.
+/// `ThreadCache.resize` flushes go to their stores through `write_through`.
 #[test]
 fn resize_flushes_are_written_by_their_store() {
-    let cache = shared(ThreadCache::new(100_000));
-    let mut store =
-        CachingKeyValueStore::new(InMemoryKeyValueStore::new(), cache.clone(), "t-s").unwrap();
+    let mut f = store_with(100_000, &[]);
     let mut out = Vec::new();
-    store.put(b"a", Some(b"1"), 1, &mut out).unwrap();
-    store.put(b"b", Some(b"2"), 2, &mut out).unwrap();
-    let evicted = cache.lock().unwrap().resize(SMALL);
+    f.caching().put(b"a", Some(b"1"), 1, &mut out).unwrap();
+    f.caching().put(b"b", Some(b"2"), 2, &mut out).unwrap();
+    let evicted = f.cache.resize(SMALL);
     assert_eq!(evicted.len(), 1);
     let (id, entries) = evicted.into_iter().next().unwrap();
-    assert_eq!(id, store.named_cache());
-    store.write_flushed(entries, &mut out).unwrap();
+    assert_eq!(id, f.id);
+    write_through(&mut f.inner, entries, &mut out).unwrap();
     assert_eq!(
         out,
         vec![
@@ -689,8 +630,8 @@ fn resize_flushes_are_written_by_their_store() {
             flushed(b"b", Some(b"2"), None, 2)
         ]
     );
-    assert_eq!(store.inner().approximate_num_entries(), 2);
-    assert_eq!(store.get(b"a", &mut out).unwrap(), Some(b"1".to_vec()));
+    assert_eq!(f.inner.approximate_num_entries(), 2);
+    assert_eq!(f.caching().get(b"a").unwrap(), Some(b"1".to_vec()));
 }
 
 // ---------------------------------------------------------------------------
@@ -998,14 +939,10 @@ fn model_range(
 
 /// Applies flushed entries to the model of the underlying store, checking
 /// each old value against it first.
-fn apply(flushed_model: &mut Model, entries: &[FlushedEntry], send_old: bool, ctx: &str) {
+fn apply(flushed_model: &mut Model, entries: &[FlushedEntry], ctx: &str) {
     for e in entries {
         let before = flushed_model.get(&e.key).cloned();
-        if send_old {
-            assert_eq!(e.old_value, before, "{ctx}: old value of {:?}", e.key);
-        } else {
-            assert_eq!(e.old_value, None, "{ctx}");
-        }
+        assert_eq!(e.old_value, before, "{ctx}: old value of {:?}", e.key);
         assert!(
             e.new_value.is_some() || before.is_some(),
             "{ctx}: delete of an absent key emitted"
@@ -1025,80 +962,48 @@ fn apply(flushed_model: &mut Model, entries: &[FlushedEntry], send_old: bool, ct
 fn random_caching_store_reads_like_a_map_and_flushes_reproduce_the_store() {
     for seed in 0..30u64 {
         let mut rng = Rng(1000 + seed);
-        let send_old = seed % 3 != 2;
-        let cache = shared(ThreadCache::new(100 + rng.below(400)));
-        let mut stores: Vec<_> = ["0_0-s", "0_1-s"]
-            .iter()
-            .map(|ns| {
-                let mut s =
-                    CachingKeyValueStore::new(InMemoryKeyValueStore::new(), cache.clone(), ns)
-                        .unwrap();
-                s.set_send_old_values(send_old);
-                s
-            })
-            .collect();
+        let mut cache = ThreadCache::new(100 + rng.below(400));
+        let ids = [cache.named("0_0-s"), cache.named("0_1-s")];
+        let mut inners = [InMemoryKeyValueStore::new(), InMemoryKeyValueStore::new()];
         let mut models = [Model::new(), Model::new()];
         let mut flushed_models = [Model::new(), Model::new()];
 
         for step in 0..2_500i64 {
             let n = rng.below(2) as usize;
             let ctx = format!("seed {seed} step {step} store {n}");
-            let store = &mut stores[n];
+            let mut store = CachingKeyValueStore::new(&mut inners[n], &mut cache, ids[n]);
             let model = &mut models[n];
             let mut out = Vec::new();
+            let mut resized = Vec::new();
             match rng.below(100) {
-                0..=34 => {
+                0..=39 => {
                     let key = rng.key(30);
-                    let value = rng.value();
-                    store.put(&key, Some(&value), step, &mut out).unwrap();
-                    model.insert(key, value);
+                    let value = rng.pct(85).then(|| rng.value());
+                    store.put(&key, value.as_deref(), step, &mut out).unwrap();
+                    match value {
+                        Some(v) => model.insert(key, v),
+                        None => model.remove(&key),
+                    };
                 }
-                35..=44 => {
+                40..=49 => {
                     let key = rng.key(30);
                     let old = store.delete(&key, step, &mut out).unwrap();
                     assert_eq!(old, model.remove(&key), "{ctx}");
                 }
-                45..=49 => {
+                50..=54 => {
                     let key = rng.key(30);
                     let value = rng.value();
                     let old = store.put_if_absent(&key, &value, step, &mut out).unwrap();
                     assert_eq!(old.as_ref(), model.get(&key), "{ctx}");
                     model.entry(key).or_insert(value);
                 }
-                50..=54 => {
-                    let batch: Vec<(Vec<u8>, Option<Vec<u8>>)> = (0..rng.below(8))
-                        .map(|_| (rng.key(30), rng.pct(75).then(|| rng.value())))
-                        .collect();
-                    store
-                        .put_batch(
-                            batch
-                                .iter()
-                                .map(|(k, v)| (k.as_slice(), v.as_deref(), step)),
-                            &mut out,
-                        )
-                        .unwrap();
-                    for (k, v) in batch {
-                        match v {
-                            Some(v) => model.insert(k, v),
-                            None => model.remove(&k),
-                        };
-                    }
-                }
                 55..=69 => {
                     let key = rng.key(30);
-                    assert_eq!(
-                        store.get(&key, &mut out).unwrap().as_ref(),
-                        model.get(&key),
-                        "{ctx}"
-                    );
+                    assert_eq!(store.get(&key).unwrap().as_ref(), model.get(&key), "{ctx}");
                 }
                 70..=74 => {
                     let key = rng.key(30);
-                    assert_eq!(
-                        store.get_no_fill(&key).unwrap().as_ref(),
-                        model.get(&key),
-                        "{ctx}"
-                    );
+                    assert_eq!(store.peek(&key).unwrap().as_ref(), model.get(&key), "{ctx}");
                 }
                 75..=84 => {
                     let (from, to) = (rng.bound(30), rng.bound(30));
@@ -1120,28 +1025,28 @@ fn random_caching_store_reads_like_a_map_and_flushes_reproduce_the_store() {
                         "{ctx}"
                     );
                 }
-                88..=96 => out = store.flush().unwrap(),
-                _ => {
-                    let evicted = cache.lock().unwrap().resize(60 + rng.below(500));
-                    for (id, entries) in evicted {
-                        let m = stores.iter().position(|s| s.named_cache() == id).unwrap();
-                        let mut written = Vec::new();
-                        stores[m].write_flushed(entries, &mut written).unwrap();
-                        apply(&mut flushed_models[m], &written, send_old, &ctx);
-                    }
-                }
+                88..=96 => store.flush(&mut out).unwrap(),
+                _ => resized = cache.resize(60 + rng.below(500)),
             }
-            apply(&mut flushed_models[n], &out, send_old, &ctx);
-            for (s, fm) in stores.iter().zip(&flushed_models) {
-                assert_eq!(&contents(s.inner()), fm, "{ctx}");
+            for (id, entries) in resized {
+                let m = ids.iter().position(|i| *i == id).unwrap();
+                let mut written = Vec::new();
+                write_through(&mut inners[m], entries, &mut written).unwrap();
+                apply(&mut flushed_models[m], &written, &ctx);
+            }
+            apply(&mut flushed_models[n], &out, &ctx);
+            for (inner, fm) in inners.iter().zip(&flushed_models) {
+                assert_eq!(&contents(inner), fm, "{ctx}");
             }
         }
-        for (n, store) in stores.iter_mut().enumerate() {
-            let out = store.close().unwrap();
-            apply(&mut flushed_models[n], &out, send_old, "close");
+        for n in 0..2 {
+            let mut out = Vec::new();
+            CachingKeyValueStore::new(&mut inners[n], &mut cache, ids[n])
+                .flush(&mut out)
+                .unwrap();
+            apply(&mut flushed_models[n], &out, "final flush");
             assert_eq!(flushed_models[n], models[n], "seed {seed}");
-            assert_eq!(contents(store.inner()), models[n], "seed {seed}");
+            assert_eq!(contents(&inners[n]), models[n], "seed {seed}");
         }
-        assert_eq!(cache.lock().unwrap().size_bytes(), 0);
     }
 }

@@ -543,3 +543,57 @@ fn merged_mean_counts_every_record() {
     assert_eq!((last.2, last.3, last.4), (0, 20, Some(3.0)));
     assert_eq!(res.tombstones.iter().filter(|&&t| t).count(), 2);
 }
+
+/// Kafka's `CachingSessionStore.findSessions` merges what its cache holds
+/// with what the store still shows, so behind a cache a session the store has
+/// expired is still merged (tests/differential FINDINGS.md, C10: gap 5, no
+/// grace, retention 5; a@88, c@98, a@93). Without a cache it is not.
+#[test]
+fn behind_a_record_cache_an_expired_session_the_cache_holds_is_merged() {
+    use std::collections::HashSet;
+    use std::sync::{Arc, Mutex};
+
+    // The sessions the cache holds: (key, start, end).
+    type Held = HashSet<(Vec<u8>, i64, i64)>;
+    let windows = SessionWindows::of_inactivity_gap_and_grace(5, 0).unwrap();
+    let cached: Arc<Mutex<Held>> = Arc::default();
+    let held = Arc::clone(&cached);
+    let mut with_cache =
+        SessionWindowedAggregation::new(Count, windows, EmitStrategy::OnWindowUpdate)
+            .with_record_cache(Box::new(move |key, start, end| {
+                held.lock().unwrap().contains(&(key.to_vec(), start, end))
+            }));
+    let mut without = SessionWindowedAggregation::new(Count, windows, EmitStrategy::OnWindowUpdate);
+    let mut got = (Vec::new(), Vec::new());
+    for record in [("a", 88), ("c", 98), ("a", 93)] {
+        got.0.extend(run(&mut with_cache, &[record]));
+        got.1.extend(run(&mut without, &[record]));
+        // What the batch wrote is in the cache now (a flush keeps it there).
+        let changes = with_cache.drain_changes();
+        let mut cache = cached.lock().unwrap();
+        for i in 0..changes.len() {
+            let session = (
+                changes.keys.get(i).to_vec(),
+                changes.starts[i],
+                changes.ends[i],
+            );
+            if changes.states[i].is_some() {
+                cache.insert(session);
+            } else {
+                cache.remove(&session);
+            }
+        }
+    }
+    let first = [("a", 88, 88, Some(1), 88), ("c", 98, 98, Some(1), 98)];
+    let mut merged = first.to_vec();
+    merged.extend([("a", 88, 88, None, 88), ("a", 88, 93, Some(2), 93)]);
+    assert_eq!(got.0, out(&merged));
+    let mut apart = first.to_vec();
+    apart.push(("a", 93, 93, Some(1), 93));
+    assert_eq!(got.1, out(&apart));
+
+    // a@90 would merge into [88, 93] while the cache holds it; once the
+    // cache has evicted it, the session is gone and a@90 is too late.
+    cached.lock().unwrap().clear();
+    assert_eq!(run(&mut with_cache, &[("a", 90)]), out(&[]));
+}

@@ -110,7 +110,7 @@ def test_strom_reset_of_an_unreachable_kafka_fails_fast_in_one_line() -> None:
     [
         ("embeded:data/log", "'embeded:data/log' is not host:port (the embedded log is"),
         ("localhost", "'localhost' is not host:port"),
-        ("embedded:", "needs a path: embedded:PATH"),
+        ("embedded:", "'embedded:': the embedded log is embedded:PATH"),
     ],
 )
 def test_strom_reset_names_a_mistyped_bootstrap(
@@ -124,7 +124,7 @@ def test_strom_reset_refuses_client_settings_for_the_embedded_log(
     tmp_path: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:
     args = ["reset", "--application-id", "wc", "--bootstrap-servers", f"embedded:{tmp_path}"]
-    assert main([*args, "--config", "security.protocol=SSL"]) == 2
+    assert main([*args, "--set", "security.protocol=SSL"]) == 2
     assert "the embedded log takes none" in one_line(capsys.readouterr().err)
 
 
@@ -140,7 +140,7 @@ def test_strom_reset_reports_a_missing_log(
 
 
 def test_a_bad_setting_is_a_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
-    args = ["reset", "--application-id", "wc", "--bootstrap-servers", "h:1", "--config", "oops"]
+    args = ["reset", "--application-id", "wc", "--bootstrap-servers", "h:1", "--set", "oops"]
     assert main(args) == 2
     assert "takes KEY=VALUE, got 'oops'" in capsys.readouterr().err
 

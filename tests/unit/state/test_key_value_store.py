@@ -537,14 +537,10 @@ def test_restore_then_commit_then_reopen(tmp_path: Path, log: EmbeddedLog) -> No
 
 
 def test_typed_store_get_all_and_changelog(make: Make) -> None:
-    logged: list[tuple[list[bytes], list[bytes | None], list[int]]] = []
+    native = make()
+    native.enable_changelog()
     typed: KeyValueStore[str, int] = KeyValueStore(
-        "counts",
-        serdes.String(),
-        serdes.Long(),
-        changelog=lambda k, v, t: logged.append((k, v, t)),
-        clock=lambda: 99,
-        native=make(),
+        "counts", serdes.String(), serdes.Long(), clock=lambda: 99, native=native
     )
     typed.put_all([("b", 2), ("a", 1), ("c", None)])
     typed.put("d", 4)
@@ -552,13 +548,24 @@ def test_typed_store_get_all_and_changelog(make: Make) -> None:
     assert list(typed.all()) == [KeyValue("a", 1), KeyValue("b", 2), KeyValue("d", 4)]
     assert list(typed.range("b", "c")) == [KeyValue("b", 2)]
     assert typed.delete("d") == 4
-    assert typed.put_if_absent("a", 9) == 1
-    assert logged[0] == (
-        [b"b", b"a", b"c"],
-        [(2).to_bytes(8, "big"), (1).to_bytes(8, "big"), None],
-        [99] * 3,
-    )
-    assert logged[-1] == ([b"d"], [None], [99])
+    assert typed.put_if_absent("a", 9) == 1  # present: nothing written, nothing logged
+    assert typed.delete("never") is None
+    # Every write in order (put_all's batch in its own order), each with the
+    # clock's timestamp; a delete logs its tombstone even for an absent key.
+    keys, values, timestamps = native.take_changelog()
+    one, two, four = ((n).to_bytes(8, "big") for n in (1, 2, 4))
+    assert list(zip(keys, values, strict=True)) == [
+        (b"b", two),
+        (b"a", one),
+        (b"c", None),
+        (b"d", four),
+        (b"d", None),
+        (b"never", None),
+    ]
+    assert timestamps == [99] * 6
+    assert native.take_changelog() == ([], [], [])
+    native.restore([b"z"], [one])  # a restore is not logged
+    assert native.take_changelog() == ([], [], []) and typed.get("z") == 1
     with pytest.raises(StoreError, match="keys must not be None"):
         typed.get_all([None])  # type: ignore[list-item]
 

@@ -45,14 +45,14 @@ def make(flavour: str, tmp_path: Path) -> Iterator[Make]:
         window_size: int = SIZE,
         dups: bool = False,
         name: str = "win",
-        changelog: Any = None,
+        logged: bool = False,
     ) -> WindowStore[str, str]:
         kwargs: dict[str, Any] = {
             "retention": retention,
             "window_size": window_size,
             "retain_duplicates": dups,
             "segment_interval": INTERVAL,
-            "changelog": changelog,
+            "logged": logged,
         }
         store: WindowStore[str, str]
         if flavour == "memory":
@@ -225,14 +225,10 @@ def test_bad_arguments(make: Make) -> None:
 
 
 def test_changelog_gets_kafkas_windowed_keys(make: Make) -> None:
-    logged: list[tuple[bytes, bytes | None, int]] = []
-
-    def sink(keys: list[bytes], values: list[bytes | None], timestamps: list[int]) -> None:
-        logged.extend(zip(keys, values, timestamps, strict=True))
-
-    s = make(changelog=sink)
+    s = make(logged=True)
     s.put("a", "x", 120)
     s.put_all([("b", "y", 130), ("a", None, 120), ("c", "late", 5)])
+    logged = list(zip(*s.native.take_changelog(), strict=True))
     assert logged == [
         (b"a" + (120).to_bytes(8, "big") + (0).to_bytes(4, "big"), b"x", 0),
         (_core.window_store_key(b"b", 130, 0), b"y", 0),
@@ -241,20 +237,20 @@ def test_changelog_gets_kafkas_windowed_keys(make: Make) -> None:
     ]
     assert _core.split_window_store_key(logged[1][0]) == (b"b", 130, 0)
 
-    dups: list[bytes] = []
-    d = make(dups=True, name="dups", changelog=lambda k, v, t: dups.extend(k))
+    d = make(dups=True, name="dups", logged=True)
     d.put("a", "1", 7)
     d.put("a", "2", 7)
+    dups, _, _ = d.native.take_changelog()
     assert [_core.split_window_store_key(k) for k in dups] == [(b"a", 7, 1), (b"a", 7, 2)]
 
 
 def test_a_changelog_restores_the_same_state(make: Make) -> None:
-    records: list[tuple[bytes, bytes | None]] = []
-    s = make(dups=True, changelog=lambda k, v, t: records.extend(zip(k, v, strict=True)))
+    s = make(dups=True, logged=True)
     for i, t in enumerate((0, 30, 30, 90, 150, 170)):
         s.put(f"k{i % 2}", f"v{i}", t)
+    keys, values, _ = s.native.take_changelog()
     copy = make(dups=True, name="copy")
-    dropped = copy.restore([k for k, _ in records], [v for _, v in records])
+    dropped = copy.restore(keys, values)
     assert dropped == 3  # starts 0, 30, 30 are expired at stream time 170
     assert list(copy.all()) == list(s.all())
     assert copy.observed_stream_time == s.observed_stream_time == 170

@@ -19,6 +19,8 @@ from strom.kstream.internals.native_window import (
     NativeSlidingWindowAggregate,
     NativeTimeWindowAggregate,
 )
+from strom.kstream.internals.table_processors import ValueGetterSupplier, store_getter
+from strom.kstream.internals.table_suppliers import AggregateSupplier, TableView
 from strom.kstream.materialized import Materialized
 from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
 from strom.serdes import Double, Long, Serde, SessionWindowed, TimeWindowed
@@ -82,8 +84,11 @@ def add_aggregation(
         store.kind, store.window_size_ms = spec.kind, spec.window_size_ms
         store.retention_ms = retention
         if emit is not None and emit.final_only:
-            # Final results are forwarded from the store, never from a cache.
-            store.caching = False
+            if isinstance(windows, SessionWindows | SlidingWindows):
+                # Kafka's SessionStoreMaterializer and SlidingWindowStoreMaterializer
+                # never cache a store that serves final results; its
+                # WindowStoreMaterializer (time windows) does, as Materialized says.
+                store.caching = False
             # Final results come from Kafka's time-ordered stores, which keep
             # a little longer: one more window start, or whole time segments
             # of sessions; the processors hide the rest from lookups.
@@ -93,18 +98,18 @@ def add_aggregation(
             table_key_serde = spec.key_serde(key_serde)
     builder.internal.add_processor(agg_name, lambda: node(store_name, retention), parent)
     builder.internal.add_store(store, agg_name)
-    getter = None
+    getter: ValueGetterSupplier = store_getter(store_name)
     if windows is not None:
         # Joins read a windowed table by window, not by key.
         read = wa.session_getter if isinstance(windows, SessionWindows) else wa.window_getter
-        getter = (store_name, read(store_name))
+        getter = read(store_name)
     return ktable.KTable(
         builder,
         agg_name,
         table_key_serde,
         value_serde,
-        store_name,
-        getter=getter,
+        AggregateSupplier(TableView((store_name,), getter)),
+        store_name=mat.store_name,
         window_grace_ms=grace_ms,
     )
 

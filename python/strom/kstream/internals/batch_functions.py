@@ -26,8 +26,7 @@ def _pyarrow() -> Any:
         import pyarrow  # noqa: PLC0415 - optional: only batch functions need it
     except ImportError as exc:
         raise TaskError(
-            "map_batches/filter_batches need pyarrow: pip install 'strom[spark]' "
-            "(or pyarrow>=15)"
+            "map_batches/filter_batches need pyarrow: pip install 'strom[spark]' (or pyarrow>=15)"
         ) from exc
     return pyarrow
 
@@ -61,10 +60,7 @@ class _BatchFunction(Node):
             columns[name] = values
         try:
             return pa.RecordBatch.from_pydict(
-                {
-                    name: c if isinstance(c, pa.Array) else pa.array(c)
-                    for name, c in columns.items()
-                }
+                {name: c if isinstance(c, pa.Array) else pa.array(c) for name, c in columns.items()}
             )
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
             raise TaskError(
@@ -107,7 +103,8 @@ class KStreamMapBatches(_BatchFunction):
 
     def process(self, batch: Batch) -> None:
         out = self.call(batch, self.record_batch(batch))
-        names = set(getattr(out, "schema", None).names if hasattr(out, "schema") else ())
+        schema = getattr(out, "schema", None)
+        names = set(schema.names) if schema is not None else set()
         if not {"key", "value"} <= names:
             raise TaskError(
                 f"task {self.task.task_id} node {self.name!r}: map_batches' function must "

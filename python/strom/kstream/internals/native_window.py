@@ -34,6 +34,12 @@ if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
 
 
+# What a record cache shows a final-results kernel: every window put (Kafka's
+# cache, 10 MiB by default, holds far more than the windows awaiting their
+# final result).
+_CACHE_RETENTION = 2**62
+
+
 class MeanState(Serde[float]):
     """The window store's value of a native mean: the sum as a ``Double``
     and the count as a ``Long`` (16 bytes); read back as the mean."""
@@ -109,11 +115,15 @@ class NativeTimeWindowAggregate(Node):
         # Behind the record cache, updates reach the children when the cache
         # writes them out (the latest per window and commit), as in Kafka.
         self.caching = isinstance(self.store, CachingWindowStore)
-        if self.caching and self.children:
+        if self.caching and self.children and not self.emit_final:
             # Nothing downstream (a terminal count): the flushed entries are
             # not deserialized into windowed results for nobody.
             self.store.listener = self.forward_flushed
         w = self.windows
+        # Final results read through a record cache (Kafka's
+        # TimeOrderedCachingWindowStore) see every window the cache still
+        # holds, also those the store's retention already hides.
+        visible_ms = _CACHE_RETENTION if self.caching else self.retention_ms
         self.kernel = _core.NativeTimeWindowedAggregation(
             self.aggregation.kind,
             self.value_type,
@@ -121,10 +131,10 @@ class NativeTimeWindowAggregate(Node):
             w.advance_ms,
             w.grace_ms,
             emit_final=self.emit_final,
-            retention_ms=self.retention_ms,
+            retention_ms=visible_ms,
             emit_interval_ms=int(task.config[EMIT_INTERVAL_WINDOWED]),
             send_old_values=not self.caching,
-            send_store_values=self.caching,
+            send_store_values=self.caching and not self.emit_final,
         )
         self.emit_key = f"{self.name}#last-emit-close-time"
         # The store is restored from its changelog after the nodes are
@@ -165,7 +175,7 @@ class NativeTimeWindowAggregate(Node):
                 f"{batch.offsets[-1]}): {exc}"
             ) from exc
         task.current_timestamp = batch.timestamps[-1]
-        if self.caching:
+        if self.caching and not self.emit_final:
             self._write_through_cache(raw_keys, batch.timestamps, results)
         else:
             self._write_changes()
@@ -181,7 +191,9 @@ class NativeTimeWindowAggregate(Node):
                 stats["dropped_records"],
                 stats["dropped_expired"],
             )
-        if len(results) and not self.caching and self.children:
+        # Updates behind a cache go downstream as the cache writes them out;
+        # final results right away.
+        if len(results) and (self.emit_final or not self.caching) and self.children:
             self.forward(self._results(batch, results))
 
     def _write_through_cache(
@@ -201,14 +213,9 @@ class NativeTimeWindowAggregate(Node):
         )
 
     def _write_changes(self) -> None:
-        if not self.store.logged:
-            # Nothing to log (an unlogged store, a replay): the kernel writes
-            # the store natively, without a Python object per write.
-            self.kernel.drain_into(self.store.native)
-            return
-        keys, starts, _ends, values, timestamps = self.kernel.drain_changes()
-        if keys:
-            self.store.put_raw_all(keys, values, starts, timestamps)
+        # The kernel writes the store natively, without a Python object per
+        # write; a logged store logs each write natively too.
+        self.kernel.drain_into(self.store.native)
 
     def _results(self, batch: Batch, results: Any) -> Batch:
         rows: list[int] = results.rows()
@@ -224,12 +231,14 @@ class NativeTimeWindowAggregate(Node):
             for k, s, e in zip(keys, results.starts(), results.ends(), strict=True)
         ]
         offsets = batch.offsets
+        olds = results.old_values() or [None] * len(rows)
+        if self.aggregation.kind == "count" and not self.emit_final:
+            # A new window retracts the initializer's 0, as Kafka's
+            # KStreamWindowAggregate forwards countInitializer's aggregate
+            # (final results carry no old value).
+            olds = [0 if old is None else old for old in olds]
         return batch.derive(
-            windowed_keys,
-            results.values(),
-            results.timestamps(),
-            [offsets[r] for r in rows],
-            results.old_values() or [None] * len(rows),
+            windowed_keys, results.values(), results.timestamps(), [offsets[r] for r in rows], olds
         )
 
 
@@ -446,6 +455,8 @@ class NativeSessionWindowAggregate(_NativeSlidingOrSession):
 
     def make_kernel(self, task: StreamTask, send_old_values: bool) -> Any:
         w = self.windows
+        # Behind a cache the kernel also finds the sessions the cache holds.
+        cache, cache_id = self.store.cache_handle if self.caching else (None, 0)
         return _core.NativeSessionWindowedAggregation(
             self.aggregation.kind,
             self.value_type,
@@ -454,18 +465,17 @@ class NativeSessionWindowAggregate(_NativeSlidingOrSession):
             emit_final=self.emit_final,
             retention_ms=self.retention_ms,
             emit_interval_ms=int(task.config[EMIT_INTERVAL_WINDOWED]),
+            record_cache=cache,
+            record_cache_id=cache_id,
         )
 
     def forward_flushed_results(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
         # Session values are plain, timestamped with their end.
         self.forward(
-            Batch(
-                "",
-                -1,
+            self.flushed_batch(
                 [key for key, _, _, _ in entries],
                 [new for _, new, _, _ in entries],
                 [timestamp for _, _, _, timestamp in entries],
-                [-1] * len(entries),
                 [old for _, _, old, _ in entries],
             )
         )

@@ -234,4 +234,7 @@ class KStreamCount(Node):
             self.store.count(batch.keys, batch.timestamps)
             return
         counts, stamps = self.store.count(batch.keys, batch.timestamps)
-        self.forward(batch.derive(batch.keys, counts, stamps, batch.offsets))
+        # The old value is the previous count, or the initializer's 0 for a
+        # new key (Kafka's KStreamAggregate with countInitializer): count - 1.
+        olds = [count - 1 for count in counts]
+        self.forward(batch.derive(batch.keys, counts, stamps, batch.offsets, olds))

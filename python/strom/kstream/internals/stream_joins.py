@@ -34,7 +34,7 @@ from strom.kstream import kstream
 from strom.kstream.join_windows import JoinWindows
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, PassThrough, log
-from strom.processor.internals.topology_builder import ProcessorDef, StoreDef
+from strom.processor.internals.topology_builder import StoreDef
 from strom.serdes import Serde
 
 if TYPE_CHECKING:
@@ -395,24 +395,33 @@ class KStreamKStreamJoinSide(Node):
         threshold = stream_time - grace - min(self.windows_after_ms, self.windows_before_ms)
         for entry_key, waiting in self._in_order(threshold, stream_time):
             timestamp, is_left, key = entry_key
-            tracker.min_time = timestamp
-            if left_open and right_open:
-                break  # every later entry is still open
             look_ahead = self.windows_after_ms if is_left else self.windows_before_ms
-            if timestamp + look_ahead + grace >= stream_time:
-                if is_left:
-                    left_open = True
-                else:
-                    right_open = True
-                continue
+            emitted = stop = False
+            # Value by value, as Kafka's ListValueStore iterates: the scan
+            # stops at the value after both sides were found open (between
+            # two values of one key, maybe), leaving min time there.
             for side_is_left, value in waiting:
+                tracker.min_time = timestamp
+                if left_open and right_open:
+                    stop = True  # every later entry is still open
+                    break
+                if timestamp + look_ahead + grace >= stream_time:
+                    if is_left:
+                        left_open = True
+                    else:
+                        right_open = True
+                    continue
                 keys.append(key)
                 values.append(
                     self.joiner(value, None) if side_is_left else self.joiner(None, value)
                 )
                 stamps.append(timestamp)
                 offsets.append(offset)
-            store.delete(entry_key)
+                emitted = True
+            if emitted:
+                store.delete(entry_key)
+            if stop:
+                break
 
     def _in_order(self, threshold: int, stream_time: int) -> Iterator[tuple[Any, Any]]:
         """The outer-join store's entries in key order, read lazily: all those
@@ -472,20 +481,15 @@ def stream_stream_join(
     this_values = serdes[1] or this._value_serde
     other_values = serdes[2] or other._value_serde
     this_node, other_node = this._node, other._node
-    # Left/outer joins take records with null keys (KIP-962), so their
-    # repartition topics pass them on.
-    relaxed = left_outer
     if this._repartition_required:
         prefix = f"{name}-left" if name else this._node
-        this_node = repartition_for_join(builder, prefix, this_node, keys, this_values, relaxed)
+        this_node = repartition_for_join(builder, prefix, this_node, keys, this_values)
     if other._repartition_required:
         if other is this or other._node == this._node:
             other_node = this_node  # a self-join repartitions once
         else:
             prefix = f"{name}-right" if name else other._node
-            other_node = repartition_for_join(
-                builder, prefix, other_node, keys, other_values, relaxed
-            )
+            other_node = repartition_for_join(builder, prefix, other_node, keys, other_values)
 
     this_suffix = "-outer-this-join" if right_outer else "-this-join"
     other_suffix = "-outer-other-join" if left_outer else "-other-join"
@@ -532,6 +536,10 @@ def stream_stream_join(
 
     internal.add_processor(this_join, side(True), this_windowed)
     internal.add_processor(other_join, side(False), other_windowed)
+    if left_outer:
+        # Left and outer joins take records with a null key (KIP-962): the
+        # repartition topics upstream keep them.
+        builder.relax_null_keys(this_join, other_join)
     internal.add_processor(merge, PassThrough, this_join, other_join)
 
     def window_store(store: str, values: Serde[Any] | None) -> StoreDef:
@@ -569,19 +577,12 @@ def repartition_for_join(
     parent: str,
     key_serde: Serde[Any] | None,
     value_serde: Serde[Any] | None,
-    keep_null_keys: bool,
 ) -> str:
     """``<prefix>-repartition`` for one side of a join; a stream joined
-    again reuses its repartition topic (Kafka still spends the names).
-    With ``keep_null_keys`` its filter lets null keys through, as Kafka
-    does upstream of left/outer joins."""
+    again reuses its repartition topic (Kafka still spends the names)."""
     source = f"{prefix}-repartition-source"
     if source in builder.internal.nodes:
         for _ in range(3):
             builder.new_name("")
-    else:
-        source = builder.repartition(prefix, parent, key_serde, value_serde)
-    null_key_filter = builder.internal.nodes[f"{prefix}-repartition-filter"]
-    if keep_null_keys and isinstance(null_key_filter, ProcessorDef):
-        null_key_filter.supplier = PassThrough
-    return source
+        return source
+    return builder.repartition(prefix, parent, key_serde, value_serde)

@@ -17,11 +17,12 @@ from typing import TYPE_CHECKING, Any
 from strom.errors import SerializationError, TopologyError
 from strom.kstream import ktable
 from strom.kstream.internals.table_processors import (
-    KTableSource,
-    SendOldValues,
+    SendsOldValues,
     ValueGetterSupplier,
     _StoreNode,
+    store_getter,
 )
+from strom.kstream.internals.table_suppliers import TableSupplier, TableView
 from strom.kstream.materialized import Materialized
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
@@ -39,18 +40,25 @@ Lookup = Callable[[Any], "tuple[Any, int] | None"]
 UNKNOWN = -1
 
 
-class JoinSendOldValues(SendOldValues):
-    """A join result's flag: asking it for old values asks both input tables
-    too (Kafka: table-table joins need old values from upstream)."""
+class JoinSupplier(TableSupplier):
+    """A primary-key join's result (Kafka's KTableKTableJoinMerger over the
+    two KTableKTable*Join processors): old values from the join need old
+    values from both tables (forcing their stores); it is read through its
+    store when materialized, else by joining both tables' getters."""
 
-    def __init__(self, *upstreams: SendOldValues) -> None:
-        super().__init__()
-        self.upstreams = upstreams
+    def __init__(self, this: KTable, other: KTable, view: TableView) -> None:
+        self.this = this
+        self.other = other
+        self._view = view
 
-    def enable(self) -> None:
-        self.enabled = True
-        for upstream in self.upstreams:
-            upstream.enable()
+    def enable_sending_old_values(self, force_materialization: bool) -> bool:
+        self.this._enable_sending_old_values(True)
+        self.other._enable_sending_old_values(True)
+        self.send_old_values = True
+        return True
+
+    def view(self) -> TableView:
+        return self._view
 
 
 def reverse(joiner: Joiner) -> Joiner:
@@ -73,8 +81,8 @@ class KTableKTableJoin(Node):
         kind: str,
         getter: ValueGetterSupplier,
         joiner: Joiner,
-        parent_send_old: SendOldValues,
-        send_old: SendOldValues,
+        parent_send_old: SendsOldValues,
+        send_old: SendsOldValues,
     ) -> None:
         super().__init__()
         self.kind = kind
@@ -89,9 +97,9 @@ class KTableKTableJoin(Node):
 
     def process(self, batch: Batch) -> None:
         lookup, joiner, kind = self.lookup, self.joiner, self.kind
-        send_old = self.send_old.enabled
+        send_old = self.send_old.send_old_values
         # Old values exist only where the parent was asked to send them.
-        olds = batch.old_values if self.parent_send_old.enabled else None
+        olds = batch.old_values if self.parent_send_old.send_old_values else None
         keys: list[Any] = []
         news: list[Any] = []
         old_out: list[Any] = []
@@ -148,12 +156,12 @@ class KTableKTableJoinMerger(Node):
     """``KTABLE-MERGE-``: both sides' results as one table; unmaterialized it
     passes changes on (old values only when asked for)."""
 
-    def __init__(self, send_old: SendOldValues) -> None:
+    def __init__(self, send_old: SendsOldValues) -> None:
         super().__init__()
         self.send_old = send_old
 
     def process(self, batch: Batch) -> None:
-        if self.send_old.enabled:
+        if self.send_old.send_old_values:
             self.forward(batch)
         else:
             self.forward(batch.derive(batch.keys, batch.values, batch.timestamps, batch.offsets))
@@ -190,7 +198,9 @@ def join_getter(
                 return None
             lv, lt = (None, UNKNOWN) if left is None else left
             rv, rt = (None, UNKNOWN) if right is None else right
-            return joiner(lv, rv), max(lt, rt)
+            joined = joiner(lv, rv)
+            # A None result is absent (Kafka's ValueAndTimestamp.make).
+            return None if joined is None else (joined, max(lt, rt))
 
         return lookup
 
@@ -214,7 +224,6 @@ def primary_key_join(
     """Adds ``KTABLE-JOINTHIS-``, ``KTABLE-JOINOTHER-`` and ``KTABLE-MERGE-``
     (named as Kafka names them) and returns the result table."""
     builder = this._builder
-    assert this._getter is not None and other._getter is not None
     mat = None if materialized is None else Materialized.of(materialized)
     store_name = None
     if mat is not None:
@@ -227,30 +236,36 @@ def primary_key_join(
         other_name = builder.new_name("KTABLE-JOINOTHER-")
     # An outer side must be able to retract what it joined before.
     if kind in ("left", "outer"):
-        this._send_old.enable()
+        this._enable_sending_old_values(True)
     if kind == "outer":
-        other._send_old.enable()
-    send_old = JoinSendOldValues(this._send_old, other._send_old)
-    (this_store, this_getter), (other_store, other_getter) = this._getter, other._getter
+        other._enable_sending_old_values(True)
+    this_view, other_view = this._view(), other._view()
+    assert this_view is not None and other_view is not None, "checked by KTable"
+    getter = join_getter(kind, this_view.getter, other_view.getter, joiner)
+    if mat is not None and store_name is not None:
+        view = TableView((store_name,), store_getter(store_name))
+    else:
+        view = TableView(this_view.stores + other_view.stores, getter)
+    supplier = JoinSupplier(this, other, view)
     other_kind = _OTHER_SIDE[kind]
+    this_supplier, other_supplier = this._supplier, other._supplier
     internal = builder.internal
     internal.add_processor(
         this_name,
-        lambda: KTableKTableJoin(kind, other_getter, joiner, this._send_old, send_old),
+        lambda: KTableKTableJoin(kind, other_view.getter, joiner, this_supplier, supplier),
         this._node,
     )
-    internal.connect_processor_and_stores([this_name], [other_store])
+    internal.connect_processor_and_stores([this_name], list(other_view.stores))
     internal.add_processor(
         other_name,
         lambda: KTableKTableJoin(
-            other_kind, this_getter, reverse(joiner), other._send_old, send_old
+            other_kind, this_view.getter, reverse(joiner), other_supplier, supplier
         ),
         other._node,
     )
-    internal.connect_processor_and_stores([other_name], [this_store])
+    internal.connect_processor_and_stores([other_name], list(this_view.stores))
     key_serde = this._key_serde
     value_serde = None
-    getter = None
     if mat is not None and store_name is not None:
         key_serde, value_serde = mat.key_serde or key_serde, mat.value_serde
         internal.add_processor(
@@ -262,13 +277,17 @@ def primary_key_join(
         internal.add_store(mat.store_def(store_name, key_serde, value_serde), merge_name)
     else:
         internal.add_processor(
-            merge_name, lambda: KTableKTableJoinMerger(send_old), this_name, other_name
+            merge_name, lambda: KTableKTableJoinMerger(supplier), this_name, other_name
         )
-        # Computed on the fly; it reads both stores, which the join nodes
-        # already tie into one sub-topology, so naming one connects a reader.
-        getter = (this_store, join_getter(kind, this_getter, other_getter, joiner))
     internal.co_partition(merge_name)
-    return ktable.KTable(builder, merge_name, key_serde, value_serde, store_name, send_old, getter)
+    return ktable.KTable(
+        builder,
+        merge_name,
+        key_serde,
+        value_serde,
+        supplier,
+        store_name=None if mat is None else mat.store_name,
+    )
 
 
 # --- foreign-key joins (Kafka's KIP-213) -------------------------------------------
@@ -496,7 +515,7 @@ class SubscriptionSend(Node):
         foreign_key: Callable[[Any], Any],
         left_join: bool,
         serdes: FkSerdes,
-        parent_send_old: SendOldValues,
+        parent_send_old: SendsOldValues,
     ) -> None:
         super().__init__()
         self.foreign_key = foreign_key
@@ -509,7 +528,7 @@ class SubscriptionSend(Node):
         self.serdes.resolve(task, self.name)
 
     def process(self, batch: Batch) -> None:
-        olds = batch.old_values if self.parent_send_old.enabled else None
+        olds = batch.old_values if self.parent_send_old.send_old_values else None
         out = _Out()
         partition = self.task.partition
         dropped = 0
@@ -731,11 +750,10 @@ def foreign_key_join(
     if kind not in ("inner", "left"):
         raise TopologyError(f"foreign-key joins are inner or left, not {kind}")
     builder, internal = this._builder, this._builder.internal
-    assert this._getter is not None and other._getter is not None
     # Old left values say which subscription to retract; old right values
     # are sent too, as Kafka does.
-    this._send_old.enable()
-    other._send_old.enable()
+    other._enable_sending_old_values(True)
+    this._enable_sending_old_values(True)
 
     def named(suffix: str, prefix: str) -> str:
         return f"{name}{suffix}" if name is not None else builder.new_name(prefix)
@@ -765,13 +783,13 @@ def foreign_key_join(
     subscriptions, responses = SubscriptionSerde(serdes), SubscriptionResponseSerde(serdes)
     combined = CombinedKeySerde(serdes)
     left_join = kind == "left"
-    this_store, this_getter = this._getter
-    other_store, other_getter = other._getter
-    this_send_old = this._send_old
+    this_view, other_view = this._view(), other._view()
+    assert this_view is not None and other_view is not None, "checked by KTable"
+    this_supplier = this._supplier
 
     internal.add_processor(
         send_name,
-        lambda: SubscriptionSend(foreign_key, left_join, serdes, this_send_old),
+        lambda: SubscriptionSend(foreign_key, left_join, serdes, this_supplier),
         this._node,
     )
     internal.add_sink(
@@ -789,8 +807,8 @@ def foreign_key_join(
     internal.add_store(
         StoreDef(store_name, combined, subscriptions, timestamped=True), receive_name
     )
-    internal.add_processor(join_name, lambda: SubscriptionJoin(other_getter), receive_name)
-    internal.connect_processor_and_stores([join_name], [other_store])
+    internal.add_processor(join_name, lambda: SubscriptionJoin(other_view.getter), receive_name)
+    internal.connect_processor_and_stores([join_name], list(other_view.stores))
     internal.add_processor(
         foreign_name, lambda: ForeignTableJoin(store_name, combined), other._node
     )
@@ -810,43 +828,19 @@ def foreign_key_join(
     )
     internal.add_processor(
         resolver_name,
-        lambda: ResponseJoin(this_getter, joiner, left_join, serdes),
+        lambda: ResponseJoin(this_view.getter, joiner, left_join, serdes),
         response_source,
     )
-    internal.connect_processor_and_stores([resolver_name], [this_store])
+    internal.connect_processor_and_stores([resolver_name], list(this_view.stores))
     # Subscriptions meet the right table's partitions; answers the left's.
     internal.partitions_like[sub_topic] = other._node
     internal.partitions_like[response_topic] = this._node
+    # The result is a source table (Kafka's KTableSource): materialized when
+    # named, or once something downstream needs its store.
     key_serde = mat.key_serde or this._key_serde
-    if materialized is None:
-        internal.add_processor(output_name, ForeignKeyJoinOutput, resolver_name)
-        return ktable.KTable(builder, output_name, key_serde, None, None, _NoOldValues(output_name))
-    internal.add_processor(output_name, lambda: KTableSource(output_store), resolver_name)
-    internal.add_store(mat.store_def(output_store, key_serde, mat.value_serde), output_name)
-    return ktable.KTable(builder, output_name, key_serde, mat.value_serde, output_store)
-
-
-class ForeignKeyJoinOutput(Node):
-    """``KTABLE-FK-JOIN-OUTPUT-`` without a store: the results as table
-    updates with no old values (Kafka's unmaterialized KTableSource)."""
-
-    def process(self, batch: Batch) -> None:
-        self.forward(batch.derive(batch.keys, batch.values, batch.timestamps, batch.offsets))
-
-
-class _NoOldValues(SendOldValues):
-    """An unmaterialized foreign-key join result cannot retract: operations
-    that need old values ask for ``materialized=`` instead of going wrong."""
-
-    def __init__(self, node: str) -> None:
-        super().__init__()
-        self.node = node
-
-    def enable(self) -> None:
-        raise TopologyError(
-            f"the foreign-key join result {self.node!r} has no store to take old values "
-            "from; pass materialized= to the join to re-group or suppress it"
-        )
+    return builder.table_source(
+        output_name, resolver_name, mat, output_store, key_serde, mat.value_serde
+    )
 
 
 _FK = "KTABLE-FK-JOIN-"

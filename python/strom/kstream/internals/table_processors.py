@@ -3,37 +3,31 @@ and aggregations read-modify-write a store per record, as in Kafka Streams."""
 
 from __future__ import annotations
 
-import heapq
 import struct
 from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strom import _core
-from strom.errors import SerializationError, StoreError, TaskError
+from strom.errors import SerializationError, StoreError
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
-from strom.serdes import Long, Serde, String, Timestamped
+from strom.serdes import Long, Serde, String, Timestamped, WrappingSerde
 from strom.state.internals.caching import CachingKeyValueStore
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
 
 
-class SendOldValues:
-    """Whether a table's downstream needs old values (Kafka's
-    ``enableSendingOldValues``); set while the DSL is built, read by the nodes."""
+class SendsOldValues(Protocol):
+    """Whether a table's changes carry real old values (Kafka's
+    ``sendOldValues``): decided while the DSL is built, read by the nodes
+    (see strom.kstream.internals.table_suppliers)."""
 
-    def __init__(self, upstream: SendOldValues | None = None) -> None:
-        self.enabled = False
-        self.upstream = upstream
-
-    def enable(self) -> None:
-        self.enabled = True
-        if self.upstream is not None:
-            self.upstream.enable()
+    send_old_values: bool
 
 
-def _old(batch: Batch) -> list[Any]:
+def old_values_of(batch: Batch) -> list[Any]:
+    """A batch's old values (None each when it carries none)."""
     return batch.old_values if batch.old_values is not None else [None] * len(batch)
 
 
@@ -68,6 +62,10 @@ class _StoreNode(Node):
     # KStreamAggregate/KTableAggregate); a table source uses the record's own.
     latest_timestamp = True
 
+    def sent_old_values(self, olds: list[Any]) -> list[Any]:
+        """The old values an uncached update forwards (the store's, here)."""
+        return olds
+
     def _put_each(
         self, batch: Batch, keys: list[Any], update: Callable[[Any, Any, int], Any]
     ) -> None:
@@ -98,7 +96,8 @@ class _StoreNode(Node):
         except Exception as exc:
             raise self.callback_failed(batch, i, exc) from exc
         if not self.caching:
-            self.forward(batch.derive(keys, new_values, stamps, batch.offsets, old_values))
+            olds = self.sent_old_values(old_values)
+            self.forward(batch.derive(keys, new_values, stamps, batch.offsets, olds))
 
     # --- batches -------------------------------------------------------------
     def _raw_keys(self, keys: list[Any]) -> list[bytes]:
@@ -187,7 +186,8 @@ class _StoreNode(Node):
         if failure is not None:
             raise self.callback_failed(batch, i, failure) from failure
         if not self.caching:
-            self.forward(batch.derive(keys, news, stamps, batch.offsets, old_values))
+            olds = self.sent_old_values(old_values)
+            self.forward(batch.derive(keys, news, stamps, batch.offsets, olds))
 
     def _encode_error(self, value: Any, stamp: int) -> Exception | None:
         try:
@@ -205,11 +205,7 @@ class KTableSource(_StoreNode):
     latest_timestamp = False
 
     def process(self, batch: Batch) -> None:
-        if None in batch.keys:
-            skipped = batch.keys.count(None)
-            self.task.metrics.dropped_records += skipped
-            log.debug("%s: skipped %d record(s) with a null key", self.name, skipped)
-            batch = batch.select([i for i, k in enumerate(batch.keys) if k is not None])
+        batch = skip_null_keys(self, batch)
         values = batch.values
         if not len(batch):
             if not self.caching:
@@ -228,9 +224,38 @@ class KTableSource(_StoreNode):
             self.forward(batch.derive(batch.keys, values, batch.timestamps, batch.offsets, olds))
 
 
+class KTableSourceUnmaterialized(Node):
+    """``builder.table`` without a store (Kafka's KTableSource with no
+    queryable name): each update forwarded at once, without an old value;
+    records with a null key are skipped."""
+
+    def process(self, batch: Batch) -> None:
+        batch = skip_null_keys(self, batch)
+        self.forward(batch.derive(batch.keys, batch.values, batch.timestamps, batch.offsets))
+
+
+def skip_null_keys(node: Node, batch: Batch) -> Batch:
+    """The batch without its records with a null key, counted as dropped."""
+    if None not in batch.keys:
+        return batch
+    skipped = batch.keys.count(None)
+    node.task.metrics.dropped_records += skipped
+    log.debug("%s: skipped %d record(s) with a null key", node.name, skipped)
+    return batch.select([i for i, k in enumerate(batch.keys) if k is not None])
+
+
+def table_source(store_name: str | None) -> Node:
+    """The node of a source table: over its store when it has one."""
+    return KTableSourceUnmaterialized() if store_name is None else KTableSource(store_name)
+
+
 class KTableFilter(Node):
+    """Kafka's KTableFilter: ``send_old.send_old_values`` says whether
+    changes carry old values (then an update filtered out before and after
+    is not forwarded at all)."""
+
     def __init__(
-        self, predicate: Callable[[Any, Any], bool], negate: bool, send_old: SendOldValues
+        self, predicate: Callable[[Any, Any], bool], negate: bool, send_old: SendsOldValues
     ) -> None:
         super().__init__()
         self.predicate = predicate
@@ -243,11 +268,13 @@ class KTableFilter(Node):
         return value
 
     def process(self, batch: Batch) -> None:
-        send_old = self.send_old.enabled
+        send_old = self.send_old.send_old_values
         keys, out, olds, kept = batch.keys, [], [], []
         i = 0
         try:
-            for i, (key, new, old) in enumerate(zip(keys, batch.values, _old(batch), strict=True)):
+            for i, (key, new, old) in enumerate(
+                zip(keys, batch.values, old_values_of(batch), strict=True)
+            ):
                 new2 = self._keep(key, new)
                 old2 = self._keep(key, old) if send_old else None
                 # Kafka forwards a tombstone for a filtered-out update, unless
@@ -266,17 +293,19 @@ class KTableFilter(Node):
 
 
 class KTableMapValues(Node):
-    def __init__(self, mapper: Callable[[Any], Any], send_old: SendOldValues) -> None:
+    """Kafka's KTableMapValues: None stays None (a delete)."""
+
+    def __init__(self, mapper: Callable[[Any], Any], send_old: SendsOldValues) -> None:
         super().__init__()
         self.mapper = mapper
         self.send_old = send_old
 
     def process(self, batch: Batch) -> None:
-        fn, send_old = self.mapper, self.send_old.enabled
+        fn, send_old = self.mapper, self.send_old.send_old_values
         news: list[Any] = []
         olds: list[Any] = []
         try:
-            for new, old in zip(batch.values, _old(batch), strict=True):
+            for new, old in zip(batch.values, old_values_of(batch), strict=True):
                 news.append(None if new is None else fn(new))
                 olds.append(fn(old) if send_old and old is not None else None)
         except Exception as exc:
@@ -308,7 +337,7 @@ class KTableRepartitionMap(Node):
         i = 0
         try:
             for i, (key, new, old) in enumerate(
-                zip(batch.keys, batch.values, _old(batch), strict=True)
+                zip(batch.keys, batch.values, old_values_of(batch), strict=True)
             ):
                 new_pair = None if new is None else tuple(fn(key, new))
                 old_pair = None if old is None else tuple(fn(key, old))
@@ -332,18 +361,20 @@ class KTableRepartitionMap(Node):
         self.forward(batch.derive(keys, changes, stamps, offsets))
 
 
-class ChangeSerde(Serde[tuple[Any, Any]]):
+class ChangeSerde(WrappingSerde[tuple[Any, Any]]):
     """(new, old) pairs on a table's repartition topic: a flag byte (bit 0:
-    new present, bit 1: old present), the new value's length, both values."""
+    new present, bit 1: old present), the new value's length, both values
+    (Kafka's ChangedSerializer around the table's value serde, or the
+    default one)."""
 
-    def __init__(self, inner: Serde[Any]) -> None:
+    def __init__(self, inner: Serde[Any] | None) -> None:
         self.inner = inner
 
     def serialize(self, topic: str, data: tuple[Any, Any] | None) -> bytes | None:
         if data is None:
             return None
-        new = self.inner.serialize(topic, data[0])
-        old = self.inner.serialize(topic, data[1])
+        new = self._inner().serialize(topic, data[0])
+        old = self._inner().serialize(topic, data[1])
         flags = (new is not None) | (old is not None) << 1
         return struct.pack(">BI", flags, len(new or b"")) + (new or b"") + (old or b"")
 
@@ -353,8 +384,8 @@ class ChangeSerde(Serde[tuple[Any, Any]]):
         if len(data) < 5:
             raise SerializationError(f"a table change on {topic} needs 5 bytes, got {len(data)}")
         flags, length = struct.unpack_from(">BI", data)
-        new = self.inner.deserialize(topic, data[5 : 5 + length]) if flags & 1 else None
-        old = self.inner.deserialize(topic, data[5 + length :]) if flags & 2 else None
+        new = self._inner().deserialize(topic, data[5 : 5 + length]) if flags & 1 else None
+        old = self._inner().deserialize(topic, data[5 + length :]) if flags & 2 else None
         return new, old
 
     # Batches: the framing in one native call each way, the values through
@@ -364,8 +395,8 @@ class ChangeSerde(Serde[tuple[Any, Any]]):
     ) -> list[bytes | None]:
         if None in data:
             return super().serialize_batch(topic, data)
-        news = self.inner.serialize_batch(topic, [d[0] for d in data])  # type: ignore[index]
-        olds = self.inner.serialize_batch(topic, [d[1] for d in data])  # type: ignore[index]
+        news = self._inner().serialize_batch(topic, [d[0] for d in data])  # type: ignore[index]
+        olds = self._inner().serialize_batch(topic, [d[1] for d in data])  # type: ignore[index]
         return list(_core.pack_changes(news, olds))
 
     def deserialize_batch(
@@ -374,8 +405,8 @@ class ChangeSerde(Serde[tuple[Any, Any]]):
         unpacked = _core.unpack_changes(list(data))
         if unpacked is None:  # one by one, to name what is wrong
             return super().deserialize_batch(topic, data)
-        news = self.inner.deserialize_batch(topic, unpacked[0])
-        olds = self.inner.deserialize_batch(topic, unpacked[1])
+        news = self._inner().deserialize_batch(topic, unpacked[0])
+        olds = self._inner().deserialize_batch(topic, unpacked[1])
         return list(zip(news, olds, strict=True))
 
 
@@ -469,6 +500,8 @@ class KStreamAggregate(_StoreNode):
         super().__init__(store_name)
         self.initializer = initializer
         self.aggregator = aggregator
+        # Record index -> the initializer's aggregate it started from.
+        self.initialized: dict[int, Any] = {}
 
     def process(self, batch: Batch) -> None:
         # By identity: a value's own == may not give a bool (arrays).
@@ -481,15 +514,24 @@ class KStreamAggregate(_StoreNode):
             self.task.metrics.dropped_records += len(batch) - len(keep)
             batch = batch.select(keep)
         values = batch.values
+        initialized = self.initialized = {}
 
         def update(key: Any, agg: Any, i: int) -> Any:
             if agg is None:
                 if self.initializer is None:
                     return values[i]
-                agg = self.initializer()
+                agg = initialized[i] = self.initializer()
             return self.aggregator(key, values[i], agg)
 
         self._update_batch(batch, update)
+
+    def sent_old_values(self, olds: list[Any]) -> list[Any]:
+        """A key's first aggregate retracts the initializer's: Kafka's
+        KStreamAggregate forwards it as the old value (what a filter or join
+        with old values downstream then sees)."""
+        for i, initial in self.initialized.items():
+            olds[i] = initial
+        return olds
 
 
 # A table's value getter: given a task, a function from key to the current
@@ -556,7 +598,12 @@ def mapped_getter(parent: ValueGetterSupplier, mapper: Callable[[Any], Any]) -> 
 
         def lookup(key: Any) -> tuple[Any, int] | None:
             found = get(key)
-            return None if found is None else (mapper(found[0]), found[1])
+            if found is None:
+                return None
+            mapped = mapper(found[0])
+            # A value mapped to None is absent, as Kafka's ValueAndTimestamp.make
+            # makes it: a getter downstream never maps or joins it.
+            return None if mapped is None else (mapped, found[1])
 
         return lookup
 
@@ -566,7 +613,9 @@ def mapped_getter(parent: ValueGetterSupplier, mapper: Callable[[Any], Any]) -> 
 class KStreamKTableJoin(Node):
     """Stream records look up the table's current value for their key; only
     stream records trigger output, at the stream record's timestamp. Inner:
-    no match, no output; left: the joiner gets None. Null keys are dropped."""
+    no match, no output; left: the joiner gets None. Records with a null
+    value are dropped, and so are those with a null key, except in a left
+    join (Kafka's KStreamKTableJoinProcessor, KIP-962)."""
 
     def __init__(
         self, getter: ValueGetterSupplier, joiner: Callable[[Any, Any], Any], left: bool
@@ -587,10 +636,10 @@ class KStreamKTableJoin(Node):
         i = 0
         try:
             for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
-                if key is None or value is None:
+                if value is None or (key is None and not left):
                     self.task.metrics.dropped_records += 1
                     continue
-                found = lookup(key)
+                found = None if key is None else lookup(key)
                 if found is None and not left:
                     continue
                 kept.append(i)
@@ -603,8 +652,10 @@ class KStreamKTableJoin(Node):
 
 class KStreamGlobalKTableJoin(Node):
     """Stream records look up ``key_selector(key, value)`` in a global store;
-    no co-partitioning is needed. Inner: no match (or a None selected key),
-    no output; left: the joiner gets None."""
+    no co-partitioning is needed. Inner: no match, no output; left: the
+    joiner gets None. Records with a null value are dropped, and so are
+    those whose selected key is null, except in a left join (Kafka's
+    KStreamKTableJoinProcessor, KIP-962)."""
 
     def __init__(
         self,
@@ -634,6 +685,9 @@ class KStreamGlobalKTableJoin(Node):
                     self.task.metrics.dropped_records += 1
                     continue
                 table_key = select(key, value)
+                if table_key is None and not left:
+                    self.task.metrics.dropped_records += 1
+                    continue
                 table_value = None if table_key is None else lookup(table_key)
                 if table_value is None and not left:
                     continue
@@ -643,141 +697,3 @@ class KStreamGlobalKTableJoin(Node):
             raise self.callback_failed(batch, i, exc) from exc
         selected = batch.select(kept)
         self.forward(selected.derive(selected.keys, joined, selected.timestamps, selected.offsets))
-
-
-class BufferedSerde(Serde[tuple[int, int, Any, Any]]):
-    """A suppression buffer entry: (buffer time, record timestamp, new, old)."""
-
-    def __init__(self, inner: Serde[Any]) -> None:
-        self.change = ChangeSerde(inner)
-
-    def serialize(self, topic: str, data: tuple[int, int, Any, Any] | None) -> bytes | None:
-        if data is None:
-            return None
-        buffer_time, timestamp, new, old = data
-        change = self.change.serialize(topic, (new, old)) or b""
-        return struct.pack(">qq", buffer_time, timestamp) + change
-
-    def deserialize(self, topic: str, data: bytes | None) -> tuple[int, int, Any, Any] | None:
-        if data is None:
-            return None
-        buffer_time, timestamp = struct.unpack_from(">qq", data)
-        new, old = self.change.deserialize(topic, data[16:]) or (None, None)
-        return buffer_time, timestamp, new, old
-
-
-class KTableSuppress(Node):
-    """``KTable.suppress``, as Kafka's KTableSuppressProcessor: updates wait
-    in a buffer (latest per key, keeping the time of its first update) until
-    the processor's observed stream time passes their buffer time plus the
-    suppression duration; a full buffer emits its oldest entries early or
-    stops the task. The buffer is a changelogged store, so a restart loses
-    nothing."""
-
-    def __init__(
-        self,
-        store_name: str,
-        duration_ms: int,
-        by_window_end: bool,
-        max_records: int,
-        max_bytes: int,
-        emit_early: bool,
-    ) -> None:
-        super().__init__()
-        self.store_name = store_name
-        self.duration_ms = duration_ms
-        self.by_window_end = by_window_end
-        self.max_records = max_records
-        self.max_bytes = max_bytes
-        self.emit_early = emit_early
-        # Final results never need to carry a delete.
-        self.drop_tombstones = by_window_end
-
-    def init(self, task: StreamTask) -> None:
-        super().init(task)
-        self.store = task.key_value_store(self.store_name)
-        self.observed = task.state.node_stream_time(self.name)
-        # Order of eviction: (buffer time, sequence) per key, rebuilt from the store.
-        self.entries: dict[Any, tuple[int, int]] = {}
-        self.heap: list[tuple[int, int, Any]] = []
-        self.sizes: dict[Any, int] = {}
-        self.seq = 0
-        for entry in self.store.all():
-            self._index(entry.key, entry.value[0], self._size(entry.key, entry.value))
-
-    def _size(self, key: Any, value: Any) -> int:
-        raw = self.store.value_serde.serialize(self.store_name, value)
-        return len(repr(key)) + len(raw or b"")
-
-    def _index(self, key: Any, buffer_time: int, size: int) -> None:
-        self.seq += 1
-        self.entries[key] = (buffer_time, self.seq)
-        self.sizes[key] = size
-        heapq.heappush(self.heap, (buffer_time, self.seq, key))
-
-    def _oldest(self) -> Any:
-        while self.heap:
-            buffer_time, seq, key = self.heap[0]
-            if self.entries.get(key) == (buffer_time, seq):
-                return key
-            heapq.heappop(self.heap)  # superseded
-        return None
-
-    def process(self, batch: Batch) -> None:
-        out: tuple[list[Any], list[Any], list[Any], list[int], list[int]] = ([], [], [], [], [])
-        store = self.store
-        for i, (key, new, old) in enumerate(
-            zip(batch.keys, batch.values, _old(batch), strict=True)
-        ):
-            timestamp = batch.timestamps[i]
-            self.observed = max(self.observed, timestamp)
-            buffered = store.get(key)
-            if buffered is None:
-                buffer_time = key.window.end if self.by_window_end else timestamp
-                prior = old
-            else:
-                # Non-resetting: the entry keeps its first buffer time and prior value.
-                buffer_time, _ts, _new, prior = buffered
-            value = (buffer_time, timestamp, new, prior)
-            store.put(key, value)
-            if buffered is None:
-                self._index(key, buffer_time, self._size(key, value))
-            else:
-                self.sizes[key] = self._size(key, value)
-            self._enforce(out, batch.offsets[i])
-        self.task.state.set_node_stream_time(self.name, self.observed)
-        keys, news, olds, stamps, offsets = out
-        self.forward(batch.derive(keys, news, stamps, offsets, olds))
-
-    def _over_capacity(self) -> bool:
-        return len(self.entries) > self.max_records or sum(self.sizes.values()) > self.max_bytes
-
-    def _enforce(self, out: Any, offset: int) -> None:
-        expiry = self.observed - self.duration_ms
-        while (key := self._oldest()) is not None and self.entries[key][0] <= expiry:
-            self._emit(key, out, offset)
-        if self._over_capacity():
-            if not self.emit_early:
-                raise TaskError(
-                    f"task {self.task.task_id} node {self.name!r}: the suppression buffer "
-                    f"exceeded its capacity ({len(self.entries)}/{self.max_records} records, "
-                    f"{sum(self.sizes.values())}/{self.max_bytes} bytes)"
-                )
-            while self._over_capacity() and (key := self._oldest()) is not None:
-                self._emit(key, out, offset)
-
-    def _emit(self, key: Any, out: Any, offset: int) -> None:
-        buffered = self.store.get(key)
-        assert buffered is not None, "indexed entries are in the store"
-        _time, timestamp, new, prior = buffered
-        self.store.delete(key)
-        del self.entries[key]
-        del self.sizes[key]
-        if new is None and self.drop_tombstones:
-            return
-        keys, news, olds, stamps, offsets = out
-        keys.append(key)
-        news.append(new)
-        olds.append(prior)
-        stamps.append(timestamp)
-        offsets.append(offset)

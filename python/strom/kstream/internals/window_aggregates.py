@@ -80,7 +80,7 @@ class _WindowedAggregate(Node):
         # Behind the record cache, updates reach the children when the cache
         # writes them out (the latest per window and commit), as in Kafka.
         self.caching = isinstance(self.store, CachingWindowStore | CachingSessionStore)
-        if self.caching:
+        if self.caching and not self.final_only:
             self.store.listener = self.forward_flushed_results
         self.forwards = not self.final_only and not self.caching
         self.observed = task.state.node_stream_time(self.name)
@@ -186,6 +186,17 @@ class KStreamWindowAggregate(_WindowedAggregate):
         self.initializer = initializer
         self.aggregator = aggregator
 
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        # Final results read through a record cache (Kafka's
+        # TimeOrderedCachingWindowStore) see every window the cache still
+        # holds, also those the store's retention already hides: the windows
+        # put since the task started and not emitted yet, by start, then
+        # serialized key.
+        self.cached: dict[int, dict[bytes, tuple[Any, Any]]] | None = (
+            {} if self.final_only and self.caching else None
+        )
+
     def aggregate_record(
         self, key: Any, value: Any, timestamp: int, offset: int, out: _Results
     ) -> None:
@@ -201,14 +212,21 @@ class KStreamWindowAggregate(_WindowedAggregate):
                 if self.initializer is None:
                     new = value  # reduce: the first value is the aggregate
                 else:
-                    new = self.aggregator(key, value, self.initializer())
+                    # A new window retracts the initializer's aggregate (the
+                    # old value Kafka's KStreamWindowAggregate forwards).
+                    old = self.initializer()
+                    new = self.aggregator(key, value, old)
             else:
                 old, old_time = previous
                 result_time = max(timestamp, old_time)
                 new = self.aggregator(key, value, old)
             # A None aggregate (reduce of a null first value) deletes, as
             # Kafka's ValueAndTimestamp.make(null, ...) does.
-            store.put(key, None if new is None else (new, result_time), start)
+            stored = None if new is None else (new, result_time)
+            store.put(key, stored, start)
+            if self.cached is not None:
+                raw_key = store.key_serde.serialize(self.store_name, key) or b""
+                self.cached.setdefault(start, {})[raw_key] = (key, stored)
             if self.forwards:
                 out.add(Windowed(key, Window(start, end)), new, old, result_time, offset)
         self.maybe_forward_final(close_time, offset, out)
@@ -227,8 +245,31 @@ class KStreamWindowAggregate(_WindowedAggregate):
             lower - 1
         ):
             return
-        self.emit_windows(lower, upper, size, offset, out)
+        if self.cached is None:
+            self.emit_windows(lower, upper, size, offset, out)
+        else:
+            self.emit_cached_windows(lower, upper, size, offset, out)
         self.emitted_final(close_time)
+
+    def emit_cached_windows(
+        self, lower: int, upper: int, size: int, offset: int, out: _Results
+    ) -> None:
+        """``emit_windows`` through the cache: the store's windows in range
+        merged with the cached ones; no later emit reads below ``upper``."""
+        assert self.cached is not None
+        windows: dict[tuple[int, bytes], tuple[Any, Any]] = {}
+        name, keys = self.store_name, self.store.key_serde
+        for entry in self.store.fetch_all(lower, upper):
+            raw_key = keys.serialize(name, entry.key.key) or b""
+            windows[(entry.key.window.start, raw_key)] = (entry.key.key, entry.value)
+        for start in [s for s in self.cached if s <= upper]:
+            for raw_key, cached in self.cached.pop(start).items():
+                if start >= lower:
+                    windows[(start, raw_key)] = cached
+        for (start, _raw_key), (key, stored) in sorted(windows.items()):
+            if stored is not None:
+                agg, timestamp = stored
+                out.add(Windowed(key, Window(start, start + size)), agg, None, timestamp, offset)
 
 
 class KStreamSlidingWindowAggregate(_WindowedAggregate):
@@ -422,7 +463,7 @@ class KStreamSessionWindowAggregate(_WindowedAggregate):
         news = [new for _, new, _, _ in entries]
         olds = [old for _, _, old, _ in entries]
         stamps = [timestamp for _, _, _, timestamp in entries]
-        self.forward(Batch("", -1, keys, news, stamps, [-1] * len(keys), olds))
+        self.forward(self.flushed_batch(keys, news, stamps, olds))
 
     def __init__(
         self,

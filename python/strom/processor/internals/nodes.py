@@ -71,7 +71,14 @@ class Node(ABC):
             news.append(None if new is None else new[0])
             olds.append(None if old is None else old[0])
             stamps.append(timestamp if new is None else new[1])
-        self.forward(Batch("", -1, keys, news, stamps, [-1] * len(keys), olds))
+        self.forward(self.flushed_batch(keys, news, stamps, olds))
+
+    def flushed_batch(
+        self, keys: list[Any], news: list[Any], stamps: list[int], olds: list[Any]
+    ) -> Batch:
+        """A batch of what a record cache wrote out, under the topic of the
+        records the task processed last."""
+        return Batch(self.task.current_topic, -1, keys, news, stamps, [-1] * len(keys), olds)
 
     def flush(self) -> None:  # noqa: B027 - an optional hook
         """Called on commit, before the task's output is flushed."""

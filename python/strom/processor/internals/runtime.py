@@ -1,12 +1,14 @@
-"""The run loop shared by the transports.
+"""The stream thread, written once for every transport.
 
-:class:`Runtime` is what every transport shares: sizing the internal topics,
-making tasks (one per partition per sub-topology, the same ``StreamTask``
-everywhere), and the loop that feeds them: poll a batch per partition into its
-task's queue ─► each task processes in timestamp order across its partitions
-(Kafka's PartitionGroup) ─► punctuate ─► maybe commit. A transport supplies
-the I/O: topics, polling, the fetch lag, commits: ``strom.embedded.runtime``
-for the embedded log, ``strom.kafka.runtime`` for Kafka.
+:class:`Runtime` is what the transports share: sizing and creating the
+internal topics, making tasks (through one :class:`TaskFactory`), the global
+stores' bootstrap, the loop that feeds the tasks (poll a batch per partition
+into its task's queue ─► each task processes in timestamp order across its
+partitions, Kafka's PartitionGroup ─► punctuate ─► maybe commit), the commit
+sequence and the bounded run. A transport supplies only the I/O: which topics
+exist, fetching, producing, offsets, assignment and transactions
+(``strom.embedded.runtime`` for the embedded log, ``strom.kafka.runtime`` for
+Kafka). :class:`Transport` is what ``KafkaStreams`` asks of one.
 """
 
 from __future__ import annotations
@@ -15,12 +17,15 @@ import functools
 import logging
 import time
 from abc import ABC, abstractmethod
-from typing import TYPE_CHECKING, Any
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from strom import _core
 from strom.errors import TopologyError
-from strom.processor.internals.task import RecordCollector, StreamTask
-from strom.processor.internals.topology_builder import StoreDef
+from strom.processor.internals.global_state import GlobalStores
+from strom.processor.internals.task import RecordCollector, StreamTask, TaskFactory
+from strom.state.internals.registry import store_kind
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
@@ -31,23 +36,6 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.runtime")
 
 
-# Kafka's windowstore.changelog.additional.retention.ms default.
-CHANGELOG_ADDITIONAL_RETENTION_MS = 24 * 60 * 60 * 1000
-
-
-def changelog_config(store: StoreDef) -> dict[str, str]:
-    """Kafka's changelog topic configs: compacted for key-value stores;
-    compacted and deleted after the store's retention (plus a day) for window
-    and session stores; then the store's own ``log_config``."""
-    config = {"cleanup.policy": "compact"}
-    if store.kind != "key_value" and store.retention_ms is not None:
-        config = {
-            "cleanup.policy": "compact,delete",
-            "retention.ms": str(store.retention_ms + CHANGELOG_ADDITIONAL_RETENTION_MS),
-        }
-    return config | store.log_config
-
-
 REPARTITION_CONFIG = {
     # Kafka's RepartitionTopicConfig: kept until the app itself purges what it read.
     "cleanup.policy": "delete",
@@ -56,8 +44,25 @@ REPARTITION_CONFIG = {
 }
 
 
+@dataclass(frozen=True)
+class EndTargets:
+    """What a bounded run reads up to: the external inputs' end offsets as of
+    its start, and the topics the app feeds itself (read to their end
+    whenever checked)."""
+
+    targets: dict[tuple[str, int], int]
+    fed: set[str]
+
+
 class Runtime(ABC):
-    """Tasks and the loop that feeds them, over a transport the subclass supplies."""
+    """One stream thread: its tasks and the loop that feeds them, over the
+    transport a subclass supplies (the hooks below)."""
+
+    # Topic configs of the repartition topics this transport creates.
+    repartition_config: ClassVar[dict[str, str]] = {}
+    # Whether offsets commit in a transaction with the output: the stores
+    # then commit after it, only what it made durable.
+    transactional = False
 
     def __init__(self, builder: InternalTopologyBuilder, config: StreamsConfig) -> None:
         self.builder = builder
@@ -68,12 +73,21 @@ class Runtime(ABC):
         self.tasks: dict[str, StreamTask] = {}
         self._task_by_input: dict[tuple[str, int], StreamTask] = {}
         self._last_commit = time.monotonic()
-        # The thread's record cache, shared by its tasks' caching stores.
-        self.cache = _core.NativeThreadCache(config["statestore.cache.max.bytes"])
+        # The thread's record cache, shared by its tasks' caching stores; with
+        # 0 bytes none at all (Kafka's InternalTopologyBuilder.rewriteTopology
+        # strips the caching layers then).
+        cache_bytes = config["statestore.cache.max.bytes"]
+        self.cache = _core.NativeThreadCache(cache_bytes) if cache_bytes > 0 else None
+        self.global_stores: GlobalStores | None = None
         self.global_task: StreamTask | None = None
         self._idle_since: dict[str, float] = {}
         self._counts: dict[str, int] = {}
-        self.collector: RecordCollector  # set by the transport
+        # Metrics of the tasks closed so far (a rebalance moved them away).
+        self._closed_totals: dict[str, int] = {}
+        # Whether records were fetched since the last commit.
+        self._dirty = False
+        self.collector: RecordCollector  # set by ``_init_tasks``
+        self.factory: TaskFactory
 
     # --- transport hooks --------------------------------------------------------
     @abstractmethod
@@ -81,20 +95,76 @@ class Runtime(ABC):
         """Partitions of a (physical) topic."""
 
     @abstractmethod
+    def _describe_topics(self, topics: list[str]) -> dict[str, int]:
+        """Partition counts of those of ``topics`` that exist."""
+
+    @abstractmethod
+    def _create_internal_topics(self, topics: list[tuple[str, int, dict[str, str]]]) -> None:
+        """Creates the missing ones of ``(name, partitions, config)`` and checks
+        the partition counts of those that exist."""
+
+    @abstractmethod
+    def _missing_topics_error(self, missing: list[str]) -> TopologyError:
+        """The error for input or output topics the app does not create."""
+
+    @abstractmethod
     def _poll_batches(self, timeout: float) -> list[InputRecords]:
-        """Records polled from the task inputs, one batch per partition with data."""
+        """Records fetched from the task inputs, one batch per partition with data."""
 
     @abstractmethod
     def _has_unfetched(self, topic: str, partition: int) -> bool | None:
         """Whether an input partition has records not fetched yet (None: not known yet)."""
 
     @abstractmethod
-    def commit(self) -> None:
-        """Flush, make output and changelogs durable, commit stores and offsets."""
+    def _position(self, topic: str, partition: int) -> int:
+        """The next offset to fetch of an input partition."""
 
-    def poll_global(self) -> int:
-        """Applies what arrived on the global topics since the last call."""
-        return 0
+    @abstractmethod
+    def _end_offset(self, topic: str, partition: int) -> int:
+        """A partition's end offset now."""
+
+    @abstractmethod
+    def _owned_inputs(self) -> list[tuple[str, int]]:
+        """The input partitions this thread reads now."""
+
+    @abstractmethod
+    def _flush_output(self) -> None:
+        """Makes what the tasks sent durable and readable (a commit's first step)."""
+
+    @abstractmethod
+    def _commit_offsets(self, offsets: dict[tuple[str, int], tuple[int, str]]) -> None:
+        """Commits the processed input offsets with their partition times as
+        metadata (under exactly-once: with the output, in one transaction)."""
+
+    @abstractmethod
+    def _changelog_end(self, topic: str, partition: int) -> int:
+        """The end offset of a changelog partition once the output is durable."""
+
+    @abstractmethod
+    def _new_global_stores(self, subtopology: Subtopology) -> GlobalStores:
+        """The global stores, bootstrapped from their topics."""
+
+    @abstractmethod
+    def _close_clients(self) -> None:
+        """Releases the transport's clients."""
+
+    def _ready_to_end(self) -> bool:
+        """Whether a bounded run may end now (not while a rebalance is going on)."""
+        return True
+
+    def _lag_report(self, end: EndTargets) -> str:
+        """What a bounded run that timed out was waiting for."""
+        behind = []
+        for topic, partition in sorted(self._owned_inputs()):
+            target = self._target(end, topic, partition)
+            position = self._position(topic, partition)
+            if target is not None and position < target:
+                behind.append(f"{topic}-{partition} at {position} of {target}")
+        queued = [t.task_id for t in self.tasks.values() if t.has_queued()]
+        return (
+            f"behind: {', '.join(behind) or 'none'}; tasks with queued records: {queued}; "
+            f"assigned: {sorted(self.tasks)}"
+        )
 
     # --- topics ---------------------------------------------------------------
     def topic_name(self, topic: str) -> str:
@@ -114,6 +184,19 @@ class Runtime(ABC):
             }
             | set(self.builder.global_topics)
         )
+
+    def _prepare_topics(self) -> None:
+        """Checks the external topics exist, sizes the internal ones (and
+        checks co-partitioning) before creating them."""
+        external = self._external_topics()
+        found = self._describe_topics(external)
+        missing = [t for t in external if t not in found]
+        if missing:
+            raise self._missing_topics_error(missing)
+        counts = self._size_topics(found)
+        self._check_co_partitioning(counts)
+        self._create_internal_topics(self._internal_topics(counts, self.repartition_config))
+        self._counts = counts
 
     def _size_topics(self, external: dict[str, int]) -> dict[str, int]:
         """Partition counts of every topic by logical name, given the external
@@ -188,7 +271,8 @@ class Runtime(ABC):
             for store in sub.stores:
                 store_def = self.builder.stores[store]
                 if store_def.logged:
-                    out.append((self.changelog_topic(store), tasks, changelog_config(store_def)))
+                    config = store_kind(store_def).changelog_config(store_def)
+                    out.append((self.changelog_topic(store), tasks, config))
         return out
 
     def changelog_topic(self, store: str) -> str:
@@ -212,23 +296,34 @@ class Runtime(ABC):
         return max(counts[t] for t in sub.source_topics)
 
     # --- tasks ------------------------------------------------------------------
-    def _new_task(
-        self, sub: Subtopology, partition: int, changelog_range: ChangelogRange
-    ) -> StreamTask:
-        """A task with its stores opened as of their last commit (not restored)."""
-        global_stores = {} if self.global_task is None else self.global_task.stores
-        return StreamTask(
-            sub,
-            partition,
+    def _init_tasks(self, collector: RecordCollector, changelog_range: ChangelogRange) -> None:
+        """Sets the thread's collector and its task factory (once the transport
+        has its producer)."""
+        self.collector = collector
+        self.factory = TaskFactory(
             self.builder,
             self.config,
-            self.collector,
+            collector,
             self.topic_name,
             self.state_dir,
-            global_stores=global_stores,
-            changelog_range=changelog_range,
             cache=self.cache,
+            changelog_range=changelog_range,
         )
+
+    def _open_global_stores(self) -> None:
+        """The global stores, bootstrapped before any task is made."""
+        sub = self.builder.global_subtopology()
+        if self.global_stores is None and sub is not None:
+            self.global_stores = self._new_global_stores(sub)
+        if self.global_stores is not None:
+            self.global_task = self.global_stores.task
+            if self.global_task is not None:
+                self.factory.global_stores = self.global_task.stores
+
+    def poll_global(self) -> None:
+        """Applies what arrived on the global topics since the last call."""
+        if self.global_stores is not None:
+            self.global_stores.poll()
 
     def _add_task(self, task: StreamTask, sub: Subtopology) -> None:
         self.tasks[task.task_id] = task
@@ -240,6 +335,20 @@ class Runtime(ABC):
         for key in [k for k, t in self._task_by_input.items() if t is task]:
             del self._task_by_input[key]
         self._idle_since.pop(task.task_id, None)
+
+    def _close_task(self, task: StreamTask, clean: bool) -> None:
+        """Closes a task, keeping its metrics; ``clean=False`` (a failure, a
+        lost partition) drops what it did not commit and only logs an error
+        in closing it."""
+        for name, value in _task_totals(task).items():
+            self._closed_totals[name] = self._closed_totals.get(name, 0) + value
+        self._remove_task(task)
+        try:
+            task.close()
+        except Exception:
+            if clean:
+                raise
+            log.warning("closing task %s dirty failed", task.task_id, exc_info=True)
 
     def task_inputs(self, sub: Subtopology, partition: int) -> list[tuple[str, int]]:
         """The input partitions of task ``partition`` of ``sub`` (a smaller
@@ -255,7 +364,10 @@ class Runtime(ABC):
     def poll_once(self, timeout: float) -> int:
         """Polls once and processes what came; returns the number of records."""
         self.poll_global()
-        for records in self._poll_batches(timeout):
+        batches = self._poll_batches(timeout)
+        if batches:
+            self._dirty = True
+        for records in batches:
             task = self._task_by_input.get((records.topic, records.partition))
             if task is not None:  # else: revoked meanwhile; its new owner reads it
                 task.add_records(records)
@@ -294,6 +406,44 @@ class Runtime(ABC):
         if time.monotonic() - self._last_commit >= interval:
             self.commit()
 
+    # --- commit -------------------------------------------------------------------
+    def commit(self) -> None:
+        """Kafka's commit: flush the tasks (caches write out, nodes flush,
+        changelog records are sent) ─► make the output and changelogs durable
+        ─► commit the stores with the changelog offsets they reflect and the
+        input offsets with their partition times (under exactly-once the
+        offsets go with the output in one transaction, and the stores commit
+        after it)."""
+        for task in self.tasks.values():
+            task.flush()
+        # Only what was processed: queued records are fetched again after a
+        # restart. The partition time travels as offset metadata.
+        offsets = {
+            key: committable
+            for task in self.tasks.values()
+            for key, committable in task.committable_offsets().items()
+        }
+        self._flush_output()
+        if not self.transactional:
+            self._commit_stores()
+        self._commit_offsets(offsets)
+        if self.transactional:
+            self._commit_stores()
+        self._dirty = False
+        self._last_commit = time.monotonic()
+
+    def _commit_stores(self) -> None:
+        for task in self.tasks.values():
+            if task.changelogs or task.state.stores:
+                task.commit_state(
+                    {
+                        topic: self._changelog_end(topic, task.partition)
+                        for topic in task.changelogs.values()
+                    }
+                )
+            task.commit_requested = False
+
+    # --- bounded runs -------------------------------------------------------
     def _fed_by_the_app(self) -> set[str]:
         """Input topics this app also writes (repartition topics, and user
         topics used with ``through``): consumed to their current end."""
@@ -301,6 +451,62 @@ class Runtime(ABC):
         sinks = {t for sub in self.subtopologies for t in sub.sink_topics}
         return {self.topic_name(t) for t in sources & sinks}
 
+    def end_targets(self) -> EndTargets:
+        """The external inputs' end offsets as of now, and the topics the app
+        feeds itself."""
+        fed = self._fed_by_the_app()
+        targets = {
+            (name, p): self._end_offset(name, p)
+            for name in self._input_topics() - fed
+            for p in range(self.partition_count(name))
+        }
+        return EndTargets(targets, fed)
+
+    def _target(self, end: EndTargets, topic: str, partition: int) -> int | None:
+        target = end.targets.get((topic, partition))
+        if target is None and topic in end.fed:
+            return self._end_offset(topic, partition)
+        return target
+
+    def _caught_up(self, end: EndTargets) -> bool:
+        """Whether every input partition this thread reads is consumed up to
+        its target and no task has records queued."""
+        if any(task.has_queued() for task in self.tasks.values()):
+            return False
+        for topic, partition in self._owned_inputs():
+            target = self._target(end, topic, partition)
+            if target is not None and self._position(topic, partition) < target:
+                return False
+        return True
+
+    def step_until_end(self, end: EndTargets, deadline: float | None) -> bool:
+        """One round of a bounded run: True when nothing was processed and
+        this thread's inputs are at their targets."""
+        if deadline is not None and time.monotonic() > deadline:
+            raise TimeoutError(
+                "run_until_end did not reach the end offsets in time: " + self._lag_report(end)
+            )
+        if self.poll_once(0.05) > 0:
+            self.maybe_commit()
+            return False
+        if not self._ready_to_end():
+            return False
+        # Output may feed repartition topics: make it readable. A commit also
+        # flushes the record caches, whose output may feed them too.
+        if self._dirty:
+            self.commit()
+        else:
+            self._flush_output()
+        return self._caught_up(end)
+
+    def run_until_end(self, deadline: float | None) -> None:
+        """Processes up to the input end offsets as of the call, then commits."""
+        end = self.end_targets()
+        while not self.step_until_end(end, deadline):
+            continue
+        self.commit()
+
+    # --- the end ------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:
         totals = {
             "records-processed": 0,
@@ -308,21 +514,89 @@ class Runtime(ABC):
             "skipped-records": 0,
             "restored-records": 0,
         }
+        for name, value in self._closed_totals.items():
+            totals[name] += value
         for task in self.tasks.values():
-            totals["records-processed"] += task.metrics.records_processed
-            totals["dropped-records"] += task.metrics.dropped_records
-            totals["skipped-records"] += task.metrics.skipped_records
-            totals["restored-records"] += task.state.restored_records
+            for name, value in _task_totals(task).items():
+                totals[name] += value
         return totals
 
-    @abstractmethod
-    def run_until_end(self, deadline: float | None) -> None:
-        """Processes up to the input end offsets as of the call, then commits."""
+    def _may_commit_on_close(self) -> bool:
+        return True
 
-    @abstractmethod
     def close(self) -> None:
         """Commits and releases everything."""
+        try:
+            if self._may_commit_on_close():
+                self.commit()
+        finally:
+            self.abort(committed=True)
+
+    def abort(self, committed: bool = False) -> None:
+        """Releases tasks and clients; what was not committed is redone from
+        the last commit on restart."""
+        for task in list(self.tasks.values()):
+            self._close_task(task, clean=False)
+        self._close_global_stores()
+        self.global_task = None
+        self._close_clients()
+
+    def _close_global_stores(self) -> None:
+        if self.global_stores is not None:
+            self.global_stores.close()
+            self.global_stores = None
+
+
+def _task_totals(task: StreamTask) -> dict[str, int]:
+    return {
+        "records-processed": task.metrics.records_processed,
+        "dropped-records": task.metrics.dropped_records,
+        "skipped-records": task.metrics.skipped_records,
+        "restored-records": task.state.restored_records,
+    }
+
+
+class ShutdownSignal(Protocol):
+    """Application-wide shutdown across the instances of an application."""
+
+    def requested(self) -> bool:
+        """Whether an instance asked the application to shut down."""
+
+    def request(self, reason: str) -> None:
+        """Asks every instance to shut down."""
+
+    def close(self) -> None: ...
+
+
+class Transport(ABC):
+    """What ``KafkaStreams`` asks of a transport: the runtime of each stream
+    thread, and what the threads of one instance share."""
 
     @abstractmethod
-    def abort(self) -> None:
-        """Releases tasks and clients without committing."""
+    def stream_threads(self, config: StreamsConfig) -> int:
+        """How many stream threads the instance runs."""
+
+    @abstractmethod
+    def runtime(
+        self,
+        builder: InternalTopologyBuilder,
+        config: StreamsConfig,
+        index: int,
+        on_rebalance: Callable[[bool], None],
+    ) -> Runtime:
+        """The runtime of stream thread ``index`` (from 1). It calls
+        ``on_rebalance(True)`` when an assignment starts and
+        ``on_rebalance(False)`` once its tasks are open (the first one too)."""
+
+    def application_shutdown(self, config: StreamsConfig) -> ShutdownSignal | None:
+        """The signal across the application's instances (None: this
+        instance is the whole application)."""
+        return None
+
+    def shared_failure(self) -> BaseException | None:
+        """A failure of what the stream threads share (Kafka's global stream
+        thread): replacing a stream thread cannot mend it."""
+        return None
+
+    def close(self) -> None:  # noqa: B027 - most transports share nothing
+        """Releases what the stream threads share."""

@@ -12,6 +12,7 @@ restored from the whole changelog.
 
 from __future__ import annotations
 
+import functools
 import json
 import logging
 import shutil
@@ -20,8 +21,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from strom import _core
 from strom.errors import CorruptLogError, StoreError
+from strom.state.internals.registry import NativeStore, StoreKind, store_kind
 
 if TYPE_CHECKING:
     from strom.embedded import EmbeddedLog
@@ -29,40 +30,13 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.state")
 
-RESTORE_BATCH = 50_000
-
-NativeStore = _core.NativeKeyValueStore | _core.NativeWindowStore | _core.NativeSessionStore
 # (topic, partition) -> (log start offset, end offset) of a changelog
 ChangelogRange = Callable[[str, int], tuple[int, int]]
 
 
-def _opener(store: StoreDef) -> Callable[[Path | None], tuple[NativeStore, bytes | None]]:
-    """Opens the native store ``store`` describes: in memory (path None) or
-    persistent in a directory, with its last commit's metadata."""
-    if store.kind == "window":
-        assert store.retention_ms is not None and store.window_size_ms is not None
-        args = (store.retention_ms, store.window_size_ms, None, store.retain_duplicates)
-        return lambda path: (
-            (_core.NativeWindowStore(*args), None)
-            if path is None
-            else _core.NativeWindowStore.open(path, *args)
-        )
-    if store.kind == "session":
-        assert store.retention_ms is not None
-        return lambda path: (
-            (_core.NativeSessionStore(store.retention_ms), None)  # type: ignore[arg-type]
-            if path is None
-            else _core.NativeSessionStore.open(path, store.retention_ms)  # type: ignore[arg-type]
-        )
-    return lambda path: (
-        (_core.NativeKeyValueStore(), None)
-        if path is None
-        else _core.NativeKeyValueStore.open(path)
-    )
-
-
 @dataclass
 class _OpenStore:
+    kind: StoreKind
     native: NativeStore
     persistent: bool
     changelog: str | None
@@ -93,10 +67,11 @@ class StateManager:
         """Opens a store as of its last commit, or wipes it when that commit
         cannot be trusted; ``restore`` then replays the changelog's tail."""
         check_store_name(store.name)
-        opener = _opener(store)
+        kind = store_kind(store)
+        opener = functools.partial(kind.open_native, store)
         if not store.persistent:
             native, _ = opener(None)
-            self.stores[store.name] = _OpenStore(native, False, changelog, None)
+            self.stores[store.name] = _OpenStore(kind, native, False, changelog, None)
             return native
         path = self.task_dir / store.name
         path.parent.mkdir(parents=True, exist_ok=True)
@@ -119,7 +94,7 @@ class StateManager:
             self.stream_time = max(self.stream_time, int(committed.get("stream_time", -1)))
             for node, time in dict(committed.get("node_times") or {}).items():
                 self.node_times[node] = max(self.node_times.get(node, -1), int(time))
-        self.stores[store.name] = _OpenStore(native, True, changelog, restore_from)
+        self.stores[store.name] = _OpenStore(kind, native, True, changelog, restore_from)
         return native
 
     def _usable_offset(
@@ -176,8 +151,7 @@ class StateManager:
 
     def restore(self, log_: EmbeddedLog) -> None:
         """Replays each logged store's changelog from the offset it committed
-        (or from the start) to the end, without logging it again: natively for
-        key-value stores, in batches for window and session stores."""
+        (or from the start) to the end, without logging it again."""
         for name, store in self.stores.items():
             if store.changelog is None:
                 continue
@@ -186,22 +160,9 @@ class StateManager:
             offset = store.restore_from
             if offset is None:
                 offset = log_.log_start_offsets(topic)[partition]
-            restored = 0
-            if isinstance(store.native, _core.NativeKeyValueStore):
-                restored, _ = store.native.restore_from_log(
-                    log_.native, topic, partition, offset, end
-                )
-            else:
-                while offset < end:
-                    records = log_.read_batch(topic, partition, offset, RESTORE_BATCH)
-                    if not len(records):
-                        break
-                    keys = records.keys()
-                    if None in keys:
-                        raise StoreError(f"the changelog {topic} holds a record without a key")
-                    store.native.restore(keys, records.values())  # type: ignore[arg-type]
-                    restored += len(records)
-                    offset = records.next_offset
+            restored = store.kind.restore_from_log(
+                store.native, log_, topic, partition, offset, end
+            )
             self.restored_records += restored
             if restored:
                 log.info(
@@ -226,12 +187,8 @@ class StateManager:
     ) -> None:
         """Applies changelog records to store ``name`` without logging them again."""
         store = self.stores[name]
-        if None in keys:
-            raise StoreError(f"the changelog {store.changelog} holds a record without a key")
-        if isinstance(store.native, _core.NativeKeyValueStore):
-            store.native.put_all(keys, values)  # type: ignore[arg-type]
-        else:
-            store.native.restore(keys, values)  # type: ignore[arg-type]
+        assert store.changelog is not None, f"store {name} has no changelog"
+        store.kind.apply_changelog(store.native, store.changelog, keys, values)
         self.restored_records += len(keys)
 
     def commit(self, changelog_ends: dict[str, int]) -> None:

@@ -25,24 +25,15 @@ from strom.processor.internals.topology_builder import (
     StoreDef,
     Subtopology,
 )
-from strom.serdes import Json, Timestamped
-from strom.state.internals.caching import (
-    CachingKeyValueStore,
-    CachingSessionStore,
-    CachingWindowStore,
-)
-from strom.state.key_value import KeyValueStore
-from strom.state.session import SessionStore
-from strom.state.window import WindowStore
+from strom.serdes import Json, WrappingSerde
+from strom.state.internals.registry import store_kind, typed_value_serde
+from strom.state.stores import KEY_VALUE
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
     from strom.serdes import Serde
 
 log = logging.getLogger("strom.task")
-
-# Stores behind the record cache: flushed on commit, closed with the task.
-_CACHING = (CachingKeyValueStore, CachingWindowStore, CachingSessionStore)
 
 
 class InputRecords(Protocol):
@@ -173,35 +164,37 @@ class _ConsumedView:
 
 
 class StreamTask:
+    """One partition of one sub-topology: its nodes, its stores, and the
+    queues of its input partitions. Made by a :class:`TaskFactory`."""
+
     def __init__(
         self,
+        factory: TaskFactory,
         subtopology: Subtopology,
         partition: int,
-        builder: InternalTopologyBuilder,
-        config: StreamsConfig,
-        collector: RecordCollector,
-        topic_name: Callable[[str], str],
-        state_dir: Path,
-        wall_clock: Callable[[], int] | None = None,
-        task_id: str | None = None,
-        global_stores: dict[str, Any] | None = None,
-        changelog_range: ChangelogRange | None = None,
-        cache: _core.NativeThreadCache | None = None,
+        task_id: str,
+        cache: _core.NativeThreadCache | None,
     ) -> None:
-        self.task_id = task_id or f"{subtopology.id}_{partition}"
+        builder, config, topic_name = factory.builder, factory.config, factory.topic_name
+        self.task_id = task_id
         # Global stores belong to the global task; every task may read them.
-        self.global_stores = global_stores or {}
+        self.global_stores = factory.global_stores
         self._cache = cache
         self.partition = partition
         self.config = config
-        self.collector = collector
+        self.collector = factory.collector
         self.metrics = TaskMetrics()
         self._topic_name = topic_name
-        # Typed stores by name: KeyValueStore, WindowStore or SessionStore.
+        # Typed stores by name (each behind its record cache when cached).
         self.stores: dict[str, Any] = {}
+        self._store_defs = builder.stores
+        # The caching stores: flushed on commit, closed with the task.
+        self._caching: list[Any] = []
         self.changelogs: dict[str, str] = {}
+        # Logged native stores and their changelog topics.
+        self._logged: list[tuple[Any, str]] = []
         self.state = StateManager(
-            self.task_id, state_dir / self.task_id, partition, changelog_range
+            self.task_id, factory.state_dir / self.task_id, partition, factory.changelog_range
         )
         self.queues: dict[tuple[str, int], _Queue] = {}
         self._committed_times: dict[tuple[str, int], str] = {}
@@ -209,24 +202,28 @@ class StreamTask:
         self._input_partitions = [
             (name, partition)
             for name in map(topic_name, subtopology.source_topics)
-            if partition < collector.partition_count(name)
+            if partition < self.collector.partition_count(name)
         ]
         self.stream_time_punctuations = PunctuationQueue()
         self.wall_clock_punctuations = PunctuationQueue()
         self.commit_requested = False
         # The timestamp of the record (or punctuation) being processed.
         self.current_timestamp = -1
-        self._wall_clock = wall_clock or (lambda: time.time_ns() // 1_000_000)
+        # The input topic of the records being processed: what a record
+        # cache's entries were written under (Kafka keeps the record context
+        # with each entry; a suppression buffer sizes records by it).
+        self.current_topic = ""
+        self._wall_clock = factory.wall_clock or (lambda: time.time_ns() // 1_000_000)
         app_id = config.application_id
         for store_name in subtopology.stores:
             store_def = builder.stores[store_name]
             changelog_topic = f"{app_id}-{store_name}-changelog" if store_def.logged else None
             native = self.state.open(store_def, changelog_topic)
-            writer = None
             if changelog_topic is not None:
                 self.changelogs[store_name] = changelog_topic
-                writer = self._changelog_writer(changelog_topic)
-            self.stores[store_name] = self._typed_store(store_def, native, writer)
+                native.enable_changelog()
+                self._logged.append((native, changelog_topic))
+            self.stores[store_name] = self._typed_store(store_def, native)
         # Stream time survives restarts through the stores' commits.
         self.stream_time = self.state.stream_time
 
@@ -253,30 +250,20 @@ class StreamTask:
         for node in self.nodes.values():
             node.init(self)
 
-    def _typed_store(self, store_def: StoreDef, native: Any, writer: Any) -> Any:
-        """The typed store over an opened native one (serdes in Python)."""
+    def _typed_store(self, store_def: StoreDef, native: Any) -> Any:
+        """The typed store over an opened native one (serdes in Python),
+        behind the thread's record cache when the store is cached."""
         name = store_def.name
+        kind = store_kind(store_def)
         keys = self._serde(store_def.key_serde, "default.key.serde", name)
         values = self._serde(store_def.value_serde, "default.value.serde", name)
-        if store_def.timestamped:
-            values = Timestamped(values)
         clock = lambda: self.current_timestamp  # noqa: E731 - the changelog's timestamps
-        cache = self._cache if store_def.caching else None
-        namespace = f"{self.task_id}-{name}"
-        if store_def.kind == "window":
-            window_store = WindowStore(name, keys, values, native, writer, clock)
-            if cache is None:
-                return window_store
-            return CachingWindowStore(window_store, cache, namespace, clock)
-        if store_def.kind == "session":
-            session_store = SessionStore(name, keys, values, native, writer, clock)
-            if cache is None:
-                return session_store
-            return CachingSessionStore(session_store, cache, namespace, clock)
-        store = KeyValueStore(name, keys, values, writer, clock=clock, native=native)
-        if store_def.caching and self._cache is not None:
-            return CachingKeyValueStore(store, self._cache, f"{self.task_id}-{name}", clock)
-        return store
+        typed = kind.typed(store_def, keys, typed_value_serde(store_def, values), native, clock)
+        if not store_def.caching or self._cache is None:
+            return typed
+        caching = kind.caching(typed, self._cache, f"{self.task_id}-{name}", clock)
+        self._caching.append(caching)
+        return caching
 
     def _serde(self, serde: Serde[Any] | None, default_key: str, where: str) -> Serde[Any]:
         chosen = serde if serde is not None else self.config[default_key]
@@ -284,15 +271,18 @@ class StreamTask:
             raise ConfigError(
                 f"{where!r} has no serde: pass one in the DSL call or set {default_key!r}"
             )
+        if isinstance(chosen, WrappingSerde):
+            # A composite value around a serde the DSL did not know.
+            return chosen.with_default(self.config["default.value.serde"], where)
         return chosen
 
-    def _changelog_writer(self, topic: str) -> Callable[[list[bytes], list[Any], list[int]], None]:
-        partition = self.partition
-
-        def write(keys: list[bytes], values: list[Any], timestamps: list[int]) -> None:
-            self.collector.send(topic, keys, values, timestamps, [partition] * len(keys))
-
-        return write
+    def _send_changelogs(self) -> None:
+        """Hands what the logged stores wrote since the last call to the
+        record collector, a store's writes as one batch of columns."""
+        for native, topic in self._logged:
+            keys, values, timestamps = native.take_changelog()
+            if keys:
+                self.collector.send(topic, keys, values, timestamps, [self.partition] * len(keys))
 
     def _instantiate(self, node_def: SourceDef | ProcessorDef | SinkDef) -> Node:
         if isinstance(node_def, SourceDef):
@@ -320,7 +310,8 @@ class StreamTask:
     def key_value_store(self, name: str) -> Any:
         """A KeyValueStore, or the CachingKeyValueStore in front of one."""
         store = self.store(name)
-        if not isinstance(store, KeyValueStore | CachingKeyValueStore):
+        store_def = self._store_defs.get(name)
+        if store_def is not None and store_def.kind != KEY_VALUE:
             raise StoreError(f"state store {name!r} is not a key-value store")
         return store
 
@@ -356,7 +347,13 @@ class StreamTask:
         partitions: always from the partition whose head record has the
         smallest timestamp, as far as it stays the smallest. While an input
         partition has nothing queued and ``must_wait(topic, partition)``, the
-        task waits (Kafka's ``max.task.idle.ms``). Returns records processed."""
+        task waits (Kafka's ``max.task.idle.ms``). Returns records processed;
+        what the stores wrote goes to their changelogs."""
+        processed = self._process_runs(must_wait)
+        self._send_changelogs()
+        return processed
+
+    def _process_runs(self, must_wait: Callable[[str, int], bool]) -> int:
         processed = 0
         while True:
             ready = [(k, q) for k, q in self.queues.items() if q.batches]
@@ -371,6 +368,7 @@ class StreamTask:
             bound = ready[1][1].head_timestamp() if len(ready) > 1 else None
             run = queue.take_run(bound)
             node, _source = self.sources[topic]
+            self.current_topic = run.topic
             self.metrics.records_processed += len(run)
             processed += len(run)
             self.stream_time = max(self.stream_time, *run.timestamps)
@@ -408,15 +406,19 @@ class StreamTask:
         return self._wall_clock()
 
     def maybe_punctuate_wall_clock(self) -> bool:
-        return self.wall_clock_punctuations.may_punctuate(self.wall_clock_ms())
+        punctuated = self.wall_clock_punctuations.may_punctuate(self.wall_clock_ms())
+        self._send_changelogs()
+        return punctuated
 
     def flush(self) -> None:
-        """On commit: the caches write and forward their dirty entries first."""
-        for store in self.stores.values():
-            if isinstance(store, _CACHING):
-                store.flush()
+        """On commit: the caches write and forward their dirty entries first,
+        then the nodes flush, then what the stores wrote goes to their
+        changelogs."""
+        for store in self._caching:
+            store.flush()
         for node in self.nodes.values():
             node.flush()
+        self._send_changelogs()
 
     def commit_state(self, changelog_ends: dict[str, int]) -> None:
         """After the output is durable: commits the stores with the changelog
@@ -429,9 +431,8 @@ class StreamTask:
     def close(self) -> None:
         for node in self.nodes.values():
             node.close()
-        for store in self.stores.values():
-            if isinstance(store, _CACHING):
-                store.close()
+        for store in self._caching:
+            store.close()
         self.state.close()
 
     # --- input --------------------------------------------------------------
@@ -571,3 +572,41 @@ class StreamTask:
             raise error from exc
         self.metrics.skipped_records += 1
         log.warning("%s; skipping it (log_and_continue)", error)
+
+
+@dataclass
+class TaskFactory:
+    """Makes every task of a stream thread (Kafka's ActiveTaskCreator): the
+    runtimes, the Kafka global thread and standbys, the test driver and the
+    Spark replay all build their tasks here, from what their tasks share."""
+
+    builder: InternalTopologyBuilder
+    config: StreamsConfig
+    collector: RecordCollector
+    # Logical topic name -> physical (the application id's prefix on internal topics).
+    topic_name: Callable[[str], str]
+    # ``state.dir/<application.id>``: each task keeps its stores under its id.
+    state_dir: Path
+    # The thread's record cache (None: every store runs uncached).
+    cache: _core.NativeThreadCache | None = None
+    # Where a changelog partition starts and ends, to trust a store's commit.
+    changelog_range: ChangelogRange | None = None
+    # Milliseconds now (the test driver's mock clock; default: the system's).
+    wall_clock: Callable[[], int] | None = None
+    # The global task's stores, readable by every task made after it.
+    global_stores: dict[str, Any] = field(default_factory=dict)
+
+    def task(self, subtopology: Subtopology, partition: int) -> StreamTask:
+        """Task ``partition`` of ``subtopology``, its stores opened as of
+        their last commit (not restored)."""
+        return StreamTask(self, subtopology, partition, f"{subtopology.id}_{partition}", self.cache)
+
+    def global_task(self, subtopology: Subtopology) -> StreamTask:
+        """The task of the global stores: uncached, emptied (they are rebuilt
+        from their topics on every start), and readable by every task made
+        after it."""
+        task = StreamTask(self, subtopology, 0, "global", None)
+        for store in task.stores.values():
+            store.native.clear()
+        self.global_stores = task.stores
+        return task

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import TopologyError
+from strom.state.stores import KEY_VALUE
 
 if TYPE_CHECKING:
     from strom.processor.internals.nodes import Node
@@ -60,7 +61,8 @@ class StoreDef:
     logged: bool = True
     persistent: bool = True
     processors: list[str] = field(default_factory=list)
-    kind: str = "key_value"  # or "window", "session"
+    # Its kind, a name in strom.state.internals.registry.KINDS.
+    kind: str = KEY_VALUE
     retention_ms: int | None = None
     window_size_ms: int | None = None
     retain_duplicates: bool = False

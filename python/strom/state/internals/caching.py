@@ -16,6 +16,7 @@ from collections.abc import Callable, Iterator
 from typing import Any, Generic, TypeVar
 
 from strom import _core
+from strom.errors import StoreError
 from strom.keyvalue import KeyValue
 from strom.state.internals.typed import deserialize_values
 from strom.state.key_value import KeyValueStore
@@ -28,8 +29,18 @@ V = TypeVar("V")
 FlushListener = Callable[[list[tuple[Any, Any, Any, int]]], None]
 
 
+# What a native cache call flushed, as columns: keys, new values, old values
+# (None: absent), timestamps; each entry already written to the store.
+FlushedColumns = tuple[list[bytes], list[bytes | None], list[bytes | None], list[int]]
+
+
 class CachingKeyValueStore(Generic[K, V]):
-    """A key-value store whose writes go through a shared record cache."""
+    """A key-value store behind the thread's record cache: serdes here, the
+    caching itself native (``strom_core::store::CachingKeyValueStore``: cache
+    over store for reads, dirty entries written through to the store and its
+    changelog when evicted or flushed, deletes of keys the store never had
+    dropped, as Kafka's ``putAndMaybeForward`` does). What a call flushed is
+    handed to the listener with its old value."""
 
     def __init__(
         self,
@@ -46,28 +57,15 @@ class CachingKeyValueStore(Generic[K, V]):
         self._cache = cache
         self._id = cache.named(namespace)
         self._clock = clock
-        # Keys written since their last flush: the cache may hold values the
-        # store does not have yet.
-        self._dirty: set[bytes] = set()
         self.listener: FlushListener | None = None
 
     # --- reads: the cache first ---------------------------------------------
-    def _raw(self, key: bytes) -> bytes | None:
-        hit = self._cache.get(self._id, key)
-        if hit is not None:
-            return hit[0]
-        return self.native.get(key)
-
     def get(self, key: K) -> V | None:
-        return self.value_serde.deserialize(self.name, self._raw(self.inner._key(key)))
+        raw = self.native.get_cached(self.inner._key(key), self._cache, self._id)
+        return self.value_serde.deserialize(self.name, raw)
 
     def _merged(self, lo: bytes | None, hi: bytes | None) -> Iterator[KeyValue]:
-        entries = dict(self.native.range(lo, hi))
-        for key in self._dirty:
-            if (lo is None or key >= lo) and (hi is None or key <= hi):
-                entries[key] = self._raw(key)  # type: ignore[assignment]
-        raw = sorted((k, v) for k, v in entries.items() if v is not None)
-        return self.inner._entries(raw)
+        return self.inner._entries(self.native.range_cached(lo, hi, self._cache, self._id))
 
     def range(self, key_from: K | None, key_to: K | None) -> Iterator[KeyValue]:
         lo = None if key_from is None else self.inner._key(key_from)
@@ -87,78 +85,65 @@ class CachingKeyValueStore(Generic[K, V]):
     def put(self, key: K, value: V | None) -> None:
         raw_key = self.inner._key(key)
         raw_value = self.value_serde.serialize(self.name, value)
-        self._dirty.add(raw_key)
-        self._write(self._cache.put(self._id, raw_key, raw_value, self._clock(), True))
+        self._emit(self.native.put_cached(raw_key, raw_value, self._clock(), self._cache, self._id))
 
     def put_if_absent(self, key: K, value: V) -> V | None:
-        previous = self.get(key)
-        if previous is None:
-            self.put(key, value)
-        return previous
+        raw_key = self.inner._key(key)
+        raw_value = self.value_serde.serialize(self.name, value)
+        if raw_value is None:
+            raise StoreError(f"store {self.name!r}: put_if_absent needs a non-None value")
+        previous, flushed = self.native.put_if_absent_cached(
+            raw_key, raw_value, self._clock(), self._cache, self._id
+        )
+        self._emit(flushed)
+        return self.value_serde.deserialize(self.name, previous)
 
     def put_all(self, entries: list[tuple[K, V | None]]) -> None:
         for key, value in entries:
             self.put(key, value)
 
     def delete(self, key: K) -> V | None:
-        previous = self.get(key)
-        self.put(key, None)
-        return previous
+        previous, flushed = self.native.delete_cached(
+            self.inner._key(key), self._clock(), self._cache, self._id
+        )
+        self._emit(flushed)
+        return self.value_serde.deserialize(self.name, previous)
 
+    def flush(self) -> None:
+        """Writes every dirty entry to the store and hands them on (commit)."""
+        self._emit(self.native.flush_cached(self._cache, self._id))
+
+    def _emit(self, flushed: FlushedColumns) -> None:
+        """Hands what a native call flushed (written and logged already) to
+        the listener."""
+        keys, news, olds, timestamps = flushed
+        if not keys or self.listener is None:
+            return
+        typed_keys = self.key_serde.deserialize_batch(self.name, keys)
+        new_values = deserialize_values(self.value_serde, self.name, news)
+        old_values = deserialize_values(self.value_serde, self.name, olds)
+        self.listener(list(zip(typed_keys, new_values, old_values, timestamps, strict=True)))
+
+    # --- batches: one native call each ---------------------------------------
     def count(self, keys: list[Any], timestamps: list[int]) -> None:
         """``count()`` through the cache over a timestamped Long store, in
         one native call that reads and puts record by record (so evictions
         happen exactly when they would)."""
         raw_keys: list[Any] = self.key_serde.serialize_batch(self.name, keys)
-        self._dirty.update(raw_keys)
-        flushed = self.native.count_timestamped_cached(raw_keys, timestamps, self._cache, self._id)
-        self._emit_flushed(flushed, raw_keys)
+        self._emit(
+            self.native.count_timestamped_cached(raw_keys, timestamps, self._cache, self._id)
+        )
 
     def table_count(
         self, raw_keys: list[bytes], timestamps: list[int], has_new: list[bool], has_old: list[bool]
     ) -> None:
         """``KGroupedTable.count()``'s native kernel through the cache (see
-        ``KeyValueStore.table_count``); what it evicts is written and handed on."""
-        self._dirty.update(raw_keys)
+        ``KeyValueStore.table_count``); what it evicts is handed on."""
         *_, flushed = self.native.table_count(
             raw_keys, timestamps, has_new, has_old, self._cache, self._id
         )
-        self._emit_flushed(flushed, raw_keys)
+        self._emit(flushed)
 
-    def flush(self) -> None:
-        """Writes every dirty entry to the store and hands them on (commit)."""
-        self._write(self._cache.flush(self._id))
-        # Nothing cached differs from the store now.
-        self._dirty.clear()
-
-    def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
-        if not flushed:
-            return
-        keys = [k for k, _, _ in flushed]
-        values = [v for _, v, _ in flushed]
-        # A flush holds each key once: the old values are the store's now.
-        olds = self.native.get_all(keys)
-        self._dirty.difference_update(keys)
-        self.native.put_all(keys, values)
-        self._emit(keys, values, olds, [ts for _, _, ts in flushed])
-
-    def _emit(
-        self,
-        keys: list[bytes],
-        values: list[bytes | None],
-        olds: list[bytes | None],
-        timestamps: list[int],
-    ) -> None:
-        """Logs flushed entries already written to the store and hands them
-        to the listener (deletes of absent keys included)."""
-        self.inner.log_raw(keys, values, timestamps)
-        if self.listener is not None:
-            typed_keys = self.key_serde.deserialize_batch(self.name, keys)
-            news = deserialize_values(self.value_serde, self.name, values)
-            old_values = deserialize_values(self.value_serde, self.name, olds)
-            self.listener(list(zip(typed_keys, news, old_values, timestamps, strict=True)))
-
-    # --- batches: one native call each ---------------------------------------
     def get_raw_batch(self, raw_keys: list[bytes]) -> list[bytes | None]:
         """The serialized values of serialized keys as the cache sees them,
         in one native call that counts no use (the writes that follow do)."""
@@ -174,32 +159,13 @@ class CachingKeyValueStore(Generic[K, V]):
         """Puts serialized records into the cache in order, each with its
         record's timestamp, in one native call: evictions happen exactly
         where puts one by one would cause them, and what they flush is
-        written, logged and handed on. Returns each record's old serialized
-        value when ``want_old``."""
-        # A superset of the keys the cache holds dirty is harmless: ``_merged``
-        # reads them through the cache.
-        self._dirty.update(raw_keys)
+        handed on. Returns each record's old serialized value when
+        ``want_old``."""
         olds, flushed = self.native.upsert(
             raw_keys, raw_values, timestamps, self._cache, self._id, want_old
         )
-        self._emit_flushed(flushed, raw_keys)
+        self._emit(flushed)
         return olds
-
-    def _emit_flushed(
-        self, flushed: list[tuple[bytes, bytes | None, bytes | None, int]], written: list[bytes]
-    ) -> None:
-        """Hands on what a native batch's evictions flushed (and wrote)."""
-        if not flushed:
-            return
-        keys = [k for k, _, _, _ in flushed]
-        # A key written in this batch may be dirty again after its flush.
-        self._dirty.difference_update(set(keys).difference(written))
-        self._emit(
-            keys,
-            [n for _, n, _, _ in flushed],
-            [o for _, _, o, _ in flushed],
-            [ts for _, _, _, ts in flushed],
-        )
 
     def restore(self, keys: list[bytes | None], values: list[bytes | None]) -> None:
         self.inner.restore(keys, values)
@@ -236,7 +202,8 @@ class _CachingWindowedBase(ABC):
         self._id = cache.named(namespace)
         self._clock = clock
         self.listener: FlushListener | None = None
-        # The windows or sessions written per raw key since the last flush.
+        # The windows written per raw key since the last flush (the caching
+        # window store's scans merge them; the session store scans the cache).
         self._dirty: dict[bytes, set[Any]] = {}
         # The largest window start (session end) put, cached or not.
         self._observed = -1
@@ -252,6 +219,12 @@ class _CachingWindowedBase(ABC):
     def _expired_up_to(self) -> int:
         retention: int = self.native.retention_ms
         return self.observed_stream_time - retention
+
+    @property
+    def cache_handle(self) -> tuple[_core.NativeThreadCache, int]:
+        """The thread cache and this store's named cache in it (for a native
+        kernel that must see what the cache holds)."""
+        return self._cache, self._id
 
     def __getattr__(self, name: str) -> Any:
         return getattr(self.inner, name)
@@ -326,8 +299,7 @@ class CachingWindowStore(_CachingWindowedBase):
             keys = [key[:-8] for key, _, _ in flushed]
             starts = [int.from_bytes(key[-8:], "big", signed=True) for key, _, _ in flushed]
             values = [value for _, value, _ in flushed]
-            logged = self.native.put_all(keys, values, starts)
-            self.inner._log(logged, values)
+            self.native.put_all(keys, values, starts, [ts for _, _, ts in flushed])
 
     def _clean(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
         """Drops written-out windows from the dirty set."""
@@ -383,8 +355,7 @@ class CachingWindowStore(_CachingWindowedBase):
         for cache_key, value, timestamp in flushed:
             raw_key, start = _split_windowed(cache_key)
             old = self.native.fetch_one(raw_key, start)
-            logged = self.native.put(raw_key, value, start)
-            self.inner._log([logged], [value])
+            self.native.put(raw_key, value, start, timestamp)
             if self.listener is not None and (value is not None or old is not None):
                 key = self.key_serde.deserialize(self.name, raw_key)
                 new_value = self.value_serde.deserialize(self.name, value)
@@ -398,7 +369,10 @@ class CachingWindowStore(_CachingWindowedBase):
 
 class CachingSessionStore(_CachingWindowedBase):
     """A session store whose writes go through the record cache: the latest
-    value (or removal) per session is written and forwarded per commit."""
+    value (or removal) per session is written and forwarded per commit.
+    Reads see every session the cache holds, even one the store has expired
+    (Kafka's ``CachingSessionStore``: ``fetchSession`` answers from the cache,
+    ``findSessions`` merges the cache's sessions over the store's)."""
 
     native: _core.NativeSessionStore
 
@@ -409,7 +383,6 @@ class CachingSessionStore(_CachingWindowedBase):
     def _set(self, session: Any, raw_value: bytes | None) -> None:
         raw_key = self.inner._key(session.key)
         start, end = session.window.start, session.window.end
-        self._dirty.setdefault(raw_key, set()).add((end, start))
         self._observed = max(self._observed, end)
         cache_key = self._cache_key(raw_key, start, end)
         # Session results are timestamped with the session's end.
@@ -436,9 +409,6 @@ class CachingSessionStore(_CachingWindowedBase):
         """Serialized puts and removals (None) in order, as a native kernel
         reports them, each cached with its own timestamp, in one native call
         (see ``CachingWindowStore.put_raw_all``)."""
-        dirty = self._dirty
-        for raw_key, start, end in zip(raw_keys, starts, ends, strict=True):
-            dirty.setdefault(raw_key, set()).add((end, start))
         if ends:
             self._observed = max(self._observed, *ends)
         self._write(
@@ -447,9 +417,6 @@ class CachingSessionStore(_CachingWindowedBase):
         )
 
     def _raw(self, raw_key: bytes, start: int, end: int) -> bytes | None:
-        # The cache may still hold a session the store has expired: hide it.
-        if end <= self._expired_up_to():
-            return None
         hit = self._cache.get(self._id, self._cache_key(raw_key, start, end))
         if hit is not None:
             return hit[0]
@@ -469,11 +436,15 @@ class CachingSessionStore(_CachingWindowedBase):
         entries: dict[tuple[int, int], bytes | None] = {
             (e, s): v for s, e, v in zip(starts, ends, raw_values, strict=True)
         }
-        for end, start in self._dirty.get(raw_key, ()):
-            if end >= earliest_session_end and start <= latest_session_start:
-                entries[(end, start)] = self._raw(raw_key, start, end)
-        expired = self._expired_up_to()
-        found = sorted((k, v) for k, v in entries.items() if v is not None and k[0] > expired)
+        # Every session of exactly this key the cache holds (its keys are the
+        # key's bytes and 16 more), over the store's, expired there or not.
+        length = len(raw_key) + 16
+        for cache_key, value in self._cache.prefix_scan(self._id, raw_key):
+            if len(cache_key) == length:
+                _, end, start = _split_session(cache_key)
+                if end >= earliest_session_end and start <= latest_session_start:
+                    entries[(end, start)] = value
+        found = sorted((k, v) for k, v in entries.items() if v is not None)
         values = self.value_serde.deserialize_batch(self.name, [v for _, v in found])
         return iter(
             [
@@ -491,18 +462,11 @@ class CachingSessionStore(_CachingWindowedBase):
         out: list[tuple[Any, Any, Any, int]] = []
         for cache_key, value, timestamp in flushed:
             raw_key, end, start = _split_session(cache_key)
-            sessions = self._dirty.get(raw_key) if clean else None
-            if sessions is not None:
-                sessions.discard((end, start))
-                if not sessions:
-                    del self._dirty[raw_key]
             old = self.native.fetch_session(raw_key, start, end)
-            logged: bytes | None = (
-                self.native.remove(raw_key, start, end)
-                if value is None
-                else self.native.put(raw_key, start, end, value)
-            )
-            self.inner._log([logged], [value])
+            if value is None:
+                self.native.remove(raw_key, start, end, timestamp)
+            else:
+                self.native.put(raw_key, start, end, value, timestamp)
             if self.listener is not None and (value is not None or old is not None):
                 key = self.key_serde.deserialize(self.name, raw_key)
                 new_value = self.value_serde.deserialize(self.name, value)

@@ -1,6 +1,8 @@
-"""What the typed stores share: the changelog callback, value
-deserialization, and the base of the typed window and session stores (serdes,
-the changelog, commit and close over a native store)."""
+"""What the typed stores share: value deserialization and the base of the
+typed window and session stores (serdes, the record clock, commit and close
+over a native store). Changelogs are the native stores' own: a logged native
+store keeps every write for its changelog (``enable_changelog``) until the
+task takes them (``take_changelog``)."""
 
 from __future__ import annotations
 
@@ -20,9 +22,6 @@ if TYPE_CHECKING:
 K = TypeVar("K")
 V = TypeVar("V")
 
-# (serialized keys, serialized values, timestamps) -> None
-ChangelogSink = Callable[[list[bytes], list[bytes | None], list[int]], None]
-
 
 def deserialize_values(serde: Serde[Any], name: str, raw: Sequence[bytes | None]) -> list[Any]:
     """``serde.deserialize_batch``, splitting timestamped values natively."""
@@ -41,8 +40,8 @@ Columns = tuple[list[bytes], list[int], list[int], list[bytes]]
 
 
 class TypedWindowedStore(Generic[K, V]):
-    """What the typed window and session stores share: serdes, the
-    changelog, commit and close."""
+    """What the typed window and session stores share: serdes, the record
+    clock (the timestamp a logged write is logged with), commit and close."""
 
     native: _core.NativeWindowStore | _core.NativeSessionStore
 
@@ -51,13 +50,13 @@ class TypedWindowedStore(Generic[K, V]):
         name: str,
         key_serde: Serde[K],
         value_serde: Serde[V],
-        changelog: ChangelogSink | None,
+        native: _core.NativeWindowStore | _core.NativeSessionStore,
         clock: Callable[[], int] | None,
     ) -> None:
         self.name = name
         self.key_serde = key_serde
         self.value_serde = value_serde
-        self._changelog = changelog
+        self.native = native
         self._clock = clock or (lambda: 0)
 
     def _key(self, key: K | None) -> bytes:
@@ -76,15 +75,6 @@ class TypedWindowedStore(Generic[K, V]):
             raise StoreError(f"store {self.name!r}: the key serde turned a key into None")
         return raw  # type: ignore[return-value]
 
-    def _log(self, keys: Sequence[bytes | None], values: Sequence[bytes | None]) -> None:
-        """Sends the writes that happened (a None key: nothing was written)."""
-        if self._changelog is None:
-            return
-        logged = [(k, v) for k, v in zip(keys, values, strict=True) if k is not None]
-        if logged:
-            now = self._clock()
-            self._changelog([k for k, _ in logged], [v for _, v in logged], [now] * len(logged))
-
     def _windowed(self, columns: Columns) -> Iterator[KeyValue]:
         raw_keys, starts, ends, raw_values = columns
         keys = self.key_serde.deserialize_batch(self.name, raw_keys)
@@ -101,7 +91,7 @@ class TypedWindowedStore(Generic[K, V]):
     @property
     def logged(self) -> bool:
         """Whether writes go to a changelog."""
-        return self._changelog is not None
+        return self.native.logged
 
     @property
     def retention_ms(self) -> int:

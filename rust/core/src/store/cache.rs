@@ -30,7 +30,6 @@ use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
 use std::ops::Bound;
-use std::sync::{Arc, Mutex, MutexGuard};
 
 use super::KeyValueBytes;
 use crate::error::{Error, Result};
@@ -753,78 +752,64 @@ impl ThreadCache {
 // ---------------------------------------------------------------------------
 // CachingKeyValueStore
 
-/// One thread cache shared by the caching stores of one stream thread. The
-/// stores of a thread are used by one thread at a time; the mutex makes them
-/// `Send` for the bindings.
-pub type SharedThreadCache = Arc<Mutex<ThreadCache>>;
-
-/// Wraps a thread cache for sharing.
-pub fn shared(cache: ThreadCache) -> SharedThreadCache {
-    Arc::new(Mutex::new(cache))
-}
-
 /// An update that reached the underlying store on a flush or an eviction,
-/// ready to be logged to the changelog and forwarded downstream (Kafka's
-/// `Record<key, Change<new, old>>` with the cached record's timestamp).
+/// ready to be forwarded downstream (Kafka's `Record<key, Change<new, old>>`
+/// with the cached record's timestamp).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct FlushedEntry {
     pub key: Vec<u8>,
     /// None for a delete.
     pub new_value: Option<Vec<u8>>,
-    /// The store's value before this write (None when absent, or when old
-    /// values are not sent and the update is not a delete).
+    /// The store's value before this write (None when absent).
     pub old_value: Option<Vec<u8>>,
     pub timestamp: i64,
 }
 
-/// Kafka's `CachingKeyValueStore`: reads and writes go through a named cache
-/// of a shared [`ThreadCache`]; the underlying store sees only flushed entries.
+/// Kafka's `CachingKeyValueStore`: a bytes store seen through its named cache
+/// of a thread cache. Reads see the cache first; writes land in the cache as
+/// dirty entries; what an eviction or a flush takes out of the cache is
+/// written to the store (which logs it, when it is a [`ChangeLogging`]
+/// layer, stamped with the entry's timestamp) and appended to the caller's
+/// `flushed`, in emission order, with the store's old value: the caller
+/// forwards it.
 ///
-/// Every call that can evict (`get`, `put`, `put_if_absent`, `delete`,
-/// `put_batch`) appends what eviction flushed to a caller's `flushed` vector,
-/// in emission order; `flush` returns what it flushed. Each entry has already
-/// been written to the underlying store; the caller logs and forwards it.
+/// One difference from Kafka, on purpose: a read that misses the cache does
+/// not cache what the store answered (Kafka's `getInternal` does, from the
+/// stream thread). Reads never change what the cache holds, so a batch can
+/// read all its old values before it writes and still evict exactly where
+/// writes one by one would.
 ///
-/// If the underlying store fails while flushed entries are written, the cache
-/// has already marked them clean: as in Kafka, the task must then be closed
-/// dirty and its state restored from the changelog.
-pub struct CachingKeyValueStore<S: KeyValueBytes> {
-    inner: S,
-    cache: SharedThreadCache,
+/// If the store fails while flushed entries are written, the cache has
+/// already marked them clean: as in Kafka, the task must then be closed dirty
+/// and its state restored from the changelog.
+///
+/// [`ChangeLogging`]: super::ChangeLogging
+pub struct CachingKeyValueStore<'a> {
+    store: &'a mut dyn KeyValueBytes,
+    cache: &'a mut ThreadCache,
     id: NamedCacheId,
-    send_old_values: bool,
-    closed: bool,
 }
 
-fn lock(cache: &SharedThreadCache) -> Result<MutexGuard<'_, ThreadCache>> {
-    cache
-        .lock()
-        .map_err(|_| Error::Store("thread cache lock poisoned by a panic".into()))
-}
-
-/// The flush listener of Kafka's caching store: reads the old value before
-/// writing, and skips deletes of keys the store never had (nothing to write,
-/// nothing to forward).
-fn write_through<S: KeyValueBytes>(
-    inner: &mut S,
-    send_old_values: bool,
-    dirty: Vec<DirtyEntry>,
-    out: &mut Vec<FlushedEntry>,
+/// The flush listener of Kafka's caching store (`putAndMaybeForward`): reads
+/// the store's old value and writes the entry, except a delete of a key the
+/// store does not have, which is neither written nor forwarded ("this key
+/// did not exist in underlying store and also not in the cache").
+pub fn write_through(
+    store: &mut dyn KeyValueBytes,
+    dirty: impl IntoIterator<Item = DirtyEntry>,
+    flushed: &mut Vec<FlushedEntry>,
 ) -> Result<()> {
     for entry in dirty {
-        let old_value = if send_old_values || entry.value.is_none() {
-            inner.get(&entry.key)?
-        } else {
-            None
-        };
+        let old_value = store.get(&entry.key)?;
         if entry.value.is_none() && old_value.is_none() {
             continue;
         }
-        inner.put(&entry.key, entry.value.as_deref())?;
-        out.push(FlushedEntry {
+        store.set_record_timestamp(entry.timestamp);
+        store.put(&entry.key, entry.value.as_deref())?;
+        flushed.push(FlushedEntry {
             key: entry.key,
             new_value: entry.value,
-            old_value: if send_old_values { old_value } else { None },
+            old_value,
             timestamp: entry.timestamp,
         });
     }
@@ -864,86 +849,35 @@ fn merge(
     out
 }
 
-impl<S: KeyValueBytes> CachingKeyValueStore<S> {
-    /// Wraps `inner` with a new named cache `namespace` (see
-    /// [`ThreadCache::namespace`]) in `cache`. Fails if that named cache is
-    /// already open, since two stores must never share one.
-    pub fn new(inner: S, cache: SharedThreadCache, namespace: &str) -> Result<Self> {
-        let id = {
-            let mut guard = lock(&cache)?;
-            if guard.find(namespace).is_some() {
-                return Err(Error::Store(format!(
-                    "named cache '{namespace}' is already in use"
-                )));
-            }
-            guard.named(namespace)
-        };
-        Ok(CachingKeyValueStore {
-            inner,
-            cache,
-            id,
-            send_old_values: true,
-            closed: false,
-        })
+impl<'a> CachingKeyValueStore<'a> {
+    /// `store` seen through the named cache `id` of `cache`.
+    pub fn new(
+        store: &'a mut dyn KeyValueBytes,
+        cache: &'a mut ThreadCache,
+        id: NamedCacheId,
+    ) -> Self {
+        CachingKeyValueStore { store, cache, id }
     }
 
-    /// Whether flushed entries carry the store's previous value (default
-    /// true). Without it only deletes read the store before writing, as in
-    /// Kafka when no downstream processor needs old values.
-    pub fn set_send_old_values(&mut self, send_old_values: bool) {
-        self.send_old_values = send_old_values;
-    }
-
-    pub fn named_cache(&self) -> NamedCacheId {
-        self.id
-    }
-
-    pub fn thread_cache(&self) -> &SharedThreadCache {
-        &self.cache
-    }
-
-    /// The underlying store (it holds only flushed state).
-    pub fn inner(&self) -> &S {
-        &self.inner
-    }
-
-    fn check_open(&self) -> Result<()> {
-        if self.closed {
-            Err(Error::Store("caching store is closed".into()))
-        } else {
-            Ok(())
+    /// The value of `key`: the cached one (None for a cached delete), which
+    /// counts as a use, else the store's.
+    pub fn get(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.cache.get(self.id, key) {
+            Some(hit) => Ok(hit.value.map(<[u8]>::to_vec)),
+            None => self.store.get(key),
         }
     }
 
-    /// Reads through the cache. A miss that the store answers caches the
-    /// value as a clean entry, which may evict (hence `flushed`).
-    pub fn get(&mut self, key: &[u8], flushed: &mut Vec<FlushedEntry>) -> Result<Option<Vec<u8>>> {
-        self.check_open()?;
-        let mut cache = lock(&self.cache)?;
-        if let Some(entry) = cache.get(self.id, key) {
-            return Ok(entry.value.map(<[u8]>::to_vec));
+    /// [`get`](Self::get) without counting a use.
+    pub fn peek(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        match self.cache.peek(self.id, key) {
+            Some(hit) => Ok(hit.value.map(<[u8]>::to_vec)),
+            None => self.store.get(key),
         }
-        let Some(value) = self.inner.get(key)? else {
-            return Ok(None);
-        };
-        let dirty = cache.put(self.id, key, Some(&value), -1, false)?;
-        write_through(&mut self.inner, self.send_old_values, dirty, flushed)?;
-        Ok(Some(value))
-    }
-
-    /// Reads through the cache without filling it: Kafka's read from a thread
-    /// other than the stream thread (interactive queries). A hit still counts
-    /// as a use.
-    pub fn get_no_fill(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.check_open()?;
-        if let Some(entry) = lock(&self.cache)?.get(self.id, key) {
-            return Ok(entry.value.map(<[u8]>::to_vec));
-        }
-        self.inner.get(key)
     }
 
     /// Writes `value` (None deletes) into the cache as a dirty entry carrying
-    /// the record's `timestamp`.
+    /// the record's `timestamp`; what the put evicts is written through.
     pub fn put(
         &mut self,
         key: &[u8],
@@ -951,34 +885,10 @@ impl<S: KeyValueBytes> CachingKeyValueStore<S> {
         timestamp: i64,
         flushed: &mut Vec<FlushedEntry>,
     ) -> Result<()> {
-        self.check_open()?;
-        let dirty = lock(&self.cache)?.put(self.id, key, value, timestamp, true)?;
-        write_through(&mut self.inner, self.send_old_values, dirty, flushed)
-    }
-
-    /// Puts each `(key, value, timestamp)` in order under one lock; the
-    /// flushed entries of all of them are appended in emission order.
-    pub fn put_batch<'a>(
-        &mut self,
-        entries: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)>,
-        flushed: &mut Vec<FlushedEntry>,
-    ) -> Result<()> {
-        self.check_open()?;
-        let mut cache = lock(&self.cache)?;
         let mut dirty = Vec::new();
-        for (key, value, timestamp) in entries {
-            cache.put_into(self.id, key, value, timestamp, true, &mut dirty)?;
-            if !dirty.is_empty() {
-                // Written at once so the store is current for any later read.
-                write_through(
-                    &mut self.inner,
-                    self.send_old_values,
-                    std::mem::take(&mut dirty),
-                    flushed,
-                )?;
-            }
-        }
-        Ok(())
+        self.cache
+            .put_into(self.id, key, value, timestamp, true, &mut dirty)?;
+        write_through(self.store, dirty, flushed)
     }
 
     /// Puts `value` unless the key has a value; returns the existing value.
@@ -989,7 +899,7 @@ impl<S: KeyValueBytes> CachingKeyValueStore<S> {
         timestamp: i64,
         flushed: &mut Vec<FlushedEntry>,
     ) -> Result<Option<Vec<u8>>> {
-        let existing = self.get(key, flushed)?;
+        let existing = self.get(key)?;
         if existing.is_none() {
             self.put(key, Some(value), timestamp, flushed)?;
         }
@@ -1003,113 +913,39 @@ impl<S: KeyValueBytes> CachingKeyValueStore<S> {
         timestamp: i64,
         flushed: &mut Vec<FlushedEntry>,
     ) -> Result<Option<Vec<u8>>> {
-        let existing = self.get(key, flushed)?;
+        let existing = self.get(key)?;
         self.put(key, None, timestamp, flushed)?;
         Ok(existing)
     }
 
     /// Entries with `from <= key <= to` (either bound open when None), cache
-    /// over store, in key order or reverse key order; a snapshot.
+    /// over store, in key order or reverse key order; a snapshot. Each
+    /// cached entry in range counts as a use, as Kafka's cache iterator does.
     pub fn range(
-        &self,
+        &mut self,
         from: Option<&[u8]>,
         to: Option<&[u8]>,
         reverse: bool,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.check_open()?;
         if matches!((from, to), (Some(f), Some(t)) if f > t) {
             return Ok(Vec::new());
         }
-        let cached = lock(&self.cache)?.range(self.id, from, to, reverse);
-        let stored = self.inner.range(from, to, reverse)?;
+        let cached = self.cache.range(self.id, from, to, reverse);
+        let stored = self.store.range(from, to, reverse)?;
         Ok(merge(cached, stored, reverse))
     }
 
-    /// Every entry, cache over store.
-    pub fn all(&self, reverse: bool) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.range(None, None, reverse)
-    }
-
     /// Entries whose key starts with `prefix`, cache over store, in key order.
-    pub fn prefix_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.check_open()?;
-        let cached = lock(&self.cache)?.prefix_scan(self.id, prefix);
-        let stored = self.inner.prefix_scan(prefix)?;
+    pub fn prefix_scan(&mut self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let cached = self.cache.prefix_scan(self.id, prefix);
+        let stored = self.store.prefix_scan(prefix)?;
         Ok(merge(cached, stored, false))
     }
 
-    /// The underlying store's estimate (cached-only keys are not counted, as
-    /// in Kafka).
-    pub fn approximate_num_entries(&self) -> usize {
-        self.inner.approximate_num_entries()
-    }
-
-    /// Flushes the named cache into the underlying store (Kafka's
-    /// `flushCache`, the first step of a commit); returns the flushed entries.
-    pub fn flush_cache(&mut self) -> Result<Vec<FlushedEntry>> {
-        self.check_open()?;
-        let dirty = lock(&self.cache)?.flush(self.id);
-        let mut out = Vec::with_capacity(dirty.len());
-        write_through(&mut self.inner, self.send_old_values, dirty, &mut out)?;
-        Ok(out)
-    }
-
-    /// [`flush_cache`](Self::flush_cache), then makes the underlying store durable.
-    pub fn flush(&mut self) -> Result<Vec<FlushedEntry>> {
-        let out = self.flush_cache()?;
-        self.inner.flush()?;
-        Ok(out)
-    }
-
-    /// Writes entries a [`ThreadCache::resize`] flushed from this store's
-    /// named cache; appends them as flushed.
-    pub fn write_flushed(
-        &mut self,
-        dirty: Vec<DirtyEntry>,
-        flushed: &mut Vec<FlushedEntry>,
-    ) -> Result<()> {
-        self.check_open()?;
-        write_through(&mut self.inner, self.send_old_values, dirty, flushed)
-    }
-
-    /// Drops cached entries, dirty ones included, without writing them.
-    pub fn clear_cache(&mut self) -> Result<()> {
-        self.check_open()?;
-        lock(&self.cache)?.clear(self.id);
-        Ok(())
-    }
-
-    /// Flushes the cache into the store, then releases the named cache;
-    /// returns the flushed entries. Later calls fail. The named cache is
-    /// released even when the flush fails (as Kafka closes every layer).
-    pub fn close(&mut self) -> Result<Vec<FlushedEntry>> {
-        self.check_open()?;
-        let flushed = self.flush();
-        self.closed = true;
-        lock(&self.cache)?.close(self.id);
-        flushed
-    }
-}
-
-impl<S: KeyValueBytes> Drop for CachingKeyValueStore<S> {
-    /// A store dropped without `close` gives its budget back. Its unflushed
-    /// writes are lost as in a crash: they were never logged nor committed,
-    /// so reprocessing the uncommitted input produces them again.
-    fn drop(&mut self) {
-        if !self.closed
-            && let Ok(mut cache) = self.cache.lock()
-        {
-            cache.close(self.id);
-        }
-    }
-}
-
-impl<S: KeyValueBytes> fmt::Debug for CachingKeyValueStore<S> {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.debug_struct("CachingKeyValueStore")
-            .field("named_cache", &self.id)
-            .field("send_old_values", &self.send_old_values)
-            .field("closed", &self.closed)
-            .finish_non_exhaustive()
+    /// Writes every dirty entry of the named cache through to the store, in
+    /// last-update order (Kafka's `flushCache`, the first step of a commit).
+    pub fn flush(&mut self, flushed: &mut Vec<FlushedEntry>) -> Result<()> {
+        let dirty = self.cache.flush(self.id);
+        write_through(self.store, dirty, flushed)
     }
 }

@@ -2,7 +2,7 @@
 //! record order, so the result equals Kafka Streams' record-at-a-time run.
 
 use super::KeyValueBytes;
-use super::cache::{FlushedEntry, NamedCacheId, ThreadCache};
+use super::cache::{CachingKeyValueStore, FlushedEntry, NamedCacheId, ThreadCache};
 use crate::error::Result;
 use crate::serde::codec::decode_long;
 
@@ -61,6 +61,7 @@ pub fn count_timestamped<'k>(
         let mut value = [0u8; 16];
         value[..8].copy_from_slice(&result_time.to_be_bytes());
         value[8..].copy_from_slice(&next.to_be_bytes());
+        store.set_record_timestamp(result_time);
         store.put(key, Some(&value))?;
         counts.push(next);
         stamps.push(result_time);
@@ -72,51 +73,39 @@ pub fn count_timestamped<'k>(
 /// Writes a batch of `(key, value, timestamp)` records (a None value
 /// deletes) one after the other, as a table source or an aggregation writes
 /// its results: each record's old value (the previous record's for a key
-/// repeated in the batch) is appended to `olds` when `want_old`.
+/// repeated in the batch) is appended to `olds` when `want_old`. A logged
+/// store logs each write with its record's timestamp.
 ///
-/// With a record cache (`Some((cache, id))`) each write is a dirty put into
-/// the named cache carrying the record's timestamp, exactly as a put per
-/// record would be. Entries that its evictions flush are written to `store`
-/// at once (so the next record reads them there) and appended to `flushed`
-/// with the store's value before the write, in emission order, deletes of
-/// absent keys included; the caller logs and forwards them. Without a cache,
-/// each write goes straight to `store`.
+/// With a record cache (`Some((cache, id))`) each write goes through the
+/// [`CachingKeyValueStore`], exactly as a put per record would: what its
+/// evictions flush is written to `store` at once (so the next record reads it
+/// there) and appended to `flushed`, in emission order; the caller forwards
+/// it. Without a cache, each write goes straight to `store`.
 pub fn upsert<'k>(
     store: &mut dyn KeyValueBytes,
-    mut cache: Option<(&mut ThreadCache, NamedCacheId)>,
+    cache: Option<(&mut ThreadCache, NamedCacheId)>,
     records: impl IntoIterator<Item = (&'k [u8], Option<&'k [u8]>, i64)>,
     want_old: bool,
     olds: &mut Vec<Option<Vec<u8>>>,
     flushed: &mut Vec<FlushedEntry>,
 ) -> Result<()> {
-    let mut dirty = Vec::new();
-    for (key, value, timestamp) in records {
-        let Some((cache, id)) = cache.as_mut() else {
+    let Some((cache, id)) = cache else {
+        for (key, value, timestamp) in records {
             if want_old {
                 olds.push(store.get(key)?);
             }
+            store.set_record_timestamp(timestamp);
             store.put(key, value)?;
-            continue;
-        };
+        }
+        return Ok(());
+    };
+    let mut caching = CachingKeyValueStore::new(store, cache, id);
+    for (key, value, timestamp) in records {
         if want_old {
             // A get counts as a use, as a per-record read would.
-            let old = match cache.get(*id, key) {
-                Some(hit) => hit.value.map(<[u8]>::to_vec),
-                None => store.get(key)?,
-            };
-            olds.push(old);
+            olds.push(caching.get(key)?);
         }
-        cache.put_into(*id, key, value, timestamp, true, &mut dirty)?;
-        for entry in dirty.drain(..) {
-            let old_value = store.get(&entry.key)?;
-            store.put(&entry.key, entry.value.as_deref())?;
-            flushed.push(FlushedEntry {
-                key: entry.key,
-                new_value: entry.value,
-                old_value,
-                timestamp: entry.timestamp,
-            });
-        }
+        caching.put(key, value, timestamp, flushed)?;
     }
     Ok(())
 }
@@ -124,39 +113,29 @@ pub fn upsert<'k>(
 /// Read-modify-write of a batch, one record after the other: for record `i`
 /// with `(key, timestamp)`, `update(i, old)` gets the key's current value
 /// (None when absent) and returns the value to write (None deletes). With a
-/// record cache the read is a get (a use) and the write a dirty put carrying
-/// the record's timestamp, exactly as a read and a put per record would be;
-/// what evictions flush is written to `store` at once and appended to
-/// `flushed` (see [`upsert`]). Without a cache both go to `store`.
+/// record cache the read is a get (a use) and the write a put of the
+/// [`CachingKeyValueStore`], exactly as a read and a put per record would
+/// be (see [`upsert`]). Without a cache both go to `store`, the write logged
+/// with the record's timestamp.
 pub fn update_each<'k>(
     store: &mut dyn KeyValueBytes,
-    mut cache: Option<(&mut ThreadCache, NamedCacheId)>,
+    cache: Option<(&mut ThreadCache, NamedCacheId)>,
     records: impl IntoIterator<Item = (&'k [u8], i64)>,
     mut update: impl FnMut(usize, Option<&[u8]>) -> Result<Option<Vec<u8>>>,
     flushed: &mut Vec<FlushedEntry>,
 ) -> Result<()> {
-    let mut dirty = Vec::new();
-    for (i, (key, timestamp)) in records.into_iter().enumerate() {
-        let Some((cache, id)) = cache.as_mut() else {
+    let Some((cache, id)) = cache else {
+        for (i, (key, timestamp)) in records.into_iter().enumerate() {
             let new = update(i, store.get(key)?.as_deref())?;
+            store.set_record_timestamp(timestamp);
             store.put(key, new.as_deref())?;
-            continue;
-        };
-        let new = match cache.get(*id, key) {
-            Some(hit) => update(i, hit.value)?,
-            None => update(i, store.get(key)?.as_deref())?,
-        };
-        cache.put_into(*id, key, new.as_deref(), timestamp, true, &mut dirty)?;
-        for entry in dirty.drain(..) {
-            let old_value = store.get(&entry.key)?;
-            store.put(&entry.key, entry.value.as_deref())?;
-            flushed.push(FlushedEntry {
-                key: entry.key,
-                new_value: entry.value,
-                old_value,
-                timestamp: entry.timestamp,
-            });
         }
+        return Ok(());
+    };
+    let mut caching = CachingKeyValueStore::new(store, cache, id);
+    for (i, (key, timestamp)) in records.into_iter().enumerate() {
+        let new = update(i, caching.get(key)?.as_deref())?;
+        caching.put(key, new.as_deref(), timestamp, flushed)?;
     }
     Ok(())
 }

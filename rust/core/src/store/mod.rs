@@ -4,9 +4,12 @@
 //!
 //! Every key-value flavour implements [`KeyValueBytes`]; window and session
 //! stores are built from time segments, each segment one such store, so that
-//! retention drops whole segments.
+//! retention drops whole segments. A key-value store is layered as in Kafka:
+//! the record cache ([`CachingKeyValueStore`]) over the changelog
+//! ([`ChangeLogging`]) over the bytes store.
 
 pub mod cache;
+pub mod changelog;
 pub mod kernels;
 pub mod kv;
 pub mod persistent;
@@ -16,6 +19,7 @@ pub mod time_segments;
 pub mod window;
 
 pub use cache::{CachingKeyValueStore, ThreadCache};
+pub use changelog::{ChangeLogging, ChangelogBuffer};
 pub use kv::InMemoryKeyValueStore;
 pub use persistent::{PersistentKeyValueStore, PersistentStoreOptions};
 pub use persistent_time_segments::{PersistentSegment, PersistentSegmentFactory, SegmentedCommit};
@@ -51,4 +55,9 @@ pub trait KeyValueBytes: Send {
 
     /// Makes every write so far durable (a no-op in memory).
     fn flush(&mut self) -> Result<()>;
+
+    /// The timestamp of the record being processed (Kafka's record context):
+    /// a logging layer ([`ChangeLogging`]) stamps the changelog records of
+    /// the writes that follow with it. Stores without a changelog ignore it.
+    fn set_record_timestamp(&mut self, _timestamp: i64) {}
 }

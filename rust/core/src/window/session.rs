@@ -18,9 +18,14 @@
 //! largest session end put; retention gap + grace by default), and final
 //! results are read from Kafka's time-ordered session store, which only
 //! loses sessions with the store's time segments (`max(retention / 2, 60
-//! s)` long). The kernel emulates both.
+//! s)` long). The kernel emulates both. Behind a record cache (update mode),
+//! a lookup also finds the sessions the cache still holds, expired by the
+//! store or not, as Kafka's `CachingSessionStore.findSessions` does: the
+//! kernel keeps an expired session while [`RecordCache`] says the cache
+//! holds it (or it was written in the current batch, whose writes reach the
+//! cache after it).
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use super::aggregate::Aggregate;
 use super::column::{Batch, ValueColumn};
@@ -30,6 +35,14 @@ use super::spec::{DEFAULT_EMIT_INTERVAL_MS, EmitStrategy, NO_TIMESTAMP, SessionW
 use crate::error::{Error, Result};
 use crate::store::time_segments::default_segment_interval;
 use crate::store::{PutOutcome, SegmentFactory, SessionStore};
+
+/// Whether the record cache in front of the session store holds a session
+/// `(key, start, end)` (a value, not a cached removal).
+pub type RecordCache = Box<dyn Fn(&[u8], i64, i64) -> bool + Send + Sync>;
+
+/// Expired sessions kept for the record cache are checked against it again
+/// once there are this many (and then twice as many as survived).
+const MIN_CACHE_RECHECK: usize = 1024;
 
 /// One session-window aggregation processor (one per task and node).
 pub struct SessionWindowedAggregation<A: Aggregate> {
@@ -46,8 +59,16 @@ pub struct SessionWindowedAggregation<A: Aggregate> {
     next_time_to_emit: i64,
     /// Per key, its sessions by (end, start), as the store orders them.
     keys: KeyTable<BTreeMap<(i64, i64), A::State>>,
-    /// Every session held, by (end, key, start).
+    /// Every session the store holds, by (end, key, start).
     by_end: BTreeSet<(i64, u32, i64)>,
+    /// The record cache in front of the store, if any.
+    record_cache: Option<RecordCache>,
+    /// Sessions the store has expired that the record cache may still hold,
+    /// by (end, key, start); and when to check them all again.
+    cache_held: BTreeSet<(i64, u32, i64)>,
+    recheck_at: usize,
+    /// Sessions written in the current batch (in the cache once it is done).
+    batch_writes: HashSet<(i64, u32, i64)>,
     pending: StoreChanges<A::State>,
     totals: BatchStats,
 }
@@ -84,6 +105,10 @@ impl<A: Aggregate> SessionWindowedAggregation<A> {
             next_time_to_emit: 0,
             keys: KeyTable::new(),
             by_end: BTreeSet::new(),
+            record_cache: None,
+            cache_held: BTreeSet::new(),
+            recheck_at: MIN_CACHE_RECHECK,
+            batch_writes: HashSet::new(),
             pending: StoreChanges::default(),
             totals: BatchStats::default(),
         }
@@ -97,6 +122,14 @@ impl<A: Aggregate> SessionWindowedAggregation<A> {
         self.retention = retention_ms;
         self.segment_interval = default_segment_interval(retention_ms);
         Ok(self)
+    }
+
+    /// The record cache in front of the session store: lookups (update mode)
+    /// also find the expired sessions it still holds.
+    #[must_use]
+    pub fn with_record_cache(mut self, cache: RecordCache) -> Self {
+        self.record_cache = Some(cache);
+        self
     }
 
     /// See [`super::time::TimeWindowedAggregation::with_emit_interval`].
@@ -246,8 +279,34 @@ impl<A: Aggregate> SessionWindowedAggregation<A> {
             if self.emit == EmitStrategy::OnWindowClose && end >= self.last_emit_close_time {
                 stats.expired_before_emit += 1;
             }
-            self.forget(id, start, end);
+            if self.cache_holds(id, start, end) {
+                self.cache_held.insert((end, id, start));
+            } else {
+                self.forget(id, start, end);
+            }
         }
+        if self.cache_held.len() >= self.recheck_at {
+            let held: Vec<_> = self.cache_held.iter().copied().collect();
+            for (end, id, start) in held {
+                if !self.cache_holds(id, start, end) {
+                    self.cache_held.remove(&(end, id, start));
+                    self.forget(id, start, end);
+                }
+            }
+            self.recheck_at = MIN_CACHE_RECHECK.max(2 * self.cache_held.len());
+        }
+    }
+
+    /// Whether the record cache (update mode) holds a session the store has
+    /// expired: it does if it says so, or if the session was written in this
+    /// batch.
+    fn cache_holds(&self, id: u32, start: i64, end: i64) -> bool {
+        let Some(cache) = &self.record_cache else {
+            return false;
+        };
+        self.emit == EmitStrategy::OnWindowUpdate
+            && (self.batch_writes.contains(&(end, id, start))
+                || cache(self.keys.key(id), start, end))
     }
 
     fn forget(&mut self, id: u32, start: i64, end: i64) {
@@ -286,6 +345,7 @@ impl<A: Aggregate> SessionWindowedAggregation<A> {
         let mut stats = BatchStats::default();
         let update_mode = self.emit == EmitStrategy::OnWindowUpdate;
         out.reset(!update_mode);
+        self.batch_writes.clear();
         let gap = self.windows.inactivity_gap();
         for row in 0..batch.len() {
             let Some(key) = batch.keys.get(row) else {
@@ -312,17 +372,35 @@ impl<A: Aggregate> SessionWindowedAggregation<A> {
                 .saturating_sub(gap);
             self.expire(&mut stats);
 
-            // Kafka's findSessions(key, ts - gap, ts + gap), merged in order.
+            // Kafka's findSessions(key, ts - gap, ts + gap), merged in order;
+            // sessions the store has expired only if the cache holds them.
             let min_visible = self.min_visible_end().max(ts.saturating_sub(gap));
+            let earliest_end = if self.cache_held.is_empty() {
+                min_visible
+            } else {
+                ts.saturating_sub(gap)
+            };
             let latest_start = ts.saturating_add(gap);
             let id = self.keys.intern(key);
-            let found: Vec<((i64, i64), A::State)> = self
+            let mut found: Vec<((i64, i64), A::State)> = self
                 .keys
                 .state(id)
-                .range((min_visible, i64::MIN)..)
+                .range((earliest_end, i64::MIN)..)
                 .filter(|((_, start), _)| *start <= latest_start)
                 .map(|(&k, &v)| (k, v))
                 .collect();
+            found.retain(|&((e, s), _)| {
+                if e >= min_visible || !self.cache_held.contains(&(e, id, s)) {
+                    return true;
+                }
+                if self.cache_holds(id, s, e) {
+                    return true;
+                }
+                // Evicted since: gone (the key is dropped below if empty).
+                self.cache_held.remove(&(e, id, s));
+                self.keys.state_mut(id).remove(&(e, s));
+                false
+            });
             let mut state = self.agg.init();
             let (mut start, mut end) = (ts, ts);
             for &((e, s), st) in &found {
@@ -336,6 +414,8 @@ impl<A: Aggregate> SessionWindowedAggregation<A> {
                 if (start, end) != (ts, ts) {
                     for &((e, s), _) in &found {
                         self.by_end.remove(&(e, id, s));
+                        self.cache_held.remove(&(e, id, s));
+                        self.batch_writes.remove(&(e, id, s));
                         self.keys.state_mut(id).remove(&(e, s));
                         self.pending.push(key, s, e, None, e);
                         if update_mode {
@@ -368,9 +448,13 @@ impl<A: Aggregate> SessionWindowedAggregation<A> {
     fn put(&mut self, id: u32, key: &[u8], start: i64, end: i64, state: A::State) {
         self.store_observed_time = self.store_observed_time.max(end);
         self.pending.push(key, start, end, Some(state), end);
+        self.batch_writes.insert((end, id, start));
         if self.is_held(end) {
             self.keys.state_mut(id).insert((end, start), state);
             self.by_end.insert((end, id, start));
+        } else if self.cache_holds(id, start, end) {
+            self.keys.state_mut(id).insert((end, start), state);
+            self.cache_held.insert((end, id, start));
         }
     }
 

@@ -215,6 +215,30 @@ impl NativeThreadCache {
         dirty_list(py, &flushed)
     }
 
+    /// The cached entries whose keys start with `prefix`, in key order, as
+    /// `(key, value)` (value None: a cached delete); each counts as a use,
+    /// as Kafka's cache iterators do.
+    fn prefix_scan<'py>(
+        &self,
+        py: Python<'py>,
+        cache_id: i64,
+        prefix: &[u8],
+    ) -> PyResult<Bound<'py, PyList>> {
+        let entries = self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            Ok(inner.cache.prefix_scan(id, prefix))
+        })?;
+        PyList::new(
+            py,
+            entries.iter().map(|(k, v)| {
+                (
+                    PyBytes::new(py, k),
+                    v.as_deref().map(|v| PyBytes::new(py, v)),
+                )
+            }),
+        )
+    }
+
     /// Drops the named cache and its entries (dirty ones without flushing).
     fn close(&self, py: Python<'_>, cache_id: i64) -> PyResult<()> {
         self.with(py, |inner| {

@@ -23,14 +23,16 @@ use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use strom_core::Error;
 use strom_core::log::Log;
-use strom_core::store::cache::FlushedEntry;
+use strom_core::store::cache::{CachingKeyValueStore, FlushedEntry};
 use strom_core::store::{
-    InMemoryKeyValueStore, KeyValueBytes, PersistentKeyValueStore, PersistentStoreOptions, kernels,
+    ChangeLogging, InMemoryKeyValueStore, KeyValueBytes, PersistentKeyValueStore,
+    PersistentStoreOptions, kernels,
 };
 
 use crate::errors::{IntoPyResult, new_error};
 use crate::log::NativeLog;
 use crate::store::cache::NativeThreadCache;
+use crate::store::changelog::{self, ChangelogColumns, Logged};
 
 /// `restore_from_log` reads the changelog in batches of at most this many
 /// records (small enough that a batch stays in cache while it is sorted and
@@ -60,29 +62,51 @@ impl Backend {
     }
 }
 
+type Open = Logged<Backend>;
+
+impl Open {
+    fn kv_ref(&self) -> &dyn KeyValueBytes {
+        self.store.kv_ref()
+    }
+
+    /// The store as writes see it: each one logged when the store is.
+    fn logged(&mut self) -> ChangeLogging<'_> {
+        ChangeLogging::new(self.store.kv(), self.changelog.as_mut())
+    }
+
+    /// The store as a restore sees it: nothing is logged again.
+    fn unlogged(&mut self) -> &mut dyn KeyValueBytes {
+        self.store.kv()
+    }
+}
+
 #[pyclass(module = "strom._core", frozen)]
 pub struct NativeKeyValueStore {
     /// None once closed.
-    inner: Mutex<Option<Backend>>,
+    inner: Mutex<Option<Open>>,
 }
 
 fn closed() -> Error {
     Error::Store("the store is closed".into())
 }
 
-/// The open backend behind a held lock, or the "closed" error.
-fn backend<'a>(
-    guard: &'a mut MutexGuard<'_, Option<Backend>>,
-) -> strom_core::Result<&'a mut Backend> {
+/// The open store behind a held lock, or the "closed" error.
+fn backend<'a>(guard: &'a mut MutexGuard<'_, Option<Open>>) -> strom_core::Result<&'a mut Open> {
     guard.as_mut().ok_or_else(closed)
 }
 
 impl NativeKeyValueStore {
+    fn from_backend(backend: Backend) -> Self {
+        Self {
+            inner: Mutex::new(Some(Logged::new(backend))),
+        }
+    }
+
     /// Locks the store while attached (see the module docs) and runs `f`.
     fn attached<T>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Backend) -> strom_core::Result<T>,
+        f: impl FnOnce(&mut Open) -> strom_core::Result<T>,
     ) -> PyResult<T> {
         // A panic while holding the lock leaves a store we can still read.
         let mut guard = self
@@ -92,11 +116,86 @@ impl NativeKeyValueStore {
         backend(&mut guard).and_then(f).py_err(py)
     }
 
+    /// Runs `f` on this store seen through the named cache `cache_id` of
+    /// `cache` (and its changelog, when logged), attached: the calls are per
+    /// record. Returns `f`'s result and what it flushed. The store's lock is
+    /// taken first, the cache's second, as the batch kernels take them.
+    fn cached<T>(
+        &self,
+        cache: &Bound<'_, NativeThreadCache>,
+        cache_id: i64,
+        f: impl FnOnce(&mut CachingKeyValueStore<'_>, &mut Vec<FlushedEntry>) -> strom_core::Result<T>,
+    ) -> PyResult<(T, Vec<FlushedEntry>)> {
+        let py = cache.py();
+        let cache = cache.get();
+        let mut guard = self
+            .inner
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner);
+        let b = backend(&mut guard).py_err(py)?;
+        let mut inner = cache
+            .inner
+            .lock_py_attached(py)
+            .unwrap_or_else(PoisonError::into_inner);
+        let id = inner.id(py, cache_id)?;
+        let mut logged = b.logged();
+        let mut caching = CachingKeyValueStore::new(&mut logged, &mut inner.cache, id);
+        let mut flushed = Vec::new();
+        let out = f(&mut caching, &mut flushed).py_err(py)?;
+        Ok((out, flushed))
+    }
+
+    /// `cached` for calls that may write many entries (a flush) or read many
+    /// (a scan): detached, the locks taken in the same order.
+    fn cached_batch<T: Send>(
+        &self,
+        cache: &Bound<'_, NativeThreadCache>,
+        cache_id: i64,
+        f: impl FnOnce(&mut CachingKeyValueStore<'_>, &mut Vec<FlushedEntry>) -> strom_core::Result<T>
+        + Send,
+    ) -> PyResult<(T, Vec<FlushedEntry>)> {
+        let py = cache.py();
+        let cache = cache.get();
+        let id = cache.with(py, |inner| inner.id(py, cache_id))?;
+        self.detached(py, |b| {
+            let mut guard = cache.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut logged = b.logged();
+            let mut caching = CachingKeyValueStore::new(&mut logged, &mut guard.cache, id);
+            let mut flushed = Vec::new();
+            let out = f(&mut caching, &mut flushed)?;
+            Ok((out, flushed))
+        })
+    }
+
+    /// Writes `(keys[i], values[i])` (None deletes) as if in order, in key
+    /// order (see `key_order`); logs them in their own order with
+    /// `log_timestamp` when given and the store is logged. Returns how many.
+    fn write_pairs(
+        &self,
+        keys: &Bound<'_, PyList>,
+        values: &Bound<'_, PyList>,
+        log_timestamp: Option<i64>,
+        what: &str,
+    ) -> PyResult<usize> {
+        let py = keys.py();
+        let (keys, values) = pairs_of(keys, values, what)?;
+        self.detached(py, |b| {
+            let key = |i: usize| keys.get(i).unwrap_or_default();
+            apply_in_key_order(b.unlogged(), keys.len(), key, |i| values.get(i))?;
+            if let (Some(log), Some(timestamp)) = (b.changelog.as_mut(), log_timestamp) {
+                for i in 0..keys.len() {
+                    log.push(key(i), values.get(i), timestamp);
+                }
+            }
+            Ok(keys.len())
+        })
+    }
+
     /// Detaches, locks the store and runs `f`.
     fn detached<T: Send>(
         &self,
         py: Python<'_>,
-        f: impl FnOnce(&mut Backend) -> strom_core::Result<T> + Send,
+        f: impl FnOnce(&mut Open) -> strom_core::Result<T> + Send,
     ) -> PyResult<T> {
         py.detach(|| {
             let mut guard = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
@@ -314,9 +413,7 @@ impl NativeKeyValueStore {
     /// An in-memory store.
     #[new]
     fn new() -> Self {
-        Self {
-            inner: Mutex::new(Some(Backend::Memory(InMemoryKeyValueStore::new()))),
-        }
+        Self::from_backend(Backend::Memory(InMemoryKeyValueStore::new()))
     }
 
     /// Opens (or creates) the persistent store in `path` as of its last
@@ -326,9 +423,7 @@ impl NativeKeyValueStore {
         let (store, committed) = py
             .detach(move || PersistentKeyValueStore::open(path, PersistentStoreOptions::default()))
             .py_err(py)?;
-        let store = Self {
-            inner: Mutex::new(Some(Backend::Persistent(Box::new(store)))),
-        };
+        let store = Self::from_backend(Backend::Persistent(Box::new(store)));
         Ok((store, opt_bytes(py, committed)))
     }
 
@@ -341,7 +436,7 @@ impl NativeKeyValueStore {
 
     #[getter]
     fn persistent(&self, py: Python<'_>) -> PyResult<bool> {
-        self.attached(py, |b| Ok(matches!(b, Backend::Persistent(_))))
+        self.attached(py, |b| Ok(matches!(b.store, Backend::Persistent(_))))
     }
 
     fn get<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
@@ -393,16 +488,10 @@ impl NativeKeyValueStore {
         let cache = cache.get();
         let id = cache.with(py, |inner| inner.id(py, cache_id))?;
         let values = self.detached(py, |b| {
-            let kv = b.kv_ref();
-            let guard = cache.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let mut guard = cache.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            let caching = CachingKeyValueStore::new(b.unlogged(), &mut guard.cache, id);
             keys.iter()
-                .map(|key| {
-                    let key = key.unwrap_or_default();
-                    match guard.cache.peek(id, key) {
-                        Some(hit) => Ok(hit.value.map(<[u8]>::to_vec)),
-                        None => kv.get(key),
-                    }
-                })
+                .map(|key| caching.peek(key.unwrap_or_default()))
                 .collect::<strom_core::Result<Vec<_>>>()
         })?;
         PyList::new(
@@ -411,6 +500,104 @@ impl NativeKeyValueStore {
                 .iter()
                 .map(|v| v.as_deref().map(|v| PyBytes::new(py, v))),
         )
+    }
+
+    /// The value of `key` through the named cache `cache_id` of `cache`: the
+    /// cached one (None for a cached delete), counted as a use, else the
+    /// store's (see `strom_core::store::CachingKeyValueStore`).
+    fn get_cached<'py>(
+        &self,
+        key: &[u8],
+        cache: &Bound<'py, NativeThreadCache>,
+        cache_id: i64,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
+        let py = cache.py();
+        let (value, _) = self.cached(cache, cache_id, |c, _| c.get(key))?;
+        Ok(opt_bytes(py, value))
+    }
+
+    /// Puts `value` (None deletes) into the named cache as a dirty entry
+    /// with the record's `timestamp`; returns what the put evicted, written
+    /// through to the store (and its changelog), as flushed columns.
+    #[pyo3(signature = (key, value, timestamp, cache, cache_id))]
+    fn put_cached<'py>(
+        &self,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+        cache: &Bound<'py, NativeThreadCache>,
+        cache_id: i64,
+    ) -> PyResult<FlushedColumns<'py>> {
+        let py = cache.py();
+        let flushed = self.cached(cache, cache_id, |c, out| c.put(key, value, timestamp, out))?;
+        flushed_columns(py, &flushed.1)
+    }
+
+    /// `put_cached` unless the key has a value (through the cache); returns
+    /// the existing value and the flushed columns.
+    fn put_if_absent_cached<'py>(
+        &self,
+        key: &[u8],
+        value: &[u8],
+        timestamp: i64,
+        cache: &Bound<'py, NativeThreadCache>,
+        cache_id: i64,
+    ) -> PyResult<(Option<Bound<'py, PyBytes>>, FlushedColumns<'py>)> {
+        let py = cache.py();
+        let (existing, flushed) = self.cached(cache, cache_id, |c, out| {
+            c.put_if_absent(key, value, timestamp, out)
+        })?;
+        Ok((opt_bytes(py, existing), flushed_columns(py, &flushed)?))
+    }
+
+    /// Caches a delete of `key`; returns the value it had (through the cache)
+    /// and the flushed columns.
+    fn delete_cached<'py>(
+        &self,
+        key: &[u8],
+        timestamp: i64,
+        cache: &Bound<'py, NativeThreadCache>,
+        cache_id: i64,
+    ) -> PyResult<(Option<Bound<'py, PyBytes>>, FlushedColumns<'py>)> {
+        let py = cache.py();
+        let (existing, flushed) =
+            self.cached(cache, cache_id, |c, out| c.delete(key, timestamp, out))?;
+        Ok((opt_bytes(py, existing), flushed_columns(py, &flushed)?))
+    }
+
+    /// `range` as seen through the named cache: cached entries over stored
+    /// ones, cached deletes hiding stored entries; a snapshot.
+    #[pyo3(signature = (key_from, key_to, cache, cache_id, reverse=false))]
+    fn range_cached<'py>(
+        &self,
+        key_from: Option<&[u8]>,
+        key_to: Option<&[u8]>,
+        cache: &Bound<'py, NativeThreadCache>,
+        cache_id: i64,
+        reverse: bool,
+    ) -> PyResult<Bound<'py, PyList>> {
+        let py = cache.py();
+        let (items, _) =
+            self.cached_batch(cache, cache_id, |c, _| c.range(key_from, key_to, reverse))?;
+        entries(py, &items)
+    }
+
+    /// Writes every dirty entry of the named cache through to the store (and
+    /// its changelog), in last-update order (a commit's first step); returns
+    /// them as flushed columns. Deletes of keys the store does not have are
+    /// neither written nor returned (Kafka's `putAndMaybeForward`).
+    fn flush_cached<'py>(
+        &self,
+        cache: &Bound<'py, NativeThreadCache>,
+        cache_id: i64,
+    ) -> PyResult<FlushedColumns<'py>> {
+        let py = cache.py();
+        #[allow(
+            clippy::redundant_closure_for_method_calls,
+            reason = "the method is not general over the store's lifetime"
+        )]
+        let ((), flushed) = self.cached_batch(cache, cache_id, |c, out| c.flush(out))?;
+        flushed_columns(py, &flushed)
     }
 
     /// Writes `(keys[i], values[i])` (None deletes) one after the other, with
@@ -430,7 +617,7 @@ impl NativeKeyValueStore {
         cache: Option<&Bound<'py, NativeThreadCache>>,
         cache_id: i64,
         want_old: bool,
-    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
+    ) -> PyResult<(Bound<'py, PyList>, FlushedColumns<'py>)> {
         let py = keys.py();
         if keys.len() != values.len() || keys.len() != timestamps.len() {
             return Err(PyValueError::new_err(format!(
@@ -458,7 +645,7 @@ impl NativeKeyValueStore {
                 let mut guard = c.inner.lock().unwrap_or_else(PoisonError::into_inner);
                 let records = (0..n).map(|i| (key(i), values.get(i), timestamps[i]));
                 kernels::upsert(
-                    b.kv(),
+                    &mut b.logged(),
                     Some((&mut guard.cache, id)),
                     records,
                     want_old,
@@ -478,7 +665,20 @@ impl NativeKeyValueStore {
                 )
             });
             let mut sorted = Vec::with_capacity(if want_old { n } else { 0 });
-            kernels::upsert(b.kv(), None, records, want_old, &mut sorted, &mut flushed)?;
+            kernels::upsert(
+                b.unlogged(),
+                None,
+                records,
+                want_old,
+                &mut sorted,
+                &mut flushed,
+            )?;
+            // The changelog in record order, as the writes came.
+            if let Some(log) = b.changelog.as_mut() {
+                for (i, &timestamp) in timestamps.iter().enumerate() {
+                    log.push(key(i), values.get(i), timestamp);
+                }
+            }
             if want_old {
                 olds.resize(n, None);
                 for (&i, old) in order.iter().zip(sorted) {
@@ -488,15 +688,15 @@ impl NativeKeyValueStore {
             Ok((olds, flushed))
         })?;
         let olds = PyList::new(py, olds.iter().map(|v| opt_slice(py, v.as_deref())))?;
-        Ok((olds, flushed_list(py, &flushed)?))
+        Ok((olds, flushed_columns(py, &flushed)?))
     }
 
     /// `KGroupedTable.count()`'s kernel over a timestamped store: record `i`
     /// is a change of `keys[i]` at `timestamps[i]` with a new value or not
     /// (`has_new`) and an old one or not (`has_old`); through the named
     /// cache when given. Returns the old counts, new counts (None: absent),
-    /// result timestamps, the written values (None: a delete) and the
-    /// `(key, new, old, timestamp)` entries evictions flushed.
+    /// result timestamps and the flushed columns of what evictions wrote.
+    /// A logged store logs each write with its record's timestamp.
     #[pyo3(signature = (keys, timestamps, has_new, has_old, cache=None, cache_id=0))]
     #[allow(clippy::type_complexity, clippy::needless_pass_by_value)]
     fn table_count<'py>(
@@ -511,8 +711,7 @@ impl NativeKeyValueStore {
         Bound<'py, PyList>,
         Bound<'py, PyList>,
         Bound<'py, PyList>,
-        Bound<'py, PyList>,
-        Bound<'py, PyList>,
+        FlushedColumns<'py>,
     )> {
         let py = keys.py();
         let n = keys.len();
@@ -541,30 +740,21 @@ impl NativeKeyValueStore {
                 Some((c, id)) => {
                     let mut guard = c.inner.lock().unwrap_or_else(PoisonError::into_inner);
                     kernels::table_count(
-                        b.kv(),
+                        &mut b.logged(),
                         Some((&mut guard.cache, id)),
                         &records,
                         &mut flushed,
                     )?
                 }
-                None => kernels::table_count(b.kv(), None, &records, &mut flushed)?,
+                None => kernels::table_count(&mut b.logged(), None, &records, &mut flushed)?,
             };
             Ok((changes, flushed))
         })?;
-        let encoded = changes.iter().map(|c| {
-            c.new.map(|count| {
-                let mut value = [0u8; 16];
-                value[..8].copy_from_slice(&c.timestamp.to_be_bytes());
-                value[8..].copy_from_slice(&count.to_be_bytes());
-                PyBytes::new(py, &value)
-            })
-        });
         Ok((
             PyList::new(py, changes.iter().map(|c| c.old))?,
             PyList::new(py, changes.iter().map(|c| c.new))?,
             PyList::new(py, changes.iter().map(|c| c.timestamp))?,
-            PyList::new(py, encoded)?,
-            flushed_list(py, &flushed)?,
+            flushed_columns(py, &flushed)?,
         ))
     }
 
@@ -579,7 +769,7 @@ impl NativeKeyValueStore {
         timestamps: Vec<i64>,
         cache: &Bound<'py, NativeThreadCache>,
         cache_id: i64,
-    ) -> PyResult<Bound<'py, PyList>> {
+    ) -> PyResult<FlushedColumns<'py>> {
         let py = keys.py();
         if timestamps.len() != keys.len() {
             return Err(PyValueError::new_err(
@@ -596,29 +786,43 @@ impl NativeKeyValueStore {
             let mut flushed = Vec::new();
             let mut guard = cache.inner.lock().unwrap_or_else(PoisonError::into_inner);
             kernels::count_timestamped_cached(
-                b.kv(),
+                &mut b.logged(),
                 (&mut guard.cache, id),
                 &records,
                 &mut flushed,
             )?;
             Ok(flushed)
         })?;
-        flushed_list(py, &flushed)
+        flushed_columns(py, &flushed)
     }
 
-    #[pyo3(signature = (key, value))]
-    fn put(&self, py: Python<'_>, key: &[u8], value: Option<&[u8]>) -> PyResult<()> {
-        self.attached(py, |b| b.kv().put(key, value))
+    /// Stores `value` (None deletes); a logged store logs it with `timestamp`.
+    #[pyo3(signature = (key, value, timestamp=0))]
+    fn put(
+        &self,
+        py: Python<'_>,
+        key: &[u8],
+        value: Option<&[u8]>,
+        timestamp: i64,
+    ) -> PyResult<()> {
+        self.attached(py, |b| {
+            let mut kv = b.logged();
+            kv.set_record_timestamp(timestamp);
+            kv.put(key, value)
+        })
     }
 
+    #[pyo3(signature = (key, value, timestamp=0))]
     fn put_if_absent<'py>(
         &self,
         py: Python<'py>,
         key: &[u8],
         value: &[u8],
+        timestamp: i64,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let existing = self.attached(py, |b| {
-            let kv = b.kv();
+            let mut kv = b.logged();
+            kv.set_record_timestamp(timestamp);
             let existing = kv.get(key)?;
             if existing.is_none() {
                 kv.put(key, Some(value))?;
@@ -628,12 +832,23 @@ impl NativeKeyValueStore {
         Ok(opt_bytes(py, existing))
     }
 
-    fn delete<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
+    /// Deletes `key`; returns its value. A logged store logs the tombstone
+    /// even when the key was absent, as Kafka's logging layer does.
+    #[pyo3(signature = (key, timestamp=0))]
+    fn delete<'py>(
+        &self,
+        py: Python<'py>,
+        key: &[u8],
+        timestamp: i64,
+    ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let existing = self.attached(py, |b| {
-            let kv = b.kv();
+            let mut kv = b.logged();
+            kv.set_record_timestamp(timestamp);
             let existing = kv.get(key)?;
             if existing.is_some() {
                 kv.put(key, None)?;
+            } else {
+                kv.log_delete(key);
             }
             Ok(existing)
         })?;
@@ -641,27 +856,41 @@ impl NativeKeyValueStore {
     }
 
     /// Puts (or, for a None value, deletes) each pair in order: a batch
-    /// write. The lists must have the same length.
-    fn put_all(&self, keys: &Bound<'_, PyList>, values: &Bound<'_, PyList>) -> PyResult<()> {
-        let py = keys.py();
-        if keys.len() != values.len() {
-            return Err(PyValueError::new_err(format!(
-                "put_all got {} keys and {} values",
-                keys.len(),
-                values.len()
-            )));
-        }
-        let keys = Packed::from_list(keys, false, "keys")?;
-        let values = Packed::from_list(values, true, "values")?;
-        self.detached(py, |b| {
-            apply_in_key_order(
-                b.kv(),
-                keys.len(),
-                |i| keys.get(i).unwrap_or_default(),
-                |i| values.get(i),
-            )?;
-            Ok(())
-        })
+    /// write, logged (in that order, with `timestamp`) when the store is.
+    /// The lists must have the same length.
+    #[pyo3(signature = (keys, values, timestamp=0))]
+    fn put_all(
+        &self,
+        keys: &Bound<'_, PyList>,
+        values: &Bound<'_, PyList>,
+        timestamp: i64,
+    ) -> PyResult<()> {
+        self.write_pairs(keys, values, Some(timestamp), "put_all")
+            .map(|_| ())
+    }
+
+    /// Applies changelog records (a None value deletes) without logging
+    /// them again; returns how many were applied.
+    fn restore(&self, keys: &Bound<'_, PyList>, values: &Bound<'_, PyList>) -> PyResult<usize> {
+        self.write_pairs(keys, values, None, "restore")
+    }
+
+    /// From now on every write is also kept for the store's changelog (Kafka's
+    /// logging layer), until `take_changelog` takes it. Restores are not logged.
+    fn enable_changelog(&self, py: Python<'_>) -> PyResult<()> {
+        changelog::enable(py, &self.inner)
+    }
+
+    /// Whether writes are logged.
+    #[getter]
+    fn logged(&self, py: Python<'_>) -> bool {
+        changelog::is_logged(py, &self.inner)
+    }
+
+    /// The changelog records written since the last call, in write order, as
+    /// columns: `(keys, values, timestamps)` (a None value: a tombstone).
+    fn take_changelog<'py>(&self, py: Python<'py>) -> PyResult<ChangelogColumns<'py>> {
+        changelog::take(py, &self.inner)
     }
 
     /// Replays the records of `topic`-`partition` in the embedded log from
@@ -681,7 +910,7 @@ impl NativeKeyValueStore {
         let log = &log.get().log;
         let topic = topic.to_str()?;
         self.detached(py, |b| {
-            restore(b.kv(), log, topic, partition, from_offset, to_offset)
+            restore(b.unlogged(), log, topic, partition, from_offset, to_offset)
         })
     }
 
@@ -712,10 +941,10 @@ impl NativeKeyValueStore {
         self.approximate_num_entries(py)
     }
 
-    /// Deletes every entry.
+    /// Deletes every entry (unlogged: a global store is rebuilt from its topic).
     fn clear(&self, py: Python<'_>) -> PyResult<()> {
         self.detached(py, |b| {
-            let kv = b.kv();
+            let kv = b.unlogged();
             for (key, _) in kv.range(None, None, false)? {
                 kv.put(&key, None)?;
             }
@@ -727,7 +956,7 @@ impl NativeKeyValueStore {
     /// changelog offset and stream time they reflect). A no-op in memory.
     fn commit(&self, py: Python<'_>, metadata: &[u8]) -> PyResult<()> {
         // fsync and maybe compaction: worth letting other threads run.
-        self.detached(py, |b| match b {
+        self.detached(py, |b| match &mut b.store {
             Backend::Persistent(s) => s.commit(metadata),
             Backend::Memory(_) => Ok(()),
         })
@@ -755,7 +984,7 @@ impl NativeKeyValueStore {
         let (counts, encoded) = self.detached(py, |b| {
             let mut encoded = Vec::with_capacity(keys.len());
             let counts = kernels::count(
-                b.kv(),
+                &mut b.logged(),
                 keys.iter().map(|k| k.expect("keys are never None")),
                 &mut encoded,
             )?;
@@ -766,13 +995,14 @@ impl NativeKeyValueStore {
     }
 
     /// The count kernel over a timestamped store (8-byte timestamp + count):
-    /// returns the new counts, their result timestamps (the max of the
-    /// record's and the previous result's) and the serialized values.
+    /// returns the new counts and their result timestamps (the max of the
+    /// record's and the previous result's), with which a logged store logs
+    /// each write.
     fn count_timestamped<'py>(
         &self,
         keys: &Bound<'py, PyList>,
         timestamps: Vec<i64>,
-    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>, Bound<'py, PyList>)> {
+    ) -> PyResult<(Bound<'py, PyList>, Bound<'py, PyList>)> {
         let py = keys.py();
         let keys = Packed::from_list(keys, false, "keys")?;
         if timestamps.len() != keys.len() {
@@ -780,41 +1010,71 @@ impl NativeKeyValueStore {
                 "keys and timestamps must have the same length",
             ));
         }
-        let (counts, stamps, encoded) = self.detached(py, |b| {
+        let (counts, stamps) = self.detached(py, |b| {
             let mut encoded = Vec::with_capacity(keys.len());
             let records = keys
                 .iter()
                 .map(|k| k.expect("keys are never None"))
                 .zip(timestamps);
-            let (counts, stamps) = kernels::count_timestamped(b.kv(), records, &mut encoded)?;
-            Ok((counts, stamps, encoded))
+            kernels::count_timestamped(&mut b.logged(), records, &mut encoded)
         })?;
-        let encoded = PyList::new(py, encoded.iter().map(|b| PyBytes::new(py, b)))?;
-        Ok((PyList::new(py, counts)?, PyList::new(py, stamps)?, encoded))
+        Ok((PyList::new(py, counts)?, PyList::new(py, stamps)?))
     }
+}
+
+/// The `(keys, values)` of a batch of writes, copied out of Python; `what`
+/// names the call in the error for lists of different lengths.
+fn pairs_of(
+    keys: &Bound<'_, PyList>,
+    values: &Bound<'_, PyList>,
+    what: &str,
+) -> PyResult<(Packed, Packed)> {
+    if keys.len() != values.len() {
+        return Err(PyValueError::new_err(format!(
+            "{what} got {} keys and {} values",
+            keys.len(),
+            values.len()
+        )));
+    }
+    Ok((
+        Packed::from_list(keys, false, "keys")?,
+        Packed::from_list(values, true, "values")?,
+    ))
 }
 
 fn opt_slice<'py>(py: Python<'py>, value: Option<&[u8]>) -> Option<Bound<'py, PyBytes>> {
     value.map(|v| PyBytes::new(py, v))
 }
 
-/// `[(key, new, old, timestamp), ...]` of flushed entries, in emission order.
-fn flushed_list<'py>(py: Python<'py>, entries: &[FlushedEntry]) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(
-        py,
-        entries
-            .iter()
-            .map(|e| {
-                (
-                    PyBytes::new(py, &e.key),
-                    opt_slice(py, e.new_value.as_deref()),
-                    opt_slice(py, e.old_value.as_deref()),
-                    e.timestamp,
-                )
-                    .into_pyobject(py)
-            })
-            .collect::<PyResult<Vec<Bound<'py, PyTuple>>>>()?,
-    )
+/// The entries a cache flushed, in emission order, as columns: keys, new
+/// values, old values (None: absent), timestamps.
+type FlushedColumns<'py> = (
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+    Bound<'py, PyList>,
+);
+
+fn flushed_columns<'py>(
+    py: Python<'py>,
+    entries: &[FlushedEntry],
+) -> PyResult<FlushedColumns<'py>> {
+    Ok((
+        PyList::new(py, entries.iter().map(|e| PyBytes::new(py, &e.key)))?,
+        PyList::new(
+            py,
+            entries
+                .iter()
+                .map(|e| opt_slice(py, e.new_value.as_deref())),
+        )?,
+        PyList::new(
+            py,
+            entries
+                .iter()
+                .map(|e| opt_slice(py, e.old_value.as_deref())),
+        )?,
+        PyList::new(py, entries.iter().map(|e| e.timestamp))?,
+    ))
 }
 
 /// Kafka's timestamped-store values (`ValueAndTimestamp`): the 8-byte

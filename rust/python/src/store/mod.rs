@@ -1,7 +1,8 @@
 //! The native stores (`strom_core::store`): key-value, window and session
-//! stores, and the record cache in front of them.
+//! stores, the changelog they keep, and the record cache in front of them.
 
 pub mod cache;
+pub mod changelog;
 pub mod kv;
 pub mod session;
 pub mod window;

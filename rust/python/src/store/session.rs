@@ -21,6 +21,7 @@ use strom_core::store::{
 };
 
 use crate::errors::IntoPyResult;
+use crate::store::changelog::{self, ChangelogColumns, Logged};
 use crate::store::window::{Packed, attached, check_lengths, close, detached, opt_bytes_list};
 
 enum Backend {
@@ -32,10 +33,10 @@ enum Backend {
     },
 }
 
-/// Runs the same code on either flavour of store.
+/// Runs the same code on either flavour of an open store.
 macro_rules! on_store {
-    ($backend:expr, $s:ident => $body:expr) => {
-        match $backend {
+    ($open:expr, $s:ident => $body:expr) => {
+        match &mut $open.store {
             Backend::Memory($s) => $body,
             Backend::Persistent { store: $s, .. } => $body,
         }
@@ -70,20 +71,20 @@ fn owned(key: Option<&[u8]>) -> Option<Vec<u8>> {
 #[pyclass(module = "strom._core", frozen)]
 pub struct NativeSessionStore {
     /// None once closed.
-    inner: Mutex<Option<Backend>>,
+    inner: Mutex<Option<Logged<Backend>>>,
 }
 
 impl NativeSessionStore {
     fn from_backend(backend: Backend) -> Self {
         Self {
-            inner: Mutex::new(Some(backend)),
+            inner: Mutex::new(Some(Logged::new(backend))),
         }
     }
 
     fn scan<'py>(
         &self,
         py: Python<'py>,
-        f: impl FnOnce(&mut Backend) -> strom_core::Result<Vec<SessionEntry>> + Send,
+        f: impl FnOnce(&mut Logged<Backend>) -> strom_core::Result<Vec<SessionEntry>> + Send,
     ) -> PyResult<SessionColumns<'py>> {
         let entries = detached(py, &self.inner, f)?;
         session_columns(py, entries)
@@ -148,7 +149,7 @@ impl NativeSessionStore {
     #[getter]
     fn persistent(&self, py: Python<'_>) -> PyResult<bool> {
         attached(py, &self.inner, |b| {
-            Ok(matches!(b, Backend::Persistent { .. }))
+            Ok(matches!(b.store, Backend::Persistent { .. }))
         })
     }
 
@@ -185,7 +186,8 @@ impl NativeSessionStore {
     /// Kafka's `put(Windowed(key, SessionWindow(start, end)), aggregate)`; a
     /// None value removes the session. Returns the changelog key (key ‖ end ‖
     /// start), or None when the session is expired and nothing was written.
-    #[pyo3(signature = (key, start, end, value))]
+    /// A logged store logs the write with `timestamp`.
+    #[pyo3(signature = (key, start, end, value, timestamp=0))]
     fn put<'py>(
         &self,
         py: Python<'py>,
@@ -193,18 +195,22 @@ impl NativeSessionStore {
         start: i64,
         end: i64,
         value: Option<&[u8]>,
+        timestamp: i64,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let outcome = attached(
-            py,
-            &self.inner,
-            |b| on_store!(b, s => s.put(key, start, end, value)),
-        )?;
-        Ok((outcome == PutOutcome::Written)
-            .then(|| PyBytes::new(py, &session::store_key(key, start, end))))
+        let written = attached(py, &self.inner, |b| {
+            let outcome = on_store!(b, s => s.put(key, start, end, value))?;
+            let logged =
+                (outcome == PutOutcome::Written).then(|| session::store_key(key, start, end));
+            b.log(logged.as_deref(), value, timestamp);
+            Ok(logged)
+        })?;
+        Ok(opt_bytes(py, written))
     }
 
-    /// Puts each `(key, start, end, value or None)` in order; returns each
-    /// put's changelog key, or None where the session was expired.
+    /// Puts each `(key, start, end, value or None)` in order, logged with its
+    /// timestamp (default 0) when the store is; returns each put's changelog
+    /// key, or None where the session was expired.
+    #[pyo3(signature = (keys, starts, ends, values, timestamps=None))]
     fn put_all<'py>(
         &self,
         py: Python<'py>,
@@ -212,49 +218,54 @@ impl NativeSessionStore {
         starts: Vec<i64>,
         ends: Vec<i64>,
         values: &Bound<'py, PyAny>,
+        timestamps: Option<Vec<i64>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let keys = Packed::copy(keys, "keys", false)?;
         let values = Packed::copy(values, "values", true)?;
+        let timestamps = timestamps.unwrap_or_else(|| vec![0; keys.len()]);
         check_lengths(
             keys.len(),
             &[
                 ("starts", starts.len()),
                 ("ends", ends.len()),
                 ("values", values.len()),
+                ("timestamps", timestamps.len()),
             ],
         )?;
         let written = detached(py, &self.inner, move |b| {
-            on_store!(b, s => {
-                let mut out = Vec::with_capacity(keys.len());
-                for i in 0..keys.len() {
-                    let key = keys.get(i).expect("keys are never None");
-                    let outcome = s.put(key, starts[i], ends[i], values.get(i))?;
-                    out.push(
-                        (outcome == PutOutcome::Written)
-                            .then(|| session::store_key(key, starts[i], ends[i])),
-                    );
-                }
-                Ok(out)
-            })
+            let mut out = Vec::with_capacity(keys.len());
+            for i in 0..keys.len() {
+                let key = keys.get(i).expect("keys are never None");
+                let outcome = on_store!(b, s => s.put(key, starts[i], ends[i], values.get(i)))?;
+                let logged = (outcome == PutOutcome::Written)
+                    .then(|| session::store_key(key, starts[i], ends[i]));
+                b.log(logged.as_deref(), values.get(i), timestamps[i]);
+                out.push(logged);
+            }
+            Ok(out)
         })?;
         opt_bytes_list(py, written)
     }
 
-    /// Kafka's `remove(sessionKey)`; returns the changelog key to log a
-    /// tombstone under.
+    /// Kafka's `remove(sessionKey)`; returns the changelog key, under which a
+    /// logged store logs a tombstone (with `timestamp`) either way, as
+    /// Kafka's logging layer does.
+    #[pyo3(signature = (key, start, end, timestamp=0))]
     fn remove<'py>(
         &self,
         py: Python<'py>,
         key: &[u8],
         start: i64,
         end: i64,
+        timestamp: i64,
     ) -> PyResult<Bound<'py, PyBytes>> {
-        attached(
-            py,
-            &self.inner,
-            |b| on_store!(b, s => s.remove(key, start, end)),
-        )?;
-        Ok(PyBytes::new(py, &session::store_key(key, start, end)))
+        let store_key = session::store_key(key, start, end);
+        attached(py, &self.inner, |b| {
+            on_store!(b, s => s.remove(key, start, end))?;
+            b.log(Some(&store_key), None, timestamp);
+            Ok(())
+        })?;
+        Ok(PyBytes::new(py, &store_key))
     }
 
     /// Applies changelog records (session store key, value or None) as
@@ -419,7 +430,7 @@ impl NativeSessionStore {
     /// in memory.
     fn commit(&self, py: Python<'_>, metadata: &[u8]) -> PyResult<()> {
         let metadata = metadata.to_vec();
-        detached(py, &self.inner, |b| match b {
+        detached(py, &self.inner, |b| match &mut b.store {
             Backend::Memory(_) => Ok(()),
             Backend::Persistent { store, segments } => {
                 segments.commit(&metadata, store.observed_stream_time())
@@ -441,6 +452,24 @@ impl NativeSessionStore {
             .lock_py_attached(py)
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .is_none()
+    }
+
+    /// From now on every write is also kept for the store's changelog, until
+    /// `take_changelog` takes it. Restores are not logged.
+    fn enable_changelog(&self, py: Python<'_>) -> PyResult<()> {
+        changelog::enable(py, &self.inner)
+    }
+
+    /// Whether writes are logged.
+    #[getter]
+    fn logged(&self, py: Python<'_>) -> bool {
+        changelog::is_logged(py, &self.inner)
+    }
+
+    /// The changelog records written since the last call, in write order, as
+    /// columns: `(store keys, values, timestamps)` (None: a tombstone).
+    fn take_changelog<'py>(&self, py: Python<'py>) -> PyResult<ChangelogColumns<'py>> {
+        changelog::take(py, &self.inner)
     }
 }
 

@@ -29,6 +29,7 @@ use strom_core::store::{
 use strom_core::window::BinaryBuffer;
 
 use crate::errors::IntoPyResult;
+use crate::store::changelog::{self, ChangelogColumns, Logged};
 
 pub(crate) fn closed() -> Error {
     Error::Store("the store is closed".into())
@@ -195,10 +196,10 @@ enum Backend {
     },
 }
 
-/// Runs the same code on either flavour of store.
+/// Runs the same code on either flavour of an open store.
 macro_rules! on_store {
-    ($backend:expr, $s:ident => $body:expr) => {
-        match $backend {
+    ($open:expr, $s:ident => $body:expr) => {
+        match &mut $open.store {
             Backend::Memory($s) => $body,
             Backend::Persistent { store: $s, .. } => $body,
         }
@@ -218,19 +219,19 @@ fn changelog_key<F: strom_core::store::SegmentFactory>(
 #[pyclass(module = "strom._core", frozen)]
 pub struct NativeWindowStore {
     /// None once closed.
-    inner: Mutex<Option<Backend>>,
+    inner: Mutex<Option<Logged<Backend>>>,
 }
 
 impl NativeWindowStore {
     fn from_backend(backend: Backend) -> Self {
         Self {
-            inner: Mutex::new(Some(backend)),
+            inner: Mutex::new(Some(Logged::new(backend))),
         }
     }
 
-    /// Puts columns of windows in order, as `put_all` does, without the
-    /// changelog keys (for a caller that logs nothing); a value is None
-    /// where `present` is false.
+    /// Puts columns of windows in order, as `put_all` does, each logged
+    /// (when the store is) with its timestamp, without handing the changelog
+    /// keys back; a value is None where `present` is false.
     pub(crate) fn put_columns(
         &self,
         py: Python<'_>,
@@ -238,15 +239,18 @@ impl NativeWindowStore {
         values: &BinaryBuffer,
         present: &[bool],
         window_starts: &[i64],
+        timestamps: &[i64],
     ) -> PyResult<()> {
         detached(py, &self.inner, |b| {
-            on_store!(b, s => {
-                for (i, &start) in window_starts.iter().enumerate() {
-                    let value = present[i].then(|| values.get(i));
-                    s.put(keys.get(i), value, start)?;
-                }
-                Ok(())
-            })
+            for (i, &start) in window_starts.iter().enumerate() {
+                let value = present[i].then(|| values.get(i));
+                let logged = on_store!(b, s => {
+                    let outcome = s.put(keys.get(i), value, start)?;
+                    changelog_key(s, keys.get(i), start, outcome)
+                });
+                b.log(logged.as_deref(), value, timestamps[i]);
+            }
+            Ok(())
         })
     }
 }
@@ -324,7 +328,7 @@ impl NativeWindowStore {
     #[getter]
     fn persistent(&self, py: Python<'_>) -> PyResult<bool> {
         attached(py, &self.inner, |b| {
-            Ok(matches!(b, Backend::Persistent { .. }))
+            Ok(matches!(b.store, Backend::Persistent { .. }))
         })
     }
 
@@ -374,52 +378,62 @@ impl NativeWindowStore {
     /// the window (a no-op when duplicates are retained). Returns the
     /// changelog key of the write (Kafka's windowed key, seqnum included), or
     /// None when nothing was written (expired, or a None into a store that
-    /// retains duplicates).
-    #[pyo3(signature = (key, value, window_start))]
+    /// retains duplicates). A logged store logs the write with `timestamp`.
+    #[pyo3(signature = (key, value, window_start, timestamp=0))]
     fn put<'py>(
         &self,
         py: Python<'py>,
         key: &[u8],
         value: Option<&[u8]>,
         window_start: i64,
+        timestamp: i64,
     ) -> PyResult<Option<Bound<'py, PyBytes>>> {
         let written = attached(py, &self.inner, |b| {
-            on_store!(b, s => {
+            let logged = on_store!(b, s => {
                 let outcome = s.put(key, value, window_start)?;
-                Ok(changelog_key(s, key, window_start, outcome))
-            })
+                changelog_key(s, key, window_start, outcome)
+            });
+            b.log(logged.as_deref(), value, timestamp);
+            Ok(logged)
         })?;
         Ok(opt_bytes(py, written))
     }
 
-    /// Puts each `(key, value or None, window start)` in order; returns each
-    /// put's changelog key, or None where nothing was written.
+    /// Puts each `(key, value or None, window start)` in order, logged with
+    /// its timestamp (default 0) when the store is; returns each put's
+    /// changelog key, or None where nothing was written.
+    #[pyo3(signature = (keys, values, window_starts, timestamps=None))]
     fn put_all<'py>(
         &self,
         py: Python<'py>,
         keys: &Bound<'py, PyAny>,
         values: &Bound<'py, PyAny>,
         window_starts: Vec<i64>,
+        timestamps: Option<Vec<i64>>,
     ) -> PyResult<Bound<'py, PyList>> {
         let keys = Packed::copy(keys, "keys", false)?;
         let values = Packed::copy(values, "values", true)?;
+        let timestamps = timestamps.unwrap_or_else(|| vec![0; keys.len()]);
         check_lengths(
             keys.len(),
             &[
                 ("values", values.len()),
                 ("window_starts", window_starts.len()),
+                ("timestamps", timestamps.len()),
             ],
         )?;
         let written = detached(py, &self.inner, move |b| {
-            on_store!(b, s => {
-                let mut out = Vec::with_capacity(keys.len());
-                for (i, &start) in window_starts.iter().enumerate() {
-                    let key = keys.get(i).expect("keys are never None");
+            let mut out = Vec::with_capacity(keys.len());
+            for (i, &start) in window_starts.iter().enumerate() {
+                let key = keys.get(i).expect("keys are never None");
+                let logged = on_store!(b, s => {
                     let outcome = s.put(key, values.get(i), start)?;
-                    out.push(changelog_key(s, key, start, outcome));
-                }
-                Ok(out)
-            })
+                    changelog_key(s, key, start, outcome)
+                });
+                b.log(logged.as_deref(), values.get(i), timestamps[i]);
+                out.push(logged);
+            }
+            Ok(out)
         })?;
         opt_bytes_list(py, written)
     }
@@ -598,7 +612,7 @@ impl NativeWindowStore {
     /// in memory.
     fn commit(&self, py: Python<'_>, metadata: &[u8]) -> PyResult<()> {
         let metadata = metadata.to_vec();
-        detached(py, &self.inner, |b| match b {
+        detached(py, &self.inner, |b| match &mut b.store {
             Backend::Memory(_) => Ok(()),
             Backend::Persistent { store, segments } => {
                 segments.commit(&metadata, store.observed_stream_time())
@@ -619,6 +633,24 @@ impl NativeWindowStore {
             .lock_py_attached(py)
             .unwrap_or_else(PoisonError::into_inner)
             .is_none()
+    }
+
+    /// From now on every write is also kept for the store's changelog, until
+    /// `take_changelog` takes it. Restores are not logged.
+    fn enable_changelog(&self, py: Python<'_>) -> PyResult<()> {
+        changelog::enable(py, &self.inner)
+    }
+
+    /// Whether writes are logged.
+    #[getter]
+    fn logged(&self, py: Python<'_>) -> bool {
+        changelog::is_logged(py, &self.inner)
+    }
+
+    /// The changelog records written since the last call, in write order, as
+    /// columns: `(store keys, values, timestamps)` (None: a tombstone).
+    fn take_changelog<'py>(&self, py: Python<'py>) -> PyResult<ChangelogColumns<'py>> {
+        changelog::take(py, &self.inner)
     }
 }
 

@@ -1,9 +1,13 @@
 //! The Python classes: `NativeTimeWindowedAggregation`,
 //! `NativeSlidingWindowedAggregation` and `NativeSessionWindowedAggregation`.
 
+use std::sync::{Arc, PoisonError};
+
 use pyo3::prelude::*;
 use pyo3::types::{PyDict, PyTuple};
 
+use strom_core::store::cache::NamedCacheId;
+use strom_core::window::session::RecordCache;
 use strom_core::window::{
     EmitStrategy, SessionWindowedAggregation, SessionWindows, SlidingWindowedAggregation,
     SlidingWindows, TimeWindowedAggregation, TimeWindows,
@@ -14,6 +18,7 @@ use super::kernels::{
 };
 use super::results::NativeWindowedResults;
 use crate::errors::IntoPyResult;
+use crate::store::cache::NativeThreadCache;
 use crate::store::window::NativeWindowStore;
 
 /// The methods the three classes share, after each one's constructor.
@@ -189,8 +194,8 @@ py_kernel!(
         }))
     },
     /// Like `drain_changes`, but writes them to `store` (as its `put_all`
-    /// would, in order) without making Python objects: for a store that
-    /// logs nothing. Returns how many writes were drained.
+    /// would, in order, each logged with its timestamp when the store is)
+    /// without making Python objects. Returns how many writes were drained.
     fn drain_into(&mut self, py: Python<'_>, store: &NativeWindowStore) -> PyResult<usize> {
         self.0.drain_into(py, store)
     }
@@ -268,6 +273,8 @@ struct MakeSession {
     emit: EmitStrategy,
     retention: Option<i64>,
     emit_interval: Option<i64>,
+    /// The record cache in front of the session store and its named cache.
+    cache: Option<(Arc<Py<NativeThreadCache>>, NamedCacheId)>,
 }
 
 impl Make<SessionFamily> for MakeSession {
@@ -279,8 +286,32 @@ impl Make<SessionFamily> for MakeSession {
         if let Some(i) = self.emit_interval {
             k = k.with_emit_interval(i)?;
         }
+        if let Some((cache, id)) = &self.cache {
+            k = k.with_record_cache(holds_session(Arc::clone(cache), *id));
+        }
         Ok(k)
     }
+}
+
+/// Whether the named cache `id` holds a session's value, under the caching
+/// session store's cache key (key ‖ 8-byte end ‖ 8-byte start). Called while
+/// the kernel runs detached: the cache's lock is taken plainly.
+fn holds_session(cache: Arc<Py<NativeThreadCache>>, id: NamedCacheId) -> RecordCache {
+    Box::new(move |key, start, end| {
+        let mut cache_key = Vec::with_capacity(key.len() + 16);
+        cache_key.extend_from_slice(key);
+        cache_key.extend_from_slice(&end.to_be_bytes());
+        cache_key.extend_from_slice(&start.to_be_bytes());
+        let inner = cache
+            .get()
+            .inner
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner);
+        inner
+            .cache
+            .peek(id, &cache_key)
+            .is_some_and(|hit| hit.value.is_some())
+    })
 }
 
 py_kernel!(
@@ -288,9 +319,12 @@ py_kernel!(
     #[new]
     #[pyo3(signature = (
         aggregation, value_type, inactivity_gap_ms, grace_ms, *, emit_final=false,
-        retention_ms=None, emit_interval_ms=None
+        retention_ms=None, emit_interval_ms=None, record_cache=None, record_cache_id=0
     ))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
+    /// With `record_cache` (the thread cache in front of the session store,
+    /// `record_cache_id` its named cache), lookups also find the expired
+    /// sessions the cache still holds, as Kafka's caching session store does.
     fn new(
         py: Python<'_>,
         aggregation: &str,
@@ -300,14 +334,26 @@ py_kernel!(
         emit_final: bool,
         retention_ms: Option<i64>,
         emit_interval_ms: Option<i64>,
+        record_cache: Option<Py<NativeThreadCache>>,
+        record_cache_id: i64,
     ) -> PyResult<Self> {
         let windows =
             SessionWindows::of_inactivity_gap_and_grace(inactivity_gap_ms, grace_ms).py_err(py)?;
+        let cache = match record_cache {
+            Some(cache) => {
+                let id = cache
+                    .get()
+                    .with(py, |inner| inner.id(py, record_cache_id))?;
+                Some((Arc::new(cache), id))
+            }
+            None => None,
+        };
         let make = MakeSession {
             windows,
             emit: emit_strategy(emit_final),
             retention: retention_ms,
             emit_interval: emit_interval_ms,
+            cache,
         };
         let (kernel, kind) = build(py, aggregation, value_type, &make)?;
         Ok(Self(Shared {

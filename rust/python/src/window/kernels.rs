@@ -405,6 +405,7 @@ where
             &changes.values,
             &changes.present,
             &changes.starts,
+            &changes.timestamps,
         )?;
         Ok(changes.starts.len())
     }

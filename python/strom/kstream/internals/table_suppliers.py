@@ -1,0 +1,165 @@
+"""What a table's processor answers while the DSL is built (Kafka's
+KTableProcessorSupplier, KStreamAggProcessorSupplier and KTableSource):
+whether it sends old values downstream, and how a value getter reads the
+table.
+
+Kafka decides both on the fly as the topology grows: a filter asks its parent
+for old values when it is made (so a materialized parent lets it drop
+updates that were and stay filtered out), an outer join or a re-grouping
+forces them, and a source table gets a store only when something needs one
+(a name, a value getter, old values). The nodes read ``send_old_values``
+when they run, after the whole topology is built.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from strom.kstream.internals.table_processors import (
+    ValueGetterSupplier,
+    filtered_getter,
+    mapped_getter,
+    store_getter,
+)
+
+if TYPE_CHECKING:
+    from strom.kstream.ktable import KTable
+    from strom.processor.internals.topology_builder import InternalTopologyBuilder, StoreDef
+
+
+class TableView(NamedTuple):
+    """How to read a table by key (Kafka's KTableValueGetterSupplier): the
+    stores a reader must be connected to, and the getter."""
+
+    stores: tuple[str, ...]
+    getter: ValueGetterSupplier
+
+
+class TableSupplier(ABC):
+    """The build-time side of the processor behind a table."""
+
+    # Whether the processor's changes carry real old values (Kafka's
+    # sendOldValues); read by the nodes when they run.
+    send_old_values: bool = False
+
+    @abstractmethod
+    def enable_sending_old_values(self, force_materialization: bool) -> bool:
+        """Asks for old values; False when they would need a store that the
+        table does not have and ``force_materialization`` is off."""
+
+    @abstractmethod
+    def view(self) -> TableView | None:
+        """How to read the table by key (None: it cannot be read)."""
+
+
+class SourceSupplier(TableSupplier):
+    """``builder.table``, ``KStream.to_table`` and a foreign-key join's
+    result (Kafka's KTableSource): materialized only when named, or once a
+    value getter or old values need its store; unmaterialized it forwards
+    each update at once, without an old value."""
+
+    def __init__(self, internal: InternalTopologyBuilder, node: str, store: StoreDef) -> None:
+        self.internal = internal
+        self.node = node
+        self.store = store
+        # The store's name once it is materialized (the node reads it).
+        self.store_name: str | None = None
+
+    def materialize(self) -> None:
+        """Adds the store, connected to the source's node (added before)."""
+        if self.store_name is None:
+            self.store_name = self.store.name
+            self.internal.add_store(self.store, self.node)
+
+    def enable_sending_old_values(self, force_materialization: bool) -> bool:
+        if not force_materialization and self.store_name is None:
+            return False
+        self.materialize()
+        self.send_old_values = True
+        return True
+
+    def view(self) -> TableView:
+        self.materialize()
+        assert self.store_name is not None
+        return TableView((self.store_name,), store_getter(self.store_name))
+
+
+class AggregateSupplier(TableSupplier):
+    """An aggregation's result (Kafka's KStreamAggProcessorSupplier and
+    KTableAggregate): always materialized, so old values are always there."""
+
+    def __init__(self, view: TableView) -> None:
+        self._view = view
+
+    def enable_sending_old_values(self, force_materialization: bool) -> bool:
+        self.send_old_values = True
+        return True
+
+    def view(self) -> TableView:
+        return self._view
+
+
+class _ChildSupplier(TableSupplier):
+    """A processor computing a table from its parent table on the fly
+    (Kafka's KTableFilter and KTableMapValues without a queryable store):
+    old values when the parent sends them, a getter through the parent's."""
+
+    def __init__(self, parent: KTable) -> None:
+        self.parent = parent
+
+    def enable_sending_old_values(self, force_materialization: bool) -> bool:
+        if self.parent._enable_sending_old_values(force_materialization):
+            self.send_old_values = True
+        return self.send_old_values
+
+    def view(self) -> TableView | None:
+        parent = self.parent._view()
+        if parent is None:
+            return None
+        return TableView(parent.stores, self.derive_getter(parent.getter))
+
+    @abstractmethod
+    def derive_getter(self, parent: ValueGetterSupplier) -> ValueGetterSupplier: ...
+
+
+class FilterSupplier(_ChildSupplier):
+    """KTableFilter: asks its parent for old values when made, without
+    forcing a store, so that an update filtered out both before and after
+    is not forwarded as a tombstone."""
+
+    def __init__(self, parent: KTable, predicate: Callable[[Any, Any], bool], negate: bool) -> None:
+        super().__init__(parent)
+        self.predicate = predicate
+        self.negate = negate
+        self.send_old_values = parent._enable_sending_old_values(False)
+
+    def derive_getter(self, parent: ValueGetterSupplier) -> ValueGetterSupplier:
+        return filtered_getter(parent, self.predicate, self.negate)
+
+
+class MapValuesSupplier(_ChildSupplier):
+    """KTableMapValues."""
+
+    def __init__(self, parent: KTable, mapper: Callable[[Any], Any]) -> None:
+        super().__init__(parent)
+        self.mapper = mapper
+
+    def derive_getter(self, parent: ValueGetterSupplier) -> ValueGetterSupplier:
+        return mapped_getter(parent, self.mapper)
+
+
+class SuppressSupplier(TableSupplier):
+    """KTableSuppressProcessorSupplier: its buffer needs its parent's old
+    values (forced when made), and it forwards them."""
+
+    def __init__(self, parent: KTable) -> None:
+        self.parent = parent
+        self.send_old_values = parent._enable_sending_old_values(True)
+
+    def enable_sending_old_values(self, force_materialization: bool) -> bool:
+        return self.parent._enable_sending_old_values(force_materialization)
+
+    def view(self) -> TableView | None:
+        return None

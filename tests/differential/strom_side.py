@@ -1,0 +1,326 @@
+"""Builds a case's topology with strom's public DSL and runs its input through
+strom's TopologyTestDriver: the Python twin of tests/reference's Builder."""
+
+from __future__ import annotations
+
+import traceback
+from typing import Any
+
+from tests.differential import functions as f
+from tests.differential.spec import Case, OutputRecord, Result, Step
+
+from strom import StreamsBuilder, Topology, serdes
+from strom.kstream import (
+    BufferConfig,
+    EmitStrategy,
+    GlobalKTable,
+    JoinWindows,
+    KGroupedStream,
+    KGroupedTable,
+    KStream,
+    KTable,
+    SessionWindowedKStream,
+    SessionWindows,
+    SlidingWindowedKStream,
+    SlidingWindows,
+    Suppressed,
+    TimeWindowedKStream,
+    TimeWindows,
+)
+from strom.state import Stores
+from strom.testing import TopologyTestDriver
+
+CACHE_BYTES = 10 * 1024 * 1024  # Kafka's default statestore.cache.max.bytes
+
+_GROUPED = (
+    KGroupedStream,
+    KGroupedTable,
+    TimeWindowedKStream,
+    SlidingWindowedKStream,
+    SessionWindowedKStream,
+)
+
+
+def key_serde(kind: str) -> serdes.Serde[Any]:
+    if kind == "s":
+        return serdes.String()
+    if kind == "sw":
+        return serdes.SessionWindowed(serdes.String())
+    if kind.startswith("tw:"):
+        return serdes.TimeWindowed(serdes.String(), int(kind[3:]))
+    raise ValueError(f"unknown key kind {kind!r}")
+
+
+def value_serde(kind: str) -> serdes.Serde[Any]:
+    if kind == "s":
+        return serdes.String()
+    if kind == "l":
+        return serdes.Long()
+    raise ValueError(f"unknown value kind {kind!r}")
+
+
+def _grouped(args: dict[str, Any]) -> dict[str, Any]:
+    """Kafka's Grouped.with(key, value) when the step names serdes."""
+    if args.get("serdes") is None:
+        return {}
+    key, value = args["serdes"]
+    return {"key_serde": key_serde(key), "value_serde": value_serde(value)}
+
+
+def _suppressed(args: dict[str, Any]) -> Suppressed:
+    spec = args["buffer"]
+    kind = spec["kind"]
+    if kind == "unbounded":
+        buffer = BufferConfig.unbounded()
+    elif kind == "max_records":
+        buffer = BufferConfig.max_records(spec["n"])
+    elif kind == "max_bytes":
+        buffer = BufferConfig.max_bytes(spec["n"])
+    else:
+        raise ValueError(f"unknown buffer {kind!r}")
+    if kind != "unbounded":
+        emit_early = spec.get("full", "shut_down") == "emit_early"
+        buffer = buffer.emit_early_when_full() if emit_early else buffer.shut_down_when_full()
+    if args["kind"] == "window_closes":
+        return Suppressed.until_window_closes(buffer)
+    return Suppressed.until_time_limit(args["limit_ms"], buffer)
+
+
+def _windows(spec: dict[str, Any]) -> TimeWindows | SlidingWindows | SessionWindows:
+    kind, size, grace = spec["kind"], spec["size"], spec["grace"]
+    if kind == "tumbling":
+        return TimeWindows.of_size_and_grace(size, grace)
+    if kind == "hopping":
+        return TimeWindows.of_size_and_grace(size, grace).advance_by(spec["advance"])
+    if kind == "sliding":
+        return SlidingWindows.of_time_difference_and_grace(size, grace)
+    if kind == "session":
+        return SessionWindows.of_inactivity_gap_and_grace(size, grace)
+    raise ValueError(f"unknown windows {kind!r}")
+
+
+class Builder:
+    """Applies a case's steps to a strom StreamsBuilder, in order."""
+
+    def __init__(self) -> None:
+        self.builder = StreamsBuilder()
+        self.nodes: dict[str, Any] = {}
+        self.sink_topics: list[str] = []
+
+    def build(self, steps: list[Step]) -> Topology:
+        for step in steps:
+            result = self.step(step)
+            if result is not None:
+                self.nodes[step.id] = result
+        return self.builder.build()
+
+    def _in(self, step: Step, index: int) -> Any:
+        try:
+            return self.nodes[step.inputs[index]]
+        except (IndexError, KeyError):
+            raise ValueError(f"step {step.id}: no input {index}") from None
+
+    def step(self, step: Step) -> Any:
+        op, args = step.op, step.args
+        string = serdes.String()
+        if op == "stream":
+            return self.builder.stream(args["topic"], key_serde=string, value_serde=string)
+        if op == "table":
+            return self.builder.table(
+                args["topic"], key_serde=string, value_serde=string, materialized=args.get("store")
+            )
+        if op == "global_table":
+            return self.builder.global_table(args["topic"], key_serde=string, value_serde=string)
+        if op == "split":
+            branched = self._in(step, 0).split(name=f"{step.id}-")
+            for index, pred in enumerate(args["preds"]):
+                branched = branched.branch(f.get(f.PREDICATES, pred, "predicate"), str(index))
+            if args.get("default"):
+                return branched.default_branch("default")
+            return branched.no_default_branch()
+        if op == "branch":
+            name = f"{step.inputs[0]}-{args['name']}"
+            return self._in(step, 0)[name]
+        if op == "to":
+            self._in(step, 0).to(
+                args["topic"],
+                key_serde=key_serde(args["key"]),
+                value_serde=value_serde(args["value"]),
+            )
+            self.sink_topics.append(args["topic"])
+            return None
+        if op == "process":
+            store, fn = args["store"], args["fn"]
+            self.builder.add_state_store(
+                Stores.key_value_store_builder(
+                    Stores.in_memory_key_value_store(store), string, string
+                )
+            )
+            processor = f.get(f.PROCESSORS, fn, "processor")
+            return self._in(step, 0).process(lambda: processor(store), store)
+        if op == "windowed_by":
+            windowed = self._in(step, 0).windowed_by(_windows(args["windows"]))
+            emit = (
+                EmitStrategy.on_window_close()
+                if args.get("emit") == "close"
+                else EmitStrategy.on_window_update()
+            )
+            return windowed.emit_strategy(emit)
+        if op in ("join", "left_join", "outer_join"):
+            return self._join(step)
+        parent = self._in(step, 0)
+        if isinstance(parent, KStream):
+            return self._stream_op(step, parent)
+        if isinstance(parent, KTable):
+            return self._table_op(step, parent)
+        if isinstance(parent, _GROUPED):
+            return self._aggregation(step, parent)
+        raise ValueError(f"op {op} does not apply to {type(parent).__name__}")
+
+    def _stream_op(self, step: Step, s: KStream) -> Any:
+        op, args = step.op, step.args
+        fn = args.get("fn")
+        if op == "filter":
+            return s.filter(f.get(f.PREDICATES, fn, "predicate"))
+        if op == "filter_not":
+            return s.filter_not(f.get(f.PREDICATES, fn, "predicate"))
+        if op == "map_values":
+            return s.map_values(f.get(f.MAPPERS, fn, "mapper"))
+        if op == "map":
+            return s.map(f.get(f.KV_MAPPERS, fn, "key-value mapper"))
+        if op == "select_key":
+            return s.select_key(f.get(f.KEY_SELECTORS, fn, "key selector"))
+        if op == "flat_map":
+            return s.flat_map(f.get(f.FLAT_MAPPERS, fn, "flat mapper"))
+        if op == "flat_map_values":
+            return s.flat_map_values(f.get(f.FLAT_VALUE_MAPPERS, fn, "flat value mapper"))
+        if op == "merge":
+            return s.merge(self._in(step, 1))
+        if op == "repartition":
+            return s.repartition()
+        if op == "to_table":
+            return s.to_table(args.get("store"))
+        if op == "group_by_key":
+            return s.group_by_key(**_grouped(args))
+        if op == "group_by":
+            return s.group_by(f.get(f.KEY_SELECTORS, fn, "key selector"), **_grouped(args))
+        raise ValueError(f"op {op} does not apply to a KStream")
+
+    def _table_op(self, step: Step, t: KTable) -> Any:
+        op, args = step.op, step.args
+        fn = args.get("fn")
+        if op == "filter":
+            return t.filter(f.get(f.PREDICATES, fn, "predicate"))
+        if op == "filter_not":
+            return t.filter_not(f.get(f.PREDICATES, fn, "predicate"))
+        if op == "map_values":
+            return t.map_values(f.get(f.MAPPERS, fn, "mapper"))
+        if op == "to_stream":
+            return t.to_stream()
+        if op == "suppress":
+            return t.suppress(_suppressed(args))
+        if op == "group_by":
+            return t.group_by(f.get(f.KV_MAPPERS, fn, "key-value mapper"), **_grouped(args))
+        raise ValueError(f"op {op} does not apply to a KTable")
+
+    def _aggregation(self, step: Step, g: Any) -> Any:
+        op, args = step.op, step.args
+        store = args.get("store")
+        if op == "count":
+            return g.count(store)
+        if isinstance(g, KGroupedTable):
+            if op == "reduce":
+                return g.reduce(
+                    f.get(f.REDUCERS, args["adder"], "reducer"),
+                    f.get(f.REDUCERS, args["subtractor"], "reducer"),
+                    store,
+                )
+            if op == "aggregate":
+                return g.aggregate(
+                    f.get(f.INITIALIZERS, args["init"], "initializer"),
+                    f.get(f.AGGREGATORS, args["adder"], "aggregator"),
+                    f.get(f.AGGREGATORS, args["subtractor"], "aggregator"),
+                    store,
+                )
+        elif op == "reduce":
+            return g.reduce(f.get(f.REDUCERS, args["fn"], "reducer"), store)
+        elif op == "aggregate":
+            init = f.get(f.INITIALIZERS, args["init"], "initializer")
+            aggregator = f.get(f.AGGREGATORS, args["fn"], "aggregator")
+            if isinstance(g, SessionWindowedKStream):
+                merger = f.get(f.MERGERS, args["merger"], "merger")
+                return g.aggregate(init, aggregator, merger, store)
+            return g.aggregate(init, aggregator, store)
+        raise ValueError(f"op {op} does not apply to {type(g).__name__}")
+
+    def _join(self, step: Step) -> Any:
+        op, args = step.op, step.args
+        left, right = self._in(step, 0), self._in(step, 1)
+        joiner = f.get(f.JOINERS, args["fn"], "joiner")
+        if isinstance(left, KStream) and isinstance(right, KStream):
+            w = args["windows"]
+            before, after = w["before"], w["after"]
+            windows = (
+                JoinWindows.of_time_difference_and_grace(max(abs(before), abs(after)), w["grace"])
+                .before(before)
+                .after(after)
+            )
+            return getattr(left, op)(right, joiner, windows)
+        if isinstance(left, KStream) and isinstance(right, KTable):
+            return getattr(left, op)(right, joiner)
+        if isinstance(left, KStream) and isinstance(right, GlobalKTable):
+            selector = f.get(f.KEY_SELECTORS, args["key_fn"], "key selector")
+            return getattr(left, op)(right, selector, joiner)
+        if isinstance(left, KTable) and isinstance(right, KTable):
+            fk = args.get("fk")
+            if fk is not None:
+                extractor = f.get(f.FOREIGN_KEYS, fk, "foreign-key extractor")
+                return getattr(left, op)(right, joiner, foreign_key=extractor)
+            return getattr(left, op)(right, joiner)
+        raise ValueError(f"no {op} of {type(left).__name__} with {type(right).__name__}")
+
+
+def _hex(data: bytes | None) -> str | None:
+    return None if data is None else data.hex()
+
+
+def run(case: Case) -> Result:
+    """The case on strom's TopologyTestDriver: every sink topic's records, or
+    the error that stopped building or running it."""
+    try:
+        builder = Builder()
+        topology = builder.build(case.steps)
+        config = {
+            "statestore.cache.max.bytes": CACHE_BYTES if case.cache else 0,
+            "default.key.serde": serdes.String(),
+            "default.value.serde": serdes.String(),
+            **case.config,
+        }
+        raw = serdes.ByteArray()
+        string = serdes.String()
+        with TopologyTestDriver(topology, config) as driver:
+            inputs = {}
+            for record in case.inputs:
+                topic = inputs.get(record.topic)
+                if topic is None:
+                    topic = inputs[record.topic] = driver.create_input_topic(
+                        record.topic, string, string
+                    )
+                topic.pipe_input(record.key, record.value, record.timestamp)
+            outputs: dict[str, list[OutputRecord]] = {}
+            for name in builder.sink_topics:
+                if name in outputs:
+                    continue
+                out = driver.create_output_topic(name, raw, raw)
+                outputs[name] = [
+                    (
+                        _hex(r.key),
+                        _hex(r.value),
+                        r.timestamp,
+                        tuple((k, _hex(v) or "") for k, v in (r.headers or ())),
+                    )
+                    for r in out.read_records_to_list()
+                ]
+        return Result(outputs)
+    except Exception:  # any failure is an outcome to compare with Kafka's
+        return Result(error=traceback.format_exc(limit=-8))
