@@ -289,6 +289,56 @@ def test_windowed_aggregation_of_an_expression_equals_the_lambda() -> None:
     assert results[0] and results[0] == results[1]
 
 
+def test_join_keys_of_foreign_key_and_global_table_joins_as_expressions() -> None:
+    """Expressions as the foreign-key extractor of a table join and as the
+    key selector of a global-table join give what the lambdas give."""
+
+    def app(native: bool) -> Topology:
+        b = StreamsBuilder()
+        auctions = b.table("auctions", key_serde=S, value_serde=J)
+        sellers = b.global_table("sellers", key_serde=S, value_serde=J)
+        bids = b.table("bids", key_serde=S, value_serde=J)
+        foreign_key = col("auction").cast(str) if native else (lambda v: str(v["auction"]))
+        (
+            bids.join(auctions, lambda bid, a: [bid["price"], a["seller"]], foreign_key=foreign_key)
+            .to_stream()
+            .to("fk", key_serde=S, value_serde=J)
+        )
+        seller_of = col("seller") if native else (lambda _k, v: v["seller"])
+        (
+            auctions.to_stream()
+            .join(sellers, seller_of, lambda a, s: [a["seller"], s["name"]])
+            .to("global", key_serde=S, value_serde=J)
+        )
+        return b.build()
+
+    rnd = random.Random(5)
+    inputs: list[tuple[str, str, dict[str, Any]]] = []
+    for i in range(120):
+        if i % 3 == 0:
+            inputs.append(("auctions", str(rnd.randrange(6)), {"seller": f"s{rnd.randrange(5)}"}))
+        else:
+            bid = {"auction": rnd.randrange(6), "price": rnd.randrange(100)}
+            inputs.append(("bids", f"b{rnd.randrange(10)}", bid))
+    results = []
+    for native in (True, False):
+        with TopologyTestDriver(app(native)) as driver:
+            sellers = driver.create_input_topic("sellers", S, J)
+            for s in range(4):
+                sellers.pipe_input(f"s{s}", {"name": f"seller {s}"}, timestamp=0)
+            topics = {t: driver.create_input_topic(t, S, J) for t in ("auctions", "bids")}
+            for i, (topic, key, value) in enumerate(inputs):
+                topics[topic].pipe_input(key, value, timestamp=10 + i)
+            results.append(
+                [
+                    driver.create_output_topic(topic, S, J).read_key_values_to_list()
+                    for topic in ("fk", "global")
+                ]
+            )
+    assert all(results[0]), results[0]
+    assert results[0] == results[1]
+
+
 def test_batch_functions_over_record_batches(tmp_path: Path) -> None:
     with EmbeddedLog(tmp_path) as log:
         log.create_topic("in")
