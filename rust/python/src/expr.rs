@@ -13,6 +13,7 @@ use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyTuple};
 
+use crate::log::bytes_or_none;
 use strom_core::expr::json::{write_double, write_str, write_value};
 use strom_core::expr::{
     BinaryOp, ErrorKind, Evaluated, Expr, FieldTree, Plan, RowError, Type, UnaryOp, Value,
@@ -230,44 +231,32 @@ fn encode_json<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>>
 /// value, not an error); read detached.
 #[pyfunction]
 fn json_errors(values: &Bound<'_, PyList>) -> PyResult<Vec<(usize, String)>> {
-    let buffered = Buffered::new(values)?;
-    Ok(values
-        .py()
-        .detach(|| FieldTree::validate(&buffered.slices())))
+    let held = Held::new(values)?;
+    let slices = held.slices();
+    Ok(values.py().detach(|| FieldTree::validate(&slices)))
 }
 
-/// The values of a batch copied into one buffer (they are read detached).
-struct Buffered {
-    data: Vec<u8>,
-    spans: Vec<Option<(usize, usize)>>,
+/// The values of a batch as `bytes` objects, held (a reference each) so
+/// that their contents can be read detached without a copy: a `bytes`
+/// object never changes, and these references keep each one alive even if
+/// the list is changed meanwhile.
+struct Held<'py> {
+    items: Vec<Option<Bound<'py, PyBytes>>>,
 }
 
-impl Buffered {
-    fn new(values: &Bound<'_, PyList>) -> PyResult<Self> {
-        let mut data = Vec::new();
-        let mut spans = Vec::with_capacity(values.len());
-        for item in values.iter() {
-            if item.is_none() {
-                spans.push(None);
-            } else {
-                let bytes = item.cast::<PyBytes>().map_err(|_| {
-                    PyTypeError::new_err(format!(
-                        "a raw JSON value is bytes or None, not {}",
-                        type_name(&item)
-                    ))
-                })?;
-                let start = data.len();
-                data.extend_from_slice(bytes.as_bytes());
-                spans.push(Some((start, data.len())));
-            }
-        }
-        Ok(Buffered { data, spans })
+impl<'py> Held<'py> {
+    fn new(values: &Bound<'py, PyList>) -> PyResult<Self> {
+        let items = values
+            .iter()
+            .map(|item| bytes_or_none(item, "a raw JSON value"))
+            .collect::<PyResult<_>>()?;
+        Ok(Held { items })
     }
 
     fn slices(&self) -> Vec<Option<&[u8]>> {
-        self.spans
+        self.items
             .iter()
-            .map(|s| s.map(|(a, b)| &self.data[a..b]))
+            .map(|b| b.as_ref().map(|b| b.as_bytes()))
             .collect()
     }
 }
@@ -351,8 +340,9 @@ impl ExprPlan {
     ) -> PyResult<R> {
         let py = values.py();
         if raw {
-            let buffered = Buffered::new(values)?;
-            let evaluated = py.detach(|| self.plan.eval_json(&buffered.slices()));
+            let held = Held::new(values)?;
+            let slices = held.slices();
+            let evaluated = py.detach(|| self.plan.eval_json(&slices));
             finish(&evaluated)
         } else {
             let (columns, errors) = py_columns(&self.plan, values);

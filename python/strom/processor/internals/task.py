@@ -82,7 +82,7 @@ class _Queue:
             stop = start + 1
             while stop < len(batch) and stamps[stop] <= bound:
                 stop += 1
-        run = batch.select(list(range(start, stop)))
+        run = batch if start == 0 and stop == len(batch) else batch.select(list(range(start, stop)))
         if stop == len(batch):
             self.batches.popleft()
             self.processed_to = head.end_offset

@@ -158,7 +158,7 @@ fn leaf(text: &str) -> Result<Value<'_>, serde_json::Error> {
         b'f' => Value::Bool(false),
         b'"' if !text.contains('\\') => Value::Str(Cow::Borrowed(&text[1..text.len() - 1])),
         b'"' => Value::Str(Cow::Owned(serde_json::from_str::<String>(text)?)),
-        _ if text.contains(['.', 'e', 'E']) => {
+        _ if text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) => {
             Value::Float(text.parse::<f64>().map_err(de::Error::custom)?)
         }
         _ => match text.parse::<i64>() {
