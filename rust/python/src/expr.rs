@@ -256,7 +256,7 @@ impl<'py> Held<'py> {
     fn slices(&self) -> Vec<Option<&[u8]>> {
         self.items
             .iter()
-            .map(|b| b.as_ref().map(|b| b.as_bytes()))
+            .map(|b| b.as_ref().map(PyBytesMethods::as_bytes))
             .collect()
     }
 }
