@@ -74,6 +74,9 @@ def main(argv: list[str] | None = None) -> int:
         help="commit.interval.ms for every system and guarantee (the runner sees progress "
         "through committed offsets)",
     )
+    parser.add_argument(
+        "--threads", type=int, default=1, help="num.stream.threads of strom and Kafka Streams"
+    )
     parser.add_argument("--json", help="write the results here too")
     args = parser.parse_args(argv)
     cluster = None
@@ -98,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
                     partitions=args.partitions,
                     guarantee=guarantee,
                     commit_interval_ms=args.commit_interval_ms,
+                    threads=args.threads,
                     latency_workloads=apps,
                     latency_rate=args.rate,
                     latency_seconds=args.latency_seconds,

@@ -44,6 +44,7 @@ class Args:
     commit_interval_ms: int
     state_dir: str
     follow: bool  # keep running at the end of the input (latency runs)
+    threads: int = 1  # stream threads (strom and Kafka Streams; the peers run one worker)
 
 
 def parse_args(argv: list[str] | None = None) -> Args:
@@ -57,6 +58,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
     parser.add_argument("--commit-interval-ms", type=int, default=100)
     parser.add_argument("--state-dir", default="/tmp")
     parser.add_argument("--follow", type=int, default=0)
+    parser.add_argument("--threads", type=int, default=1)
     ns = parser.parse_args(argv)
     return Args(
         ns.bootstrap,
@@ -68,6 +70,7 @@ def parse_args(argv: list[str] | None = None) -> Args:
         ns.commit_interval_ms,
         ns.state_dir,
         bool(ns.follow),
+        ns.threads,
     )
 
 

@@ -35,6 +35,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--guarantee", default="at_least_once")
     parser.add_argument("--commit-interval-ms", type=int, default=100)
     parser.add_argument(
+        "--threads", type=int, default=1, help="num.stream.threads (strom, Kafka Streams)"
+    )
+    parser.add_argument(
         "--latency", type=_list, default=["q0", "q7"], help="queries to time end to end"
     )
     parser.add_argument("--rate", type=int, default=2_000, help="bids/s in latency runs")
@@ -52,6 +55,7 @@ def main(argv: list[str] | None = None) -> int:
         partitions=args.partitions,
         guarantee=args.guarantee,
         commit_interval_ms=args.commit_interval_ms,
+        threads=args.threads,
         run_timeout=args.run_timeout,
         latency_workloads=args.latency,
         latency_rate=args.rate,

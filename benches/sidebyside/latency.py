@@ -113,6 +113,8 @@ def measure(
         options.guarantee,
         "--commit-interval-ms",
         str(options.commit_interval_ms),
+        "--threads",
+        str(options.threads),
         "--state-dir",
         tempfile.mkdtemp(prefix="sbs-state-"),
         "--follow",

@@ -146,6 +146,12 @@ def _latency(outcome: Outcome) -> list[str]:
     return lines
 
 
+def _threads(threads: int) -> str:
+    if threads == 1:
+        return "one stream thread / worker"
+    return f"{threads} stream threads (strom, Kafka Streams; the peers one worker)"
+
+
 def _caps(systems: list[str], records: int) -> str:
     capped = [SYSTEMS[s] for s in systems if SYSTEMS[s].records(records) < records]
     return "".join(
@@ -167,7 +173,7 @@ def section(outcome: Outcome, chart: str) -> str:
         f"Command: `{o.command}`",
         "",
         f"Systems: {versions}. One local KRaft broker; every system reads the same pre-loaded "
-        f"topics ({o.partitions} partitions), one stream thread / worker, "
+        f"topics ({o.partitions} partitions), {_threads(o.threads)}, "
         f"{o.guarantee}, commit interval {o.commit_interval_ms} ms. "
         f"Nexmark: {o.records:,} events; word count: {max(1, o.records // 4):,} lines; "
         f"kafka_throughput apps: {o.records:,} records.{_caps(o.systems, o.records)}",

@@ -331,6 +331,7 @@ def measure(
     partitions: int,
     guarantee: str,
     commit_interval_ms: int,
+    threads: int,
     timeout: float,
     logs: Path,
 ) -> tuple[Measurement, str]:
@@ -358,6 +359,8 @@ def measure(
         guarantee,
         "--commit-interval-ms",
         str(commit_interval_ms),
+        "--threads",
+        str(threads),
         "--state-dir",
         tempfile.mkdtemp(prefix="sbs-state-"),
     ]

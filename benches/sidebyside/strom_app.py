@@ -226,6 +226,7 @@ def main() -> None:
         "bootstrap.servers": args.bootstrap,
         "processing.guarantee": args.guarantee,
         "commit.interval.ms": args.commit_interval_ms,
+        "num.stream.threads": args.threads,
         "state.dir": tempfile.mkdtemp(prefix="strom-", dir=args.state_dir),
     }
     app = KafkaStreams(topology(args.workload, args.inputs, args.output), config)

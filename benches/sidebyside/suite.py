@@ -36,6 +36,7 @@ class Options:
     partitions: int = 6
     guarantee: str = "at_least_once"
     commit_interval_ms: int = 100
+    threads: int = 1  # num.stream.threads of strom and Kafka Streams
     run_timeout: float = 600.0
     latency_workloads: list[str] = field(default_factory=lambda: ["q0", "q7"])
     latency_rate: int = 2_000
@@ -239,6 +240,7 @@ def _one(
             partitions=options.partitions,
             guarantee=options.guarantee,
             commit_interval_ms=options.commit_interval_ms,
+            threads=options.threads,
             timeout=options.run_timeout,
             logs=logs,
         )

@@ -111,6 +111,8 @@ def settings_options(what: str) -> Callable[[F], F]:
         )(command)
         return click.option(
             "--config-file",
+            "--command-config",  # the name Kafka's own tools (reset, admin) give it
+            "config_file",
             type=click.Path(exists=True, dir_okay=False, path_type=Path),
             metavar="FILE",
             help=f"{what}: a .properties file (key=value lines) or a .toml file",

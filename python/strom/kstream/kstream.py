@@ -357,22 +357,16 @@ class KStream:
         stores and repartition topics, ``store_name`` names its stores and
         ``logging=False`` turns their changelogs off.
         """
-        if isinstance(other, KStream):
-            return sj.stream_stream_join(
-                self,
-                other,
-                joiner_or_key_selector,
-                joiner_or_windows,
-                left_outer=False,
-                right_outer=False,
-                name=name,
-                serdes=(key_serde, value_serde, other_value_serde),
-                store_name=store_name,
-                logging=logging,
-            )
-        if isinstance(joiner_or_windows, JoinWindows):
-            raise TopologyError("JoinWindows belong to a join with another KStream")
-        return self._join(other, joiner_or_key_selector, joiner_or_windows, left=False, name=name)
+        return self._join(
+            other,
+            joiner_or_key_selector,
+            joiner_or_windows,
+            left=False,
+            name=name,
+            serdes=(key_serde, value_serde, other_value_serde),
+            store_name=store_name,
+            logging=logging,
+        )
 
     def left_join(
         self,
@@ -391,22 +385,16 @@ class KStream:
         with None. With another KStream that result comes only once the
         record's join window has closed (stream time passed its timestamp
         plus ``after`` plus grace), and never if a match arrived before."""
-        if isinstance(other, KStream):
-            return sj.stream_stream_join(
-                self,
-                other,
-                joiner_or_key_selector,
-                joiner_or_windows,
-                left_outer=True,
-                right_outer=False,
-                name=name,
-                serdes=(key_serde, value_serde, other_value_serde),
-                store_name=store_name,
-                logging=logging,
-            )
-        if isinstance(joiner_or_windows, JoinWindows):
-            raise TopologyError("JoinWindows belong to a join with another KStream")
-        return self._join(other, joiner_or_key_selector, joiner_or_windows, left=True, name=name)
+        return self._join(
+            other,
+            joiner_or_key_selector,
+            joiner_or_windows,
+            left=True,
+            name=name,
+            serdes=(key_serde, value_serde, other_value_serde),
+            store_name=store_name,
+            logging=logging,
+        )
 
     def outer_join(
         self,
@@ -444,13 +432,31 @@ class KStream:
 
     def _join(
         self,
-        other: KTable | GlobalKTable,
+        other: KStream | KTable | GlobalKTable,
         first: Callable[[Any, Any], Any],
-        second: Callable[[Any, Any], Any] | None,
+        second: Callable[[Any, Any], Any] | JoinWindows | None,
         *,
         left: bool,
         name: str | None,
+        serdes: tuple[Serde[Any] | None, Serde[Any] | None, Serde[Any] | None],
+        store_name: str | None,
+        logging: bool,
     ) -> KStream:
+        if isinstance(other, KStream):
+            return sj.stream_stream_join(
+                self,
+                other,
+                first,
+                second,
+                left_outer=left,
+                right_outer=False,
+                name=name,
+                serdes=serdes,
+                store_name=store_name,
+                logging=logging,
+            )
+        if isinstance(second, JoinWindows):
+            raise TopologyError("JoinWindows belong to a join with another KStream")
         if isinstance(other, GlobalKTable):
             if second is None:
                 raise TopologyError(

@@ -26,7 +26,12 @@ import pyarrow.compute as pc
 from strom import _core
 from strom.config import StreamsConfig
 from strom.errors import TopologyError
-from strom.processor.internals.task import RecordCollector, StreamTask, TaskFactory
+from strom.processor.internals.task import (
+    ListedRecords,
+    RecordCollector,
+    StreamTask,
+    TaskFactory,
+)
 from strom.processor.internals.topology_builder import (
     InternalTopologyBuilder,
     StoreDef,
@@ -127,33 +132,6 @@ class StagePlan:
 
 
 @dataclass
-class _Records:
-    """A chunk of one input partition, shaped like a native ``RecordBatch``."""
-
-    topic: str
-    partition: int
-    _keys: list[bytes | None]
-    _values: list[bytes | None]
-    _timestamps: list[int]
-    _offsets: list[int]
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def keys(self) -> list[bytes | None]:
-        return self._keys
-
-    def values(self) -> list[bytes | None]:
-        return self._values
-
-    def timestamps(self) -> list[int]:
-        return self._timestamps
-
-    def offsets(self) -> list[int]:
-        return self._offsets
-
-
-@dataclass
 class _Sent:
     """One send's records as Arrow columns: the task's output (mostly
     changelog records, one per update) stays compact, and the Python objects
@@ -223,7 +201,7 @@ class _Capture(RecordCollector):
 
 def _chunks(
     table: pa.Table, topic: str, partition: int, internal: bool, size: int
-) -> Iterator[_Records]:
+) -> Iterator[ListedRecords]:
     """One input partition's records in log order, in chunks."""
     if internal:
         rows = table.select(["task", "seq", "timestamp"]).to_pydict()
@@ -235,7 +213,7 @@ def _chunks(
         offsets = table.column("offset")
     keys, values, stamps = (table.column(c) for c in ("key", "value", "timestamp"))
     for start in range(0, len(table), size):
-        yield _Records(
+        yield ListedRecords(
             topic,
             partition,
             keys.slice(start, size).to_pylist(),
@@ -337,7 +315,7 @@ def _feed(plan: StagePlan, task: StreamTask, partition: int, table: pa.Table) ->
     order across its partitions, waiting for a partition that has records
     still to come (the default ``max.task.idle.ms`` with every record already
     in the log)."""
-    pending: dict[tuple[str, int], Iterator[_Records]] = {}
+    pending: dict[tuple[str, int], Iterator[ListedRecords]] = {}
     if "topic" not in table.column_names:
         # The stage reads one external topic: Spark leaves the column out.
         (only,) = plan.external_topics()

@@ -17,7 +17,12 @@ from strom.config import EMIT_INTERVAL_WINDOWED, StreamsConfig
 from strom.errors import StoreError, TopologyError
 from strom.keyvalue import KeyValue
 from strom.processor.api import Record
-from strom.processor.internals.task import RecordCollector, StreamTask, TaskFactory
+from strom.processor.internals.task import (
+    ListedRecords,
+    RecordCollector,
+    StreamTask,
+    TaskFactory,
+)
 from strom.serdes import Serde
 from strom.state.session import SessionStore
 from strom.state.stores import KEY_VALUE, SESSION, WINDOW
@@ -26,33 +31,6 @@ from strom.state.window import WindowStore
 from strom.topology import Topology
 
 __all__ = ["TestInputTopic", "TestOutputTopic", "TopologyTestDriver"]
-
-
-@dataclass
-class _Piped:
-    """One batch of serialized records, shaped like a native ``RecordBatch``."""
-
-    topic: str
-    partition: int
-    _keys: list[bytes | None]
-    _values: list[bytes | None]
-    _timestamps: list[int]
-    _offsets: list[int]
-
-    def __len__(self) -> int:
-        return len(self._keys)
-
-    def keys(self) -> list[bytes | None]:
-        return self._keys
-
-    def values(self) -> list[bytes | None]:
-        return self._values
-
-    def timestamps(self) -> list[int]:
-        return self._timestamps
-
-    def offsets(self) -> list[int]:
-        return self._offsets
 
 
 @dataclass(frozen=True)
@@ -169,7 +147,9 @@ class TopologyTestDriver:
         followed by a commit (caches flushed, output captured and routed)."""
         counter = self._offsets.setdefault(topic, itertools.count())
         offsets = [next(counter) for _ in keys]
-        self._task_of_topic[topic].process(_Piped(topic, 0, keys, values, timestamps, offsets))
+        self._task_of_topic[topic].process(
+            ListedRecords(topic, 0, keys, values, timestamps, offsets)
+        )
         self._commit()
 
     def _route(self) -> None:

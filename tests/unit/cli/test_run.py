@@ -128,7 +128,7 @@ def test_sigterm_stops_the_app_gracefully(app_dir: Path, tmp_path: Path) -> None
             "runapp:topology",
             "--app-dir",
             str(app_dir),
-            "--config-file",
+            "--command-config",  # Kafka's tools' name for --config-file
             str(properties),
             "--set",
             "commit.interval.ms=600000",

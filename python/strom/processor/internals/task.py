@@ -52,6 +52,34 @@ class InputRecords(Protocol):
 
 
 @dataclass
+class ListedRecords:
+    """``InputRecords`` held in Python lists: what the test driver pipes and
+    a Spark replay reads, where no native ``RecordBatch`` exists."""
+
+    topic: str
+    partition: int
+    _keys: list[bytes | None]
+    _values: list[bytes | None]
+    _timestamps: list[int]
+    _offsets: list[int]
+
+    def __len__(self) -> int:
+        return len(self._keys)
+
+    def keys(self) -> list[bytes | None]:
+        return self._keys
+
+    def values(self) -> list[bytes | None]:
+        return self._values
+
+    def timestamps(self) -> list[int]:
+        return self._timestamps
+
+    def offsets(self) -> list[int]:
+        return self._offsets
+
+
+@dataclass
 class _Queued:
     batch: Batch
     end_offset: int  # the offset after the raw batch (records may have been dropped)

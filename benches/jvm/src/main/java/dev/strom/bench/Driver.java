@@ -326,6 +326,7 @@ public final class Driver {
     props.put(StreamsConfig.BOOTSTRAP_SERVERS_CONFIG, args.get("bootstrap"));
     props.put(StreamsConfig.PROCESSING_GUARANTEE_CONFIG, args.getOrDefault("guarantee", "at_least_once"));
     props.put(StreamsConfig.COMMIT_INTERVAL_MS_CONFIG, args.getOrDefault("commit-interval-ms", "100"));
+    props.put(StreamsConfig.NUM_STREAM_THREADS_CONFIG, args.getOrDefault("threads", "1"));
     props.put(
         StreamsConfig.STATE_DIR_CONFIG,
         Files.createTempDirectory(java.nio.file.Path.of(args.getOrDefault("state-dir", "/tmp")), "kstreams-").toString());
