@@ -1,6 +1,7 @@
 """The systems under test and how each is installed and started.
 
-- ``strom``: the dev virtualenv's interpreter runs ``strom_app.py``.
+- ``strom``: the dev virtualenv's interpreter runs ``strom_app.py`` (lambdas);
+  ``strom-native`` runs ``strom_native_app.py`` (``strom.col`` expressions).
 - ``kstreams``: Kafka Streams 4.3.0 on the JVM (Java 17), the Maven project in
   ``benches/jvm``; built once per source digest into the cache.
 - ``quix``, ``bytewax``, ``faust``: each in its own virtualenv, created once
@@ -56,7 +57,8 @@ class System:
     def command(self, args: list[str]) -> list[str]:
         if self.name == "kstreams":
             return [*jvm_command(), *args]
-        python = sys.executable if self.name == "strom" else str(venv(self) / "bin" / "python")
+        local = self.name in ("strom", "strom-native")
+        python = sys.executable if local else str(venv(self) / "bin" / "python")
         return [python, str(BENCHES / self.driver), *args]
 
     def setup(self) -> None:
@@ -70,6 +72,12 @@ SYSTEMS: dict[str, System] = {
     s.name: s
     for s in [
         System("strom", "strom (lambdas)", "main", driver="sidebyside/strom_app.py"),
+        System(
+            "strom-native",
+            "strom (expressions)",
+            "main",
+            driver="sidebyside/strom_native_app.py",
+        ),
         System("kstreams", "Kafka Streams (JVM)", "4.3.0"),
         System(
             "quix",

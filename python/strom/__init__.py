@@ -4,7 +4,7 @@ from strom import agg, serdes
 from strom._core import __version__
 from strom.builder import StreamsBuilder
 from strom.config import StreamsConfig
-from strom.expr import col
+from strom.expr import col, lit, struct
 from strom.keyvalue import KeyValue
 from strom.streams import KafkaStreams, State
 from strom.topology import Topology
@@ -19,5 +19,7 @@ __all__ = [
     "__version__",
     "agg",
     "col",
+    "lit",
     "serdes",
+    "struct",
 ]

@@ -2,7 +2,7 @@
 
 import os
 from collections.abc import Mapping, Sequence
-from typing import Literal, final, overload
+from typing import Any, Literal, final, overload
 
 from confluent_kafka import KafkaError as _KafkaError
 from typing_extensions import Self
@@ -752,3 +752,28 @@ class NativeSessionWindowedAggregation(_NativeWindowedAggregation):
         record_cache: NativeThreadCache | None = None,
         record_cache_id: int = 0,
     ) -> Self: ...
+
+# --- expressions and JSON (rust/python/src/expr.rs) --------------------------
+__all__ += ["ExprPlan", "encode_json", "json_errors"]
+
+# (row, "malformed" | "eval", message) of each row an evaluation failed on.
+_RowErrors = list[tuple[int, str, str]]
+
+@final
+class ExprPlan:
+    """A ``strom.expr`` tree compiled once, evaluated over a batch of values:
+    raw JSON bytes (``raw=True``, only the fields read are decoded, every
+    value validated) or Python objects; detached from the interpreter."""
+
+    def __new__(cls, tree: tuple[Any, ...]) -> Self: ...
+    @property
+    def fields(self) -> list[list[str]]: ...
+    def filter(self, values: list[Any], *, raw: bool) -> tuple[list[int], _RowErrors]: ...
+    def to_json(self, values: list[Any], *, raw: bool) -> tuple[list[bytes | None], _RowErrors]: ...
+    def to_python(self, values: list[Any], *, raw: bool) -> tuple[list[Any], _RowErrors]: ...
+
+def encode_json(values: list[Any]) -> list[bytes | None]:
+    """Each value as Jackson's ``ObjectMapper`` writes it (None stays None)."""
+
+def json_errors(values: list[bytes | None]) -> list[tuple[int, str]]:
+    """``(index, message)`` of each value that is not JSON."""

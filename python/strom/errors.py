@@ -14,6 +14,7 @@ __all__ = [
     "ConfigError",
     "CorruptLogError",
     "ErrorHandlerContext",
+    "ExpressionError",
     "FailedRecord",
     "LogInUseError",
     "OffsetOutOfRangeError",
@@ -41,6 +42,11 @@ class TopologyError(StromError):
 
 class SerializationError(StromError):
     """A serde could not (de)serialize a key or value."""
+
+
+class ExpressionError(StromError, ValueError):
+    """A ``strom.col`` expression failed on a record (an operator given types
+    it does not take, a failed cast)."""
 
 
 class StoreError(StromError):

@@ -178,15 +178,25 @@ class ByteArray(Serde[bytes]):
 
 
 class Json(Serde[Any]):
-    """JSON as compact UTF-8 text (what Kafka Connect's schemaless JSON writes)."""
+    """JSON as compact UTF-8 text, byte for byte as Kafka's ``JsonSerializer``
+    (Jackson) writes the same object: members in order, non-ASCII as UTF-8,
+    control characters as ``\\u00XX`` (upper-case hex), floats as Java's
+    ``Double.toString`` (``1.0E10``, ``0.001``), NaN and the infinities as the
+    strings ``"NaN"``, ``"Infinity"``, ``"-Infinity"``. Dicts, lists, tuples,
+    str, int, float, bool and None are written; dict keys as Python's ``json``
+    converts them. ``strom.struct`` results are written the same way."""
 
     def serialize(self, topic: str, data: Any) -> bytes | None:
         if data is None:
             return None
+        return self.serialize_batch(topic, [data])[0]
+
+    def serialize_batch(self, topic: str, data: Sequence[Any]) -> list[bytes | None]:
         try:
-            return json.dumps(data, separators=(",", ":"), ensure_ascii=False).encode()
+            out: list[bytes | None] = _core.encode_json(list(data))
         except (TypeError, ValueError) as exc:
             raise _wrap("Json serde cannot serialize", exc) from exc
+        return out
 
     def deserialize(self, topic: str, data: bytes | None) -> Any:
         if data is None:

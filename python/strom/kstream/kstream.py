@@ -8,12 +8,15 @@ up when a method runs.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Sequence
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import TopologyError
+from strom.expr import Expr
 from strom.kstream import kgrouped_stream, ktable
 from strom.kstream.global_ktable import GlobalKTable
+from strom.kstream.internals import batch_functions as bf
+from strom.kstream.internals import native_expr as ne
 from strom.kstream.internals import processors as p
 from strom.kstream.internals import stream_joins as sj
 from strom.kstream.internals import table_processors as tp
@@ -61,9 +64,12 @@ class KStream:
         key_changed: bool = False,
         value_serde_kept: bool = True,
         name: str | None = None,
+        native: object = None,
     ) -> KStream:
+        """``native``: the expression the node runs natively (for describe())."""
         node_name = name or self._builder.new_name(prefix)
-        self._builder.internal.add_processor(node_name, node, self._node)
+        described = None if native is None else repr(native)
+        self._builder.internal.add_processor(node_name, node, self._node, native=described)
         return KStream(
             self._builder,
             node_name,
@@ -73,18 +79,24 @@ class KStream:
         )
 
     # --- stateless ------------------------------------------------------------
-    def filter(self, predicate: Callable[[Any, Any], bool], *, name: str | None = None) -> KStream:
-        """Keeps the records for which ``predicate(key, value)`` is true."""
+    def filter(
+        self, predicate: Callable[[Any, Any], bool] | Expr, *, name: str | None = None
+    ) -> KStream:
+        """Keeps the records for which ``predicate(key, value)`` is true (an
+        expression runs natively over the batch)."""
         return self._then(
-            "KSTREAM-FILTER-", lambda: p.KStreamFilter(predicate, negate=False), name=name
+            "KSTREAM-FILTER-",
+            _filter(predicate, negate=False),
+            name=name,
+            native=_native(predicate),
         )
 
     def filter_not(
-        self, predicate: Callable[[Any, Any], bool], *, name: str | None = None
+        self, predicate: Callable[[Any, Any], bool] | Expr, *, name: str | None = None
     ) -> KStream:
         """Drops the records for which ``predicate(key, value)`` is true."""
         return self._then(
-            "KSTREAM-FILTER-", lambda: p.KStreamFilter(predicate, negate=True), name=name
+            "KSTREAM-FILTER-", _filter(predicate, negate=True), name=name, native=_native(predicate)
         )
 
     def map(
@@ -99,13 +111,53 @@ class KStream:
             name=name,
         )
 
-    def map_values(self, mapper: Callable[[Any], Any], *, name: str | None = None) -> KStream:
-        """``mapper(value) -> new_value``; the key is kept."""
+    def map_values(
+        self, mapper: Callable[[Any], Any] | Expr, *, name: str | None = None
+    ) -> KStream:
+        """``mapper(value) -> new_value``; the key is kept (an expression runs
+        natively over the batch; a ``strom.struct`` result is written as JSON)."""
+        node: Callable[[], Node] = (
+            (lambda: ne.ExprMapValues(mapper))
+            if isinstance(mapper, Expr)
+            else (lambda: p.KStreamMapValues(mapper, with_key=False))
+        )
         return self._then(
-            "KSTREAM-MAPVALUES-",
-            lambda: p.KStreamMapValues(mapper, with_key=False),
+            "KSTREAM-MAPVALUES-", node, value_serde_kept=False, name=name, native=_native(mapper)
+        )
+
+    def map_batches(
+        self,
+        fn: Callable[[Any], Any],
+        *,
+        fields: Sequence[str] = (),
+        name: str | None = None,
+    ) -> KStream:
+        """``fn(pyarrow.RecordBatch) -> pyarrow.RecordBatch`` over whole batches:
+        the input has the columns ``key``, ``value``, ``timestamp``,
+        ``partition``, ``offset`` and the JSON ``fields`` asked for; the
+        output's ``key`` and ``value`` (and ``timestamp``, needed if the row
+        count changes) are the new records. Marks the stream for
+        repartitioning. Needs pyarrow."""
+        return self._then(
+            "KSTREAM-MAPBATCHES-",
+            lambda: bf.KStreamMapBatches(fn, fields),
+            key_changed=True,
             value_serde_kept=False,
             name=name,
+        )
+
+    def filter_batches(
+        self,
+        fn: Callable[[Any], Any],
+        *,
+        fields: Sequence[str] = (),
+        name: str | None = None,
+    ) -> KStream:
+        """Keeps the rows of each batch where ``fn(pyarrow.RecordBatch)``'s
+        boolean mask is true (see :meth:`map_batches` for the columns).
+        Needs pyarrow."""
+        return self._then(
+            "KSTREAM-FILTERBATCHES-", lambda: bf.KStreamFilterBatches(fn, fields), name=name
         )
 
     def flat_map(
@@ -134,13 +186,18 @@ class KStream:
             name=name,
         )
 
-    def select_key(self, mapper: Callable[[Any, Any], Any], *, name: str | None = None) -> KStream:
-        """``mapper(key, value) -> new_key``; marks the stream for repartitioning."""
+    def select_key(
+        self, mapper: Callable[[Any, Any], Any] | Expr, *, name: str | None = None
+    ) -> KStream:
+        """``mapper(key, value) -> new_key``; marks the stream for repartitioning
+        (an expression runs natively over the batch)."""
+        node: Callable[[], Node] = (
+            (lambda: ne.ExprSelectKey(mapper))
+            if isinstance(mapper, Expr)
+            else (lambda: p.KStreamMap(mapper, key_only=True))
+        )
         return self._then(
-            "KSTREAM-KEY-SELECT-",
-            lambda: p.KStreamMap(mapper, key_only=True),
-            key_changed=True,
-            name=name,
+            "KSTREAM-KEY-SELECT-", node, key_changed=True, name=name, native=_native(mapper)
         )
 
     def peek(self, action: Callable[[Any, Any], Any], *, name: str | None = None) -> KStream:
@@ -451,7 +508,7 @@ class KStream:
     # --- grouping -------------------------------------------------------------
     def group_by(
         self,
-        key_selector: Callable[[Any, Any], Any],
+        key_selector: Callable[[Any, Any], Any] | Expr,
         *,
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
@@ -479,6 +536,16 @@ class KStream:
             value_serde or self._value_serde,
             self._repartition_required,
         )
+
+
+def _native(fn: object) -> Expr | None:
+    return fn if isinstance(fn, Expr) else None
+
+
+def _filter(predicate: Callable[[Any, Any], bool] | Expr, negate: bool) -> Callable[[], Node]:
+    if isinstance(predicate, Expr):
+        return lambda: ne.ExprFilter(predicate, negate=negate)
+    return lambda: p.KStreamFilter(predicate, negate=negate)
 
 
 class BranchedKStream:

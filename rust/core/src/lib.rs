@@ -2,9 +2,11 @@
 //!
 //! - [`log`]: the embedded log (Kafka's log design on local disk).
 //! - [`store`]: native state stores and the kernels that update them.
+//! - [`expr`]: column expressions over JSON values (the DSL's native fast paths).
 //! - [`serde`]: Kafka-compatible built-in serdes and the murmur2 partitioner.
 
 pub mod error;
+pub mod expr;
 pub mod log;
 pub mod serde;
 pub mod store;

@@ -1,6 +1,7 @@
 use pyo3::prelude::*;
 
 mod errors;
+mod expr;
 mod kafka;
 mod log;
 mod serde;
@@ -20,6 +21,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     log::register(m)?;
     kafka::register(m)?;
+    expr::register(m)?;
     serde::register(m)?;
     store::register(m)?;
     window::register(m)?;

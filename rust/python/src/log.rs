@@ -580,7 +580,7 @@ pub struct NativeProducer {
 }
 
 /// A `bytes | None` argument, borrowed; anything else is a `TypeError`.
-fn bytes_or_none<'py>(
+pub(crate) fn bytes_or_none<'py>(
     item: Bound<'py, PyAny>,
     what: &str,
 ) -> PyResult<Option<Bound<'py, PyBytes>>> {

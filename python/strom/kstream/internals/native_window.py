@@ -21,10 +21,10 @@ from typing import TYPE_CHECKING, Any
 
 from strom import _core
 from strom.config import EMIT_INTERVAL_WINDOWED
-from strom.errors import SerializationError, TaskError
+from strom.errors import ExpressionError, SerializationError, TaskError
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
-from strom.serdes import Serde
+from strom.serdes import Json, Serde
 from strom.state.internals.caching import CachingSessionStore, CachingWindowStore
 from strom.windowed import Window, Windowed
 
@@ -60,10 +60,34 @@ class MeanState(Serde[float]):
         return float(total / count) if count else float("nan")
 
 
+def _kernel_input(node: Node, aggregation: Aggregation, batch: Batch) -> tuple[Batch, str | None]:
+    """The batch with the values the kernel aggregates, and the field it reads
+    from them (a plain field is read by the kernel; an expression is
+    evaluated over the batch first)."""
+    raw = isinstance(batch.encoded, Json)
+    if batch.encoded is not None and not aggregation.reads_raw_json(raw):
+        batch = batch.decoded()
+        raw = False
+    try:
+        values, field = aggregation.kernel_input(batch.values, raw=raw)
+    except ExpressionError as exc:
+        raise TaskError(
+            f"task {node.task.task_id} node {node.name!r} cannot aggregate a record of "
+            f"{batch.topic}-{batch.partition} (offsets {batch.offsets[0]}.."
+            f"{batch.offsets[-1]}): {exc}"
+        ) from exc
+    if values is batch.values:
+        return batch, field
+    return batch.derive(batch.keys, values, batch.timestamps, batch.offsets), field
+
+
 class NativeTimeWindowAggregate(Node):
     """``windowed_by(TimeWindows)`` with a ``strom.agg`` aggregation, on
     ``_core.NativeTimeWindowedAggregation`` (see ``KStreamWindowAggregate``
     for the semantics, which are the same)."""
+
+    # A count reads no value, an expression reads JSON bytes itself.
+    takes_encoded = True
 
     def __init__(
         self,
@@ -128,6 +152,7 @@ class NativeTimeWindowAggregate(Node):
         if not self.loaded:
             self._load()
         task = self.task
+        batch, field = _kernel_input(self, self.aggregation, batch)
         keys, values = batch.keys, batch.values
         raw_keys = self.store.key_serde.serialize_batch(self.store_name, keys)
         if self.aggregation.kind != "count" and None in values:
@@ -140,7 +165,7 @@ class NativeTimeWindowAggregate(Node):
                 raw_keys,
                 batch.timestamps,
                 None if self.aggregation.kind == "count" else values,
-                field=self.aggregation.field,
+                field=field,
                 wall_clock_ms=task.wall_clock_ms(),
             )
         except (TypeError, ValueError) as exc:
@@ -224,6 +249,8 @@ class _NativeSlidingOrSession(Node):
     makes (in order, as the Python processor puts them) goes through the
     cache, which forwards what it writes out as for the Python path."""
 
+    takes_encoded = True  # as NativeTimeWindowAggregate
+
     def __init__(
         self,
         store_name: str,
@@ -287,6 +314,7 @@ class _NativeSlidingOrSession(Node):
         if not self.loaded:
             self._load()
         task = self.task
+        batch, field = _kernel_input(self, self.aggregation, batch)
         raw_keys = self.raw_keys(batch)
         count = self.aggregation.kind == "count"
         try:
@@ -294,7 +322,7 @@ class _NativeSlidingOrSession(Node):
                 raw_keys,
                 batch.timestamps,
                 None if count else batch.values,
-                field=None if count else self.aggregation.field,
+                field=field,
                 wall_clock_ms=task.wall_clock_ms(),
             )
         except (TypeError, ValueError) as exc:

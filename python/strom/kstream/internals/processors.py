@@ -175,6 +175,8 @@ class KStreamPrint(Node):
 class DropNullKeys(Node):
     """The filter before a repartition sink: Kafka drops null-keyed records there."""
 
+    takes_encoded = True  # reads keys only
+
     def process(self, batch: Batch) -> None:
         keys = batch.keys
         if None in keys:

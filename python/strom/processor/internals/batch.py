@@ -14,6 +14,10 @@ class Batch:
     to several children); they build new lists instead. ``offsets`` keeps each
     record's input offset through flat-maps so that errors and
     ``record_metadata`` can name the record that caused them.
+
+    ``encoded`` is set while the values are still the bytes that serde
+    writes (a native expression step reads and writes JSON bytes itself);
+    :meth:`decoded` turns them into objects for the nodes that need them.
     """
 
     topic: str
@@ -25,6 +29,7 @@ class Batch:
     # For KTable changes: the value each key had before (None when unknown).
     old_values: list[Any] | None = None
     headers: list[Any] | None = field(default=None)
+    encoded: Any = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -40,6 +45,22 @@ class Batch:
         """A batch with the same origin and new columns."""
         return Batch(self.topic, self.partition, keys, values, timestamps, offsets, old_values)
 
+    def decoded(self) -> Batch:
+        """The batch with its values as objects (itself if they are)."""
+        if self.encoded is None:
+            return self
+        values = self.encoded.deserialize_batch(self.topic, self.values)
+        return Batch(
+            self.topic,
+            self.partition,
+            self.keys,
+            values,
+            self.timestamps,
+            self.offsets,
+            self.old_values,
+            self.headers,
+        )
+
     def select(self, indices: list[int]) -> Batch:
         """The records at ``indices`` (a filter's survivors)."""
         if len(indices) == len(self.keys):
@@ -53,4 +74,5 @@ class Batch:
             [ts[i] for i in indices],
             [offs[i] for i in indices],
             None if self.old_values is None else [self.old_values[i] for i in indices],
+            encoded=self.encoded,
         )

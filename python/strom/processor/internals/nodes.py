@@ -42,6 +42,9 @@ class Node(ABC):
     # each record then reaches every child before the next record does, as
     # in Kafka's record-at-a-time processing.
     forward_per_record: bool = False
+    # Whether process() takes a batch whose values are still encoded
+    # (Batch.encoded); the others get it decoded.
+    takes_encoded: bool = False
 
     def __init__(self) -> None:
         self.children = []
@@ -53,6 +56,8 @@ class Node(ABC):
     def process(self, batch: Batch) -> None: ...
 
     def forward(self, batch: Batch) -> None:
+        if batch.encoded is not None and not all(c.takes_encoded for c in self.children):
+            batch = batch.decoded()
         if self.forward_per_record and len(batch) > 1 and len(self.children) > 1:
             for i in range(len(batch)):
                 one = batch.select([i])
@@ -214,13 +219,18 @@ def drop(items: list[Any], skipped: list[int]) -> list[Any]:
 
 
 class PassThrough(Node):
+    takes_encoded = True  # its forward() decodes for the children that need it
+
     def process(self, batch: Batch) -> None:
         self.forward(batch)
 
 
 class SinkNode(Node):
     """Writes to its topic, or to the topic ``topic_extractor(key, value,
-    record_context)`` picks for each record."""
+    record_context)`` picks for each record. Values still encoded with the
+    sink's own value serde are written as they are."""
+
+    takes_encoded = True
 
     def __init__(
         self,
@@ -238,6 +248,10 @@ class SinkNode(Node):
         self.topic_extractor = topic_extractor
 
     def process(self, batch: Batch) -> None:
+        if batch.encoded is not None and (
+            self.topic_extractor is not None or batch.encoded != self.value_serde
+        ):
+            batch = batch.decoded()
         if self.topic_extractor is None:
             self._send(self.topic, batch)
             return
@@ -262,7 +276,11 @@ class SinkNode(Node):
     def _send(self, topic: str, batch: Batch) -> None:
         try:
             keys = self.key_serde.serialize_batch(topic, batch.keys)
-            values = self.value_serde.serialize_batch(topic, batch.values)
+            values = (
+                batch.values
+                if batch.encoded is not None
+                else self.value_serde.serialize_batch(topic, batch.values)
+            )
         except Exception:
             batch, keys, values = self._serialize_one_by_one(topic, batch)
             if not keys:
@@ -307,7 +325,9 @@ class SinkNode(Node):
             try:
                 key_bytes = self.key_serde.serialize(topic, key)
                 what = "value"
-                value_bytes = self.value_serde.serialize(topic, value)
+                value_bytes = (
+                    value if batch.encoded is not None else self.value_serde.serialize(topic, value)
+                )
             except Exception as exc:
                 context = ErrorHandlerContext(
                     batch.topic,

@@ -26,7 +26,7 @@ from strom.processor.internals.topology_builder import (
     StoreDef,
     Subtopology,
 )
-from strom.serdes import WrappingSerde
+from strom.serdes import Json, WrappingSerde
 from strom.state.internals.registry import store_kind, typed_value_serde
 from strom.state.stores import KEY_VALUE
 
@@ -113,7 +113,7 @@ class _Queue:
             stop = start + 1
             while stop < len(batch) and stamps[stop] <= bound:
                 stop += 1
-        run = batch.select(list(range(start, stop)))
+        run = batch if start == 0 and stop == len(batch) else batch.select(list(range(start, stop)))
         if stop == len(batch):
             self.batches.popleft()
             self.processed_to = head.end_offset
@@ -492,19 +492,39 @@ class StreamTask:
         value_serde = self._serde(source.value_serde, "default.value.serde", source.name)
         raw_keys, raw_values = records.keys(), records.values()
         offsets, timestamps = records.offsets(), records.timestamps()
+        extractor = source.timestamp_extractor
+        # JSON values stay bytes when every child of the source takes them so
+        # (native expression steps, a sink with the same serde, …).
+        children = self.sources[topic][0].children
+        encoded = (
+            value_serde
+            if extractor is None
+            and isinstance(value_serde, Json)
+            and children
+            and all(c.takes_encoded for c in children)
+            else None
+        )
+        if (
+            encoded is not None
+            and not all(getattr(c, "reads_json", False) for c in children)
+            and _core.json_errors(raw_values)
+        ):
+            # A child that does not parse them (a sink) would pass a bad one
+            # on: read this batch the ordinary way, which finds and handles it.
+            encoded = None
         try:
             keys = key_serde.deserialize_batch(topic, raw_keys)
-            values = value_serde.deserialize_batch(topic, raw_values)
+            values = raw_values if encoded else value_serde.deserialize_batch(topic, raw_values)
         except SerializationError:
             kept = self._deserialize_one_by_one(
                 topic, partition, raw_keys, raw_values, offsets, key_serde, value_serde, timestamps
             )
+            encoded = None  # the values were read on the way
             keys = [k for k, _, _ in kept]
             values = [v for _, v, _ in kept]
             timestamps = [timestamps[i] for _, _, i in kept]
             offsets = [offsets[i] for _, _, i in kept]
 
-        extractor = source.timestamp_extractor
         if extractor is not None:
             partition_time = queue.partition_time
             extracted = []
@@ -534,7 +554,7 @@ class StreamTask:
         if not keys:
             return None
         queue.partition_time = max(queue.partition_time, *timestamps)
-        return Batch(topic, partition, keys, values, timestamps, offsets)
+        return Batch(topic, partition, keys, values, timestamps, offsets, encoded=encoded)
 
     def _deserialize_one_by_one(
         self,
@@ -549,8 +569,6 @@ class StreamTask:
     ) -> list[tuple[Any, Any, int]]:
         """The slow path after a batch failed: finds the bad records and
         applies the deserialization exception handler to each."""
-        handler = self.config["deserialization.exception.handler"]
-        dead_letters = self.config["errors.dead.letter.queue.topic.name"]
         kept = []
         for i in range(len(raw_keys)):
             what = "key"
@@ -559,33 +577,51 @@ class StreamTask:
                 what = "value"
                 value = value_serde.deserialize(topic, raw_values[i])
             except SerializationError as exc:
-                error = SerializationError(
-                    f"cannot deserialize the {what} of record {topic}-{partition}@{offsets[i]} "
-                    f"in task {self.task_id}: {exc}"
+                stamp = timestamps[i] if timestamps is not None else -1
+                self.deserialization_failed(
+                    topic, partition, offsets[i], stamp, raw_keys[i], raw_values[i], what, exc
                 )
-                verdict = handler(error) if callable(handler) else handler
-                go_on = verdict in ("continue", "log_and_continue")
-                if dead_letters is not None:
-                    # Kafka (KIP-1034) dead-letters the raw record on either verdict.
-                    stamp = timestamps[i] if timestamps is not None else -1
-                    context = ErrorHandlerContext(
-                        topic, partition, offsets[i], stamp, None, self.task_id
-                    )
-                    self.collector.send_record(
-                        dead_letters,
-                        raw_keys[i],
-                        raw_values[i],
-                        stamp,
-                        dead_letter_headers(exc, context),
-                        durable=not go_on,
-                    )
-                if go_on:
-                    self.metrics.skipped_records += 1
-                    log.warning("%s; skipping it (log_and_continue)", error)
-                    continue
-                raise error from exc
+                continue
             kept.append((key, value, i))
         return kept
+
+    def deserialization_failed(
+        self,
+        topic: str,
+        partition: int,
+        offset: int,
+        timestamp: int,
+        raw_key: bytes | None,
+        raw_value: bytes | None,
+        what: str,
+        exc: SerializationError,
+    ) -> None:
+        """Applies the ``deserialization.exception.handler`` to a record that
+        cannot be read: returns if the record is to be skipped (counted), raises
+        if the task is to fail."""
+        handler = self.config["deserialization.exception.handler"]
+        dead_letters = self.config["errors.dead.letter.queue.topic.name"]
+        error = SerializationError(
+            f"cannot deserialize the {what} of record {topic}-{partition}@{offset} "
+            f"in task {self.task_id}: {exc}"
+        )
+        verdict = handler(error) if callable(handler) else handler
+        go_on = verdict in ("continue", "log_and_continue")
+        if dead_letters is not None:
+            # Kafka (KIP-1034) dead-letters the raw record on either verdict.
+            context = ErrorHandlerContext(topic, partition, offset, timestamp, None, self.task_id)
+            self.collector.send_record(
+                dead_letters,
+                raw_key,
+                raw_value,
+                timestamp,
+                dead_letter_headers(exc, context),
+                durable=not go_on,
+            )
+        if not go_on:
+            raise error from exc
+        self.metrics.skipped_records += 1
+        log.warning("%s; skipping it (log_and_continue)", error)
 
 
 @dataclass

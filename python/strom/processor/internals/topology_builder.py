@@ -35,6 +35,8 @@ class ProcessorDef:
     parents: list[str]
     stores: list[str] = field(default_factory=list)
     children: list[str] = field(default_factory=list)
+    # What the node runs natively, for describe() (None: Python per record).
+    native: str | None = None
 
 
 @dataclass
@@ -151,10 +153,12 @@ class InternalTopologyBuilder:
             if internal:
                 self.repartition_topics.add(topic)
 
-    def add_processor(self, name: str, supplier: NodeSupplier, *parents: str) -> None:
+    def add_processor(
+        self, name: str, supplier: NodeSupplier, *parents: str, native: str | None = None
+    ) -> None:
         self._check_new_name(name)
         self._check_parents(name, parents)
-        self.nodes[name] = ProcessorDef(name, supplier, list(parents))
+        self.nodes[name] = ProcessorDef(name, supplier, list(parents), native=native)
         self._link(name, parents)
 
     def add_sink(
@@ -328,7 +332,10 @@ class InternalTopologyBuilder:
                 if isinstance(node, SourceDef):
                     lines.append(f"    Source: {name} (topics: [{', '.join(node.topics)}])")
                 elif isinstance(node, ProcessorDef):
-                    lines.append(f"    Processor: {name} (stores: [{', '.join(node.stores)}])")
+                    native = "" if node.native is None else f" (native: {node.native})"
+                    lines.append(
+                        f"    Processor: {name} (stores: [{', '.join(node.stores)}]){native}"
+                    )
                 elif node.topic_extractor is not None:
                     lines.append(f"    Sink: {name} (extractor: {node.topic_extractor!r})")
                 else:

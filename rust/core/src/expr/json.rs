@@ -1,0 +1,585 @@
+//! JSON for expressions: decoding only the fields a plan reads (every value
+//! is still validated whole) and writing values the way Kafka's
+//! `JsonSerializer` (Jackson's `ObjectMapper.writeValueAsBytes`) does.
+//!
+//! Decoding: integers that fit a Java `long` are ints, other numbers doubles;
+//! an integer beyond 64 bits keeps its digits (and computes as a double); strings
+//! are borrowed from the input unless they hold escapes; a field whose value
+//! is an object or array is kept as its JSON text. A repeated key counts once,
+//! with its last value (as Jackson's tree and Python's `json` do). `NaN` and
+//! `Infinity` literals are not JSON and are rejected (as Jackson does by
+//! default; Python's `json` accepts them).
+//!
+//! Writing (Jackson's defaults): compact, fields in order; non-ASCII written
+//! as UTF-8 but for characters beyond the BMP (emoji), which Jackson writes
+//! as two `\uXXXX` surrogates; `"` `\` and the control characters escaped,
+//! `\b \t \n \f \r` in short form and the others as `\u00XX` with upper-case
+//! hex; integers in decimal (beyond 64 bits too, when passed through); doubles as Java's `Double.toString` (`1.0E10`, `0.001`); NaN and
+//! the infinities as the strings `"NaN"`, `"Infinity"`, `"-Infinity"`.
+
+use std::borrow::Cow;
+use std::fmt;
+
+use serde::de::{self, DeserializeSeed, IgnoredAny, MapAccess, SeqAccess, Visitor};
+use serde_json::value::RawValue;
+
+use super::Value;
+use super::number::java_double;
+
+/// The fields a plan reads, as a tree of path segments; each path has a slot.
+#[derive(Debug, Clone, Default)]
+pub struct FieldTree {
+    root: Trie,
+    paths: Vec<Vec<String>>,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Trie {
+    children: Vec<(String, Trie)>,
+    slot: Option<usize>,
+}
+
+impl Trie {
+    fn child(&self, name: &str) -> Option<&Trie> {
+        self.children
+            .iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, t)| t)
+    }
+
+    /// Nulls every slot at or under this node (a repeated key starts over).
+    fn clear(&self, row: &mut [Value<'_>]) {
+        if let Some(slot) = self.slot {
+            row[slot] = Value::Null;
+        }
+        for (_, child) in &self.children {
+            child.clear(row);
+        }
+    }
+}
+
+impl FieldTree {
+    /// The slot of `path`, added if new.
+    pub fn slot(&mut self, path: &[String]) -> usize {
+        let next = self.paths.len();
+        let mut node = &mut self.root;
+        for segment in path {
+            let at = if let Some(at) = node.children.iter().position(|(n, _)| n == segment) {
+                at
+            } else {
+                node.children.push((segment.clone(), Trie::default()));
+                node.children.len() - 1
+            };
+            node = &mut node.children[at].1;
+        }
+        *node.slot.get_or_insert_with(|| {
+            self.paths.push(path.to_vec());
+            next
+        })
+    }
+
+    pub fn len(&self) -> usize {
+        self.paths.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.paths.is_empty()
+    }
+
+    /// The path of each slot.
+    pub fn paths(&self) -> &[Vec<String>] {
+        &self.paths
+    }
+
+    /// One column per slot from each JSON value (None: a null value, whose
+    /// fields are null). A value that is not JSON gets null fields and is
+    /// reported to `on_error` with the parser's message.
+    pub fn decode<'a>(
+        &self,
+        values: &[Option<&'a [u8]>],
+        mut on_error: impl FnMut(usize, String),
+    ) -> Vec<Vec<Value<'a>>> {
+        let mut columns: Vec<Vec<Value<'a>>> = (0..self.len())
+            .map(|_| Vec::with_capacity(values.len()))
+            .collect();
+        let mut row: Vec<Value<'a>> = vec![Value::Null; self.len()];
+        for (i, value) in values.iter().enumerate() {
+            if let Some(bytes) = value
+                && let Err(message) = self.decode_one(bytes, &mut row)
+            {
+                on_error(i, message);
+                row.fill(Value::Null);
+            }
+            for (column, cell) in columns.iter_mut().zip(row.iter_mut()) {
+                column.push(std::mem::replace(cell, Value::Null));
+            }
+        }
+        columns
+    }
+
+    /// The fields of one JSON value into `row` (one cell per slot, all null).
+    pub fn decode_one<'a>(&self, bytes: &'a [u8], row: &mut [Value<'a>]) -> Result<(), String> {
+        let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
+        let mut text = text;
+        if let Some(slot) = self.root.slot {
+            // The value itself is read (the empty path): keep its text.
+            let raw: &'a RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
+            text = raw.get();
+            row[slot] = leaf(text).map_err(|e| e.to_string())?;
+            if self.root.children.is_empty() {
+                return Ok(());
+            }
+        }
+        let mut de = serde_json::Deserializer::from_str(text);
+        ObjectSeed {
+            trie: &self.root,
+            row,
+        }
+        .deserialize(&mut de)
+        .and_then(|()| de.end())
+        .map_err(|e| e.to_string())
+    }
+
+    /// Whether each value is JSON: the message of each one that is not.
+    pub fn validate(values: &[Option<&[u8]>]) -> Vec<(usize, String)> {
+        let empty = FieldTree::default();
+        let mut errors = Vec::new();
+        empty.decode(values, |row, message| errors.push((row, message)));
+        errors
+    }
+}
+
+/// A value's text as a cell (the text is valid JSON).
+fn leaf(text: &str) -> Result<Value<'_>, serde_json::Error> {
+    Ok(match text.as_bytes()[0] {
+        b'{' | b'[' => Value::Json(Cow::Borrowed(text), false),
+        b'n' => Value::Null,
+        b't' => Value::Bool(true),
+        b'f' => Value::Bool(false),
+        b'"' if !text.contains('\\') => Value::Str(Cow::Borrowed(&text[1..text.len() - 1])),
+        b'"' => Value::Str(Cow::Owned(serde_json::from_str::<String>(text)?)),
+        _ if text.bytes().any(|b| matches!(b, b'.' | b'e' | b'E')) => {
+            Value::Float(text.parse::<f64>().map_err(de::Error::custom)?)
+        }
+        _ => match text.parse::<i64>() {
+            Ok(i) => Value::Int(i),
+            Err(_) => Value::BigInt(Cow::Borrowed(text)),
+        },
+    })
+}
+
+/// Walks an object, keeping the fields under `trie` and skipping the rest.
+struct ObjectSeed<'t, 'r, 'a> {
+    trie: &'t Trie,
+    row: &'r mut [Value<'a>],
+}
+
+impl<'de> DeserializeSeed<'de> for ObjectSeed<'_, '_, 'de> {
+    type Value = ();
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<(), D::Error> {
+        d.deserialize_any(self)
+    }
+}
+
+impl<'de> Visitor<'de> for ObjectSeed<'_, '_, 'de> {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a JSON value")
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<(), A::Error> {
+        let ObjectSeed { trie, row } = self;
+        while let Some(key) = map.next_key_seed(KeySeed)? {
+            let Some(child) = trie.child(&key) else {
+                map.next_value::<IgnoredAny>()?;
+                continue;
+            };
+            child.clear(row);
+            match child.slot {
+                None => map.next_value_seed(ObjectSeed {
+                    trie: child,
+                    row: &mut *row,
+                })?,
+                Some(slot) => {
+                    let raw: &'de RawValue = map.next_value()?;
+                    let text = raw.get();
+                    row[slot] = leaf(text).map_err(de::Error::custom)?;
+                    if !child.children.is_empty() && text.starts_with('{') {
+                        // Both `a` and `a.b` are read: walk `a`'s text again.
+                        let mut inner = serde_json::Deserializer::from_str(text);
+                        ObjectSeed {
+                            trie: child,
+                            row: &mut *row,
+                        }
+                        .deserialize(&mut inner)
+                        .map_err(de::Error::custom)?;
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn visit_seq<A: SeqAccess<'de>>(self, mut seq: A) -> Result<(), A::Error> {
+        while seq.next_element::<IgnoredAny>()?.is_some() {}
+        Ok(())
+    }
+
+    // Not an object: no field is there.
+    fn visit_bool<E: de::Error>(self, _: bool) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_i64<E: de::Error>(self, _: i64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_u64<E: de::Error>(self, _: u64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_f64<E: de::Error>(self, _: f64) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_str<E: de::Error>(self, _: &str) -> Result<(), E> {
+        Ok(())
+    }
+    fn visit_unit<E: de::Error>(self) -> Result<(), E> {
+        Ok(())
+    }
+}
+
+/// An object key, borrowed from the input where it has no escapes.
+struct KeySeed;
+
+impl<'de> DeserializeSeed<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn deserialize<D: de::Deserializer<'de>>(self, d: D) -> Result<Self::Value, D::Error> {
+        d.deserialize_str(self)
+    }
+}
+
+impl<'de> Visitor<'de> for KeySeed {
+    type Value = Cow<'de, str>;
+    fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str("a string")
+    }
+    fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Self::Value, E> {
+        Ok(Cow::Borrowed(v))
+    }
+    fn visit_str<E: de::Error>(self, v: &str) -> Result<Self::Value, E> {
+        Ok(Cow::Owned(v.to_owned()))
+    }
+}
+
+// --- writing -----------------------------------------------------------------
+
+/// Writes `v` as Jackson writes the same value.
+pub fn write_value(out: &mut String, v: &Value<'_>) {
+    match v {
+        Value::Null => out.push_str("null"),
+        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
+        Value::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
+        Value::BigInt(digits) => out.push_str(digits),
+        Value::Float(f) => write_double(out, *f),
+        Value::Str(s) => write_str(out, s),
+        Value::Json(text, true) => out.push_str(text),
+        Value::Json(text, false) => transcode(out, text),
+    }
+}
+
+/// An object with these members, in order.
+pub fn write_object<'v, 'a: 'v>(
+    out: &mut String,
+    members: impl Iterator<Item = (&'v str, &'v Value<'a>)>,
+) {
+    out.push('{');
+    for (i, (name, value)) in members.enumerate() {
+        if i > 0 {
+            out.push(',');
+        }
+        write_str(out, name);
+        out.push(':');
+        write_value(out, value);
+    }
+    out.push('}');
+}
+
+/// Jackson writes a non-finite double as a string (`WRITE_NAN_AS_STRINGS`).
+pub fn write_double(out: &mut String, f: f64) {
+    if f.is_finite() {
+        out.push_str(&java_double(f));
+    } else {
+        out.push('"');
+        out.push_str(&java_double(f));
+        out.push('"');
+    }
+}
+
+const HEX: &[u8; 16] = b"0123456789ABCDEF";
+
+/// A JSON string with Jackson's escapes: also a character beyond the Basic
+/// Multilingual Plane (an emoji), which Jackson's UTF-8 writer puts out as
+/// its two UTF-16 surrogates, `\uD83D\uDE00`.
+pub fn write_str(out: &mut String, s: &str) {
+    out.push('"');
+    let bytes = s.as_bytes();
+    let mut start = 0;
+    let mut i = 0;
+    while i < bytes.len() {
+        // Most bytes need nothing: skip them in a tight loop.
+        if !NEEDS_ESCAPE[usize::from(bytes[i])] {
+            i += 1;
+            continue;
+        }
+        out.push_str(&s[start..i]);
+        let b = bytes[i];
+        let short = match b {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            b'\n' => "\\n",
+            b'\r' => "\\r",
+            b'\t' => "\\t",
+            0x08 => "\\b",
+            0x0C => "\\f",
+            _ => "",
+        };
+        if !short.is_empty() {
+            out.push_str(short);
+            i += 1;
+        } else if b < 0x20 {
+            push_u(out, u16::from(b));
+            i += 1;
+        } else {
+            let c = s[i..].chars().next().expect("a char starts here");
+            let mut units = [0u16; 2];
+            for unit in c.encode_utf16(&mut units) {
+                push_u(out, *unit);
+            }
+            i += c.len_utf8();
+        }
+        start = i;
+    }
+    out.push_str(&s[start..]);
+    out.push('"');
+}
+
+/// The bytes `write_str` does not copy as they are: `"`, `\`, the control
+/// characters, and the lead bytes of 4-byte UTF-8 sequences.
+const NEEDS_ESCAPE: [bool; 256] = {
+    let mut table = [false; 256];
+    let mut b = 0;
+    while b < 256 {
+        table[b] = b < 0x20 || b == b'"' as usize || b == b'\\' as usize || b >= 0xF0;
+        b += 1;
+    }
+    table
+};
+
+fn push_u(out: &mut String, unit: u16) {
+    out.push_str("\\u");
+    for shift in [12, 8, 4, 0] {
+        out.push(HEX[usize::from((unit >> shift) & 0xF)] as char);
+    }
+}
+
+/// Rewrites valid JSON text in the writer's form: whitespace dropped,
+/// strings re-escaped, integers as written (`-0` as `0`; beyond 64 bits
+/// the digits as they are, as Jackson's `BigInteger` nodes), other numbers
+/// as Java doubles.
+fn transcode(out: &mut String, text: &str) {
+    let b = text.as_bytes();
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b' ' | b'\t' | b'\n' | b'\r' => i += 1,
+            c @ (b'{' | b'}' | b'[' | b']' | b':' | b',') => {
+                out.push(c as char);
+                i += 1;
+            }
+            b'"' => {
+                let mut end = i + 1;
+                let mut escaped = false;
+                while b[end] != b'"' {
+                    if b[end] == b'\\' {
+                        escaped = true;
+                        end += 1;
+                    }
+                    end += 1;
+                }
+                end += 1;
+                if escaped {
+                    let s: String =
+                        serde_json::from_str(&text[i..end]).expect("validated when it was read");
+                    write_str(out, &s);
+                } else {
+                    write_str(out, &text[i + 1..end - 1]);
+                }
+                i = end;
+            }
+            b't' => {
+                out.push_str("true");
+                i += 4;
+            }
+            b'f' => {
+                out.push_str("false");
+                i += 5;
+            }
+            b'n' => {
+                out.push_str("null");
+                i += 4;
+            }
+            _ => {
+                let start = i;
+                while i < b.len() && matches!(b[i], b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E')
+                {
+                    i += 1;
+                }
+                write_number(out, &text[start..i]);
+            }
+        }
+    }
+}
+
+fn write_number(out: &mut String, number: &str) {
+    if number.contains(['.', 'e', 'E']) {
+        write_double(out, number.parse().expect("validated when it was read"));
+    } else if let Ok(i) = number.parse::<i64>() {
+        out.push_str(itoa::Buffer::new().format(i));
+    } else {
+        out.push_str(number);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn tree(paths: &[&str]) -> FieldTree {
+        let mut t = FieldTree::default();
+        for p in paths {
+            let path: Vec<String> = p.split('.').map(str::to_owned).collect();
+            t.slot(&path);
+        }
+        t
+    }
+
+    #[test]
+    fn decodes_only_named_fields() {
+        let t = tree(&["a", "b.c", "s", "o", "x"]);
+        let doc = br#"{"a":1,"z":[1,{"q":2}],"b":{"c":2.5,"d":true},"s":"h\u00e9","o":{"k":[1]}}"#;
+        let cols = t.decode(&[Some(doc), None], |_, m| panic!("{m}"));
+        assert_eq!(cols[0], vec![Value::Int(1), Value::Null]);
+        assert_eq!(cols[1][0], Value::Float(2.5));
+        assert_eq!(cols[2][0], Value::Str(Cow::Borrowed("hé")));
+        assert_eq!(
+            cols[3][0],
+            Value::Json(Cow::Borrowed(r#"{"k":[1]}"#), false)
+        );
+        assert_eq!(cols[4][0], Value::Null);
+    }
+
+    #[test]
+    fn the_value_itself() {
+        let mut t2 = FieldTree::default();
+        t2.slot(&[]);
+        let docs: [&[u8]; 3] = [br#" {"a":1} "#, br#""x""#, b"12"];
+        let values: Vec<Option<&[u8]>> = docs.iter().map(|d| Some(*d)).collect();
+        let cols = t2.decode(&values, |_, m| panic!("{m}"));
+        assert!(matches!(&cols[0][0], Value::Json(text, false) if text.as_ref() == r#"{"a":1}"#));
+        assert_eq!(cols[0][1], Value::Str(Cow::Borrowed("x")));
+        assert_eq!(cols[0][2], Value::Int(12));
+        t2.slot(&["a".to_owned()]);
+        let cols = t2.decode(&values, |_, m| panic!("{m}"));
+        assert_eq!(cols[1], vec![Value::Int(1), Value::Null, Value::Null]);
+        assert_eq!(
+            FieldTree::validate(&[Some(b"{}"), Some(b"{"), None]).len(),
+            1
+        );
+    }
+
+    #[test]
+    fn parent_and_child_both_read() {
+        let t = tree(&["a", "a.b"]);
+        let cols = t.decode(&[Some(br#"{"a":{"b":7}}"#.as_slice())], |_, m| {
+            panic!("{m}")
+        });
+        assert_eq!(cols[1][0], Value::Int(7));
+        assert!(matches!(cols[0][0], Value::Json(..)));
+    }
+
+    #[test]
+    fn last_repeated_key_wins() {
+        let t = tree(&["a.b"]);
+        let cols = t.decode(&[Some(br#"{"a":{"b":1},"a":5}"#.as_slice())], |_, m| {
+            panic!("{m}")
+        });
+        assert_eq!(cols[0][0], Value::Null);
+    }
+
+    #[test]
+    fn malformed_values_are_reported() {
+        let t = tree(&["a"]);
+        let mut bad = Vec::new();
+        let inputs: [&[u8]; 5] = [
+            b"{\"a\":1",
+            b"{\"a\":1}x",
+            b"\xff",
+            b"{\"a\":NaN}",
+            b"{\"z\":[1,}",
+        ];
+        let values: Vec<Option<&[u8]>> = inputs.iter().map(|v| Some(*v)).collect();
+        let cols = t.decode(&values, |row, m| bad.push((row, m)));
+        assert_eq!(
+            bad.iter().map(|(r, _)| *r).collect::<Vec<_>>(),
+            vec![0, 1, 2, 3, 4]
+        );
+        assert!(cols[0].iter().all(|v| *v == Value::Null));
+    }
+
+    #[test]
+    fn numbers() {
+        let t = tree(&["i", "f", "big", "neg0"]);
+        let cols = t.decode(
+            &[Some(
+                br#"{"i":-42,"f":1e2,"big":18446744073709551616,"neg0":-0.0}"#.as_slice(),
+            )],
+            |_, m| panic!("{m}"),
+        );
+        assert_eq!(cols[0][0], Value::Int(-42));
+        assert_eq!(cols[1][0], Value::Float(100.0));
+        assert_eq!(
+            cols[2][0],
+            Value::BigInt(Cow::Borrowed("18446744073709551616"))
+        );
+        assert!(matches!(cols[3][0], Value::Float(f) if f == 0.0 && f.is_sign_negative()));
+    }
+
+    #[test]
+    fn writes_as_jackson() {
+        let mut out = String::new();
+        write_object(
+            &mut out,
+            [
+                (
+                    "s",
+                    &Value::Str(Cow::Borrowed("a\"\\\n\u{1}\u{1f}\u{1F600}é\u{7f}/")),
+                ),
+                ("f", &Value::Float(1e10)),
+                ("n", &Value::Float(f64::NAN)),
+                ("i", &Value::Int(i64::MIN)),
+                (
+                    "raw",
+                    &Value::Json(
+                        Cow::Borrowed(r#"{ "x" : [ 1e2 , "\u0041" , -0, 123456789012345678901234, 1e400 ] , "y":{} }"#),
+                        false,
+                    ),
+                ),
+                ("e", &Value::Json(Cow::Borrowed("[ ]"), false)),
+            ]
+            .into_iter(),
+        );
+        assert_eq!(
+            out,
+            r#"{"s":"a\"\\\n\u0001\u001F\uD83D\uDE00é/","f":1.0E10,"n":"NaN","i":-9223372036854775808,"raw":{"x":[100.0,"A",0,123456789012345678901234,"Infinity"],"y":{}},"e":[]}"#
+        );
+    }
+}
