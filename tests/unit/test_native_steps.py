@@ -236,6 +236,25 @@ def test_a_failing_expression_fails_the_task_naming_the_record() -> None:
         assert out.read_value() == {"n": 12}
 
 
+def test_a_failing_expression_goes_to_the_processing_handler() -> None:
+    """With ``log_and_continue`` exactly the record the expression fails on
+    is skipped, at the expression step, as a failing lambda's would be."""
+    b = StreamsBuilder()
+    b.stream("in", key_serde=S, value_serde=J).map_values(struct(n=col("n").cast(int))).to(
+        "out", key_serde=S, value_serde=J
+    )
+    config = {"processing.exception.handler": "log_and_continue"}
+    with TopologyTestDriver(b.build(), config) as driver:
+        source = driver.create_input_topic("in", S, J)
+        for key, n in (("a", "12"), ("b", "x1"), ("c", "7")):
+            source.pipe_input(key, {"n": n})
+        out = driver.create_output_topic("out", S, J)
+        assert [(r.key, r.value) for r in out.read_records_to_list()] == [
+            ("a", {"n": 12}),
+            ("c", {"n": 7}),
+        ]
+
+
 def test_a_python_step_after_a_struct_gets_dicts() -> None:
     seen: list[Any] = []
     b = StreamsBuilder()

@@ -40,26 +40,36 @@ class _BatchFunction(Node):
         self.fields = list(fields)
         self.plans = [col(name).plan for name in self.fields]
 
-    def record_batch(self, batch: Batch) -> Any:
+    def record_batch(self, batch: Batch) -> tuple[Batch, Any]:
+        """The batch as a RecordBatch, without the records whose fields
+        could not be read and the processing handler skipped (the batch
+        returned is the one the RecordBatch holds)."""
         pa = _pyarrow()
         raw = isinstance(batch.encoded, Json)
         if batch.encoded is not None and not raw:
             batch = batch.decoded()
+        fields: dict[str, list[Any]] = {}
+        failed: set[int] = set()
+        for name, plan in zip(self.fields, self.plans, strict=True):
+            fields[name], errors = plan.to_python(batch.values, raw=raw)
+            for row, _kind, message in errors:
+                if row not in failed:
+                    self.record_failed(batch, row, ValueError(message))  # raises unless skipped
+                    failed.add(row)
+        if failed:
+            kept = [i for i in range(len(batch)) if i not in failed]
+            batch = batch.select(kept)
+            fields = {name: [values[i] for i in kept] for name, values in fields.items()}
         columns = {
             "key": batch.keys,
             "value": batch.values,
             "timestamp": pa.array(batch.timestamps, pa.int64()),
             "partition": pa.array([batch.partition] * len(batch), pa.int32()),
             "offset": pa.array(batch.offsets, pa.int64()),
+            **fields,
         }
-        for name, plan in zip(self.fields, self.plans, strict=True):
-            values, errors = plan.to_python(batch.values, raw=raw)
-            if errors:
-                row, _kind, message = errors[0]
-                raise self.callback_failed(batch, row, ValueError(message))
-            columns[name] = values
         try:
-            return pa.RecordBatch.from_pydict(
+            return batch, pa.RecordBatch.from_pydict(
                 {name: c if isinstance(c, pa.Array) else pa.array(c) for name, c in columns.items()}
             )
         except (pa.ArrowInvalid, pa.ArrowTypeError) as exc:
@@ -86,7 +96,8 @@ class KStreamFilterBatches(_BatchFunction):
     whose entry is true are kept (a null entry drops the row)."""
 
     def process(self, batch: Batch) -> None:
-        mask = self.call(batch, self.record_batch(batch))
+        batch, record_batch = self.record_batch(batch)
+        mask = self.call(batch, record_batch)
         flags = mask.to_pylist() if hasattr(mask, "to_pylist") else list(mask)
         if len(flags) != len(batch):
             raise TaskError(
@@ -102,7 +113,8 @@ class KStreamMapBatches(_BatchFunction):
     changes): its rows are the new records."""
 
     def process(self, batch: Batch) -> None:
-        out = self.call(batch, self.record_batch(batch))
+        batch, record_batch = self.record_batch(batch)
+        out = self.call(batch, record_batch)
         schema = getattr(out, "schema", None)
         names = set(schema.names) if schema is not None else set()
         if not {"key", "value"} <= names:

@@ -42,11 +42,14 @@ class _ExprNode(Node):
     def _failed(self, batch: Batch, errors: list[tuple[int, str, str]]) -> set[int]:
         """The rows to drop: a value that is not JSON is the deserialization
         handler's (which skips it or fails the task); an expression that
-        fails on a row fails the task, as an exception in a lambda does."""
+        fails on a row is the processing handler's, as an exception in a
+        lambda is."""
         dropped = set()
         for row, kind, message in errors:
             if kind != "malformed":
-                raise self.callback_failed(batch, row, ExpressionError(f"{self.expr!r}: {message}"))
+                self.record_failed(batch, row, ExpressionError(f"{self.expr!r}: {message}"))
+                dropped.add(row)
+                continue
             self.task.deserialization_failed(
                 batch.topic,
                 batch.partition,
