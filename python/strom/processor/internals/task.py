@@ -15,6 +15,7 @@ from strom import _core
 from strom.errors import ConfigError, ErrorHandlerContext, SerializationError, StoreError
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import dead_letter_headers
+from strom.processor.internals.metrics import Sensor
 from strom.processor.internals.nodes import Node, PassThrough, SinkNode
 from strom.processor.internals.processor_node import PunctuationQueue
 from strom.processor.internals.state_manager import ChangelogRange, StateManager
@@ -215,6 +216,8 @@ class StreamTask:
         self.config = config
         self.collector = factory.collector
         self.metrics = TaskMetrics()
+        # record-lateness (DEBUG), set by the thread's metrics when recorded.
+        self.lateness: Sensor | None = None
         self._topic_name = topic_name
         # Typed stores by name (each behind its record cache when cached).
         self.stores: dict[str, Any] = {}
@@ -405,6 +408,8 @@ class StreamTask:
             self.current_topic = run.topic
             self.metrics.records_processed += len(run)
             processed += len(run)
+            if self.lateness is not None:
+                self._record_lateness(run.timestamps)
             self.stream_time = max(self.stream_time, *run.timestamps)
             node.process(run)
             self._processing = None
@@ -433,6 +438,19 @@ class StreamTask:
 
     def has_queued(self) -> bool:
         return any(q.batches for q in self.queues.values())
+
+    def _record_lateness(self, timestamps: Sequence[int]) -> None:
+        """Kafka's record-lateness: how far each record's timestamp is
+        behind the stream time it arrives at (0 when not behind)."""
+        assert self.lateness is not None
+        stream_time, total, worst = self.stream_time, 0, 0
+        for ts in timestamps:
+            if ts < stream_time:
+                total += stream_time - ts
+                worst = max(worst, stream_time - ts)
+            else:
+                stream_time = ts
+        self.lateness.record(total, len(timestamps), worst)
 
     def committable_offsets(self) -> dict[tuple[str, int], tuple[int, str]]:
         """Per input partition: the offset after the last record processed
