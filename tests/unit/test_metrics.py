@@ -231,6 +231,16 @@ def test_record_cache_hit_ratio(topics: EmbeddedLog, log_path: str) -> None:
             record_cache_id="seen",
         )
         assert ratio == 0.5
+        # The metered layer: 4 gets and 4 puts through the store's object,
+        # and the commit's flush.
+        store = {"task_id": "0_0", "persistent_state_id": "seen"}
+        state = "stream-state-metrics"
+        for op in ("get", "put", "flush"):
+            assert only(metrics, f"{op}-rate", state, **store) > 0
+            assert only(metrics, f"{op}-latency-max", state, **store) >= 0
+        get_rate = only(metrics, "get-rate", state, **store)
+        assert get_rate == pytest.approx(only(metrics, "put-rate", state, **store))
+        assert not metrics.find("range-rate", state)
 
 
 def test_suppression_buffer_size_and_count(topics: EmbeddedLog, log_path: str) -> None:

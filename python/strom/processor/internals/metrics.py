@@ -352,6 +352,7 @@ class ThreadMetrics:
             )
         if self.debug:
             out += _cache_metrics(thread_id, task, cache)
+            out += _store_metrics(tags, task)
             for node_name, (size, count) in sensors.buffers.items():
                 node: Any = task.nodes[node_name]
                 buffer_tags = {**tags, "in-memory-suppression-state-id": node.store_name}
@@ -390,6 +391,25 @@ def _cache_metrics(
         out.append(
             _metric(CACHE_GROUP, tags, "hit-ratio-avg", "The average cache hit ratio", ratio)
         )
+    return out
+
+
+def _store_metrics(task_tags: dict[str, str], task: StreamTask) -> list[Metric]:
+    """Each metered store's operations: ``<op>-rate`` and ``<op>-latency-avg``/``-max``."""
+    out = []
+    for name, store in list(task.metered_stores.items()):
+        tags = {**task_tags, f"{store.scope}-state-id": name}
+        for op, sensor in list(store.sensors.items()):
+            out.append(
+                _metric(
+                    STATE_GROUP,
+                    tags,
+                    f"{op}-rate",
+                    f"The average number of {op} per second",
+                    sensor.rate,
+                )
+            )
+            out += _latency(STATE_GROUP, tags, op, sensor)
     return out
 
 
