@@ -83,6 +83,9 @@ def test_thread_and_task_metrics_count_what_was_processed(
             >= 0
         )
         assert only(metrics, "task-created-total", THREAD) == 2
+        for op in ("poll", "process", "commit", "punctuate"):
+            assert 0 <= only(metrics, f"{op}-ratio", THREAD) <= 1
+        assert only(metrics, "process-ratio", THREAD) > 0
         # Per task (DEBUG): each partition's records, 15 each.
         assert only(metrics, "process-total", TASK, task_id="0_0") == 15
         assert only(metrics, "process-total", TASK, task_id="0_1") == 15

@@ -147,13 +147,13 @@ class TaskSensors:
                         Sensor(window_ms, samples),
                     )
 
-    def sync(self, task: StreamTask) -> None:
+    def sync(self) -> None:
         self.dropped.sync()
         self.restored.sync()
         if self.processed is not None:
             self.processed.sync()
         for node_name, (size, count) in self.buffers.items():
-            node: Any = task.nodes[node_name]
+            node: Any = self.task.nodes[node_name]
             size.record(node.total_size)
             count.record(len(node.times))
 
@@ -169,7 +169,8 @@ class ThreadMetrics:
         self.poll = sensor()
         self.poll_records = sensor()
         self.process = sensor()  # records per process round
-        self.process_latency = sensor()  # per record, per round
+        # Each round's time over its records: the average is per record.
+        self.process_latency = sensor()
         self.commit = sensor()
         self.punctuate = sensor()
         self.task_created = sensor()
@@ -206,7 +207,7 @@ class ThreadMetrics:
             return
         self._last_sync = now
         for task in tasks:
-            self.task_sensors(task).sync(task)
+            self.task_sensors(task).sync()
 
     # --- reading ------------------------------------------------------------------
     def thread_metrics(self, thread_id: str) -> list[Metric]:
@@ -236,6 +237,13 @@ class ThreadMetrics:
             ),
         ]
         out += _latency(THREAD_GROUP, tags, "process", self.process_latency)
+        for op, sensor in (
+            ("poll", self.poll),
+            ("process", self.process_latency),
+            ("commit", self.commit),
+            ("punctuate", self.punctuate),
+        ):
+            out.append(_ratio(tags, op, sensor))
         for op, sensor in (("poll", self.poll_records), ("process", self.process)):
             out += _avg_max(
                 THREAD_GROUP, tags, f"{op}-records", sensor, f"records {op}ed within an iteration"
@@ -453,6 +461,18 @@ def _invocations(
         _metric(group, tags, f"{op}-rate", f"The average number of {what} per second", sensor.rate),
         _metric(group, tags, f"{op}-total", f"The total number of {what}", lambda: sensor.count),
     ]
+
+
+def _ratio(tags: dict[str, str], op: str, sensor: Sensor) -> Metric:
+    """The share of the window's time the thread spent in ``op`` (its
+    sensor's values are milliseconds spent)."""
+    return _metric(
+        THREAD_GROUP,
+        tags,
+        f"{op}-ratio",
+        f"The fraction of time the thread spent on {op}",
+        lambda: sensor.rate(of_sum=True) / 1000,
+    )
 
 
 def _latency(group: str, tags: dict[str, str], op: str, sensor: Sensor) -> list[Metric]:

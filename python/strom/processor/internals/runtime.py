@@ -394,7 +394,9 @@ class Runtime(ABC):
         processed = time.perf_counter()
         if count:
             sensors.process.record(count)
-            sensors.process_latency.record((processed - polled) * 1000 / count)
+            spent = (processed - polled) * 1000
+            # Per record on average, and the time spent (process-ratio).
+            sensors.process_latency.record(spent, count, peak=spent / count)
         for task in list(self.tasks.values()):
             if task.maybe_punctuate_wall_clock():
                 sensors.punctuate.record((time.perf_counter() - processed) * 1000)
@@ -409,7 +411,8 @@ class Runtime(ABC):
         count = task.process_ready(functools.partial(self._must_wait, task))
         latency = self.sensors.task_sensors(task).process_latency
         if count and latency is not None:
-            latency.record((time.perf_counter() - started) * 1000 / count)
+            spent = (time.perf_counter() - started) * 1000
+            latency.record(spent, count, peak=spent / count)
         return count
 
     def _must_wait(self, task: StreamTask, topic: str, partition: int) -> bool:
