@@ -246,6 +246,27 @@ def test_record_cache_hit_ratio(topics: EmbeddedLog, log_path: str) -> None:
         assert not metrics.find("range-rate", state)
 
 
+def test_record_cache_hit_ratio_of_a_batched_aggregation(
+    topics: EmbeddedLog, log_path: str
+) -> None:
+    # Ten keys, ten batches of ten records: the first batch misses every
+    # key, the nine after it find each one cached.
+    produce(topics, "in", [(f"k{i % 10}".encode(), b"v", i, 0) for i in range(100)])
+    builder = StreamsBuilder()
+    (
+        builder.stream("in", key_serde=S, value_serde=S)
+        .group_by_key()
+        .reduce(lambda total, value: total + value, "joined")
+        .to_stream()
+        .to("out", key_serde=S, value_serde=S)
+    )
+    settings = {"metrics.recording.level": "DEBUG", "poll.max.records": 10}
+    with KafkaStreams(builder.build(), config(log_path, **settings)) as app:
+        app.run_until_end(timeout=30)
+        cache = {"task_id": "0_0", "record_cache_id": "joined"}
+        assert only(app.metrics(), "hit-ratio-avg", "stream-record-cache-metrics", **cache) == 0.9
+
+
 def test_suppression_buffer_size_and_count(topics: EmbeddedLog, log_path: str) -> None:
     # Three keys in one open window: all three stay buffered.
     produce(topics, "in", [(k, b"v", 10, 0) for k in (b"a", b"b", b"c", b"a")])
