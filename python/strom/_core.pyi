@@ -613,6 +613,8 @@ class NativeThreadCache:
         deletes leave the cache."""
     def close(self, cache_id: int) -> None:
         """Drops the named cache, discarding its dirty entries."""
+    def hit_stats(self, cache_id: int) -> tuple[int, int]:
+        """``(hits, misses)`` of the named cache's point reads since it opened."""
     def size_bytes(self) -> int: ...
     def __len__(self) -> int: ...
 

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from strom.errors import ConfigError
+from strom.metrics import RECORDING_LEVELS
 from strom.serdes import Serde
 
 __all__ = ["StreamsConfig"]
@@ -139,6 +140,21 @@ _KEYS: dict[str, _Key] = {
     "errors.dead.letter.queue.topic.name": _Key(
         None, _non_empty("errors.dead.letter.queue.topic.name"), "dead-letter topic"
     ),
+    # Kafka's metrics settings (KafkaStreams.metrics()): the level decides
+    # which metrics exist; averages, maxima and rates cover num.samples
+    # windows of sample.window.ms.
+    "metrics.recording.level": _Key(
+        "INFO", _one_of("metrics.recording.level", *RECORDING_LEVELS), "which metrics"
+    ),
+    "metrics.sample.window.ms": _Key(
+        30_000, _positive_int("metrics.sample.window.ms", 1), "metric sample window"
+    ),
+    "metrics.num.samples": _Key(2, _positive_int("metrics.num.samples", 1), "metric samples"),
+    # strom's own: the Prometheus exporter (strom[metrics]) serves the metrics
+    # and the health checks on this port (None: no exporter; 0: any free port)
+    # and address.
+    "metrics.port": _Key(None, _positive_int("metrics.port"), "Prometheus exporter port"),
+    "metrics.host": _Key("127.0.0.1", _non_empty("metrics.host"), "Prometheus exporter address"),
     "default.key.serde": _Key(None, _serde("default.key.serde"), "key serde"),
     "default.value.serde": _Key(None, _serde("default.value.serde"), "value serde"),
 }

@@ -10,15 +10,20 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+from strom._core import __version__
 from strom.config import StreamsConfig
 from strom.embedded.runtime import EmbeddedTransport
 from strom.errors import ApplicationShutdownRequested, ConfigError, StoreError, StromError
 from strom.keyvalue import KeyValue
+from strom.metrics import Metric, MetricName, Metrics
 from strom.processor.internals.runtime import Runtime, ShutdownSignal, Transport
 from strom.state.views import plain
 from strom.topology import Topology
+
+if TYPE_CHECKING:
+    from strom.metrics.prometheus import MetricsServer
 
 __all__ = ["KafkaStreams", "State"]
 
@@ -85,6 +90,8 @@ class KafkaStreams:
         # (None on the embedded log: this client is the whole application).
         self._app_shutdown: ShutdownSignal | None = None
         self.exception: BaseException | None = None
+        # The Prometheus exporter, from the start while ``metrics.port`` is set.
+        self._metrics_server: MetricsServer | None = None
 
     @property
     def _runtime(self) -> Runtime | None:
@@ -151,6 +158,7 @@ class KafkaStreams:
         with self._lock:
             if self._state is not State.CREATED:
                 raise StromError(f"cannot start a KafkaStreams in state {self._state.value}")
+            self._start_metrics_server()
             self._set_state(State.REBALANCING)
             try:
                 self._runtimes = self._new_runtimes()
@@ -395,6 +403,9 @@ class KafkaStreams:
                 if self._app_shutdown is not None:
                     self._app_shutdown.close()
                     self._app_shutdown = None
+                if self._metrics_server is not None:
+                    self._metrics_server.close()
+                    self._metrics_server = None
         if not failed:
             self._set_state(State.NOT_RUNNING)
         return stopped
@@ -430,12 +441,71 @@ class KafkaStreams:
             raise StoreError(f"no state store named {name!r} in this topology")
         return ReadOnlyKeyValueView(name, stores)
 
-    def metrics(self) -> dict[str, Any]:
+    def metrics(self) -> Metrics:
+        """Kafka Streams' metrics of this instance, keyed by
+        :class:`~strom.metrics.MetricName` and read when asked: client
+        (``stream-metrics``), thread, task, record cache, suppression buffer
+        and the consumers' ``records-lag``, as ``metrics.recording.level``
+        selects. A plain string key reads strom's instance-wide totals
+        (``metrics()["records-processed"]``)."""
         totals: dict[str, Any] = {}
-        for runtime in self._runtimes:
+        metrics = self._client_metrics()
+        for runtime in list(self._runtimes):
             for key, value in runtime.metrics().items():
                 totals[key] = totals.get(key, 0) + value
-        return totals
+            metrics += runtime.metric_list()
+        return Metrics(metrics, totals)
+
+    @property
+    def metrics_server(self) -> MetricsServer | None:
+        """The Prometheus exporter serving this app (``metrics.port``), with
+        its ``host``, ``port`` and ``url``; None when not configured."""
+        return self._metrics_server
+
+    def _start_metrics_server(self) -> None:
+        port = self.config["metrics.port"]
+        if port is None or self._metrics_server is not None:
+            return
+        try:
+            from strom.metrics.prometheus import MetricsServer  # noqa: PLC0415 - optional
+        except ImportError as exc:
+            raise ConfigError(
+                "metrics.port needs the prometheus-client package (pip install 'strom[metrics]')"
+            ) from exc
+        host = self.config["metrics.host"]
+        try:
+            self._metrics_server = MetricsServer(self, host, port)
+        except OSError as exc:
+            raise ConfigError(
+                f"metrics.port: cannot serve metrics on {host}:{port}: {exc}"
+            ) from exc
+        log.info("serving metrics and health checks on %s", self._metrics_server.url)
+
+    def _client_metrics(self) -> list[Metric]:
+        tags = {"client-id": str(self.config.get("client.id") or self.config.application_id)}
+
+        def metric(name: str, description: str, read: Callable[[], float | str]) -> Metric:
+            return Metric(MetricName(name, "stream-metrics", tags, description), read)
+
+        return [
+            metric("state", "The state of the Kafka Streams client", lambda: self._state.value),
+            metric(
+                "alive-stream-threads",
+                "The current number of alive stream threads that are running or "
+                "participating in rebalance",
+                lambda: (
+                    sum(thread.is_alive() for thread in self._threads)
+                    if self._threads
+                    else len(self._runtimes)
+                ),
+            ),
+            metric(
+                "application-id",
+                "The application ID of the Kafka Streams client",
+                lambda: self.config.application_id,
+            ),
+            metric("version", "The version of the Kafka Streams client", lambda: __version__),
+        ]
 
 
 class ReadOnlyKeyValueView:

@@ -118,6 +118,9 @@ def _takeover(kafka: KafkaCluster, tmp_path: Path, replicas: int) -> tuple[int, 
                 "each instance's standby of the other's task to catch up",
             )
             assert _standbys(first).records > 0
+            # Kafka's standby metric: what the standby applied (of its changelog).
+            updates = first.metrics().value("update-total", "stream-task-metrics")
+            assert 0 < updates <= _standbys(first).records
         moved = next(iter(_active(second)))
         restored_before = first.metrics()["restored-records"]
         second.close()

@@ -135,7 +135,7 @@ def demo(lines: int, path: Path | None, top: int, output: Output) -> int:
 
 
 def _processed(app: KafkaStreams) -> int:
-    return int(app.metrics().get("records-processed", 0))
+    return int(app.metrics().totals().get("records-processed", 0))
 
 
 def _while_showing(work: Callable[[], None], show: Callable[[], None]) -> None:

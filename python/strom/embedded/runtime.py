@@ -152,6 +152,11 @@ class EmbeddedRuntime(Runtime):
     def _end_offset(self, topic: str, partition: int) -> int:
         return self.log.end_offsets(topic)[partition]
 
+    def records_lag(self, topic: str, partition: int) -> int | None:
+        if self.consumer is None:  # closed
+            return None
+        return super().records_lag(topic, partition)
+
     def _owned_inputs(self) -> list[tuple[str, int]]:
         return [
             (name, partition)

@@ -61,6 +61,7 @@ from strom.processor.internals.topology_builder import SourceDef
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
+    from strom.metrics import Metric
     from strom.processor.internals.global_state import GlobalStores
     from strom.processor.internals.task import InputRecords
     from strom.processor.internals.topology_builder import InternalTopologyBuilder, Subtopology
@@ -400,6 +401,7 @@ class KafkaRuntime(Runtime):
                 self._changelog_ends[key] = high
                 self.producer.forget(*key)
                 if offset < high:
+                    task.state.restore_remaining += high - offset
                     plan[key] = (task, store)
                     assign.append(TopicPartition(topic, task.partition, offset))
         if not assign:
@@ -713,6 +715,27 @@ class KafkaRuntime(Runtime):
 
     def _lag_report(self, end: EndTargets) -> str:
         return f"{super()._lag_report(end)}; rebalancing: {self.rebalancing}"
+
+    def records_lag(self, topic: str, partition: int) -> int | None:
+        """As librdkafka's consumer_lag: the high watermark of the last
+        fetch minus the position (no request to the broker)."""
+        if (topic, partition) not in self._positions:
+            return None  # revoked meanwhile
+        _, high = self._consumer_for(topic).get_watermark_offsets(
+            TopicPartition(topic, partition), cached=True
+        )
+        return None if high < 0 else max(0, high - self._position(topic, partition))
+
+    def _metered_tasks(self) -> list[StreamTask]:
+        standbys = [] if self.standbys is None else list(self.standbys.tasks.values())
+        return super()._metered_tasks() + standbys
+
+    def metric_list(self) -> list[Metric]:
+        out = super().metric_list()
+        if self.standbys is not None:
+            for task in list(self.standbys.tasks.values()):
+                out += self.sensors.task_metrics(self.thread_name, task, None, standby=True)
+        return out
 
     def metrics(self) -> dict[str, Any]:
         totals = super().metrics()

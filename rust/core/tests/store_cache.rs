@@ -204,6 +204,30 @@ fn get_updates_lru_order() {
     assert_eq!((stats.hits, stats.misses), (4, 1));
 }
 
+/// A batch's counted peeks count hits and misses for the hit ratio but leave
+/// the LRU order alone: the least recently used entry is still evicted first.
+#[test]
+fn counted_peeks_count_hits_and_misses_without_a_use() {
+    let mut inner = InMemoryKeyValueStore::new();
+    let mut cache = ThreadCache::new(2 * SMALL);
+    let id = cache.named("ns");
+    cache.put(id, &[1], Some(&[1]), 0, false).unwrap();
+    cache.put(id, &[2], Some(&[2]), 0, false).unwrap();
+    {
+        let mut logged = ChangeLogging::new(&mut inner, None);
+        let mut store = CachingKeyValueStore::new(&mut logged, &mut cache, id);
+        assert_eq!(store.peek_counted(&[1]).unwrap(), Some(vec![1]));
+        assert_eq!(store.peek_counted(&[3]).unwrap(), None);
+    }
+    let stats = cache.named_stats(id).unwrap();
+    assert_eq!((stats.hits, stats.misses), (1, 1));
+    cache.put(id, &[3], Some(&[3]), 0, false).unwrap();
+    assert!(
+        cache.peek(id, &[1]).is_none(),
+        "key 1 was not used: evicted first"
+    );
+}
+
 /// Kafka's cache iterator reads each key through `NamedCache.get`, so a scan
 /// counts as a use in key order (`ThreadCache.MemoryLRUCacheBytesIterator`).
 #[test]

@@ -24,11 +24,13 @@ from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 from strom import _core
 from strom.errors import TopologyError
 from strom.processor.internals.global_state import GlobalStores
+from strom.processor.internals.metrics import ThreadMetrics, lag_metrics
 from strom.processor.internals.task import RecordCollector, StreamTask, TaskFactory
 from strom.state.internals.registry import store_kind
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
+    from strom.metrics import Metric
     from strom.processor.internals.state_manager import ChangelogRange
     from strom.processor.internals.task import InputRecords
     from strom.processor.internals.topology_builder import InternalTopologyBuilder, Subtopology
@@ -88,6 +90,9 @@ class Runtime(ABC):
         self._dirty = False
         self.collector: RecordCollector  # set by ``_init_tasks``
         self.factory: TaskFactory
+        # Kafka's thread-id tag (a transport with several threads names each).
+        self.thread_name = f"{self.app_id}-StreamThread-1"
+        self.sensors = ThreadMetrics(config)
 
     # --- transport hooks --------------------------------------------------------
     @abstractmethod
@@ -327,6 +332,7 @@ class Runtime(ABC):
 
     def _add_task(self, task: StreamTask, sub: Subtopology) -> None:
         self.tasks[task.task_id] = task
+        self.sensors.task_sensors(task)
         for name in self.task_inputs(sub, task.partition):
             self._task_by_input[name] = task
 
@@ -335,6 +341,7 @@ class Runtime(ABC):
         for key in [k for k, t in self._task_by_input.items() if t is task]:
             del self._task_by_input[key]
         self._idle_since.pop(task.task_id, None)
+        self.sensors.drop_task(task.task_id)
 
     def _close_task(self, task: StreamTask, clean: bool) -> None:
         """Closes a task, keeping its metrics; ``clean=False`` (a failure, a
@@ -363,10 +370,15 @@ class Runtime(ABC):
     # --- the loop -------------------------------------------------------------
     def poll_once(self, timeout: float) -> int:
         """Polls once and processes what came; returns the number of records."""
+        sensors = self.sensors
         self.poll_global()
+        started = time.perf_counter()
         batches = self._poll_batches(timeout)
+        polled = time.perf_counter()
+        sensors.poll.record((polled - started) * 1000)
         if batches:
             self._dirty = True
+            sensors.poll_records.record(sum(map(len, batches)))
         for records in batches:
             task = self._task_by_input.get((records.topic, records.partition))
             if task is not None:  # else: revoked meanwhile; its new owner reads it
@@ -375,11 +387,32 @@ class Runtime(ABC):
         for task in list(self.tasks.values()):
             if task.all_inputs_queued():
                 self._idle_since.pop(task.task_id, None)  # the idle wait is over
-            count += task.process_ready(functools.partial(self._must_wait, task))
+            if sensors.debug:
+                count += self._process_timed(task)
+            else:
+                count += task.process_ready(functools.partial(self._must_wait, task))
+        processed = time.perf_counter()
+        if count:
+            sensors.process.record(count)
+            spent = (processed - polled) * 1000
+            # Per record on average, and the time spent (process-ratio).
+            sensors.process_latency.record(spent, count, peak=spent / count)
         for task in list(self.tasks.values()):
-            task.maybe_punctuate_wall_clock()
+            if task.maybe_punctuate_wall_clock():
+                sensors.punctuate.record((time.perf_counter() - processed) * 1000)
+        sensors.sync(self._metered_tasks())
         if any(task.commit_requested for task in self.tasks.values()):
             self.commit()
+        return count
+
+    def _process_timed(self, task: StreamTask) -> int:
+        """``process_ready`` with the task's process latency (DEBUG)."""
+        started = time.perf_counter()
+        count = task.process_ready(functools.partial(self._must_wait, task))
+        latency = self.sensors.task_sensors(task).process_latency
+        if count and latency is not None:
+            spent = (time.perf_counter() - started) * 1000
+            latency.record(spent, count, peak=spent / count)
         return count
 
     def _must_wait(self, task: StreamTask, topic: str, partition: int) -> bool:
@@ -414,6 +447,7 @@ class Runtime(ABC):
         input offsets with their partition times (under exactly-once the
         offsets go with the output in one transaction, and the stores commit
         after it)."""
+        started = time.perf_counter()
         for task in self.tasks.values():
             task.flush()
         # Only what was processed: queued records are fetched again after a
@@ -431,6 +465,10 @@ class Runtime(ABC):
             self._commit_stores()
         self._dirty = False
         self._last_commit = time.monotonic()
+        self.sensors.commit.record((time.perf_counter() - started) * 1000)
+        # A commit is rare enough to sample every task's counters: what a
+        # bounded run ends with is then in the rates and buffer sizes.
+        self.sensors.sync(self._metered_tasks(), force=True)
 
     def _commit_stores(self) -> None:
         for task in self.tasks.values():
@@ -505,6 +543,25 @@ class Runtime(ABC):
         while not self.step_until_end(end, deadline):
             continue
         self.commit()
+
+    # --- metrics ------------------------------------------------------------------
+    def records_lag(self, topic: str, partition: int) -> int | None:
+        """An input partition's end offset minus this thread's position
+        (None: not known)."""
+        return max(0, self._end_offset(topic, partition) - self._position(topic, partition))
+
+    def _metered_tasks(self) -> list[StreamTask]:
+        """The tasks whose counters the thread's metrics follow."""
+        return list(self.tasks.values())
+
+    def metric_list(self) -> list[Metric]:
+        """Kafka Streams' metrics of this thread, its tasks and its consumer."""
+        sensors, thread = self.sensors, self.thread_name
+        out = sensors.thread_metrics(thread)
+        for task in list(self.tasks.values()):
+            out += sensors.task_metrics(thread, task, self.cache)
+        out += lag_metrics(f"{thread}-consumer", self._owned_inputs(), self.records_lag)
+        return out
 
     # --- the end ------------------------------------------------------------------
     def metrics(self) -> dict[str, Any]:

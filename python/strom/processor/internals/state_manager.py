@@ -62,6 +62,9 @@ class StateManager:
         # uninterrupted run would.
         self.node_times: dict[str, int] = {}
         self.restored_records = 0
+        # Changelog records known to be left to restore (Kafka's
+        # restore-remaining-records-total).
+        self.restore_remaining = 0
 
     def open(self, store: StoreDef, changelog: str | None) -> NativeStore:
         """Opens a store as of its last commit, or wipes it when that commit
@@ -160,9 +163,11 @@ class StateManager:
             offset = store.restore_from
             if offset is None:
                 offset = log_.log_start_offsets(topic)[partition]
+            self.restore_remaining += max(0, end - offset)
             restored = store.kind.restore_from_log(
                 store.native, log_, topic, partition, offset, end
             )
+            self.restore_remaining -= max(0, end - offset)
             self.restored_records += restored
             if restored:
                 log.info(
@@ -190,6 +195,7 @@ class StateManager:
         assert store.changelog is not None, f"store {name} has no changelog"
         store.kind.apply_changelog(store.native, store.changelog, keys, values)
         self.restored_records += len(keys)
+        self.restore_remaining = max(0, self.restore_remaining - len(keys))
 
     def commit(self, changelog_ends: dict[str, int]) -> None:
         """Commits every persistent store with the changelog end offset its

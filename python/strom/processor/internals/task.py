@@ -15,6 +15,7 @@ from strom import _core
 from strom.errors import ConfigError, ErrorHandlerContext, SerializationError, StoreError
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import dead_letter_headers
+from strom.processor.internals.metrics import DEBUG, Sensor, recording_level
 from strom.processor.internals.nodes import Node, PassThrough, SinkNode
 from strom.processor.internals.processor_node import PunctuationQueue
 from strom.processor.internals.state_manager import ChangelogRange, StateManager
@@ -27,6 +28,7 @@ from strom.processor.internals.topology_builder import (
     Subtopology,
 )
 from strom.serdes import Json, WrappingSerde
+from strom.state.internals.metered import MeteredStore
 from strom.state.internals.registry import store_kind, typed_value_serde
 from strom.state.stores import KEY_VALUE
 
@@ -215,6 +217,11 @@ class StreamTask:
         self.config = config
         self.collector = factory.collector
         self.metrics = TaskMetrics()
+        # record-lateness (DEBUG), set by the thread's metrics when recorded.
+        self.lateness: Sensor | None = None
+        # The stores behind Kafka's metered layer (DEBUG), by name.
+        self.metered_stores: dict[str, MeteredStore] = {}
+        self._meter_stores = recording_level(config) >= DEBUG
         self._topic_name = topic_name
         # Typed stores by name (each behind its record cache when cached).
         self.stores: dict[str, Any] = {}
@@ -292,11 +299,25 @@ class StreamTask:
         values = self._serde(store_def.value_serde, "default.value.serde", name)
         clock = lambda: self.current_timestamp  # noqa: E731 - the changelog's timestamps
         typed = kind.typed(store_def, keys, typed_value_serde(store_def, values), native, clock)
-        if not store_def.caching or self._cache is None:
-            return typed
-        caching = kind.caching(typed, self._cache, f"{self.task_id}-{name}", clock)
-        self._caching.append(caching)
-        return caching
+        if store_def.caching and self._cache is not None:
+            typed = kind.caching(typed, self._cache, f"{self.task_id}-{name}", clock)
+            self._caching.append(typed)
+        if self._meter_stores:
+            typed = self._metered(store_def, typed)
+        return typed
+
+    def _metered(self, store_def: StoreDef, store: Any) -> MeteredStore:
+        flavour = "persistent" if store_def.persistent else "in-memory"
+        suffix = "" if store_def.kind == KEY_VALUE else f"-{store_def.kind}"
+        window_ms, samples = (
+            self.config["metrics.sample.window.ms"],
+            self.config["metrics.num.samples"],
+        )
+        metered = MeteredStore(store, flavour + suffix, lambda: Sensor(window_ms, samples))
+        self.metered_stores[store_def.name] = metered
+        if self._caching and self._caching[-1] is store:  # a commit's flush is metered too
+            self._caching[-1] = metered
+        return metered
 
     def _serde(self, serde: Serde[Any] | None, default_key: str, where: str) -> Serde[Any]:
         chosen = serde if serde is not None else self.config[default_key]
@@ -405,6 +426,8 @@ class StreamTask:
             self.current_topic = run.topic
             self.metrics.records_processed += len(run)
             processed += len(run)
+            if self.lateness is not None:
+                self._record_lateness(run.timestamps)
             self.stream_time = max(self.stream_time, *run.timestamps)
             node.process(run)
             self._processing = None
@@ -433,6 +456,19 @@ class StreamTask:
 
     def has_queued(self) -> bool:
         return any(q.batches for q in self.queues.values())
+
+    def _record_lateness(self, timestamps: Sequence[int]) -> None:
+        """Kafka's record-lateness: how far each record's timestamp is
+        behind the stream time it arrives at (0 when not behind)."""
+        assert self.lateness is not None
+        stream_time, total, worst = self.stream_time, 0, 0
+        for ts in timestamps:
+            if ts < stream_time:
+                total += stream_time - ts
+                worst = max(worst, stream_time - ts)
+            else:
+                stream_time = ts
+        self.lateness.record(total, len(timestamps), worst)
 
     def committable_offsets(self) -> dict[tuple[str, int], tuple[int, str]]:
         """Per input partition: the offset after the last record processed

@@ -535,6 +535,18 @@ impl ThreadCache {
         })
     }
 
+    /// Counts a read that only [`peek`](Self::peek)ed as a hit or a miss of
+    /// the named cache (its `hit-ratio`), leaving the LRU order as it is.
+    pub fn count_read(&mut self, id: NamedCacheId, hit: bool) {
+        if let Some(cache) = named_mut(&mut self.slots, id) {
+            if hit {
+                cache.stats.hits += 1;
+            } else {
+                cache.stats.misses += 1;
+            }
+        }
+    }
+
     /// Caches `value` for `key` (None caches a delete) as the most recently
     /// used entry; a dirty entry moves to the end of the dirty order. Returns
     /// what the evictions this put caused flushed, in emission order (mostly
@@ -872,6 +884,20 @@ impl<'a> CachingKeyValueStore<'a> {
     pub fn peek(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.cache.peek(self.id, key) {
             Some(hit) => Ok(hit.value.map(<[u8]>::to_vec)),
+            None => self.store.get(key),
+        }
+    }
+
+    /// [`peek`](Self::peek), counted as a hit or a miss (but not as a use):
+    /// a batch's reads of its old values, before it puts.
+    pub fn peek_counted(&mut self, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let cached = self
+            .cache
+            .peek(self.id, key)
+            .map(|hit| hit.value.map(<[u8]>::to_vec));
+        self.cache.count_read(self.id, cached.is_some());
+        match cached {
+            Some(value) => Ok(value),
             None => self.store.get(key),
         }
     }

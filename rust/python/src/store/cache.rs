@@ -251,6 +251,18 @@ impl NativeThreadCache {
         })
     }
 
+    /// `(hits, misses)` of a named cache's point reads since it opened
+    /// (Kafka's `hit-ratio` is hits over reads).
+    fn hit_stats(&self, py: Python<'_>, cache_id: i64) -> PyResult<(u64, u64)> {
+        self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            Ok(inner
+                .cache
+                .named_stats(id)
+                .map_or((0, 0), |s| (s.hits, s.misses)))
+        })
+    }
+
     /// Bytes counted over all named caches.
     fn size_bytes(&self, py: Python<'_>) -> PyResult<u64> {
         self.with(py, |inner| Ok(inner.cache.size_bytes()))

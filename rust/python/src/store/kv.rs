@@ -475,8 +475,8 @@ impl NativeKeyValueStore {
 
     /// `get_all` as seen through a record cache: a key's cached value (None
     /// for a cached delete) if the named cache `cache_id` holds it, else the
-    /// store's. The cache is only peeked (no use is counted), so a batch can
-    /// read its old values first and put afterwards.
+    /// store's. The cache is only peeked (a hit or a miss is counted, no
+    /// use), so a batch can read its old values first and put afterwards.
     fn get_all_cached<'py>(
         &self,
         keys: &Bound<'py, PyList>,
@@ -489,9 +489,9 @@ impl NativeKeyValueStore {
         let id = cache.with(py, |inner| inner.id(py, cache_id))?;
         let values = self.detached(py, |b| {
             let mut guard = cache.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            let caching = CachingKeyValueStore::new(b.unlogged(), &mut guard.cache, id);
+            let mut caching = CachingKeyValueStore::new(b.unlogged(), &mut guard.cache, id);
             keys.iter()
-                .map(|key| caching.peek(key.unwrap_or_default()))
+                .map(|key| caching.peek_counted(key.unwrap_or_default()))
                 .collect::<strom_core::Result<Vec<_>>>()
         })?;
         PyList::new(
