@@ -136,13 +136,15 @@ def measure(
     by_timestamp = workload.name != "q0"
 
     def read() -> None:
+        # poll() returns as soon as a record is there; consume(n, timeout) waits
+        # for n records or the whole timeout, which would add up to that timeout.
         while not stop.is_set():
-            for m in consumer.consume(1000, 0.05):
-                if m.error() is not None or m.value() is None:
-                    continue
-                now = time.time() * 1000
-                born = m.timestamp()[1] if by_timestamp else json.loads(m.value())["dateTime"]
-                samples.append((born, now - born))
+            m = consumer.poll(0.05)
+            if m is None or m.error() is not None or m.value() is None:
+                continue
+            now = time.time() * 1000
+            born = m.timestamp()[1] if by_timestamp else json.loads(m.value())["dateTime"]
+            samples.append((born, now - born))
 
     reader = threading.Thread(target=read, daemon=True)
     try:
