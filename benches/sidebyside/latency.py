@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 import statistics
-import tempfile
 import threading
 import time
 import uuid
@@ -26,7 +25,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from benches.nexmark.generator import CHUNK, GeneratorConfig, generate_chunk
-from benches.sidebyside.runner import Broker, Driver, RunError
+from benches.sidebyside.runner import Broker, Driver, RunError, app_args
 from benches.sidebyside.systems import System
 from benches.sidebyside.workloads import KT_KEYS, Workload, kt_payloads
 from confluent_kafka import Consumer, Producer, TopicPartition
@@ -99,24 +98,16 @@ def measure(
     broker.create_topics(dict.fromkeys([*inputs.values(), output], options.partitions))
     app_id = f"lat-{system.name}-{workload.name}-{uid}".replace("_", "-")
     args = [
-        "--bootstrap",
-        broker.bootstrap,
-        "--workload",
-        workload.name,
-        "--app-id",
-        app_id,
-        "--inputs",
-        json.dumps(inputs),
-        "--output",
-        output,
-        "--guarantee",
-        options.guarantee,
-        "--commit-interval-ms",
-        str(options.commit_interval_ms),
-        "--threads",
-        str(options.threads),
-        "--state-dir",
-        tempfile.mkdtemp(prefix="sbs-state-"),
+        *app_args(
+            broker,
+            workload,
+            app_id,
+            inputs,
+            output,
+            options.guarantee,
+            options.commit_interval_ms,
+            options.threads,
+        ),
         "--follow",
         "1",
     ]

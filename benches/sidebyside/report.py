@@ -7,6 +7,7 @@ their own part of the page.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
 import os
 import platform
@@ -27,19 +28,15 @@ REFERENCE = "kstreams"
 
 def machine() -> str:
     cpu = platform.processor() or "unknown CPU"
-    try:
+    with contextlib.suppress(OSError):  # not Linux: the CPU stays unnamed
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
                 cpu = line.split(":", 1)[1].strip()
                 break
-    except OSError:
-        pass
     mem = ""
-    try:
+    with contextlib.suppress(OSError, ValueError, IndexError):
         kb = int(Path("/proc/meminfo").read_text().split()[1])
         mem = f", {kb / 2**20:.0f} GiB RAM"
-    except (OSError, ValueError, IndexError):
-        pass
     return (
         f"{cpu}, {os.cpu_count()} cores{mem}, {platform.system()} {platform.release()}, "
         f"Python {platform.python_version()}"

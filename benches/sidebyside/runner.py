@@ -320,6 +320,40 @@ def _progress(broker: Broker, group: str, inputs: dict[str, dict[int, int]]) -> 
     return True, count
 
 
+def app_args(
+    broker: Broker,
+    workload: Workload,
+    app_id: str,
+    inputs: dict[str, str],
+    output: str,
+    guarantee: str,
+    commit_interval_ms: int,
+    threads: int,
+) -> list[str]:
+    """A driver's command-line arguments (benches/peers/protocol.py), in a
+    fresh state directory."""
+    return [
+        "--bootstrap",
+        broker.bootstrap,
+        "--workload",
+        workload.name,
+        "--app-id",
+        app_id,
+        "--inputs",
+        json.dumps(inputs),
+        "--output",
+        output,
+        "--guarantee",
+        guarantee,
+        "--commit-interval-ms",
+        str(commit_interval_ms),
+        "--threads",
+        str(threads),
+        "--state-dir",
+        tempfile.mkdtemp(prefix="sbs-state-"),
+    ]
+
+
 def measure(
     broker: Broker,
     system: System,
@@ -344,26 +378,9 @@ def measure(
     result = Measurement(system.name, workload.name, round_, "ok", app_id)
     result.records = sum(loaded[role] for role in workload.roles)
     ends = {topic: broker.end_offsets(topic) for topic in inputs.values()}
-    args = [
-        "--bootstrap",
-        broker.bootstrap,
-        "--workload",
-        workload.name,
-        "--app-id",
-        app_id,
-        "--inputs",
-        json.dumps(inputs),
-        "--output",
-        output,
-        "--guarantee",
-        guarantee,
-        "--commit-interval-ms",
-        str(commit_interval_ms),
-        "--threads",
-        str(threads),
-        "--state-dir",
-        tempfile.mkdtemp(prefix="sbs-state-"),
-    ]
+    args = app_args(
+        broker, workload, app_id, inputs, output, guarantee, commit_interval_ms, threads
+    )
     driver = Driver(system.command(args), logs / f"{app_id}.log")
     graceful = True
     try:

@@ -41,6 +41,7 @@ Semantics (Python's where Python has one, SQL's for nulls):
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from functools import cached_property
 from typing import Any, Final
 
@@ -75,7 +76,7 @@ def _wrap(value: Any) -> Expr:
     return lit(value)
 
 
-class Expr:
+class Expr(ABC):
     """An expression over a record's value; build one with :func:`col`,
     :func:`lit` and :func:`struct`."""
 
@@ -83,9 +84,9 @@ class Expr:
     # Operators build expressions, so == does not compare expressions.
     __hash__ = object.__hash__
 
+    @abstractmethod
     def tree(self) -> tuple[Any, ...]:
         """The nested-tuple form the native plan is compiled from."""
-        raise NotImplementedError
 
     @cached_property
     def plan(self) -> _core.ExprPlan:
