@@ -41,7 +41,7 @@ def main(argv: list[str] | None = None) -> int:
         "--latency", type=_list, default=["q0", "q7"], help="queries to time end to end"
     )
     parser.add_argument("--rate", type=int, default=2_000, help="bids/s in latency runs")
-    parser.add_argument("--latency-seconds", type=float, default=10.0)
+    parser.add_argument("--latency-seconds", type=float, default=5.0)
     parser.add_argument("--bootstrap", help="an existing broker (default: start one)")
     parser.add_argument("--run-timeout", type=float, default=600.0)
     parser.add_argument("--output", default="docs/benchmarks.md", help="'-' for no report")

@@ -40,7 +40,7 @@ class Options:
     run_timeout: float = 600.0
     latency_workloads: list[str] = field(default_factory=lambda: ["q0", "q7"])
     latency_rate: int = 2_000
-    latency_seconds: float = 10.0
+    latency_seconds: float = 5.0
     bootstrap: str | None = None  # None: start a one-node broker with the test harness
     output: Path | None = ROOT / "docs" / "benchmarks.md"
     json_path: Path | None = None
@@ -166,6 +166,7 @@ def run(options: Options) -> Outcome:
                         continue
                     system = SYSTEMS[system_name]
                     ds = dataset_for(workload_name, system.records(options.records), base)
+                    t0 = time.perf_counter()
                     m = _one(broker, system, workload, ds, loaded[ds], round_, options, logs)
                     want = expected[workload_name, ds.records]
                     m.expected = list(want)
@@ -177,7 +178,7 @@ def run(options: Options) -> Outcome:
                             f"result {tuple(m.digest)} != expected {want} (entries, checksum)"
                         )
                     measurements.append(m)
-                    say(_line(done, total, m))
+                    say(f"{_line(done, total, m)}  (wall {time.perf_counter() - t0:.1f} s)")
         for workload_name in options.latency_workloads:
             if workload_name not in options.workloads:
                 continue

@@ -100,7 +100,7 @@ SYSTEMS: dict[str, System] = {
             "0.15.3",
             requirements=("faust-streaming==0.15.3",),
             driver="peers/faust_app.py",
-            records_cap=20_000,
+            records_cap=10_000,
             flushes_before_commit=False,  # not documented for its sends: shut down cleanly
         ),
     ]
