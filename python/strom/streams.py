@@ -162,6 +162,8 @@ class KafkaStreams:
             self._set_state(State.REBALANCING)
             try:
                 self._runtimes = self._new_runtimes()
+                for runtime in self._runtimes:
+                    runtime.join_group()
             except BaseException as exc:
                 self.exception = exc
                 self._set_state(State.ERROR)

@@ -285,6 +285,25 @@ def test_stream_threads_share_the_tasks(kafka: KafkaCluster, tmp_path: Path) -> 
     assert latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long()) == expected
 
 
+def test_started_stream_threads_split_the_tasks(kafka: KafkaCluster, tmp_path: Path) -> None:
+    """Started in the background, the two threads of an instance end up with
+    the tasks split between them, whichever joined the group first."""
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("text"), unique("counts"), unique("split")
+    create_topics(boot, {source: 4, sink: 4})
+    config = app_config(boot, app_id, str(tmp_path), **{"num.stream.threads": 2})
+    all_tasks = sorted(f"{s}_{p}" for s in (0, 1) for p in range(4))
+    with KafkaStreams(word_count_topology(source, sink), config) as app:
+        app.start()
+
+        def split() -> bool:
+            threads = app._local_tasks()
+            owned = sorted(t for tasks in threads.values() for t in tasks)
+            return app.state is State.RUNNING and all(threads.values()) and owned == all_tasks
+
+        _wait_for(split, "both stream threads to own tasks, every task once")
+
+
 def test_missing_source_topic_is_named(kafka: KafkaCluster, tmp_path: Path) -> None:
     boot = kafka.bootstrap_servers
     source, sink = unique("absent"), unique("out")

@@ -140,6 +140,10 @@ class EmbeddedRuntime(Runtime):
         assert self.consumer is not None, "the runtime is closed"
         return self.consumer
 
+    def join_group(self) -> None:
+        """The embedded log has no group protocol: this process owns every
+        task from the start (``_create_tasks``)."""
+
     def _poll_batches(self, timeout: float) -> list[InputRecords]:
         return list(self.input.poll_batches(self.config["poll.max.records"], timeout))
 

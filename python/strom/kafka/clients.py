@@ -145,6 +145,10 @@ def consumer_config(
         out |= {
             "group.id": config.application_id,
             "partition.assignment.strategy": "cooperative-sticky",
+            # A member learns of a rebalance from its next heartbeat, and the
+            # cooperative protocol takes two: with librdkafka's 3 s a stream
+            # thread (or instance) that joins a running group got work ~6 s later.
+            "heartbeat.interval.ms": 500,
         }
     else:
         # Read by assignment: no group.id, so it joins no group and asks no

@@ -187,12 +187,7 @@ class KafkaRuntime(Runtime):
         replicas = config["num.standby.replicas"]
         if replicas:
             self.standbys = StandbyTasks(self, replicas)
-        self.consumer.subscribe(
-            sorted(self._anchors),
-            on_assign=self._on_assign,
-            on_revoke=self._on_revoke,
-            on_lost=self._on_lost,
-        )
+        self._subscribed = False  # see join_group
 
     # --- what standby tasks need ----------------------------------------------
     def anchor_topic(self, sub: Subtopology) -> str:
@@ -475,7 +470,22 @@ class KafkaRuntime(Runtime):
             failure, self._failure = self._failure, None
             raise failure
 
+    def join_group(self) -> None:
+        # The instance subscribes all its threads' consumers back to back, so
+        # their joins reach the coordinator within one rebalance: a thread that
+        # joined later would get work only after the others' next heartbeats and a
+        # second (cooperative) rebalance, seconds later, while the first did all.
+        if not self._subscribed:
+            self.consumer.subscribe(
+                sorted(self._anchors),
+                on_assign=self._on_assign,
+                on_revoke=self._on_revoke,
+                on_lost=self._on_lost,
+            )
+            self._subscribed = True
+
     def _poll_batches(self, timeout: float) -> list[InputRecords]:
+        self.join_group()  # a replaced thread's runtime joins at its first poll
         max_records = self.config["poll.max.records"]
         batches = self.consumer.poll_batches(max_records, timeout)
         self._raise_failure()

@@ -161,6 +161,11 @@ impl Producer {
         })
     }
 
+    /// Records in the client's queue or in flight to the brokers.
+    pub fn in_flight(&self) -> usize {
+        usize::try_from(self.inner.in_flight_count()).unwrap_or(0)
+    }
+
     /// Serves delivery reports and client errors: waits up to `timeout` for
     /// the first event, then takes only those already there.
     pub fn serve(&self, timeout: Duration) {

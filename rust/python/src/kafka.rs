@@ -20,6 +20,9 @@ use crate::log::record_batch;
 
 /// How often a waiting call comes back for Ctrl-C.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
+/// Records a produce call adds while holding the GIL: librdkafka's default
+/// `queue.buffering.max.messages` (strom sets 1,000,000), so it cannot wait for room.
+const ROOM_WITHOUT_WAITING: usize = 100_000;
 
 /// confluent-kafka's `KafkaError` for `error`.
 fn kafka_error<'py>(py: Python<'py>, error: &ClientError) -> PyResult<Bound<'py, PyAny>> {
@@ -179,8 +182,9 @@ impl KafkaConsumer {
             .collect()
     }
 
+    /// Local bookkeeping of librdkafka: read holding the GIL (see poll).
     fn position(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<Vec<i64>> {
-        py.detach(|| self.inner.position(&partitions)).py(py)
+        self.inner.position(&partitions).py(py)
     }
 
     #[pyo3(signature = (topic, partition, *, cached=false, timeout=10.0))]
@@ -193,7 +197,11 @@ impl KafkaConsumer {
         timeout: f64,
     ) -> PyResult<(i64, i64)> {
         let timeout = seconds(timeout)?;
-        py.detach(|| self.inner.watermarks(topic, partition, cached, timeout))
+        if cached {
+            // From the last fetch response, no request: read holding the GIL (see poll).
+            return self.inner.watermarks(topic, partition, true, timeout).py(py);
+        }
+        py.detach(|| self.inner.watermarks(topic, partition, false, timeout))
             .py(py)
     }
 
@@ -233,11 +241,20 @@ impl KafkaConsumer {
             return Err(PyValueError::new_err("max_records must be at least 1"));
         }
         let deadline = Instant::now() + seconds(timeout)?;
+        let mut first = true;
         let polled = loop {
             let wait = deadline
                 .saturating_duration_since(Instant::now())
                 .min(SIGNAL_CHECK_INTERVAL);
-            let polled = py.detach(|| self.inner.poll(max_records, wait));
+            // What is already fetched is taken without letting go of the GIL: with
+            // several stream threads, a thread that let go for a short call waits
+            // for the next to hand it back (up to the interpreter's switch interval).
+            let polled = if first {
+                first = false;
+                self.inner.poll(max_records, Duration::ZERO)
+            } else {
+                py.detach(|| self.inner.poll(max_records, wait))
+            };
             let met_something = !polled.batches.is_empty()
                 || !polled.eofs.is_empty()
                 || !polled.errors.is_empty()
@@ -398,7 +415,13 @@ impl KafkaProducer {
                 partitions: partition_count,
             },
         };
-        py.detach(|| self.inner.produce_columns(topic, &columns, partitioning));
+        // Copying into librdkafka's queue is short: done holding the GIL (see
+        // poll), unless the queue may fill up and the call wait for room.
+        if self.inner.in_flight() + columns.len() <= ROOM_WITHOUT_WAITING {
+            self.inner.produce_columns(topic, &columns, partitioning);
+        } else {
+            py.detach(|| self.inner.produce_columns(topic, &columns, partitioning));
+        }
         Ok(())
     }
 

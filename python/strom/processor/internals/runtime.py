@@ -368,6 +368,12 @@ class Runtime(ABC):
         return out
 
     # --- the loop -------------------------------------------------------------
+    @abstractmethod
+    def join_group(self) -> None:
+        """Joins the application's group, once, before the first poll. The
+        instance calls it for all its stream threads back to back, so that they
+        join together."""
+
     def poll_once(self, timeout: float) -> int:
         """Polls once and processes what came; returns the number of records."""
         sensors = self.sensors
