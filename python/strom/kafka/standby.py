@@ -67,7 +67,7 @@ class StandbyTasks:
         self.records = 0
         self._next_refresh = 0.0
         self._prefix = f"{runtime.app_id}-"
-        self._stateful = {
+        self.stateful = {
             sub.id
             for sub in runtime.subtopologies
             if any(
@@ -111,7 +111,7 @@ class StandbyTasks:
                 continue
             for tp in member.assignment.topic_partitions:
                 sub = runtime.anchor_subtopology(tp.topic)
-                if sub is not None and sub.id in self._stateful:
+                if sub is not None and sub.id in self.stateful:
                     active[f"{sub.id}_{tp.partition}"] = instance
         return active
 
