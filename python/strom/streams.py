@@ -307,13 +307,14 @@ class KafkaStreams:
 
     def run(self) -> None:
         """Runs in the foreground until SIGINT or SIGTERM, then closes."""
-        self.start()
         stop = threading.Event()
+        # Installed before the stream threads start: a signal right after is handled too.
         previous = {
             sig: signal.signal(sig, lambda *_: stop.set())
             for sig in (signal.SIGINT, signal.SIGTERM)
         }
         try:
+            self.start()
             # Until a signal arrives or the stream threads stop by themselves.
             while self._state in (State.RUNNING, State.REBALANCING) and not stop.wait(0.2):
                 continue

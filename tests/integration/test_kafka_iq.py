@@ -1,6 +1,6 @@
 """Interactive queries across two instances on a real broker: each learns
-the other's ``application.server`` and tasks from the group (client ids,
-strom.kafka.instances); every key is answered correctly from either
+the other's ``application.server``, tasks and standbys from the group
+(client ids, strom.kafka.instances); every key is answered correctly from either
 instance (forwarded to the one running its partition), scans gather every
 partition, and after one instance closes and its tasks move, the other
 answers everything itself."""
@@ -16,7 +16,7 @@ from typing import Any
 
 from tests.integration.kafka_support import BASE_TS, app_config, create_topics, produce, unique
 from tests.kafka_harness import KafkaCluster, free_ports
-from tests.support import wait_until
+from tests.support import get_json, wait_until
 
 from strom import KafkaStreams, StreamsBuilder, Topology, serdes
 from strom.metadata import HostInfo
@@ -32,14 +32,6 @@ def count_topology(source: str) -> Topology:
     builder = StreamsBuilder()
     builder.stream(source, key_serde=S, value_serde=S).group_by_key().count("counts")
     return builder.build()
-
-
-def get(url: str) -> tuple[int, Any]:
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 class _NoRedirects(urllib.request.HTTPRedirectHandler):
@@ -62,7 +54,7 @@ def answers(base: str, expected: dict[str, int]) -> dict[str, tuple[int, str]] |
     every answer is the expected count."""
     out = {}
     for key, count in expected.items():
-        status, body = get(f"{base}/iq/stores/counts/keys/{key}")
+        status, body = get_json(f"{base}/iq/stores/counts/keys/{key}")
         if status != 200 or body["value"] != count:
             return None
         out[key] = (body["value"], body["host"])
@@ -70,7 +62,7 @@ def answers(base: str, expected: dict[str, int]) -> dict[str, tuple[int, str]] |
 
 
 def scanned(base: str) -> dict[str, int] | None:
-    status, body = get(f"{base}/iq/stores/counts/all")
+    status, body = get_json(f"{base}/iq/stores/counts/all")
     if status != 200:
         return None
     return {e["key"]: e["value"] for e in body["entries"]}
@@ -97,6 +89,7 @@ def test_every_key_from_either_instance_and_after_a_move(
                 str(tmp_path / f"state{i}"),
                 application__server=hosts[i],
                 iq__http=True,
+                num__standby__replicas=1,
             ),
         )
         for i in range(2)
@@ -118,11 +111,15 @@ def test_every_key_from_either_instance_and_after_a_move(
         for key in KEYS:
             metas = [a.query_metadata_for_key("counts", key, S) for a in apps]
             assert metas[0] == metas[1], key
-            owner = apps[hosts.index(metas[0].active_host.endpoint())]
+            active = metas[0].active_host.endpoint()
+            owner = apps[hosts.index(active)]
             assert metas[0].partition in owner._local_store_partitions("counts")
+            # One standby replica: kept by the other instance.
+            assert {h.endpoint() for h in metas[0].standby_hosts} == set(hosts) - {active}
         stores = {m.host_info: m for m in first.metadata_for_all_streams_clients()}
         assert set(stores) == {HostInfo.build_from_endpoint(h) for h in hosts}
         assert all(m.state_store_names == {"counts"} for m in stores.values())
+        assert all(m.standby_state_store_names == {"counts"} for m in stores.values())
         partitions = [{tp.partition for tp in m.topic_partitions} for m in stores.values()]
         assert sorted(p for ps in partitions for p in ps) == list(range(PARTITIONS))
 

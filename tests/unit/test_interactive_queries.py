@@ -16,7 +16,7 @@ from tests.support import wait_until
 from strom import KafkaStreams, StreamsBuilder, StreamsConfig, _core, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError, InvalidStateStoreError, StoreError
-from strom.kafka.instances import main_consumer_client_id, member_instance
+from strom.kafka.clients import main_consumer_client_id, member_instance
 from strom.keyvalue import KeyValue
 from strom.kstream import Materialized, SessionWindows, TimeWindows, Window, Windowed
 from strom.metadata import HostInfo, KeyQueryMetadata

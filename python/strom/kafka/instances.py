@@ -30,14 +30,13 @@ metadata is (re)initializing.
 
 from __future__ import annotations
 
-import logging
 import threading
 import time
 from typing import TYPE_CHECKING
 
-from confluent_kafka import ConsumerGroupState, KafkaException
+from confluent_kafka import ConsumerGroupState
 
-from strom.kafka.clients import REQUEST_TIMEOUT_S, admin_client
+from strom.kafka.clients import admin_client, describe_group, member_instance
 from strom.kafka.standby import place_standbys
 from strom.metadata import HostInfo
 from strom.processor.internals.streams_metadata import GroupAssignment, TaskKey, task_key
@@ -46,36 +45,9 @@ if TYPE_CHECKING:
     from strom.config import StreamsConfig
     from strom.kafka.runtime import KafkaRuntime
 
-log = logging.getLogger("strom.kafka")
-
 # How long a reading of the group is reused (a rebalance of this instance,
 # or a misdirected query, reads it again at once).
 REFRESH_S = 1.0
-SERVER_MARK = "@"
-THREAD_MARK = "-StreamThread-"
-
-
-def main_consumer_client_id(thread_name: str, server: HostInfo | None) -> str:
-    """The client id of a stream thread's group consumer, carrying the
-    instance's ``application.server`` when it has one."""
-    client_id = f"{thread_name}-consumer"
-    return client_id if server is None else f"{client_id}{SERVER_MARK}{server.endpoint()}"
-
-
-def member_instance(client_id: str, application_id: str) -> tuple[str, HostInfo | None] | None:
-    """The process id and endpoint in a stream thread consumer's client id
-    (None: not one of this application's stream threads)."""
-    prefix = f"{application_id}-"
-    if not client_id.startswith(prefix) or THREAD_MARK not in client_id:
-        return None
-    process_id, _, thread = client_id[len(prefix) :].partition(THREAD_MARK)
-    _, mark, endpoint = thread.partition(SERVER_MARK)
-    if not mark:
-        return process_id, None
-    try:
-        return process_id, HostInfo.build_from_endpoint(endpoint)
-    except ValueError:
-        return process_id, None
 
 
 class GroupDirectory:
@@ -99,15 +71,8 @@ class GroupDirectory:
             return self._read
 
     def _describe(self) -> GroupAssignment | None:
-        try:
-            futures = self.admin.describe_consumer_groups(
-                [self.app_id], request_timeout=REQUEST_TIMEOUT_S
-            )
-            group = futures[self.app_id].result()
-        except KafkaException as exc:
-            log.debug("interactive queries: cannot describe the group (%s)", exc)
-            return None
-        if group.state != ConsumerGroupState.STABLE:
+        group = describe_group(self.admin, self.app_id, "interactive queries")
+        if group is None or group.state != ConsumerGroupState.STABLE:
             return None
         hosts: dict[str, HostInfo] = {}
         active: dict[str, str] = {}  # task id -> process id

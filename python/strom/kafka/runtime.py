@@ -47,12 +47,13 @@ from strom.kafka.clients import (
     KafkaProducer,
     admin_client,
     consumer_config,
+    main_consumer_client_id,
     producer_config,
     retrying,
 )
 from strom.kafka.consumer import Consumer
 from strom.kafka.global_thread import GlobalStreamThread
-from strom.kafka.instances import GroupDirectory, main_consumer_client_id
+from strom.kafka.instances import GroupDirectory
 from strom.kafka.shutdown import ApplicationShutdown
 from strom.kafka.standby import StandbyTasks
 from strom.kafka.topics import Topics

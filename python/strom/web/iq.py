@@ -252,14 +252,17 @@ class QueryService:
                     answer = self._ask(meta.active_host, path)
                     if answer is not None and answer.status != 421:
                         return answer
-            if time.monotonic() >= deadline:
-                raise QueryError(
-                    503,
-                    f"store {store!r}: no instance answered for key {key_text!r} within "
-                    f"{self.timeout_s:.0f}s (the application is rebalancing?)",
-                )
-            time.sleep(RETRY_S)
-            self.streams.refresh_metadata()
+            self._pause(deadline, f"store {store!r}: no instance answered for key {key_text!r}")
+
+    def _pause(self, deadline: float, failure: str) -> None:
+        """Before asking again: a short pause, the metadata to be read again;
+        503 past the deadline."""
+        if time.monotonic() >= deadline:
+            raise QueryError(
+                503, f"{failure} within {self.timeout_s:.0f}s (is the application rebalancing?)"
+            )
+        time.sleep(RETRY_S)
+        self.streams.refresh_metadata()
 
     def _misdirected(self, store: str, meta: KeyQueryMetadata) -> Answer:
         self.streams.refresh_metadata()
@@ -358,14 +361,7 @@ class QueryService:
                 covered, found = gathered
                 if sorted(covered) == expected:
                     return Answer(200, {"store": store, "partitions": expected, "entries": found})
-            if time.monotonic() >= deadline:
-                raise QueryError(
-                    503,
-                    f"store {store!r}: not every partition answered within "
-                    f"{self.timeout_s:.0f}s (the application is rebalancing?)",
-                )
-            time.sleep(RETRY_S)
-            self.streams.refresh_metadata()
+            self._pause(deadline, f"store {store!r}: not every partition answered")
 
     def _gather(
         self, store: str, read: Callable[[Any], list[dict[str, Any]]], path: str

@@ -5,17 +5,16 @@ store's kind does not have. (Two instances on Kafka: tests/integration.)"""
 
 from __future__ import annotations
 
-import json
 import re
 import urllib.error
 import urllib.parse
 import urllib.request
 from collections import Counter
 from collections.abc import Iterator
-from typing import Any
 
 import pytest
 from tests.kafka_harness import free_ports
+from tests.support import get_json
 
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.embedded import EmbeddedLog
@@ -24,14 +23,6 @@ from strom.kstream import Materialized, SessionWindows, TimeWindows
 
 S = serdes.String()
 WORDS = ["apple", "apricot", "banana", "cherry", "fig"]
-
-
-def get(url: str) -> tuple[int, Any]:
-    try:
-        with urllib.request.urlopen(url, timeout=30) as response:
-            return response.status, json.loads(response.read())
-    except urllib.error.HTTPError as exc:
-        return exc.code, json.loads(exc.read())
 
 
 @pytest.fixture
@@ -67,27 +58,27 @@ def counts() -> dict[str, int]:
 def test_keys_and_scans(served: tuple[str, KafkaStreams]) -> None:
     base, app = served
     for word, count in counts().items():
-        status, body = get(f"{base}/iq/stores/counts/keys/{word}")
+        status, body = get_json(f"{base}/iq/stores/counts/keys/{word}")
         assert status == 200, body
         meta = app.query_metadata_for_key("counts", word, S)
         assert body["value"] == count and body["partition"] == meta.partition
         assert body["host"] == f"127.0.0.1:{app.web_server.port}"  # type: ignore[union-attr]
-    assert get(f"{base}/iq/stores/counts/keys/kiwi")[1]["value"] is None
-    status, body = get(f"{base}/iq/stores/counts/all")
+    assert get_json(f"{base}/iq/stores/counts/keys/kiwi")[1]["value"] is None
+    status, body = get_json(f"{base}/iq/stores/counts/all")
     assert status == 200 and body["partitions"] == [0, 1]
     assert {e["key"]: e["value"] for e in body["entries"]} == counts()
-    status, body = get(f"{base}/iq/stores/counts/range?from=b&to=d")
+    status, body = get_json(f"{base}/iq/stores/counts/range?from=b&to=d")
     assert {e["key"] for e in body["entries"]} == {"banana", "cherry"}
-    status, body = get(f"{base}/iq/stores/counts/range?to=b")
+    status, body = get_json(f"{base}/iq/stores/counts/range?to=b")
     assert {e["key"] for e in body["entries"]} == {"apple", "apricot"}
-    status, body = get(f"{base}/iq/stores/counts/prefix?prefix=ap")
+    status, body = get_json(f"{base}/iq/stores/counts/prefix?prefix=ap")
     assert {e["key"]: e["value"] for e in body["entries"]} == {"apple": 4, "apricot": 4}
-    status, body = get(f"{base}/iq/stores/counts/metadata/fig")
+    status, body = get_json(f"{base}/iq/stores/counts/metadata/fig")
     assert status == 200 and body["active_host"] == base.removeprefix("http://")
-    status, body = get(f"{base}/iq/metadata")
+    status, body = get_json(f"{base}/iq/metadata")
     assert [m["host"] for m in body] == [base.removeprefix("http://")]
     assert set(body[0]["stores"]) == {"counts", "windows", "sessions"}
-    status, body = get(f"{base}/iq/stores")
+    status, body = get_json(f"{base}/iq/stores")
     assert {s["name"]: s["kind"] for s in body} == {
         "counts": "key_value",
         "windows": "window",
@@ -97,28 +88,28 @@ def test_keys_and_scans(served: tuple[str, KafkaStreams]) -> None:
 
 def test_window_and_session_fetches(served: tuple[str, KafkaStreams]) -> None:
     base, _ = served
-    status, body = get(f"{base}/iq/stores/windows/keys/apple?from=0&to=20000")
+    status, body = get_json(f"{base}/iq/stores/windows/keys/apple?from=0&to=20000")
     assert status == 200
     assert body["windows"] == [{"key": 0, "value": 4}]  # key: the window start
-    status, body = get(f"{base}/iq/stores/windows/all?time_from=0&time_to=0")
+    status, body = get_json(f"{base}/iq/stores/windows/all?time_from=0&time_to=0")
     assert {e["key"]["key"]: e["value"] for e in body["entries"]} == counts()
     assert all(e["key"]["start"] == 0 and e["key"]["end"] == 10_000 for e in body["entries"])
-    status, body = get(f"{base}/iq/stores/sessions/keys/fig")
+    status, body = get_json(f"{base}/iq/stores/sessions/keys/fig")
     (session,) = body["sessions"]
     assert session["value"] == 3 and session["key"]["key"] == "fig"
-    status, body = get(f"{base}/iq/stores/sessions/range?from=a&to=b")
+    status, body = get_json(f"{base}/iq/stores/sessions/range?from=a&to=b")
     assert {e["key"]["key"] for e in body["entries"]} == {"apple", "apricot"}
 
 
 def test_clear_errors(served: tuple[str, KafkaStreams]) -> None:
     base, _ = served
-    status, body = get(f"{base}/iq/stores/nope/keys/a")
+    status, body = get_json(f"{base}/iq/stores/nope/keys/a")
     assert status == 404 and "no state store named 'nope'" in body["error"]
-    status, body = get(f"{base}/iq/stores/windows/prefix?prefix=a")
+    status, body = get_json(f"{base}/iq/stores/windows/prefix?prefix=a")
     assert status == 400 and "window store" in body["error"]
-    status, body = get(f"{base}/iq/stores/counts/prefix")
+    status, body = get_json(f"{base}/iq/stores/counts/prefix")
     assert status == 400 and "prefix" in body["error"]
-    status, body = get(f"{base}/iq/stores/windows/keys/apple?from=x")
+    status, body = get_json(f"{base}/iq/stores/windows/keys/apple?from=x")
     assert status == 400 and "from='x'" in body["error"]
 
 
@@ -172,7 +163,7 @@ def test_key_types_follow_the_key_serde(log: EmbeddedLog, log_path: str) -> None
     with KafkaStreams(builder.build(), config) as app:
         app.run_until_end(timeout=60)
         base = f"http://127.0.0.1:{port}/iq/stores/by-number"
-        assert get(f"{base}/keys/2")[1]["value"] == 2
-        status, body = get(f"{base}/keys/{urllib.parse.quote('two')}")
+        assert get_json(f"{base}/keys/2")[1]["value"] == 2
+        status, body = get_json(f"{base}/keys/{urllib.parse.quote('two')}")
         assert status == 400 and "'two' is not a Long value" in body["error"]
-        assert [e["key"] for e in get(f"{base}/range?from=2&to=400")[1]["entries"]] == [2, 300]
+        assert [e["key"] for e in get_json(f"{base}/range?from=2&to=400")[1]["entries"]] == [2, 300]
