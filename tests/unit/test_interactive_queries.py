@@ -21,6 +21,7 @@ from strom.keyvalue import KeyValue
 from strom.kstream import Materialized, SessionWindows, TimeWindows, Window, Windowed
 from strom.metadata import HostInfo, KeyQueryMetadata
 from strom.state import KeyValueStore
+from strom.state.key_value import prefix_bounds
 from strom.state.views import ReadOnlyKeyValueView, ReadOnlySessionView, ReadOnlyWindowView
 
 S = serdes.String()
@@ -320,3 +321,15 @@ def test_the_endpoint_travels_in_the_consumer_client_id() -> None:
     assert member_instance("app-9-StreamThread-1-consumer", "app") == ("9", None)
     assert member_instance("other-9-StreamThread-1-consumer", "app") is None
     assert main_consumer_client_id("t", None) == "t-consumer"
+
+
+def test_prefix_bounds_cover_exactly_the_prefixed_keys() -> None:
+    assert prefix_bounds(b"ab") == (b"ab", b"ac")
+    assert prefix_bounds(b"a\xff\xff") == (b"a\xff\xff", b"b")
+    assert prefix_bounds(b"\xff") == (b"\xff", None)
+    store = KeyValueStore("s", serdes.ByteArray(), S)
+    for key in (b"a", b"a\xff", b"a\xff\x00", b"b", b"\xff", b"\xff\x01"):
+        store.put(key, key.hex())
+    assert [kv.key for kv in store.prefix_scan(b"a\xff")] == [b"a\xff", b"a\xff\x00"]
+    assert [kv.key for kv in store.prefix_scan(b"\xff")] == [b"\xff", b"\xff\x01"]
+    assert [kv.key for kv in store.prefix_scan(b"")] == sorted(kv.key for kv in store.all())
