@@ -186,7 +186,13 @@ class KafkaStreams:
             if self._state is not State.CREATED:
                 raise StromError(f"cannot start a KafkaStreams in state {self._state.value}")
             self._start_metrics_server()
-            self._start_web_server()
+            try:
+                self._start_web_server()
+            except BaseException:
+                if self._metrics_server is not None:
+                    self._metrics_server.close()
+                    self._metrics_server = None
+                raise
             self._set_state(State.REBALANCING)
             try:
                 self._runtimes = self._new_runtimes()
