@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 from strom.errors import ConfigError
+from strom.metadata import HostInfo
 from strom.metrics import RECORDING_LEVELS
 from strom.serdes import Serde
 
@@ -65,6 +66,32 @@ def _non_empty(name: str) -> Callable[[Any], str]:
         if not isinstance(value, str) or not value.strip():
             raise ConfigError(f"{name} must be a non-empty string, got {value!r}")
         return value
+
+    return check
+
+
+def _endpoint(name: str) -> Callable[[Any], str | None]:
+    def check(value: Any) -> str | None:
+        if value is None:
+            return None
+        try:
+            return HostInfo.build_from_endpoint(value).endpoint()
+        except ValueError as exc:
+            raise ConfigError(f"{name}: {exc}") from None
+
+    return check
+
+
+def _flag(name: str) -> Callable[[Any], bool]:
+    def check(value: Any) -> bool:
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "1", "yes", "on"):
+            return True
+        if text in ("false", "0", "no", "off"):
+            return False
+        raise ConfigError(f"{name} must be true or false, got {value!r}")
 
     return check
 
@@ -155,6 +182,19 @@ _KEYS: dict[str, _Key] = {
     # and address.
     "metrics.port": _Key(None, _positive_int("metrics.port"), "Prometheus exporter port"),
     "metrics.host": _Key("127.0.0.1", _non_empty("metrics.host"), "Prometheus exporter address"),
+    # Where this instance serves interactive queries (host:port): other
+    # instances learn it from the group (strom.kafka.instances).
+    "application.server": _Key(None, _endpoint("application.server"), "IQ endpoint host:port"),
+    # strom's own (strom[web]): one HTTP server per instance, for the
+    # interactive-query endpoint (on application.server's port) and the live
+    # web view (on the same server when both are on, else on ui.port; 0:
+    # any free port), bound to web.host (default: application.server's
+    # host, else 127.0.0.1).
+    "iq.http": _Key(False, _flag("iq.http"), "serve interactive queries over HTTP"),
+    "iq.forward": _Key(True, _flag("iq.forward"), "forward queries for other instances' keys"),
+    "ui.enabled": _Key(False, _flag("ui.enabled"), "serve the live web view"),
+    "ui.port": _Key(0, _positive_int("ui.port"), "web view port without iq.http"),
+    "web.host": _Key(None, _non_empty("web.host"), "address the web server binds"),
     "default.key.serde": _Key(None, _serde("default.key.serde"), "key serde"),
     "default.value.serde": _Key(None, _serde("default.value.serde"), "value serde"),
 }
@@ -211,6 +251,12 @@ class StreamsConfig(Mapping[str, Any]):
     @property
     def application_id(self) -> str:
         return str(self.require("application.id"))
+
+    @property
+    def application_server(self) -> HostInfo | None:
+        """``application.server``: where this instance serves interactive queries."""
+        endpoint = self._values["application.server"]
+        return None if endpoint is None else HostInfo.build_from_endpoint(endpoint)
 
     @property
     def state_dir(self) -> Path:

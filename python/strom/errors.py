@@ -16,6 +16,7 @@ __all__ = [
     "ErrorHandlerContext",
     "ExpressionError",
     "FailedRecord",
+    "InvalidStateStoreError",
     "LogInUseError",
     "OffsetOutOfRangeError",
     "ProductionError",
@@ -51,6 +52,13 @@ class ExpressionError(StromError, ValueError):
 
 class StoreError(StromError):
     """A state store failed or was used wrongly."""
+
+
+class InvalidStateStoreError(StoreError):
+    """A store cannot be queried now (Kafka's InvalidStateStoreException):
+    the app is not RUNNING or REBALANCING, no store has that name, or the
+    store's task moved to another instance in a rebalance (query again,
+    after asking ``query_metadata_for_key`` where it went)."""
 
 
 class CorruptLogError(StromError):

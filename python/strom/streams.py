@@ -8,22 +8,41 @@ import logging
 import signal
 import threading
 import time
-from collections.abc import Callable, Iterator, Mapping
+from collections.abc import Callable, Mapping
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from strom._core import __version__
 from strom.config import StreamsConfig
 from strom.embedded.runtime import EmbeddedTransport
-from strom.errors import ApplicationShutdownRequested, ConfigError, StoreError, StromError
-from strom.keyvalue import KeyValue
+from strom.errors import (
+    ApplicationShutdownRequested,
+    ConfigError,
+    InvalidStateStoreError,
+    StromError,
+)
+from strom.metadata import (
+    HostInfo,
+    KeyQueryMetadata,
+    StreamsMetadata,
+    TaskMetadata,
+    ThreadMetadata,
+    TopicPartition,
+)
 from strom.metrics import Metric, MetricName, Metrics
 from strom.processor.internals.runtime import Runtime, ShutdownSignal, Transport
-from strom.state.views import plain
+from strom.processor.internals.streams_metadata import (
+    GroupAssignment,
+    InstanceDirectory,
+    StreamsMetadataState,
+)
+from strom.serdes import Serde
+from strom.state.internals.registry import store_kind
 from strom.topology import Topology
 
 if TYPE_CHECKING:
     from strom.metrics.prometheus import MetricsServer
+    from strom.web.server import WebServer
 
 __all__ = ["KafkaStreams", "State"]
 
@@ -92,6 +111,13 @@ class KafkaStreams:
         self.exception: BaseException | None = None
         # The Prometheus exporter, from the start while ``metrics.port`` is set.
         self._metrics_server: MetricsServer | None = None
+        # Where the instances run what (interactive queries), made on first
+        # use; read again once this instance has rebalanced since.
+        self._directory: InstanceDirectory | None = None
+        self._rebalances = 0
+        self._rebalances_seen = 0
+        # The HTTP server of interactive queries and the web view (strom[web]).
+        self._web_server: WebServer | None = None
 
     @property
     def _runtime(self) -> Runtime | None:
@@ -151,6 +177,7 @@ class KafkaStreams:
                 self._rebalancing.add(thread)
             else:
                 self._rebalancing.discard(thread)
+                self._rebalances += 1
             if self._state in (State.RUNNING, State.REBALANCING):
                 self._set_state(State.REBALANCING if self._rebalancing else State.RUNNING)
 
@@ -159,6 +186,13 @@ class KafkaStreams:
             if self._state is not State.CREATED:
                 raise StromError(f"cannot start a KafkaStreams in state {self._state.value}")
             self._start_metrics_server()
+            try:
+                self._start_web_server()
+            except BaseException:
+                if self._metrics_server is not None:
+                    self._metrics_server.close()
+                    self._metrics_server = None
+                raise
             self._set_state(State.REBALANCING)
             try:
                 self._runtimes = self._new_runtimes()
@@ -281,13 +315,14 @@ class KafkaStreams:
 
     def run(self) -> None:
         """Runs in the foreground until SIGINT or SIGTERM, then closes."""
-        self.start()
         stop = threading.Event()
+        # Installed before the stream threads start: a signal right after is handled too.
         previous = {
             sig: signal.signal(sig, lambda *_: stop.set())
             for sig in (signal.SIGINT, signal.SIGTERM)
         }
         try:
+            self.start()
             # Until a signal arrives or the stream threads stop by themselves.
             while self._state in (State.RUNNING, State.REBALANCING) and not stop.wait(0.2):
                 continue
@@ -408,6 +443,12 @@ class KafkaStreams:
                 if self._metrics_server is not None:
                     self._metrics_server.close()
                     self._metrics_server = None
+                if self._web_server is not None:
+                    self._web_server.close()
+                    self._web_server = None
+                if self._directory is not None:
+                    self._directory.close()
+                    self._directory = None
         if not failed:
             self._set_state(State.NOT_RUNNING)
         return stopped
@@ -427,21 +468,132 @@ class KafkaStreams:
             for i, runtime in enumerate(list(self._runtimes), start=1)
         }
 
-    def store(self, name: str) -> ReadOnlyKeyValueView:
-        """Interactive query of a key-value store across this instance's tasks."""
-        if not self._runtimes:
-            raise StoreError("the application has not started; there are no stores yet")
-        tasks = []
-        for runtime in self._runtimes:
-            tasks += [*runtime.tasks.values()]
-        # The global stores are shared by the stream threads: once is enough.
+    def _check_queryable(self, what: str) -> None:
+        """Kafka's validateIsRunningOrRebalancing: stores and metadata are
+        queryable while RUNNING or REBALANCING only."""
+        state = self._state
+        if state is State.CREATED:
+            raise InvalidStateStoreError(f"{what}: the application has not started yet")
+        if state not in (State.RUNNING, State.REBALANCING) or not self._runtimes:
+            raise InvalidStateStoreError(
+                f"{what}: the application is not running (state {state.value})"
+            )
+
+    def _local_stores(self, name: str) -> list[Any]:
+        """The instances of store ``name`` in the local active tasks (the
+        global store once: the stream threads share it)."""
+        return list(self._local_store_partitions(name).values())
+
+    def _local_store_partitions(self, name: str) -> dict[int, Any]:
+        """The local active tasks' instances of store ``name`` by partition
+        (-1: the global store)."""
+        found: dict[int, Any] = {}
+        for runtime in list(self._runtimes):
+            for task in list(runtime.tasks.values()):
+                if name in task.stores:
+                    found[task.partition] = task.stores[name]
         global_task = next((r.global_task for r in self._runtimes if r.global_task), None)
-        if global_task is not None:
-            tasks.append(global_task)
-        stores = [plain(t.stores[name]) for t in tasks if name in t.stores]
-        if not stores:
-            raise StoreError(f"no state store named {name!r} in this topology")
-        return ReadOnlyKeyValueView(name, stores)
+        if global_task is not None and name in global_task.stores:
+            found[-1] = global_task.stores[name]
+        return found
+
+    def _store_partition_count(self, name: str) -> int:
+        """How many partitions (tasks) store ``name`` has."""
+        return self._metadata_state().store_partition_count(name)
+
+    def store(self, name: str) -> Any:
+        """Interactive query of store ``name`` over this instance's active
+        tasks: a :class:`~strom.state.views.ReadOnlyKeyValueView`,
+        ``ReadOnlyWindowView`` or ``ReadOnlySessionView`` as the store's kind
+        is (typed ``Any``: the kind is the topology's, known at run time).
+        Raises InvalidStateStoreError unless the app is RUNNING or
+        REBALANCING, or when no store has that name."""
+        self._check_queryable(f"store {name!r}")
+        store_def = self._topology._internal.stores.get(name)
+        if store_def is None:
+            known = ", ".join(sorted(self._topology._internal.stores)) or "none"
+            raise InvalidStateStoreError(
+                f"no state store named {name!r} in this topology (stores: {known})"
+            )
+        return store_kind(store_def).view_class(
+            name, functools.partial(self._queryable_stores, name)
+        )
+
+    def _queryable_stores(self, name: str) -> list[Any]:
+        """What a view reads on each call: the local stores, while the app
+        is queryable (Kafka's store providers check the same)."""
+        self._check_queryable(f"store {name!r}")
+        return self._local_stores(name)
+
+    # --- metadata across instances --------------------------------------------
+    def _metadata_state(self) -> StreamsMetadataState:
+        runtime = self._runtimes[0]
+        return StreamsMetadataState(
+            self._topology._internal,
+            self.config.application_server or HostInfo.unavailable(),
+            runtime.topic_name,
+            runtime.partition_count,
+        )
+
+    def _assignment(self) -> tuple[StreamsMetadataState, GroupAssignment | None]:
+        """Where the application's tasks run, read again after a rebalance
+        of this instance."""
+        with self._lock:
+            if self._directory is None:
+                self._directory = self._transport.instance_directory(
+                    self.config, lambda: list(self._runtimes)
+                )
+            refresh = self._rebalances != self._rebalances_seen
+            self._rebalances_seen = self._rebalances
+            directory = self._directory
+        return self._metadata_state(), directory.assignment(refresh=refresh)
+
+    def refresh_metadata(self) -> None:
+        """Reads the group's assignment again at the next metadata call (a
+        query landed where the key no longer lives)."""
+        with self._lock:
+            self._rebalances += 1
+
+    def query_metadata_for_key(
+        self, store_name: str, key: Any, key_serde: Serde[Any]
+    ) -> KeyQueryMetadata:
+        """Where ``key`` of ``store_name`` lives: the host of the active task
+        of the key's partition (murmur2 of the key serialized with
+        ``key_serde``, as the sinks partition), the hosts of its standbys,
+        and the partition. ``KeyQueryMetadata.NOT_AVAILABLE`` while the
+        assignment is not known (a rebalance)."""
+        self._check_queryable("query_metadata_for_key")
+        state, assignment = self._assignment()
+        return state.key_query_metadata(store_name, key, key_serde, assignment)
+
+    def streams_metadata_for_store(self, store_name: str) -> list[StreamsMetadata]:
+        """The instances (with an ``application.server``) hosting a
+        partition of ``store_name``, active or standby."""
+        self._check_queryable("streams_metadata_for_store")
+        state, assignment = self._assignment()
+        return state.metadata_for_store(store_name, assignment)
+
+    def metadata_for_all_streams_clients(self) -> list[StreamsMetadata]:
+        """Every instance of the application that has an ``application.server``."""
+        self._check_queryable("metadata_for_all_streams_clients")
+        state, assignment = self._assignment()
+        return state.all_metadata(assignment)
+
+    def metadata_for_local_threads(self) -> list[ThreadMetadata]:
+        """This instance's stream threads and their active tasks."""
+        self._check_queryable("metadata_for_local_threads")
+        threads = []
+        for runtime in list(self._runtimes):
+            active = frozenset(
+                TaskMetadata(
+                    task_id,
+                    frozenset(TopicPartition(t, p) for t, p in task.input_partitions()),
+                )
+                for task_id, task in list(runtime.tasks.items())
+            )
+            state = "PARTITIONS_ASSIGNED" if self._state is State.REBALANCING else "RUNNING"
+            threads.append(ThreadMetadata(runtime.thread_name, state, active))
+        return threads
 
     def metrics(self) -> Metrics:
         """Kafka Streams' metrics of this instance, keyed by
@@ -483,6 +635,39 @@ class KafkaStreams:
             ) from exc
         log.info("serving metrics and health checks on %s", self._metrics_server.url)
 
+    @property
+    def web_server(self) -> WebServer | None:
+        """The HTTP server of interactive queries (``iq.http``) and the live
+        web view (``ui.enabled``), with its ``url``; None when neither is on."""
+        return self._web_server
+
+    def _start_web_server(self) -> None:
+        """One server for both: on ``application.server``'s port when it
+        serves interactive queries (the address other instances forward
+        to), else on ``ui.port``."""
+        iq, ui = self.config["iq.http"], self.config["ui.enabled"]
+        if not (iq or ui) or self._web_server is not None:
+            return
+        server = self.config.application_server
+        if iq and server is None:
+            raise ConfigError("iq.http needs application.server (host:port) to serve on")
+        try:
+            from strom.web.server import WebServer  # noqa: PLC0415 - optional dependency
+        except ImportError as exc:
+            raise ConfigError(
+                "iq.http and ui.enabled need the web extra (pip install 'strom[web]')"
+            ) from exc
+        port = server.port if iq and server is not None else self.config["ui.port"]
+        host = self.config["web.host"] or (server.host if server is not None else "127.0.0.1")
+        try:
+            self._web_server = WebServer(self, host, port, ui=ui, forward=self.config["iq.forward"])
+        except OSError as exc:
+            raise ConfigError(f"cannot serve HTTP on {host}:{port}: {exc}") from exc
+        what = " and ".join(
+            w for w, on in (("interactive queries", iq), ("the web view", ui)) if on
+        )
+        log.info("serving %s on %s", what, self._web_server.url)
+
     def _client_metrics(self) -> list[Metric]:
         tags = {"client-id": str(self.config.get("client.id") or self.config.application_id)}
 
@@ -508,25 +693,3 @@ class KafkaStreams:
             ),
             metric("version", "The version of the Kafka Streams client", lambda: __version__),
         ]
-
-
-class ReadOnlyKeyValueView:
-    """A read-only view of one store over all local tasks."""
-
-    def __init__(self, name: str, stores: list[Any]) -> None:
-        self.name = name
-        self._stores = stores
-
-    def get(self, key: Any) -> Any:
-        for store in self._stores:
-            value = store.get(key)
-            if value is not None:
-                return value
-        return None
-
-    def all(self) -> Iterator[KeyValue]:
-        for store in self._stores:
-            yield from store.all()
-
-    def approximate_num_entries(self) -> int:
-        return sum(s.approximate_num_entries() for s in self._stores)

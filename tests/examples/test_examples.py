@@ -44,3 +44,13 @@ def test_the_processor_api_app_drops_every_duplicate(tmp_path: Path) -> None:
     ]
     assert sorted(out) == sorted(set(ids))
     assert f"events in: {len(events)}, unique out: {len(set(ids))}," in stdout
+
+
+def test_the_iq_service_answers_over_http(tmp_path: Path) -> None:
+    example = load("iq_service")
+    stdout = run("iq_service", tmp_path / "log")
+    counts = Counter(w for line in example.LINES for w in line.split())
+    assert printed(stdout, "all counts:") == dict(counts)
+    assert printed(stdout, "prefix th:") == {w: n for w, n in counts.items() if w.startswith("th")}
+    assert f"GET /iq/stores/counts/keys/the: {counts['the']}" in stdout
+    assert "GET /iq/stores/counts/keys/unicorn: None" in stdout

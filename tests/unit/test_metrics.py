@@ -22,6 +22,7 @@ from strom.state.stores import Stores
 S, L = serdes.String(), serdes.Long()
 THREAD = "stream-thread-metrics"
 TASK = "stream-task-metrics"
+NODE = "stream-processor-node-metrics"
 
 
 def config(log_path: str, app_id: str = "metered", **extra: Any) -> dict[str, Any]:
@@ -97,6 +98,31 @@ def test_thread_and_task_metrics_count_what_was_processed(
         assert state == "RUNNING"
 
 
+def test_processor_node_metrics_count_the_records_reaching_each_node(
+    topics: EmbeddedLog, log_path: str
+) -> None:
+    produce(topics, "in", [(f"k{i}".encode(), b"v", 1000 + i, 0) for i in range(30)])
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=S).filter(lambda k, _v: k.endswith("1")).to(
+        "out", key_serde=S, value_serde=S
+    )
+    topology = builder.build()
+    source, keep, sink = topology._internal.nodes
+    settings = {"metrics.recording.level": "DEBUG"}
+    with KafkaStreams(topology, config(log_path, **settings)) as app:
+        app.run_until_end(timeout=30)
+        metrics = app.metrics()
+        totals = {
+            m.metric_name.tags["processor-node-id"]: m.metric_value()
+            for m in metrics.find("process-total", NODE, task_id="0_0")
+        }
+        # k1, k11 and k21 pass the filter.
+        assert totals == {source: 30, keep: 30, sink: 3}
+        assert only(metrics, "process-rate", NODE, task_id="0_0", processor_node_id=source) > 0
+        # Partition 1 had no input: its nodes saw nothing.
+        assert {m.metric_value() for m in metrics.find("process-total", NODE, task_id="0_1")} == {0}
+
+
 def test_info_level_leaves_the_debug_metrics_out(topics: EmbeddedLog, log_path: str) -> None:
     produce(topics, "in", [(b"a", b"v", 5, 0)])
     with KafkaStreams(pass_through(), config(log_path)) as app:
@@ -106,6 +132,7 @@ def test_info_level_leaves_the_debug_metrics_out(topics: EmbeddedLog, log_path: 
         assert metrics.find("dropped-records-total", TASK, task_id="0_0")
         assert not metrics.find("process-total", TASK)
         assert not metrics.find("record-lateness-max", TASK)
+        assert not metrics.find("process-total", NODE)
 
 
 def test_bad_recording_level_is_a_config_error(log_path: str) -> None:

@@ -48,6 +48,12 @@ LOG_LEVELS = ["debug", "info", "warning", "error"]
     show_default=True,
     help="of the lines strom logs on stderr (state changes are info)",
 )
+@click.option(
+    "--ui",
+    is_flag=True,
+    help="serve the live web view (topology, rates, tasks, stores; needs strom[web]); "
+    "its address is logged (ui.port, web.host)",
+)
 @app_dir_option
 @reports_errors
 def run(
@@ -56,6 +62,7 @@ def run(
     settings: dict[str, str],
     until_end: bool,
     log_level: str,
+    ui: bool,
     app_dir: Path | None,
 ) -> int:
     """Run APP in the foreground until Ctrl-C or SIGTERM, then close it
@@ -68,6 +75,8 @@ def run(
     stop, 1 when the app ends in ERROR.
     """
     config = merged_settings(config_file, settings)
+    if ui:
+        config["ui.enabled"] = "true"
     for key in ("application.id", "bootstrap.servers"):
         if not str(config.get(key, "")).strip():
             raise BadInput(f"no {key}: put it in --config-file, or --set {key}=…")

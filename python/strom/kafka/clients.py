@@ -30,6 +30,7 @@ from strom.kafka.security import (
     principal_of,
     topic_denied,
 )
+from strom.metadata import HostInfo
 from strom.processor.internals.error_handling import (
     UNKNOWN_CONTEXT,
     continue_after,
@@ -222,6 +223,46 @@ def producer_config(
 def admin_client(config: StreamsConfig) -> Admin:
     """The app's admin client."""
     return Admin(admin_config(config), config.application_id)
+
+
+def describe_group(admin: AdminClient, group: str, purpose: str) -> Any | None:
+    """The consumer group's description (its state, and each member's client
+    id and assignment); None when it cannot be had now."""
+    try:
+        futures = admin.describe_consumer_groups([group], request_timeout=REQUEST_TIMEOUT_S)
+        return futures[group].result()
+    except KafkaException as exc:
+        log.debug("%s: cannot describe the group (%s)", purpose, exc)
+        return None
+
+
+# An instance's application.server travels in its stream threads' group
+# consumer client ids: how instances learn each other's (strom.kafka.instances).
+SERVER_MARK = "@"
+THREAD_MARK = "-StreamThread-"
+
+
+def main_consumer_client_id(thread_name: str, server: HostInfo | None) -> str:
+    """The client id of a stream thread's group consumer, carrying the
+    instance's ``application.server`` when it has one."""
+    client_id = f"{thread_name}-consumer"
+    return client_id if server is None else f"{client_id}{SERVER_MARK}{server.endpoint()}"
+
+
+def member_instance(client_id: str, application_id: str) -> tuple[str, HostInfo | None] | None:
+    """The process id and endpoint in a stream thread consumer's client id
+    (None: not one of this application's stream threads)."""
+    prefix = f"{application_id}-"
+    if not client_id.startswith(prefix) or THREAD_MARK not in client_id:
+        return None
+    process_id, _, thread = client_id[len(prefix) :].partition(THREAD_MARK)
+    _, mark, endpoint = thread.partition(SERVER_MARK)
+    if not mark:
+        return process_id, None
+    try:
+        return process_id, HostInfo.build_from_endpoint(endpoint)
+    except ValueError:
+        return process_id, None
 
 
 def admin_config(config: StreamsConfig) -> dict[str, Any]:

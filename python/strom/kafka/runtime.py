@@ -47,11 +47,13 @@ from strom.kafka.clients import (
     KafkaProducer,
     admin_client,
     consumer_config,
+    main_consumer_client_id,
     producer_config,
     retrying,
 )
 from strom.kafka.consumer import Consumer
 from strom.kafka.global_thread import GlobalStreamThread
+from strom.kafka.instances import GroupDirectory
 from strom.kafka.shutdown import ApplicationShutdown
 from strom.kafka.standby import StandbyTasks
 from strom.kafka.topics import Topics
@@ -151,7 +153,11 @@ class KafkaRuntime(Runtime):
             for topic in node.topics
         }
         self.consumer = Consumer(
-            consumer_config(config, f"{self.thread_name}-consumer", group=True)
+            consumer_config(
+                config,
+                main_consumer_client_id(self.thread_name, config.application_server),
+                group=True,
+            )
         )
         self.side: Consumer | None = None
         if self._side_topics:
@@ -844,6 +850,14 @@ class KafkaTransport(Transport):
 
     def shared_failure(self) -> BaseException | None:
         return None if self._global_thread is None else self._global_thread.failure
+
+    def instance_directory(
+        self, config: StreamsConfig, runtimes: Callable[[], list[Runtime]]
+    ) -> GroupDirectory:
+        """The group's members and assignments (strom.kafka.instances)."""
+        first = runtimes()[0]
+        assert isinstance(first, KafkaRuntime)
+        return GroupDirectory(config, first)
 
     def close(self) -> None:
         if self._global_thread is not None:

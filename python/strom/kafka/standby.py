@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING
 
 from confluent_kafka import KafkaException, TopicPartition
 
-from strom.kafka.clients import REQUEST_TIMEOUT_S, consumer_config
+from strom.kafka.clients import consumer_config, describe_group, member_instance
 from strom.kafka.consumer import Consumer
 
 if TYPE_CHECKING:
@@ -66,8 +66,7 @@ class StandbyTasks:
         self._positions: dict[tuple[str, int], int] = {}
         self.records = 0
         self._next_refresh = 0.0
-        self._prefix = f"{runtime.app_id}-"
-        self._stateful = {
+        self.stateful = {
             sub.id
             for sub in runtime.subtopologies
             if any(
@@ -88,21 +87,15 @@ class StandbyTasks:
     # --- placement -------------------------------------------------------------
     def _instance(self, client_id: str) -> str | None:
         """The process id in a stream thread's consumer client id."""
-        if not client_id.startswith(self._prefix) or "-StreamThread-" not in client_id:
-            return None
-        return client_id[len(self._prefix) :].split("-StreamThread-", maxsplit=1)[0]
+        found = member_instance(client_id, self.runtime.app_id)
+        return None if found is None else found[0]
 
     def _group_assignment(self) -> dict[str, str] | None:
         """Task id -> the instance running it, from the group's members; None
         while the group is rebalancing or cannot be described."""
         runtime = self.runtime
-        try:
-            futures = runtime.admin.describe_consumer_groups(
-                [runtime.app_id], request_timeout=REQUEST_TIMEOUT_S
-            )
-            group = futures[runtime.app_id].result()
-        except KafkaException as exc:
-            log.debug("standby placement: cannot describe the group (%s)", exc)
+        group = describe_group(runtime.admin, runtime.app_id, "standby placement")
+        if group is None:
             return None
         active: dict[str, str] = {}
         for member in group.members:
@@ -111,7 +104,7 @@ class StandbyTasks:
                 continue
             for tp in member.assignment.topic_partitions:
                 sub = runtime.anchor_subtopology(tp.topic)
-                if sub is not None and sub.id in self._stateful:
+                if sub is not None and sub.id in self.stateful:
                     active[f"{sub.id}_{tp.partition}"] = instance
         return active
 

@@ -3,6 +3,7 @@ which logs every write for the store's changelog topic when it is logged."""
 
 from __future__ import annotations
 
+from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, Generic, TypeVar
 
@@ -16,7 +17,73 @@ K = TypeVar("K")
 V = TypeVar("V")
 
 
-class KeyValueStore(Generic[K, V]):
+def prefix_bounds(prefix: bytes) -> tuple[bytes, bytes | None]:
+    """Inclusive serialized-key bounds around every key starting with
+    ``prefix``: the prefix and its successor (the prefix without trailing
+    0xff bytes, its last byte plus one; None when it is all 0xff), which
+    itself does not start with the prefix and is filtered out."""
+    stripped = prefix.rstrip(b"\xff")
+    if not stripped:
+        return prefix, None
+    return prefix, stripped[:-1] + bytes([stripped[-1] + 1])
+
+
+class KeyValueReads(ABC):
+    """The range reads of a key-value store, written once over a store's
+    ``_scan`` of serialized keys (the store's own, or through the record
+    cache): Kafka's ``ReadOnlyKeyValueStore`` range, reverse_range, all,
+    reverse_all and prefix_scan."""
+
+    name: str
+    key_serde: Serde[Any]
+
+    @abstractmethod
+    def _scan(self, lo: bytes | None, hi: bytes | None, reverse: bool) -> list[tuple[bytes, bytes]]:
+        """A snapshot of the serialized entries with ``lo <= key <= hi``
+        (None: open), in serialized-key order or its reverse."""
+
+    @abstractmethod
+    def _key(self, key: Any) -> bytes: ...
+
+    @abstractmethod
+    def _entries(self, raw: list[tuple[bytes, bytes]]) -> Iterator[KeyValue]: ...
+
+    def _bounds(self, key_from: Any, key_to: Any) -> tuple[bytes | None, bytes | None]:
+        lo = None if key_from is None else self._key(key_from)
+        hi = None if key_to is None else self._key(key_to)
+        return lo, hi
+
+    def range(self, key_from: Any, key_to: Any) -> Iterator[KeyValue]:
+        """Entries with ``key_from <= key <= key_to`` in serialized-key
+        order; a None bound is open."""
+        return self._entries(self._scan(*self._bounds(key_from, key_to), False))
+
+    def reverse_range(self, key_from: Any, key_to: Any) -> Iterator[KeyValue]:
+        """As ``range``, largest key first."""
+        return self._entries(self._scan(*self._bounds(key_from, key_to), True))
+
+    def all(self) -> Iterator[KeyValue]:
+        return self._entries(self._scan(None, None, False))
+
+    def reverse_all(self) -> Iterator[KeyValue]:
+        return self._entries(self._scan(None, None, True))
+
+    def prefix_scan(
+        self, prefix: Any, prefix_serde: Serde[Any] | None = None
+    ) -> Iterator[KeyValue]:
+        """Entries whose serialized key starts with ``prefix`` serialized
+        by ``prefix_serde`` (default: the store's key serde), in
+        serialized-key order (Kafka's ``prefixScan``)."""
+        serde = prefix_serde if prefix_serde is not None else self.key_serde
+        raw = serde.serialize(self.name, prefix)
+        if raw is None:
+            raise StoreError(f"store {self.name!r}: the prefix serde turned {prefix!r} into None")
+        lo, hi = prefix_bounds(raw)
+        found = [(k, v) for k, v in self._scan(lo, hi, False) if k.startswith(raw)]
+        return self._entries(found)
+
+
+class KeyValueStore(KeyValueReads, Generic[K, V]):
     """A key-value store of one task. Iteration follows serialized-key order
     (as Kafka's stores) and works on a snapshot, so the store may be modified
     while iterating."""
@@ -79,14 +146,8 @@ class KeyValueStore(Generic[K, V]):
         values = deserialize_values(self.value_serde, self.name, [v for _, v in raw])
         return (KeyValue(k, v) for k, v in zip(keys, values, strict=True))
 
-    def range(self, key_from: K | None, key_to: K | None) -> Iterator[KeyValue]:
-        """Entries with ``key_from <= key <= key_to`` in serialized-key order."""
-        lo = None if key_from is None else self._key(key_from)
-        hi = None if key_to is None else self._key(key_to)
-        return self._entries(self.native.range(lo, hi))
-
-    def all(self) -> Iterator[KeyValue]:
-        return self._entries(self.native.range(None, None))
+    def _scan(self, lo: bytes | None, hi: bytes | None, reverse: bool) -> list[tuple[bytes, bytes]]:
+        return self.native.range(lo, hi, reverse)
 
     def approximate_num_entries(self) -> int:
         return int(self.native.approximate_num_entries())

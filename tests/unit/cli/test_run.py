@@ -6,6 +6,7 @@ one-line errors for bad settings. On Kafka: tests/integration/test_cli_kafka.py.
 from __future__ import annotations
 
 import os
+import re
 import signal
 import subprocess
 import textwrap
@@ -22,6 +23,7 @@ from strom.embedded import EmbeddedLog
 
 APP = """
 import os
+import re
 from strom import StreamsBuilder, serdes
 
 S = serdes.String()
@@ -241,3 +243,22 @@ def test_config_files(tmp_path: Path) -> None:
         path.write_text(text)
         with pytest.raises(BadInput, match=message):
             read_config_file(path)
+
+
+def test_ui_serves_the_web_view_while_the_app_runs(app_dir: Path, tmp_path: Path) -> None:
+    servers = make_log(tmp_path / "log", LINES)
+    settings = tmp_path / "app.properties"
+    settings.write_text(f"application.id=wc\nbootstrap.servers={servers}\n")
+    done = strom(
+        "run",
+        "runapp:topology",
+        "--app-dir",
+        str(app_dir),
+        "--config-file",
+        str(settings),
+        "--until-end",
+        "--ui",
+        env=env(tmp_path),
+    )
+    assert done.returncode == 0, done.stderr
+    assert re.search(r"serving the web view on http://127\.0\.0\.1:\d+", done.stderr), done.stderr

@@ -13,7 +13,7 @@ from operator import length_hint
 from typing import TYPE_CHECKING, Any
 
 from strom.processor.internals.batch import Batch
-from strom.processor.internals.nodes import Node, log, without
+from strom.processor.internals.nodes import Node, deliver, log, without
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
@@ -157,7 +157,7 @@ class KStreamBranch(Node):
         for branch, child in enumerate(self.children):
             indices = routes[branch] if branch < len(self.predicates) else routes[-1]
             if indices:
-                child.process(batch.select(indices))
+                deliver(child, batch.select(indices))
 
 
 class KStreamPrint(Node):

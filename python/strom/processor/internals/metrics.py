@@ -11,6 +11,7 @@ is the one exception, measured by the task as Kafka does, per record.
 
 from __future__ import annotations
 
+import functools
 import math
 import time
 from collections import deque
@@ -32,6 +33,7 @@ CACHE_GROUP = "stream-record-cache-metrics"
 STATE_GROUP = "stream-state-metrics"
 CLIENT_GROUP = "stream-metrics"
 CONSUMER_GROUP = "consumer-fetch-manager-metrics"
+NODE_GROUP = "stream-processor-node-metrics"
 
 # How often the tasks' counters are sampled into their rates.
 SYNC_INTERVAL_S = 1.0
@@ -139,7 +141,11 @@ class TaskSensors:
         if level >= DEBUG:
             task.lateness = Sensor(window_ms, samples)
         self.buffers: dict[str, tuple[Sensor, Sensor]] = {}
+        # Per node: records in (Kafka's processor-node process-rate, DEBUG).
+        self.nodes: dict[str, _Counted] = {}
         if level >= DEBUG:
+            for name, node in task.nodes.items():
+                self.nodes[name] = counted(_records_in(node))
             for node in task.nodes.values():
                 if isinstance(node, SuppressionBuffer):
                     self.buffers[node.name] = (
@@ -152,6 +158,8 @@ class TaskSensors:
         self.restored.sync()
         if self.processed is not None:
             self.processed.sync()
+        for node_counter in self.nodes.values():
+            node_counter.sync()
         for node_name, (size, count) in self.buffers.items():
             node: Any = self.task.nodes[node_name]
             size.record(node.total_size)
@@ -359,6 +367,7 @@ class ThreadMetrics:
                 "timestamp with the current stream time",
             )
         if self.debug:
+            out += _node_metrics(tags, task, sensors)
             out += _cache_metrics(thread_id, task, cache)
             out += _store_metrics(tags, task)
             for node_name, (size, count) in sensors.buffers.items():
@@ -379,6 +388,38 @@ class ThreadMetrics:
                     "count of buffered records",
                 )
         return out
+
+
+def _records_in(node: Any) -> Callable[[], int]:
+    return lambda: int(node.records_in)
+
+
+def _node_metrics(
+    task_tags: dict[str, str], task: StreamTask, sensors: TaskSensors
+) -> list[Metric]:
+    """Each node's ``process-total`` and ``process-rate`` (records that
+    reached it)."""
+    out = []
+    for name, counter in sensors.nodes.items():
+        node = task.nodes[name]
+        tags = {**task_tags, "processor-node-id": name}
+        out += [
+            _metric(
+                NODE_GROUP,
+                tags,
+                "process-total",
+                "The total number of calls to process",
+                _records_in(node),
+            ),
+            _metric(
+                NODE_GROUP,
+                tags,
+                "process-rate",
+                "The average number of calls to process per second",
+                functools.partial(counter.sensor.rate, of_sum=True),
+            ),
+        ]
+    return out
 
 
 def _cache_metrics(

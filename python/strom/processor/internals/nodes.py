@@ -33,6 +33,12 @@ if TYPE_CHECKING:
 log = logging.getLogger("strom.processor")
 
 
+def deliver(node: Node, batch: Batch) -> None:
+    """Hands ``batch`` to ``node``, counting its records there."""
+    node.records_in += len(batch)
+    node.process(batch)
+
+
 class Node(ABC):
     """A node of one task's instance of a sub-topology."""
 
@@ -45,6 +51,9 @@ class Node(ABC):
     # Whether process() takes a batch whose values are still encoded
     # (Batch.encoded); the others get it decoded.
     takes_encoded: bool = False
+    # Records that reached this node (Kafka's processor-node process-total),
+    # counted once per batch by whoever hands it the batch.
+    records_in: int = 0
 
     def __init__(self) -> None:
         self.children = []
@@ -62,10 +71,10 @@ class Node(ABC):
             for i in range(len(batch)):
                 one = batch.select([i])
                 for child in self.children:
-                    child.process(one)
+                    deliver(child, one)
         elif len(batch):
             for child in self.children:
-                child.process(batch)
+                deliver(child, batch)
 
     def forward_flushed(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
         """Forwards what a record cache wrote out: (key, new, old, timestamp),

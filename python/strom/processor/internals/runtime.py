@@ -25,6 +25,7 @@ from strom import _core
 from strom.errors import TopologyError
 from strom.processor.internals.global_state import GlobalStores
 from strom.processor.internals.metrics import ThreadMetrics, lag_metrics
+from strom.processor.internals.streams_metadata import InstanceDirectory, LocalDirectory
 from strom.processor.internals.task import RecordCollector, StreamTask, TaskFactory
 from strom.state.internals.registry import store_kind
 
@@ -660,6 +661,17 @@ class Transport(ABC):
         """A failure of what the stream threads share (Kafka's global stream
         thread): replacing a stream thread cannot mend it."""
         return None
+
+    def instance_directory(
+        self, config: StreamsConfig, runtimes: Callable[[], list[Runtime]]
+    ) -> InstanceDirectory:
+        """How this instance learns every instance's ``application.server``
+        and tasks (interactive queries); by default it is the whole
+        application."""
+        return LocalDirectory(
+            config.application_server,
+            lambda: [task for runtime in runtimes() for task in runtime.tasks],
+        )
 
     def close(self) -> None:  # noqa: B027 - most transports share nothing
         """Releases what the stream threads share."""

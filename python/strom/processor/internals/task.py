@@ -16,7 +16,7 @@ from strom.errors import ConfigError, ErrorHandlerContext, SerializationError, S
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import dead_letter_headers
 from strom.processor.internals.metrics import DEBUG, Sensor, recording_level
-from strom.processor.internals.nodes import Node, PassThrough, SinkNode
+from strom.processor.internals.nodes import Node, PassThrough, SinkNode, deliver
 from strom.processor.internals.processor_node import PunctuationQueue
 from strom.processor.internals.state_manager import ChangelogRange, StateManager
 from strom.processor.internals.topology_builder import (
@@ -390,6 +390,10 @@ class StreamTask:
         else:
             queue.batches.append(_Queued(batch, end, records))
 
+    def input_partitions(self) -> list[tuple[str, int]]:
+        """The (physical topic, partition) pairs this task reads."""
+        return list(self._input_partitions)
+
     def process(self, records: InputRecords) -> None:
         """Queues the records and processes everything (the test driver and
         the global task: nothing to wait for)."""
@@ -429,7 +433,7 @@ class StreamTask:
             if self.lateness is not None:
                 self._record_lateness(run.timestamps)
             self.stream_time = max(self.stream_time, *run.timestamps)
-            node.process(run)
+            deliver(node, run)
             self._processing = None
             self.stream_time_punctuations.may_punctuate(self.stream_time)
 

@@ -19,7 +19,7 @@ from strom import _core
 from strom.errors import StoreError
 from strom.keyvalue import KeyValue
 from strom.state.internals.typed import deserialize_values
-from strom.state.key_value import KeyValueStore
+from strom.state.key_value import KeyValueReads, KeyValueStore
 from strom.windowed import Window, Windowed
 
 K = TypeVar("K")
@@ -34,7 +34,7 @@ FlushListener = Callable[[list[tuple[Any, Any, Any, int]]], None]
 FlushedColumns = tuple[list[bytes], list[bytes | None], list[bytes | None], list[int]]
 
 
-class CachingKeyValueStore(Generic[K, V]):
+class CachingKeyValueStore(KeyValueReads, Generic[K, V]):
     """A key-value store behind the thread's record cache: serdes here, the
     caching itself native (``strom_core::store::CachingKeyValueStore``: cache
     over store for reads, dirty entries written through to the store and its
@@ -64,16 +64,14 @@ class CachingKeyValueStore(Generic[K, V]):
         raw = self.native.get_cached(self.inner._key(key), self._cache, self._id)
         return self.value_serde.deserialize(self.name, raw)
 
-    def _merged(self, lo: bytes | None, hi: bytes | None) -> Iterator[KeyValue]:
-        return self.inner._entries(self.native.range_cached(lo, hi, self._cache, self._id))
+    def _scan(self, lo: bytes | None, hi: bytes | None, reverse: bool) -> list[tuple[bytes, bytes]]:
+        return self.native.range_cached(lo, hi, self._cache, self._id, reverse)
 
-    def range(self, key_from: K | None, key_to: K | None) -> Iterator[KeyValue]:
-        lo = None if key_from is None else self.inner._key(key_from)
-        hi = None if key_to is None else self.inner._key(key_to)
-        return self._merged(lo, hi)
+    def _key(self, key: Any) -> bytes:
+        return self.inner._key(key)
 
-    def all(self) -> Iterator[KeyValue]:
-        return self._merged(None, None)
+    def _entries(self, raw: list[tuple[bytes, bytes]]) -> Iterator[KeyValue]:
+        return self.inner._entries(raw)
 
     def approximate_num_entries(self) -> int:
         return self.inner.approximate_num_entries()
@@ -174,6 +172,14 @@ class CachingKeyValueStore(Generic[K, V]):
         self._cache.close(self._id)
 
 
+MIN_TIME = -(2**63)
+MAX_TIME = 2**63 - 1
+
+
+def _within(raw_key: bytes, lo: bytes | None, hi: bytes | None) -> bool:
+    return (lo is None or raw_key >= lo) and (hi is None or raw_key <= hi)
+
+
 def _split_windowed(cache_key: bytes) -> tuple[bytes, int]:
     return cache_key[:-8], int.from_bytes(cache_key[-8:], "big", signed=True)
 
@@ -225,6 +231,11 @@ class _CachingWindowedBase(ABC):
     def flush(self) -> None:
         """Writes every dirty entry to the store and hands them on (commit)."""
         self._write(self._cache.flush(self._id))
+
+    def _bounds(self, key_from: Any, key_to: Any) -> tuple[bytes | None, bytes | None]:
+        lo = None if key_from is None else self.inner._key(key_from)
+        hi = None if key_to is None else self.inner._key(key_to)
+        return lo, hi
 
     @abstractmethod
     def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
@@ -303,6 +314,36 @@ class CachingWindowStore(_CachingWindowedBase):
 
     def backward_fetch(self, key: Any, time_from: int, time_to: int) -> Iterator[KeyValue]:
         return iter(self._starts(self.inner._key(key), time_from, time_to)[::-1])
+
+    def merged_windows(
+        self, key_from: Any, key_to: Any, time_from: int, time_to: int, backward: bool
+    ) -> Iterator[KeyValue]:
+        """The windows of the keys in ``[key_from, key_to]`` (None: open)
+        starting in ``[time_from, time_to]``, the cache's over the store's,
+        in (serialized key, start) order or its reverse: what interactive
+        queries read (Kafka's CachingWindowStore merges its cache into every
+        fetch). The processors' own reads (``fetch_all``) stay on the store."""
+        lo, hi = self._bounds(key_from, key_to)
+        keys, starts, _ends, values = self.native.fetch_range(lo, hi, time_from, time_to)
+        entries: dict[tuple[bytes, int], bytes | None] = {
+            (k, s): v for k, s, v in zip(keys, starts, values, strict=True)
+        }
+        for cache_key, value in self._cache.prefix_scan(self._id, b""):
+            raw_key, start = _split_windowed(cache_key)
+            if _within(raw_key, lo, hi) and time_from <= start <= time_to:
+                entries[(raw_key, start)] = value
+        found = sorted((k, v) for k, v in entries.items() if v is not None)
+        if backward:
+            found.reverse()
+        size = self.native.window_size_ms
+        return self.inner._windowed(  # type: ignore[no-any-return]
+            (
+                [k for (k, _), _ in found],
+                [s for (_, s), _ in found],
+                [s + size for (_, s), _ in found],
+                [v for _, v in found],
+            )
+        )
 
     def _starts(self, raw_key: bytes, time_from: int, time_to: int) -> list[KeyValue]:
         starts, raw_values = self.native.fetch(raw_key, time_from, time_to)
@@ -397,36 +438,72 @@ class CachingSessionStore(_CachingWindowedBase):
     def fetch_session(self, key: Any, start: int, end: int) -> Any:
         return self.value_serde.deserialize(self.name, self._raw(self.inner._key(key), start, end))
 
+    def _sessions(
+        self,
+        lo: bytes | None,
+        hi: bytes | None,
+        earliest_session_end: int,
+        latest_session_start: int,
+        backward: bool,
+    ) -> Iterator[KeyValue]:
+        """The sessions with ``lo <= key <= hi`` (None: open) that end at
+        or after ``earliest_session_end`` and start at or before
+        ``latest_session_start``, the cache's over the store's (expired there
+        or not), in (serialized key, end, start) order or its reverse."""
+        keys, starts, ends, values = self.native.find_sessions_range(
+            lo, hi, earliest_session_end, latest_session_start
+        )
+        entries: dict[tuple[bytes, int, int], bytes | None] = {
+            (k, e, s): v for k, s, e, v in zip(keys, starts, ends, values, strict=True)
+        }
+        # One key's sessions are the cache keys of its bytes and 16 more.
+        one = lo is not None and lo == hi
+        for cache_key, value in self._cache.prefix_scan(self._id, lo if one and lo else b""):
+            raw_key, end, start = _split_session(cache_key)
+            if (
+                _within(raw_key, lo, hi)
+                and end >= earliest_session_end
+                and start <= latest_session_start
+            ):
+                entries[(raw_key, end, start)] = value
+        found = sorted((k, v) for k, v in entries.items() if v is not None)
+        if backward:
+            found.reverse()
+        return self.inner._windowed(  # type: ignore[no-any-return]
+            (
+                [k for (k, _, _), _ in found],
+                [s for (_, _, s), _ in found],
+                [e for (_, e, _), _ in found],
+                [v for _, v in found],
+            )
+        )
+
     def find_sessions(
         self, key: Any, earliest_session_end: int, latest_session_start: int
     ) -> Iterator[KeyValue]:
         """As ``SessionStore.find_sessions``, seeing the cache's writes."""
         raw_key = self.inner._key(key)
-        _keys, starts, ends, raw_values = self.native.find_sessions(
-            raw_key, earliest_session_end, latest_session_start
-        )
-        entries: dict[tuple[int, int], bytes | None] = {
-            (e, s): v for s, e, v in zip(starts, ends, raw_values, strict=True)
-        }
-        # Every session of exactly this key the cache holds (its keys are the
-        # key's bytes and 16 more), over the store's, expired there or not.
-        length = len(raw_key) + 16
-        for cache_key, value in self._cache.prefix_scan(self._id, raw_key):
-            if len(cache_key) == length:
-                _, end, start = _split_session(cache_key)
-                if end >= earliest_session_end and start <= latest_session_start:
-                    entries[(end, start)] = value
-        found = sorted((k, v) for k, v in entries.items() if v is not None)
-        values = self.value_serde.deserialize_batch(self.name, [v for _, v in found])
-        return iter(
-            [
-                KeyValue(Windowed(key, Window(start, end)), value)
-                for ((end, start), _), value in zip(found, values, strict=True)
-            ]
-        )
+        return self._sessions(raw_key, raw_key, earliest_session_end, latest_session_start, False)
+
+    def backward_find_sessions(
+        self, key: Any, earliest_session_end: int, latest_session_start: int
+    ) -> Iterator[KeyValue]:
+        raw_key = self.inner._key(key)
+        return self._sessions(raw_key, raw_key, earliest_session_end, latest_session_start, True)
 
     def fetch(self, key: Any) -> Iterator[KeyValue]:
-        return self.find_sessions(key, -(2**63), 2**63 - 1)
+        return self.find_sessions(key, MIN_TIME, MAX_TIME)
+
+    def backward_fetch(self, key: Any) -> Iterator[KeyValue]:
+        return self.backward_find_sessions(key, MIN_TIME, MAX_TIME)
+
+    # Key-range scans (interactive queries) see the cache too; the
+    # processors' own find_sessions_range stays on the store.
+    def fetch_range(self, key_from: Any, key_to: Any) -> Iterator[KeyValue]:
+        return self._sessions(*self._bounds(key_from, key_to), MIN_TIME, MAX_TIME, False)
+
+    def backward_fetch_range(self, key_from: Any, key_to: Any) -> Iterator[KeyValue]:
+        return self._sessions(*self._bounds(key_from, key_to), MIN_TIME, MAX_TIME, True)
 
     def _write(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
         if not flushed:

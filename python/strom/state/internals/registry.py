@@ -29,12 +29,14 @@ from strom.state.internals.caching import (
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
 from strom.state.stores import KEY_VALUE, SESSION, WINDOW
+from strom.state.views import ReadOnlyKeyValueView, ReadOnlySessionView, ReadOnlyWindowView
 from strom.state.window import WindowStore
 
 if TYPE_CHECKING:
     from strom.embedded import EmbeddedLog
     from strom.processor.internals.topology_builder import StoreDef
 
+QueryView = ReadOnlyKeyValueView | ReadOnlyWindowView | ReadOnlySessionView
 NativeStore = _core.NativeKeyValueStore | _core.NativeWindowStore | _core.NativeSessionStore
 Clock = Callable[[], int]
 # A store's contents as columns: keys, values, and (windowed stores) the
@@ -59,6 +61,8 @@ class StoreKind(ABC):
     # cache in front of it.
     typed_class: ClassVar[type[Any]]
     caching_class: ClassVar[type[Any]]
+    # The read-only view interactive queries get over the local tasks' stores.
+    view_class: ClassVar[type[QueryView]]
 
     @abstractmethod
     def open_native(self, store: StoreDef, path: Path | None) -> tuple[NativeStore, bytes | None]:
@@ -129,6 +133,7 @@ class KeyValueKind(StoreKind):
     name = KEY_VALUE
     typed_class = KeyValueStore
     caching_class = CachingKeyValueStore
+    view_class = ReadOnlyKeyValueView
 
     def open_native(self, store: StoreDef, path: Path | None) -> tuple[NativeStore, bytes | None]:
         if path is None:
@@ -165,6 +170,7 @@ class WindowKind(_WindowedKind):
     name = WINDOW
     typed_class = WindowStore
     caching_class = CachingWindowStore
+    view_class = ReadOnlyWindowView
 
     def open_native(self, store: StoreDef, path: Path | None) -> tuple[NativeStore, bytes | None]:
         if store.retention_ms is None or store.window_size_ms is None:
@@ -205,6 +211,7 @@ class SessionKind(_WindowedKind):
     name = SESSION
     typed_class = SessionStore
     caching_class = CachingSessionStore
+    view_class = ReadOnlySessionView
 
     def open_native(self, store: StoreDef, path: Path | None) -> tuple[NativeStore, bytes | None]:
         if store.retention_ms is None:

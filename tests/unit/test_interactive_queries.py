@@ -1,0 +1,335 @@
+"""Interactive queries on the embedded log: ``KafkaStreams.store(name)``
+returns the view of the store's kind (key-value, window, session) over the
+local tasks, with Kafka's reads, plain values for timestamped stores, and
+reads that see the record cache between commits; the metadata calls name
+this instance (``application.server``) and the key's partition as the
+sinks compute it."""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterator
+
+import pytest
+from tests.support import wait_until
+
+from strom import KafkaStreams, StreamsBuilder, StreamsConfig, _core, serdes
+from strom.embedded import EmbeddedLog
+from strom.errors import ConfigError, InvalidStateStoreError, StoreError
+from strom.kafka.clients import main_consumer_client_id, member_instance
+from strom.keyvalue import KeyValue
+from strom.kstream import Materialized, SessionWindows, TimeWindows, Window, Windowed
+from strom.metadata import HostInfo, KeyQueryMetadata
+from strom.state import KeyValueStore
+from strom.state.key_value import prefix_bounds
+from strom.state.views import ReadOnlyKeyValueView, ReadOnlySessionView, ReadOnlyWindowView
+
+S = serdes.String()
+WINDOW_MS = 10_000
+GAP_MS = 5_000
+WORDS = ["apple", "apricot", "banana", "blueberry", "cherry", "date", "fig", "grape"]
+
+
+def topology() -> StreamsBuilder:
+    builder = StreamsBuilder()
+    grouped = builder.stream("words", key_serde=S, value_serde=S).group_by_key()
+    grouped.count(Materialized("counts"))
+    grouped.windowed_by(TimeWindows.of_size_with_no_grace(WINDOW_MS)).count(
+        Materialized("window-counts")
+    )
+    grouped.windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(GAP_MS)).count(
+        Materialized("session-counts")
+    )
+    return builder
+
+
+def records() -> list[tuple[str, int]]:
+    """(word, timestamp): each word a few times, in two bursts apart by more
+    than the session gap, across two windows."""
+    out = [
+        (word, base + i * 100 + j)
+        for burst, base in enumerate((1_000, 30_000))
+        for i, word in enumerate(WORDS)
+        for j in range(1 + (i + burst) % 3)
+    ]
+    return sorted(out, key=lambda r: r[1])
+
+
+def produce(log: EmbeddedLog, data: list[tuple[str, int]]) -> None:
+    with log.producer() as producer:
+        for word, ts in data:
+            producer.produce("words", word.encode(), b"", timestamp=ts)
+
+
+def config(log_path: str, **extra: object) -> dict[str, object]:
+    return {
+        "application.id": "iq-test",
+        "bootstrap.servers": f"embedded:{log_path}",
+        **{k.replace("__", "."): v for k, v in extra.items()},
+    }
+
+
+@pytest.fixture
+def app(log: EmbeddedLog, log_path: str) -> Iterator[KafkaStreams]:
+    log.create_topic("words", partitions=3)
+    produce(log, records())
+    streams = KafkaStreams(
+        topology().build(), config(log_path, application__server="localhost:7070")
+    )
+    streams.run_until_end(timeout=120)
+    yield streams
+    streams.close()
+
+
+def expected_counts() -> dict[str, int]:
+    return dict(Counter(w for w, _ in records()))
+
+
+def expected_windows() -> dict[tuple[str, int], int]:
+    out: Counter[tuple[str, int]] = Counter()
+    for word, ts in records():
+        out[(word, ts - ts % WINDOW_MS)] += 1
+    return dict(out)
+
+
+def expected_sessions() -> dict[tuple[str, int, int], int]:
+    """Per word, sessions of records no more than the gap apart."""
+    by_word: dict[str, list[int]] = defaultdict(list)
+    for word, ts in records():
+        by_word[word].append(ts)
+    out = {}
+    for word, stamps in by_word.items():
+        start = prev = stamps[0]
+        count = 0
+        for ts in stamps:
+            if ts - prev > GAP_MS:
+                out[(word, start, prev)] = count
+                start, count = ts, 0
+            count += 1
+            prev = ts
+        out[(word, start, prev)] = count
+    return out
+
+
+def test_key_value_view_reads(app: KafkaStreams) -> None:
+    view = app.store("counts")
+    assert isinstance(view, ReadOnlyKeyValueView)
+    expected = expected_counts()
+    assert {w: view.get(w) for w in WORDS} == expected
+    assert view.get("kiwi") is None
+    every = list(view.all())
+    assert dict(every) == expected and len(every) == len(expected)
+    assert sorted(view.reverse_all()) == sorted(every)
+    assert view.approximate_num_entries() == len(expected)
+    # Inclusive bounds, None open; each task's part in key order, and reversed.
+    assert dict(view.range("b", "cherry")) == {
+        w: n for w, n in expected.items() if "b" <= w <= "cherry"
+    }
+    assert dict(view.range(None, "banana")) == {w: n for w, n in expected.items() if w <= "banana"}
+    assert dict(view.range("date", None)) == {w: n for w, n in expected.items() if w >= "date"}
+    assert sorted(view.reverse_range("b", "g")) == sorted(view.range("b", "g"))
+    assert dict(view.prefix_scan("ap")) == {
+        "apple": expected["apple"],
+        "apricot": expected["apricot"],
+    }
+    assert list(view.prefix_scan("zz")) == []
+
+
+def test_scans_follow_key_order_within_a_task(log: EmbeddedLog, log_path: str) -> None:
+    log.create_topic("words", partitions=1)
+    produce(log, records())
+    with KafkaStreams(topology().build(), config(log_path)) as app:
+        app.run_until_end(timeout=120)
+        view = app.store("counts")
+        keys = [kv.key for kv in view.all()]
+        assert keys == sorted(WORDS)
+        assert [kv.key for kv in view.reverse_all()] == sorted(WORDS, reverse=True)
+        assert [kv.key for kv in view.reverse_range("b", "d")] == ["cherry", "blueberry", "banana"]
+        # A prefix given with another serde: its bytes are the prefix.
+        assert [kv.key for kv in view.prefix_scan(b"b", serdes.ByteArray())] == [
+            "banana",
+            "blueberry",
+        ]
+
+
+def test_window_view_reads(app: KafkaStreams) -> None:
+    view = app.store("window-counts")
+    assert isinstance(view, ReadOnlyWindowView)
+    expected = expected_windows()
+    for (word, start), count in expected.items():
+        assert view.fetch(word, start) == count
+    assert view.fetch("apple", 20_000) is None
+    apple = sorted((s, n) for (w, s), n in expected.items() if w == "apple")
+    assert list(view.fetch("apple", 0, 100_000)) == [KeyValue(s, n) for s, n in apple]
+    assert list(view.backward_fetch("apple", 0, 100_000)) == [
+        KeyValue(s, n) for s, n in reversed(apple)
+    ]
+    assert list(view.fetch("apple", 0, 9_999)) == [KeyValue(*apple[0])]
+
+    def as_dict(found: list[KeyValue]) -> dict[tuple[str, int], int]:
+        for kv in found:
+            assert kv.key.window == Window(kv.key.window.start, kv.key.window.start + WINDOW_MS)
+        return {(kv.key.key, kv.key.window.start): kv.value for kv in found}
+
+    assert as_dict(list(view.all())) == expected
+    assert as_dict(list(view.backward_all())) == expected
+    assert as_dict(list(view.fetch_all(20_000, 40_000))) == {
+        k: n for k, n in expected.items() if 20_000 <= k[1] <= 40_000
+    }
+    assert as_dict(list(view.backward_fetch_all(0, 10_000))) == {
+        k: n for k, n in expected.items() if k[1] <= 10_000
+    }
+    assert as_dict(list(view.fetch_range("b", "c", 0, 100_000))) == {
+        k: n for k, n in expected.items() if "b" <= k[0] <= "c"
+    }
+    assert as_dict(list(view.backward_fetch_range(None, "b", 0, 100_000))) == {
+        k: n for k, n in expected.items() if k[0] <= "b"
+    }
+
+
+def test_session_view_reads(app: KafkaStreams) -> None:
+    view = app.store("session-counts")
+    assert isinstance(view, ReadOnlySessionView)
+    expected = expected_sessions()
+
+    def as_dict(found: list[KeyValue]) -> dict[tuple[str, int, int], int]:
+        assert all(isinstance(kv.key, Windowed) for kv in found)
+        return {(kv.key.key, kv.key.window.start, kv.key.window.end): kv.value for kv in found}
+
+    for word in WORDS:
+        mine = {k: n for k, n in expected.items() if k[0] == word}
+        assert len(mine) == 2  # two bursts, apart by more than the gap
+        assert as_dict(list(view.fetch(word))) == mine
+        assert list(view.backward_fetch(word)) == list(view.fetch(word))[::-1]
+        # Sessions ending at or after 20 s: the second burst's.
+        assert as_dict(list(view.find_sessions(word, 20_000, 100_000))) == {
+            k: n for k, n in mine.items() if k[2] >= 20_000
+        }
+        (_, start, end), count = next(iter(mine.items()))
+        assert view.fetch_session(word, start, end) == count
+    assert as_dict(list(view.fetch_range("b", "c"))) == {
+        k: n for k, n in expected.items() if "b" <= k[0] <= "c"
+    }
+    assert as_dict(list(view.backward_fetch_range(None, None))) == expected
+
+
+def test_queries_see_the_record_cache_between_commits(log: EmbeddedLog, log_path: str) -> None:
+    """No commit in the run (a 10-minute interval): every update is still in
+    the record cache, and each view's reads see it, as Kafka's caching
+    stores do."""
+    log.create_topic("words", partitions=2)
+    data = records()
+    produce(log, data)
+    with KafkaStreams(topology().build(), config(log_path, commit__interval__ms=600_000)) as app:
+        app.start()
+        wait_until(lambda: app.metrics()["records-processed"] == len(data), 60, "all processed")
+        assert dict(app.store("counts").all()) == expected_counts()
+        windows = {
+            (kv.key.key, kv.key.window.start): kv.value for kv in app.store("window-counts").all()
+        }
+        assert windows == expected_windows()
+        sessions = app.store("session-counts").fetch_range(None, None)
+        found = {(kv.key.key, kv.key.window.start, kv.key.window.end): kv.value for kv in sessions}
+        assert found == expected_sessions()
+
+
+def test_store_is_queryable_only_while_running(log: EmbeddedLog, log_path: str) -> None:
+    log.create_topic("words", partitions=1)
+    app = KafkaStreams(topology().build(), config(log_path))
+    with pytest.raises(InvalidStateStoreError, match="not started"):
+        app.store("counts")
+    app.run_until_end(timeout=60)
+    with pytest.raises(InvalidStateStoreError, match=r"no state store named 'nope'.*counts"):
+        app.store("nope")
+    view = app.store("counts")
+    app.close()
+    with pytest.raises(InvalidStateStoreError, match=r"not running \(state NOT_RUNNING\)"):
+        view.all()
+    with pytest.raises(InvalidStateStoreError, match="not running"):
+        app.store("counts")
+    with pytest.raises(InvalidStateStoreError, match="not running"):
+        app.query_metadata_for_key("counts", "a", S)
+
+
+def test_a_store_closed_under_a_view_is_reported_as_moved() -> None:
+    """A rebalance may close a task's store between finding it and reading
+    it: the view finds the stores again and, the store gone, says so."""
+    store = KeyValueStore("counts", S, S)
+    store.put("a", "1")
+    store.native.close()
+    still_there = ReadOnlyKeyValueView("counts", lambda: [store])
+    with pytest.raises(StoreError, match="closed") as raised:
+        still_there.all()
+    assert not isinstance(raised.value, InvalidStateStoreError)
+    calls = iter([[store]])
+    gone = ReadOnlyKeyValueView("counts", lambda: next(calls, []))
+    with pytest.raises(InvalidStateStoreError, match="moved while it was queried"):
+        gone.all()
+
+
+def test_metadata_names_this_instance_and_the_sinks_partition(app: KafkaStreams) -> None:
+    here = HostInfo("localhost", 7070)
+    for word in WORDS:
+        meta = app.query_metadata_for_key("counts", word, S)
+        assert meta.active_host == here and meta.standby_hosts == frozenset()
+        assert meta.partition == _core.partition_for_key(word.encode(), 3)
+        # The store holds the key in exactly that partition's task.
+        assert word in dict(app._local_store_partitions("counts")[meta.partition].all())
+    (instance,) = app.metadata_for_all_streams_clients()
+    assert instance.host_info == here and instance.host() == "localhost" and instance.port() == 7070
+    assert instance.state_store_names == {"counts", "window-counts", "session-counts"}
+    assert {tp.partition for tp in instance.topic_partitions} == {0, 1, 2}
+    assert app.streams_metadata_for_store("window-counts") == [instance]
+    with pytest.raises(StoreError, match="no state store named 'nope'"):
+        app.streams_metadata_for_store("nope")
+    (thread,) = app.metadata_for_local_threads()
+    assert {t.task_id for t in thread.active_tasks} == {"0_0", "0_1", "0_2"}
+    assert thread.thread_state == "RUNNING"
+
+
+def test_metadata_without_application_server(log: EmbeddedLog, log_path: str) -> None:
+    log.create_topic("words", partitions=1)
+    with KafkaStreams(topology().build(), config(log_path)) as app:
+        app.run_until_end(timeout=60)
+        assert app.query_metadata_for_key("counts", "a", S) == KeyQueryMetadata.NOT_AVAILABLE
+        assert app.metadata_for_all_streams_clients() == []
+
+
+@pytest.mark.parametrize(
+    ("endpoint", "message"),
+    [("localhost", "not a host:port"), ("h:70000", "not a host:port"), (":80", "not a host")],
+)
+def test_application_server_is_validated(endpoint: str, message: str) -> None:
+    with pytest.raises(ConfigError, match=f"application.server: '{endpoint}' is {message}"):
+        StreamsConfig(
+            {"application.id": "a", "bootstrap.servers": "x", "application.server": endpoint}
+        )
+
+
+def test_host_info_endpoints() -> None:
+    assert HostInfo.build_from_endpoint("[::1]:8080") == HostInfo("::1", 8080)
+    assert HostInfo("::1", 8080).endpoint() == "[::1]:8080"
+    assert HostInfo.build_from_endpoint("example.com:1").endpoint() == "example.com:1"
+    assert KeyQueryMetadata.NOT_AVAILABLE.active_host == HostInfo.unavailable()
+
+
+def test_the_endpoint_travels_in_the_consumer_client_id() -> None:
+    """How instances on Kafka learn each other's application.server."""
+    client_id = main_consumer_client_id("app-123-ab-StreamThread-2", HostInfo("::1", 80))
+    assert client_id == "app-123-ab-StreamThread-2-consumer@[::1]:80"
+    assert member_instance(client_id, "app") == ("123-ab", HostInfo("::1", 80))
+    assert member_instance("app-9-StreamThread-1-consumer", "app") == ("9", None)
+    assert member_instance("other-9-StreamThread-1-consumer", "app") is None
+    assert main_consumer_client_id("t", None) == "t-consumer"
+
+
+def test_prefix_bounds_cover_exactly_the_prefixed_keys() -> None:
+    assert prefix_bounds(b"ab") == (b"ab", b"ac")
+    assert prefix_bounds(b"a\xff\xff") == (b"a\xff\xff", b"b")
+    assert prefix_bounds(b"\xff") == (b"\xff", None)
+    store = KeyValueStore("s", serdes.ByteArray(), S)
+    for key in (b"a", b"a\xff", b"a\xff\x00", b"b", b"\xff", b"\xff\x01"):
+        store.put(key, key.hex())
+    assert [kv.key for kv in store.prefix_scan(b"a\xff")] == [b"a\xff", b"a\xff\x00"]
+    assert [kv.key for kv in store.prefix_scan(b"\xff")] == [b"\xff", b"\xff\x01"]
+    assert [kv.key for kv in store.prefix_scan(b"")] == sorted(kv.key for kv in store.all())
