@@ -16,7 +16,8 @@ use strom_kafka::{
     RebalanceEvent, RebalanceKind,
 };
 
-use crate::log::record_batch;
+use crate::expr::ExprPipeline;
+use crate::log::{RecordBatch, record_batch};
 
 /// How often a waiting call comes back for Ctrl-C.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
@@ -400,6 +401,51 @@ impl KafkaProducer {
         };
         py.detach(|| self.inner.produce_columns(topic, &columns, partitioning));
         Ok(())
+    }
+
+    /// A sub-topology of expression steps in one call, without the GIL:
+    /// queues what `pipeline` lets through of a batch read from Kafka (keys
+    /// and timestamps as read, partitioned as `produce_columns` does).
+    /// Returns the batch's largest timestamp and the offset after its last
+    /// record; or None, having queued nothing, when the batch must take the
+    /// ordinary path (`Pipeline::run_batch`).
+    fn produce_fused(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        records: &RecordBatch,
+        pipeline: &ExprPipeline,
+        partition_count: u32,
+    ) -> PyResult<Option<(i64, u64)>> {
+        if partition_count == 0 {
+            return Err(PyValueError::new_err("partition_count must be at least 1"));
+        }
+        Ok(py.detach(|| {
+            let fused = pipeline.pipeline.run_batch(&records.batch)?;
+            let mut columns = Columns::default();
+            let span = |data: &mut Vec<u8>, bytes: Option<&[u8]>| {
+                bytes.map(|b| {
+                    let start = data.len();
+                    data.extend_from_slice(b);
+                    Span {
+                        start,
+                        len: b.len(),
+                    }
+                })
+            };
+            fused.for_each(|key, value, timestamp| {
+                let key = span(&mut columns.data, key);
+                let value = span(&mut columns.data, value);
+                columns.keys.push(key);
+                columns.values.push(value);
+                columns.timestamps.push(timestamp);
+            });
+            let partitioning = Partitioning::ByKey {
+                partitions: partition_count,
+            };
+            self.inner.produce_columns(topic, &columns, partitioning);
+            Some((fused.max_timestamp, fused.end_offset))
+        }))
     }
 
     /// One record with headers, on the client's partitioner.

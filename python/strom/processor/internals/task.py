@@ -27,7 +27,7 @@ from strom.processor.internals.topology_builder import (
     StoreDef,
     Subtopology,
 )
-from strom.serdes import Json, WrappingSerde
+from strom.serdes import ByteArray, Json, String, WrappingSerde
 from strom.state.internals.metered import MeteredStore
 from strom.state.internals.registry import store_kind, typed_value_serde
 from strom.state.stores import KEY_VALUE
@@ -185,6 +185,18 @@ class RecordCollector:
 
 
 @dataclass(frozen=True)
+class _Fused:
+    """A sub-topology run natively, batch by batch: from its source through
+    its expression steps to its sink's ``topic``, by the thread's producer
+    (the embedded log's or Kafka's, whose ``produce_fused`` takes a batch
+    read by the native consumer)."""
+
+    producer: Any
+    topic: str
+    pipeline: _core.ExprPipeline
+
+
+@dataclass(frozen=True)
 class _ConsumedView:
     """What a timestamp extractor receives: the record, deserialized."""
 
@@ -289,6 +301,43 @@ class StreamTask:
                 self.nodes[name].children = [self.nodes[c] for c in node_def.children]
         for node in self.nodes.values():
             node.init(self)
+        self._fused = self._fuse(subtopology)
+        # Records the fused pipeline processed since ``process_ready`` last counted.
+        self._fused_processed = 0
+
+    def _fuse(self, subtopology: Subtopology) -> _Fused | None:
+        """The native pipeline of a sub-topology that reads one partition
+        and whose steps from its source to its sink are all expressions over
+        ``Json`` values (``filter``, ``filter_not``, ``map_values`` of a
+        ``struct``), keys passing through as bytes; None for any other (and
+        where the output has no native producer: the test driver, a replay)."""
+        producer = self.collector.producer
+        if not hasattr(producer, "produce_fused") or subtopology.stores:
+            return None
+        if len(self.sources) != 1 or len(self._input_partitions) != 1:
+            return None
+        ((node, source),) = self.sources.values()
+        if source.timestamp_extractor is not None:
+            return None
+        # Without raising for a missing serde: the ordinary path reports it.
+        keys = source.key_serde or self.config["default.key.serde"]
+        values = source.value_serde or self.config["default.value.serde"]
+        if not isinstance(values, Json) or type(keys) not in (String, ByteArray):
+            return None
+        steps: list[tuple[str, _core.ExprPlan]] = []
+        while len(node.children) == 1:
+            node = node.children[0]
+            if isinstance(node, SinkNode):
+                plain = node.partitioner is None and node.topic_extractor is None
+                if not plain or node.key_serde != keys or node.value_serde != values:
+                    return None
+                pipeline = _core.ExprPipeline(steps, utf8_keys=isinstance(keys, String))
+                return _Fused(producer, node.topic, pipeline)
+            step = node.native_step()
+            if step is None:
+                return None
+            steps.append(step)
+        return None
 
     def _typed_store(self, store_def: StoreDef, native: Any) -> Any:
         """The typed store over an opened native one (serdes in Python),
@@ -380,6 +429,8 @@ class StreamTask:
         queue = self.queues.get(key)
         if queue is None:
             queue = self.queues[key] = _Queue(self._restored_partition_time(key))
+        if not queue.batches and self._run_fused(records, queue):
+            return
         offsets = records.offsets()
         if not offsets:
             return
@@ -389,6 +440,30 @@ class StreamTask:
             queue.skipped_to = end  # every record dropped: still consumed
         else:
             queue.batches.append(_Queued(batch, end, records))
+
+    def _run_fused(self, records: InputRecords, queue: _Queue) -> bool:
+        """Processes a batch read from the log in one native call, if the
+        task has a fused pipeline and the batch is clean; False when it is to
+        take the ordinary path (whose nodes hand bad records to the handlers).
+        With one input partition and nothing queued, processing it now is
+        processing it in order."""
+        fused = self._fused
+        if fused is None or not isinstance(records, _core.RecordBatch):
+            return False
+        done = fused.producer.produce_fused(fused.topic, records, fused.pipeline)
+        if done is None:
+            return False
+        max_timestamp, end = done
+        count = len(records)
+        self.current_topic = records.topic
+        self.metrics.records_processed += count
+        self._fused_processed += count
+        if self.lateness is not None:
+            self._record_lateness(records.timestamps())
+        self.stream_time = max(self.stream_time, max_timestamp)
+        queue.partition_time = max(queue.partition_time, max_timestamp)
+        queue.processed_to = end
+        return True
 
     def process(self, records: InputRecords) -> None:
         """Queues the records and processes everything (the test driver and
@@ -403,7 +478,8 @@ class StreamTask:
         partition has nothing queued and ``must_wait(topic, partition)``, the
         task waits (Kafka's ``max.task.idle.ms``). Returns records processed;
         what the stores wrote goes to their changelogs."""
-        processed = self._process_runs(must_wait)
+        processed = self._process_runs(must_wait) + self._fused_processed
+        self._fused_processed = 0
         self._send_changelogs()
         return processed
 
