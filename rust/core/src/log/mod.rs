@@ -762,6 +762,15 @@ impl Drop for Log {
                 "flushing embedded log {} on close: {e}",
                 self.root.display()
             );
+        } else {
+            for topic in self.all_topics() {
+                for p in &topic.partitions {
+                    if let Err(e) = p.mark_clean() {
+                        // An optimization only: the next open scans instead.
+                        ::log::debug!("marking {} closed cleanly: {e}", self.root.display());
+                    }
+                }
+            }
         }
         if !self.registered {
             // `open` failed and holds the registry.
