@@ -241,6 +241,7 @@ def partition_for_key(key: bytes, num_partitions: int) -> int: ...
 # --- serdes: batch codecs of the built-in formats -----------------------------
 
 __all__ += [
+    "all_utf8",
     "decode_doubles",
     "decode_ints",
     "decode_longs",
@@ -250,6 +251,9 @@ __all__ += [
     "encode_longs",
     "encode_strings",
 ]
+
+def all_utf8(values: list[bytes | None]) -> bool:
+    """Whether every value is UTF-8 (None is), without making the strings."""
 
 def encode_strings(values: list[str | None]) -> list[bytes | None]: ...
 def decode_strings(values: list[bytes | None]) -> list[str | None]: ...

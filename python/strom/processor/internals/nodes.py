@@ -46,6 +46,10 @@ class Node(ABC):
     # Whether process() takes a batch whose values are still encoded
     # (Batch.encoded); the others get it decoded.
     takes_encoded: bool = False
+    # The key serde of a node that takes keys still as the bytes read
+    # (Batch.raw_keys) when it is the source's only child and the source's
+    # key serde is this one; its values are then bytes too.
+    raw_key_serde: Any = None
 
     def __init__(self) -> None:
         self.children = []

@@ -624,10 +624,28 @@ class StreamTask:
             # A child that does not parse them (a sink) would pass a bad one
             # on: read this batch the ordinary way, which finds and handles it.
             encoded = None
+        # Keys and values stay the bytes read for a child that takes them so
+        # (a cached count), checked as their serdes would but not decoded.
+        raw = (
+            extractor is None
+            and len(children) == 1
+            and children[0].raw_key_serde is not None
+            and children[0].raw_key_serde == key_serde
+            and type(key_serde) in (String, ByteArray)
+            and type(value_serde) in (String, ByteArray)
+            and all(
+                _core.all_utf8(column)
+                for serde, column in ((key_serde, raw_keys), (value_serde, raw_values))
+                if isinstance(serde, String)
+            )
+        )
         try:
-            keys = key_serde.deserialize_batch(topic, raw_keys)
-            values = raw_values if encoded else value_serde.deserialize_batch(topic, raw_values)
+            keys = raw_keys if raw else key_serde.deserialize_batch(topic, raw_keys)
+            values = (
+                raw_values if encoded or raw else value_serde.deserialize_batch(topic, raw_values)
+            )
         except SerializationError:
+            raw = False
             kept = self._deserialize_one_by_one(
                 topic, partition, raw_keys, raw_values, offsets, key_serde, value_serde, timestamps
             )
@@ -666,7 +684,9 @@ class StreamTask:
         if not keys:
             return None
         queue.partition_time = max(queue.partition_time, *timestamps)
-        return Batch(topic, partition, keys, values, timestamps, offsets, encoded=encoded)
+        return Batch(
+            topic, partition, keys, values, timestamps, offsets, encoded=encoded, raw_keys=raw
+        )
 
     def _deserialize_one_by_one(
         self,
