@@ -433,13 +433,13 @@ impl KafkaProducer {
                     }
                 })
             };
-            fused.for_each(|key, value, timestamp| {
+            for (key, value, timestamp) in fused.records() {
                 let key = span(&mut columns.data, key);
                 let value = span(&mut columns.data, value);
                 columns.keys.push(key);
                 columns.values.push(value);
                 columns.timestamps.push(timestamp);
-            });
+            }
             let partitioning = Partitioning::ByKey {
                 partitions: partition_count,
             };

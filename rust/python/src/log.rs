@@ -843,11 +843,26 @@ impl NativeProducer {
             let topic_buffers = buffers
                 .get_mut(topic)
                 .expect("registered by partition_count");
+            let records: Vec<_> = fused
+                .records()
+                .map(|(key, value, timestamp)| {
+                    (topic_buffers.partition_for(key), key, value, timestamp)
+                })
+                .collect();
+            // Room for the whole batch in each buffer, not regrown record by record.
+            let mut room = vec![(0, 0); topic_buffers.partitions.len()];
+            for &(partition, key, value, _) in &records {
+                let (count, bytes) = &mut room[partition as usize];
+                *count += 1;
+                *bytes += key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+            }
+            for (buffer, (count, bytes)) in topic_buffers.partitions.iter_mut().zip(room) {
+                buffer.builder.reserve(count, bytes);
+            }
             let mut due = false;
-            fused.for_each(|key, value, timestamp| {
-                let partition = topic_buffers.partition_for(key);
+            for (partition, key, value, timestamp) in records {
                 due |= topic_buffers.push(partition, timestamp, key, value, &[]);
-            });
+            }
             Some((fused.max_timestamp, fused.end_offset, due))
         });
         let Some((max_timestamp, end, due)) = outcome else {

@@ -54,11 +54,11 @@ pub struct FusedBatch<'b> {
 
 impl FusedBatch<'_> {
     /// Each output record's key, value and timestamp, in order.
-    pub fn for_each(&self, mut f: impl FnMut(Option<&[u8]>, Option<&[u8]>, i64)) {
-        for (i, &row) in self.passed.rows.iter().enumerate() {
+    pub fn records(&self) -> impl Iterator<Item = (Option<&[u8]>, Option<&[u8]>, i64)> + '_ {
+        self.passed.rows.iter().enumerate().map(|(i, &row)| {
             let value = self.passed.value(i, &self.values);
-            f(self.batch.key(row), value, self.batch.timestamps[row]);
-        }
+            (self.batch.key(row), value, self.batch.timestamps[row])
+        })
     }
 }
 

@@ -68,6 +68,11 @@ impl RecordBatchBuilder {
         b.buf = Vec::with_capacity(bytes.saturating_add(records.saturating_mul(format::MIN_FRAME)));
         b
     }
+    /// Room for `records` more records whose keys and values take `bytes`.
+    pub fn reserve(&mut self, records: usize, bytes: usize) {
+        self.buf
+            .reserve(bytes.saturating_add(records.saturating_mul(format::MIN_FRAME)));
+    }
     /// Encodes one record.
     ///
     /// # Panics
