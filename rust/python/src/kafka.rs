@@ -403,12 +403,8 @@ impl KafkaProducer {
         Ok(())
     }
 
-    /// A sub-topology of expression steps in one call, without the GIL:
-    /// queues what `pipeline` lets through of a batch read from Kafka (keys
-    /// and timestamps as read, partitioned as `produce_columns` does).
-    /// Returns the batch's largest timestamp and the offset after its last
-    /// record; or None, having queued nothing, when the batch must take the
-    /// ordinary path (`Pipeline::run_batch`).
+    /// The embedded producer's `produce_fused` for a batch read from Kafka:
+    /// queued, partitioned as `produce_columns` does.
     fn produce_fused(
         &self,
         py: Python<'_>,
