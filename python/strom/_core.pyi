@@ -130,6 +130,13 @@ class KafkaProducer:
         partitions: Sequence[int] | None = None,
         partition_count: int = 1,
     ) -> None: ...
+    def produce_fused(
+        self, topic: str, records: RecordBatch, pipeline: ExprPipeline, partition_count: int
+    ) -> tuple[int, int] | None:
+        """Runs ``pipeline`` over ``records`` and queues what comes through
+        for ``topic``; returns the batch's largest timestamp and the offset
+        after its last record, or None (nothing queued) when the batch must
+        take the ordinary path."""
     def produce(
         self,
         topic: str,
@@ -203,6 +210,13 @@ class NativeProducer:
         timestamps: Sequence[int] | None = None,
         partitions: Sequence[int] | None = None,
     ) -> None: ...
+    def produce_fused(
+        self, topic: str, records: RecordBatch, pipeline: ExprPipeline
+    ) -> tuple[int, int] | None:
+        """Runs ``pipeline`` over ``records`` and buffers what comes through
+        for ``topic``; returns the batch's largest timestamp and the offset
+        after its last record, or None (nothing buffered) when the batch must
+        take the ordinary path."""
     def flush(self) -> None: ...
 
 @final
@@ -227,6 +241,7 @@ def partition_for_key(key: bytes, num_partitions: int) -> int: ...
 # --- serdes: batch codecs of the built-in formats -----------------------------
 
 __all__ += [
+    "all_utf8",
     "decode_doubles",
     "decode_ints",
     "decode_longs",
@@ -236,6 +251,9 @@ __all__ += [
     "encode_longs",
     "encode_strings",
 ]
+
+def all_utf8(values: list[bytes | None]) -> bool:
+    """Whether every value is UTF-8 (None is), without making the strings."""
 
 def encode_strings(values: list[str | None]) -> list[bytes | None]: ...
 def decode_strings(values: list[bytes | None]) -> list[str | None]: ...
@@ -756,7 +774,7 @@ class NativeSessionWindowedAggregation(_NativeWindowedAggregation):
     ) -> Self: ...
 
 # --- expressions and JSON (rust/python/src/expr.rs) --------------------------
-__all__ += ["ExprPlan", "encode_json", "json_errors"]
+__all__ += ["ExprPipeline", "ExprPlan", "encode_json", "json_errors"]
 
 # (row, "malformed" | "eval", message) of each row an evaluation failed on.
 _RowErrors = list[tuple[int, str, str]]
@@ -773,6 +791,14 @@ class ExprPlan:
     def filter(self, values: list[Any], *, raw: bool) -> tuple[list[int], _RowErrors]: ...
     def to_json(self, values: list[Any], *, raw: bool) -> tuple[list[bytes | None], _RowErrors]: ...
     def to_python(self, values: list[Any], *, raw: bool) -> tuple[list[Any], _RowErrors]: ...
+
+@final
+class ExprPipeline:
+    """The expression steps between a ``Json`` source and its sink,
+    ``("filter" | "filter_not" | "map", plan)`` in order (a map's plan is a
+    ``struct``), run over a batch in one call."""
+
+    def __new__(cls, steps: list[tuple[str, ExprPlan]], *, utf8_keys: bool) -> Self: ...
 
 def encode_json(values: list[Any]) -> list[bytes | None]:
     """Each value as Jackson's ``ObjectMapper`` writes it (None stays None)."""

@@ -5,6 +5,7 @@ from __future__ import annotations
 import random
 import threading
 from collections import Counter
+from pathlib import Path
 
 import pytest
 from tests.support import wait_until
@@ -197,3 +198,37 @@ def test_user_callback_error_names_node_and_record(wc_log: EmbeddedLog, log_path
     assert isinstance(info.value.__cause__, ValueError)
     assert app.state is State.ERROR
     app.close()
+
+
+def test_a_cached_count_reads_keys_as_bytes_and_still_routes_bad_ones(tmp_path: Path) -> None:
+    """The count takes the keys it reads as bytes (no strings made), yet a
+    key or value that is not UTF-8 goes to the deserialization handler and
+    a null value is dropped, as when the String serde reads them."""
+    S = serdes.String()
+    rnd = random.Random(3)
+    words = [rnd.choice(["a", "bé", "c"]) for _ in range(300)]
+    with EmbeddedLog(tmp_path) as log:
+        log.create_topic("words")
+        log.create_topic("counts-out")
+        with log.producer() as producer:
+            for i, word in enumerate(words):
+                producer.produce("words", word.encode(), b"x", timestamp=i)
+            producer.produce("words", b"\xff", b"x", timestamp=300)
+            producer.produce("words", b"a", b"\xfe", timestamp=301)
+            producer.produce("words", b"a", None, timestamp=302)
+    b = StreamsBuilder()
+    b.stream("words", key_serde=S, value_serde=S).group_by_key().count(
+        materialized="c"
+    ).to_stream().to("counts-out", key_serde=S, value_serde=serdes.Long())
+    config = {
+        "application.id": "raw-count",
+        "bootstrap.servers": f"embedded:{tmp_path}",
+        "deserialization.exception.handler": "log_and_continue",
+        "poll.max.records": 50,  # the clean batches, then the one with the bad records
+    }
+    with KafkaStreams(b.build(), config) as app:
+        app.run_until_end()
+        metrics = app.metrics()
+    with EmbeddedLog(tmp_path) as log:
+        assert final_counts(log, "counts-out") == dict(Counter(words))
+    assert (metrics["skipped-records"], metrics["dropped-records"]) == (2, 1)

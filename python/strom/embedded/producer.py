@@ -6,7 +6,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeAlias, TypeVar
 
-from strom._core import NativeLog, NativeProducer
+from strom._core import ExprPipeline, NativeLog, NativeProducer, RecordBatch
 from strom.embedded._closeable import Closeable
 from strom.errors import ConfigError, SerializationError, StromError
 from strom.serdes import Serde
@@ -133,6 +133,15 @@ class EmbeddedProducer(Closeable, Generic[K, V]):
         sequences of serialized keys and values (``bytes`` whatever the
         producer's serdes) and, optionally, timestamps and partitions."""
         self.native.produce_columns(topic, keys, values, timestamps, partitions)
+
+    def produce_fused(
+        self, topic: str, records: RecordBatch, pipeline: ExprPipeline
+    ) -> tuple[int, int] | None:
+        """Buffers for ``topic`` what a task's fused expression steps let
+        through of ``records`` (the runtime's path): the batch's largest
+        timestamp and the offset after it, or None (nothing buffered) when
+        the batch must take the ordinary path."""
+        return self.native.produce_fused(topic, records, pipeline)
 
     def flush(self) -> None:
         """Appends everything buffered and fsyncs the log.

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
 from confluent_kafka.admin import AdminClient
 
-from strom._core import KafkaConsumer
+from strom._core import ExprPipeline, KafkaConsumer, RecordBatch
 from strom._core import KafkaProducer as NativeProducer
 from strom.config import EXACTLY_ONCE_V2
 from strom.errors import ConfigError, FailedRecord, ProductionError, StromError
@@ -599,6 +599,20 @@ class KafkaProducer:
         )
         self._collect()
         self.raise_errors()
+
+    def produce_fused(
+        self, topic: str, records: RecordBatch, pipeline: ExprPipeline
+    ) -> tuple[int, int] | None:
+        """Queues for ``topic`` what a task's fused expression steps let
+        through of ``records``: the batch's largest timestamp and the offset
+        after it, or None (nothing queued) when the batch must take the
+        ordinary path."""
+        self.begin()
+        self._transaction_topics.add(topic)
+        done = self.native.produce_fused(topic, records, pipeline, self._partition_count(topic))
+        self._collect()
+        self.raise_errors()
+        return done
 
     def produce(
         self,

@@ -15,6 +15,7 @@ use pyo3::types::{PyBool, PyBytes, PyDict, PyFloat, PyInt, PyList, PyString, PyT
 
 use crate::log::bytes_or_none;
 use strom_core::expr::json::{write_double, write_str, write_value};
+use strom_core::expr::pipeline::{Pipeline, Step};
 use strom_core::expr::{
     BinaryOp, ErrorKind, Evaluated, Expr, FieldTree, Plan, RowError, Type, UnaryOp, Value,
 };
@@ -426,8 +427,56 @@ impl ExprPlan {
     }
 }
 
+/// The expression steps between a `Json` source and its sink, run over a
+/// batch read from the log in one call (`NativeProducer.produce_fused`).
+#[pyclass(module = "strom._core", frozen)]
+pub struct ExprPipeline {
+    pub(crate) pipeline: Pipeline,
+    utf8_keys: bool,
+}
+
+#[pymethods]
+impl ExprPipeline {
+    /// `steps`: `("filter" | "filter_not" | "map", plan)` in order, a map's
+    /// plan being a `struct`.
+    #[new]
+    #[pyo3(signature = (steps, *, utf8_keys))]
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "PyO3 extracts owned sequences"
+    )]
+    fn new(steps: Vec<(String, Py<ExprPlan>)>, utf8_keys: bool) -> PyResult<Self> {
+        let steps = steps
+            .iter()
+            .map(|(kind, plan)| {
+                let plan = plan.get().plan.clone();
+                match kind.as_str() {
+                    "filter" => Ok(Step::Filter {
+                        plan,
+                        negate: false,
+                    }),
+                    "filter_not" => Ok(Step::Filter { plan, negate: true }),
+                    "map" if plan.is_struct() => Ok(Step::MapStruct(plan)),
+                    other => Err(PyValueError::new_err(format!(
+                        "unknown step {other:?}: 'filter', 'filter_not', or 'map' of a struct"
+                    ))),
+                }
+            })
+            .collect::<PyResult<_>>()?;
+        Ok(ExprPipeline {
+            pipeline: Pipeline::new(steps, utf8_keys),
+            utf8_keys,
+        })
+    }
+
+    fn __repr__(&self) -> String {
+        format!("ExprPipeline(utf8_keys={})", self.utf8_keys)
+    }
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ExprPlan>()?;
+    m.add_class::<ExprPipeline>()?;
     m.add_function(wrap_pyfunction!(encode_json, m)?)?;
     m.add_function(wrap_pyfunction!(json_errors, m)?)?;
     Ok(())

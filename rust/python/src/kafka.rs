@@ -16,7 +16,8 @@ use strom_kafka::{
     RebalanceEvent, RebalanceKind,
 };
 
-use crate::log::record_batch;
+use crate::expr::ExprPipeline;
+use crate::log::{RecordBatch, record_batch};
 
 /// How often a waiting call comes back for Ctrl-C.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
@@ -423,6 +424,47 @@ impl KafkaProducer {
             py.detach(|| self.inner.produce_columns(topic, &columns, partitioning));
         }
         Ok(())
+    }
+
+    /// The embedded producer's `produce_fused` for a batch read from Kafka:
+    /// queued, partitioned as `produce_columns` does.
+    fn produce_fused(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        records: &RecordBatch,
+        pipeline: &ExprPipeline,
+        partition_count: u32,
+    ) -> PyResult<Option<(i64, u64)>> {
+        if partition_count == 0 {
+            return Err(PyValueError::new_err("partition_count must be at least 1"));
+        }
+        Ok(py.detach(|| {
+            let fused = pipeline.pipeline.run_batch(&records.batch)?;
+            let mut columns = Columns::default();
+            let span = |data: &mut Vec<u8>, bytes: Option<&[u8]>| {
+                bytes.map(|b| {
+                    let start = data.len();
+                    data.extend_from_slice(b);
+                    Span {
+                        start,
+                        len: b.len(),
+                    }
+                })
+            };
+            for (key, value, timestamp) in fused.records() {
+                let key = span(&mut columns.data, key);
+                let value = span(&mut columns.data, value);
+                columns.keys.push(key);
+                columns.values.push(value);
+                columns.timestamps.push(timestamp);
+            }
+            let partitioning = Partitioning::ByKey {
+                partitions: partition_count,
+            };
+            self.inner.produce_columns(topic, &columns, partitioning);
+            Some((fused.max_timestamp, fused.end_offset))
+        }))
     }
 
     /// One record with headers, on the client's partitioner.

@@ -27,6 +27,7 @@ use strom_core::log::{
 use strom_core::serde::partitioner;
 
 use crate::errors::{IntoPyResult, new_error, to_py_err};
+use crate::expr::ExprPipeline;
 
 /// A producer appends a partition's buffer once it holds this much.
 const APPEND_THRESHOLD_BYTES: usize = 1 << 20;
@@ -247,7 +248,7 @@ fn records_of(
 pub struct RecordBatch {
     topic: Py<PyString>,
     partition: u32,
-    batch: ReadBatch,
+    pub(crate) batch: ReadBatch,
 }
 
 impl RecordBatch {
@@ -820,6 +821,57 @@ impl NativeProducer {
             self.append_buffers(py, false, false)?;
         }
         Ok(())
+    }
+
+    /// A sub-topology of expression steps in one call, without the GIL:
+    /// runs `pipeline` over a batch read from the log and buffers what comes
+    /// through for `topic` (keys and timestamps as read, partitioned by key
+    /// as `produce_columns` does). Returns the batch's largest timestamp and
+    /// the offset after its last record; or None, having buffered nothing,
+    /// when the batch must take the ordinary path (`Pipeline::run_batch`).
+    fn produce_fused(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        records: &RecordBatch,
+        pipeline: &ExprPipeline,
+    ) -> PyResult<Option<(i64, u64)>> {
+        self.partition_count(py, topic)?;
+        let outcome = py.detach(|| {
+            let fused = pipeline.pipeline.run_batch(&records.batch)?;
+            let mut buffers = lock(&self.buffers);
+            let topic_buffers = buffers
+                .get_mut(topic)
+                .expect("registered by partition_count");
+            let records: Vec<_> = fused
+                .records()
+                .map(|(key, value, timestamp)| {
+                    (topic_buffers.partition_for(key), key, value, timestamp)
+                })
+                .collect();
+            // Room for the whole batch in each buffer, not regrown record by record.
+            let mut room = vec![(0, 0); topic_buffers.partitions.len()];
+            for &(partition, key, value, _) in &records {
+                let (count, bytes) = &mut room[partition as usize];
+                *count += 1;
+                *bytes += key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+            }
+            for (buffer, (count, bytes)) in topic_buffers.partitions.iter_mut().zip(room) {
+                buffer.builder.reserve(count, bytes);
+            }
+            let mut due = false;
+            for (partition, key, value, timestamp) in records {
+                due |= topic_buffers.push(partition, timestamp, key, value, &[]);
+            }
+            Some((fused.max_timestamp, fused.end_offset, due))
+        });
+        let Some((max_timestamp, end, due)) = outcome else {
+            return Ok(None);
+        };
+        if due {
+            self.append_buffers(py, false, false)?;
+        }
+        Ok(Some((max_timestamp, end)))
     }
 
     /// Appends everything buffered, then fsyncs: once this returns, the

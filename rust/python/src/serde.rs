@@ -118,7 +118,20 @@ fn decode_doubles<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyLis
     decode_fixed(values, decode_double)
 }
 
+/// Whether every item of a list of `bytes | None` is UTF-8 (what the
+/// `String` serde would read), without making the strings.
+#[pyfunction]
+fn all_utf8(values: &Bound<'_, PyList>) -> PyResult<bool> {
+    for item in values.iter() {
+        if !item.is_none() && std::str::from_utf8(item.cast::<PyBytes>()?.as_bytes()).is_err() {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(all_utf8, m)?)?;
     m.add_function(wrap_pyfunction!(encode_strings, m)?)?;
     m.add_function(wrap_pyfunction!(decode_strings, m)?)?;
     m.add_function(wrap_pyfunction!(encode_longs, m)?)?;

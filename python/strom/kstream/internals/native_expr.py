@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from strom import _core
 from strom.errors import ExpressionError, SerializationError
 from strom.expr import Expr
 from strom.processor.internals.batch import Batch
@@ -77,6 +78,9 @@ class ExprFilter(_ExprNode):
         super().__init__(expr)
         self.negate = negate
 
+    def native_step(self) -> tuple[str, _core.ExprPlan] | None:
+        return ("filter_not" if self.negate else "filter", self.plan)
+
     def process(self, batch: Batch) -> None:
         batch, raw = self._input(batch)
         rows, errors = self.plan.filter(batch.values, raw=raw)
@@ -89,6 +93,9 @@ class ExprFilter(_ExprNode):
 
 class ExprMapValues(_ExprNode):
     """``map_values``: a struct becomes JSON bytes; other results objects."""
+
+    def native_step(self) -> tuple[str, _core.ExprPlan] | None:
+        return ("map", self.plan) if self.expr.is_struct else None
 
     def process(self, batch: Batch) -> None:
         batch, raw = self._input(batch)

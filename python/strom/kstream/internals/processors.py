@@ -198,6 +198,9 @@ class KStreamCount(Node):
         self.caching = hasattr(self.store, "listener")
         if self.caching:
             self.store.listener = self.forward_flushed
+            if hasattr(self.store, "count_raw"):
+                # Keys go to the cache as bytes: no need to read them first.
+                self.raw_key_serde = self.store.key_serde
 
     def process(self, batch: Batch) -> None:
         if None in batch.keys or None in batch.values:
@@ -218,7 +221,10 @@ class KStreamCount(Node):
                 return
         if self.caching:
             # Through the cache, record by record; the cache forwards on flush.
-            self.store.count(batch.keys, batch.timestamps)
+            if batch.raw_keys:
+                self.store.count_raw(batch.keys, batch.timestamps)
+            else:
+                self.store.count(batch.keys, batch.timestamps)
             return
         counts, stamps = self.store.count(batch.keys, batch.timestamps)
         # The old value is the previous count, or the initializer's 0 for a

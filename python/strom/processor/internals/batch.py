@@ -18,6 +18,8 @@ class Batch:
     ``encoded`` is set while the values are still the bytes that serde
     writes (a native expression step reads and writes JSON bytes itself);
     :meth:`decoded` turns them into objects for the nodes that need them.
+    ``raw_keys``: the keys (and values) are still the bytes read, for the
+    one node that takes them so (``Node.raw_key_serde``).
     """
 
     topic: str
@@ -30,6 +32,7 @@ class Batch:
     old_values: list[Any] | None = None
     headers: list[Any] | None = field(default=None)
     encoded: Any = None
+    raw_keys: bool = False
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -59,6 +62,7 @@ class Batch:
             self.offsets,
             self.old_values,
             self.headers,
+            raw_keys=self.raw_keys,
         )
 
     def select(self, indices: list[int]) -> Batch:
@@ -75,4 +79,5 @@ class Batch:
             [offs[i] for i in indices],
             None if self.old_values is None else [self.old_values[i] for i in indices],
             encoded=self.encoded,
+            raw_keys=self.raw_keys,
         )

@@ -17,6 +17,7 @@ from itertools import compress
 from operator import length_hint, not_
 from typing import TYPE_CHECKING, Any
 
+from strom import _core
 from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError
 from strom.processor.api import Record, RecordContext
 from strom.processor.internals.batch import Batch
@@ -54,6 +55,10 @@ class Node(ABC):
     # Records that reached this node (Kafka's processor-node process-total),
     # counted once per batch by whoever hands it the batch.
     records_in: int = 0
+    # The key serde of a node that takes keys still as the bytes read
+    # (Batch.raw_keys) when it is the source's only child and the source's
+    # key serde is this one; its values are then bytes too.
+    raw_key_serde: Any = None
 
     def __init__(self) -> None:
         self.children = []
@@ -63,6 +68,11 @@ class Node(ABC):
 
     @abstractmethod
     def process(self, batch: Batch) -> None: ...
+
+    def native_step(self) -> tuple[str, _core.ExprPlan] | None:
+        """This node as a step of a fused native pipeline (``("filter",
+        plan)``, see ``_core.ExprPipeline``), or None if it runs Python."""
+        return None
 
     def forward(self, batch: Batch) -> None:
         if batch.encoded is not None and not all(c.takes_encoded for c in self.children):

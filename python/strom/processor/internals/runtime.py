@@ -531,7 +531,7 @@ class Runtime(ABC):
             raise TimeoutError(
                 "run_until_end did not reach the end offsets in time: " + self._lag_report(end)
             )
-        if self.poll_once(0.05) > 0:
+        if self.poll_once(self._bounded_poll_timeout(end)) > 0:
             self.maybe_commit()
             return False
         if not self._ready_to_end():
@@ -543,6 +543,10 @@ class Runtime(ABC):
         else:
             self._flush_output()
         return self._caught_up(end)
+
+    def _bounded_poll_timeout(self, end: EndTargets) -> float:
+        """How long a bounded run's poll waits for records to come."""
+        return 0.05
 
     def run_until_end(self, deadline: float | None) -> None:
         """Processes up to the input end offsets as of the call, then commits."""

@@ -27,7 +27,7 @@ from strom.processor.internals.topology_builder import (
     StoreDef,
     Subtopology,
 )
-from strom.serdes import Json, WrappingSerde
+from strom.serdes import ByteArray, Json, String, WrappingSerde
 from strom.state.internals.metered import MeteredStore
 from strom.state.internals.registry import store_kind, typed_value_serde
 from strom.state.stores import KEY_VALUE
@@ -185,6 +185,19 @@ class RecordCollector:
 
 
 @dataclass(frozen=True)
+class _Fused:
+    """A sub-topology run natively, batch by batch: from its source through
+    its expression steps to its sink's ``topic``, by the thread's producer
+    (the embedded log's or Kafka's, whose ``produce_fused`` takes a batch
+    read by the native consumer)."""
+
+    producer: Any
+    topic: str
+    pipeline: _core.ExprPipeline
+    source: Node  # counts the records the pipeline takes (its steps are not nodes then)
+
+
+@dataclass(frozen=True)
 class _ConsumedView:
     """What a timestamp extractor receives: the record, deserialized."""
 
@@ -289,6 +302,44 @@ class StreamTask:
                 self.nodes[name].children = [self.nodes[c] for c in node_def.children]
         for node in self.nodes.values():
             node.init(self)
+        self._fused = self._fuse(subtopology)
+        # Records the fused pipeline processed since ``process_ready`` last counted.
+        self._fused_processed = 0
+
+    def _fuse(self, subtopology: Subtopology) -> _Fused | None:
+        """The native pipeline of a sub-topology that reads one partition
+        and whose steps from its source to its sink are all expressions over
+        ``Json`` values (``filter``, ``filter_not``, ``map_values`` of a
+        ``struct``), keys passing through as bytes; None for any other (and
+        where the output has no native producer: the test driver, a replay)."""
+        producer = self.collector.producer
+        if not hasattr(producer, "produce_fused") or subtopology.stores:
+            return None
+        if len(self.sources) != 1 or len(self._input_partitions) != 1:
+            return None
+        ((node, source),) = self.sources.values()
+        source_node = node
+        if source.timestamp_extractor is not None:
+            return None
+        # Without raising for a missing serde: the ordinary path reports it.
+        keys = source.key_serde or self.config["default.key.serde"]
+        values = source.value_serde or self.config["default.value.serde"]
+        if not isinstance(values, Json) or type(keys) not in (String, ByteArray):
+            return None
+        steps: list[tuple[str, _core.ExprPlan]] = []
+        while len(node.children) == 1:
+            node = node.children[0]
+            if isinstance(node, SinkNode):
+                plain = node.partitioner is None and node.topic_extractor is None
+                if not plain or node.key_serde != keys or node.value_serde != values:
+                    return None
+                pipeline = _core.ExprPipeline(steps, utf8_keys=isinstance(keys, String))
+                return _Fused(producer, node.topic, pipeline, source_node)
+            step = node.native_step()
+            if step is None:
+                return None
+            steps.append(step)
+        return None
 
     def _typed_store(self, store_def: StoreDef, native: Any) -> Any:
         """The typed store over an opened native one (serdes in Python),
@@ -380,6 +431,8 @@ class StreamTask:
         queue = self.queues.get(key)
         if queue is None:
             queue = self.queues[key] = _Queue(self._restored_partition_time(key))
+        if not queue.batches and self._run_fused(records, queue):
+            return
         offsets = records.offsets()
         if not offsets:
             return
@@ -394,6 +447,31 @@ class StreamTask:
         """The (physical topic, partition) pairs this task reads."""
         return list(self._input_partitions)
 
+    def _run_fused(self, records: InputRecords, queue: _Queue) -> bool:
+        """Processes a batch read from the log in one native call, if the
+        task has a fused pipeline and the batch is clean; False when it is to
+        take the ordinary path (whose nodes hand bad records to the handlers).
+        With one input partition and nothing queued, processing it now is
+        processing it in order."""
+        fused = self._fused
+        if fused is None or not isinstance(records, _core.RecordBatch):
+            return False
+        done = fused.producer.produce_fused(fused.topic, records, fused.pipeline)
+        if done is None:
+            return False
+        max_timestamp, end = done
+        count = len(records)
+        fused.source.records_in += count
+        self.current_topic = records.topic
+        self.metrics.records_processed += count
+        self._fused_processed += count
+        if self.lateness is not None:
+            self._record_lateness(records.timestamps())
+        self.stream_time = max(self.stream_time, max_timestamp)
+        queue.partition_time = max(queue.partition_time, max_timestamp)
+        queue.processed_to = end
+        return True
+
     def process(self, records: InputRecords) -> None:
         """Queues the records and processes everything (the test driver and
         the global task: nothing to wait for)."""
@@ -407,7 +485,8 @@ class StreamTask:
         partition has nothing queued and ``must_wait(topic, partition)``, the
         task waits (Kafka's ``max.task.idle.ms``). Returns records processed;
         what the stores wrote goes to their changelogs."""
-        processed = self._process_runs(must_wait)
+        processed = self._process_runs(must_wait) + self._fused_processed
+        self._fused_processed = 0
         self._send_changelogs()
         return processed
 
@@ -552,10 +631,28 @@ class StreamTask:
             # A child that does not parse them (a sink) would pass a bad one
             # on: read this batch the ordinary way, which finds and handles it.
             encoded = None
+        # Keys and values stay the bytes read for a child that takes them so
+        # (a cached count), checked as their serdes would but not decoded.
+        raw = (
+            extractor is None
+            and len(children) == 1
+            and children[0].raw_key_serde is not None
+            and children[0].raw_key_serde == key_serde
+            and type(key_serde) in (String, ByteArray)
+            and type(value_serde) in (String, ByteArray)
+            and all(
+                _core.all_utf8(column)
+                for serde, column in ((key_serde, raw_keys), (value_serde, raw_values))
+                if isinstance(serde, String)
+            )
+        )
         try:
-            keys = key_serde.deserialize_batch(topic, raw_keys)
-            values = raw_values if encoded else value_serde.deserialize_batch(topic, raw_values)
+            keys = raw_keys if raw else key_serde.deserialize_batch(topic, raw_keys)
+            values = (
+                raw_values if encoded or raw else value_serde.deserialize_batch(topic, raw_values)
+            )
         except SerializationError:
+            raw = False
             kept = self._deserialize_one_by_one(
                 topic, partition, raw_keys, raw_values, offsets, key_serde, value_serde, timestamps
             )
@@ -594,7 +691,9 @@ class StreamTask:
         if not keys:
             return None
         queue.partition_time = max(queue.partition_time, *timestamps)
-        return Batch(topic, partition, keys, values, timestamps, offsets, encoded=encoded)
+        return Batch(
+            topic, partition, keys, values, timestamps, offsets, encoded=encoded, raw_keys=raw
+        )
 
     def _deserialize_one_by_one(
         self,

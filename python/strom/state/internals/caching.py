@@ -127,7 +127,10 @@ class CachingKeyValueStore(KeyValueReads, Generic[K, V]):
         """``count()`` through the cache over a timestamped Long store, in
         one native call that reads and puts record by record (so evictions
         happen exactly when they would)."""
-        raw_keys: list[Any] = self.key_serde.serialize_batch(self.name, keys)
+        self.count_raw(self.key_serde.serialize_batch(self.name, keys), timestamps)
+
+    def count_raw(self, raw_keys: list[Any], timestamps: list[int]) -> None:
+        """``count`` of keys already serialized."""
         self._emit(
             self.native.count_timestamped_cached(raw_keys, timestamps, self._cache, self._id)
         )

@@ -41,9 +41,13 @@ struct Trie {
 
 impl Trie {
     fn child(&self, name: &str) -> Option<&Trie> {
+        self.child_bytes(name.as_bytes())
+    }
+
+    fn child_bytes(&self, name: &[u8]) -> Option<&Trie> {
         self.children
             .iter()
-            .find(|(n, _)| n == name)
+            .find(|(n, _)| n.as_bytes() == name)
             .map(|(_, t)| t)
     }
 
@@ -120,7 +124,17 @@ impl FieldTree {
     /// The fields of one JSON value into `row` (one cell per slot, all null).
     pub fn decode_one<'a>(&self, bytes: &'a [u8], row: &mut [Value<'a>]) -> Result<(), String> {
         let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-        let mut text = text;
+        if self.root.slot.is_none() && scan_object(text, &self.root, row).is_some() {
+            return Ok(());
+        }
+        // Not an object, or not one the scanner vouches for: serde_json
+        // decides (and names what is wrong).
+        row.fill(Value::Null);
+        self.decode_serde(text, row)
+    }
+
+    /// `decode_one` by `serde_json` alone.
+    fn decode_serde<'a>(&self, mut text: &'a str, row: &mut [Value<'a>]) -> Result<(), String> {
         if let Some(slot) = self.root.slot {
             // The value itself is read (the empty path): keep its text.
             let raw: &'a RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
@@ -146,6 +160,219 @@ impl FieldTree {
         let mut errors = Vec::new();
         empty.decode(values, |row, message| errors.push((row, message)));
         errors
+    }
+}
+
+/// The fields under `trie` of a JSON object into `row`, in one pass that
+/// checks the whole text as `serde_json` does (objects, arrays, strings with
+/// their escapes and no control characters, number syntax, literals,
+/// nothing after the object) and materializes only the fields read. None
+/// when the text is not such an object, or has what it leaves to `serde_json`
+/// (a key with escapes, a field value `leaf` rejects): it never accepts what
+/// `serde_json` rejects, and its cells are `serde_json`'s (`leaf` of the same text).
+fn scan_object<'a>(text: &'a str, trie: &Trie, row: &mut [Value<'a>]) -> Option<()> {
+    let mut s = Scanner {
+        b: text.as_bytes(),
+        i: 0,
+        stack: Vec::new(),
+    };
+    s.ws();
+    s.object(text, trie, row)?;
+    s.ws();
+    (s.i == s.b.len()).then_some(())
+}
+
+struct Scanner<'a> {
+    b: &'a [u8],
+    i: usize,
+    /// The closing bytes of the containers `skip` is in.
+    stack: Vec<u8>,
+}
+
+impl<'a> Scanner<'a> {
+    fn peek(&self) -> Option<u8> {
+        self.b.get(self.i).copied()
+    }
+
+    fn ws(&mut self) {
+        while matches!(self.peek(), Some(b' ' | b'\n' | b'\t' | b'\r')) {
+            self.i += 1;
+        }
+    }
+
+    fn eat(&mut self, c: u8) -> Option<()> {
+        (self.peek()? == c).then(|| self.i += 1)
+    }
+
+    /// An object (at its `{`), keeping the fields under `trie`.
+    fn object(&mut self, text: &'a str, trie: &Trie, row: &mut [Value<'a>]) -> Option<()> {
+        self.eat(b'{')?;
+        self.ws();
+        if self.eat(b'}').is_some() {
+            return Some(());
+        }
+        loop {
+            let (key, escaped) = self.key()?;
+            self.ws();
+            match trie.child_bytes(key) {
+                _ if escaped => return None,
+                None => self.skip()?,
+                Some(child) => {
+                    // A repeated key starts over: its last value counts.
+                    child.clear(row);
+                    let start = self.i;
+                    if !child.children.is_empty() && self.peek()? == b'{' {
+                        self.object(text, child, row)?;
+                    } else {
+                        self.skip()?;
+                    }
+                    if let Some(slot) = child.slot {
+                        row[slot] = leaf(&text[start..self.i]).ok()?;
+                    }
+                }
+            }
+            self.ws();
+            match self.peek()? {
+                b',' => {
+                    self.i += 1;
+                    self.ws();
+                }
+                b'}' => {
+                    self.i += 1;
+                    return Some(());
+                }
+                _ => return None,
+            }
+        }
+    }
+
+    /// A key (at its quote) and the colon after it: its raw bytes, and
+    /// whether it has escapes.
+    fn key(&mut self) -> Option<(&'a [u8], bool)> {
+        self.eat(b'"')?;
+        let start = self.i;
+        let escaped = self.string()?;
+        let key = &self.b[start..self.i - 1];
+        self.ws();
+        self.eat(b':')?;
+        Some((key, escaped))
+    }
+
+    /// The rest of a string after its opening quote; whether it has escapes.
+    fn string(&mut self) -> Option<bool> {
+        let mut escaped = false;
+        loop {
+            let c = *self.b.get(self.i)?;
+            self.i += 1;
+            match c {
+                b'"' => return Some(escaped),
+                b'\\' => {
+                    escaped = true;
+                    match *self.b.get(self.i)? {
+                        b'"' | b'\\' | b'/' | b'b' | b'f' | b'n' | b'r' | b't' => self.i += 1,
+                        b'u' => {
+                            // Any code unit, as serde_json takes a string it skips.
+                            let hex = self.b.get(self.i + 1..self.i + 5)?;
+                            if !hex.iter().all(u8::is_ascii_hexdigit) {
+                                return None;
+                            }
+                            self.i += 5;
+                        }
+                        _ => return None,
+                    }
+                }
+                0..=0x1F => return None,
+                _ => {}
+            }
+        }
+    }
+
+    fn digits(&mut self) -> Option<()> {
+        let start = self.i;
+        while matches!(self.peek(), Some(b'0'..=b'9')) {
+            self.i += 1;
+        }
+        (self.i > start).then_some(())
+    }
+
+    fn number(&mut self) -> Option<()> {
+        if self.peek() == Some(b'-') {
+            self.i += 1;
+        }
+        match self.peek()? {
+            b'0' => self.i += 1,
+            b'1'..=b'9' => self.digits()?,
+            _ => return None,
+        }
+        if self.peek() == Some(b'.') {
+            self.i += 1;
+            self.digits()?;
+        }
+        if matches!(self.peek(), Some(b'e' | b'E')) {
+            self.i += 1;
+            if matches!(self.peek(), Some(b'+' | b'-')) {
+                self.i += 1;
+            }
+            self.digits()?;
+        }
+        Some(())
+    }
+
+    fn literal(&mut self, word: &[u8]) -> Option<()> {
+        (self.b.get(self.i..self.i + word.len())? == word).then(|| self.i += word.len())
+    }
+
+    /// One value (after any whitespace), checked and skipped; containers
+    /// are tracked on a stack, so any depth is fine (as in `serde_json`).
+    fn skip(&mut self) -> Option<()> {
+        self.stack.clear();
+        loop {
+            self.ws();
+            match self.peek()? {
+                open @ (b'{' | b'[') => {
+                    self.i += 1;
+                    self.ws();
+                    let close = if open == b'{' { b'}' } else { b']' };
+                    if self.eat(close).is_none() {
+                        self.stack.push(close);
+                        if open == b'{' {
+                            self.key()?;
+                        }
+                        continue;
+                    }
+                }
+                b'"' => {
+                    self.i += 1;
+                    self.string()?;
+                }
+                b't' => self.literal(b"true")?,
+                b'f' => self.literal(b"false")?,
+                b'n' => self.literal(b"null")?,
+                _ => self.number()?,
+            }
+            // After a value: close what ends here, then the next element.
+            loop {
+                let Some(&close) = self.stack.last() else {
+                    return Some(());
+                };
+                self.ws();
+                match self.peek()? {
+                    b',' => {
+                        self.i += 1;
+                        if close == b'}' {
+                            self.ws();
+                            self.key()?;
+                        }
+                        break;
+                    }
+                    c if c == close => {
+                        self.i += 1;
+                        self.stack.pop();
+                    }
+                    _ => return None,
+                }
+            }
+        }
     }
 }
 
@@ -494,6 +721,72 @@ mod tests {
             FieldTree::validate(&[Some(b"{}"), Some(b"{"), None]).len(),
             1
         );
+    }
+
+    /// The scanner and `serde_json` agree on what is JSON and on every cell.
+    #[test]
+    fn the_scanner_agrees_with_serde_json() {
+        let t = tree(&["a", "b.c", "b", "s", "d.e.f"]);
+        let docs = [
+            r#"{"a":1,"b":{"c":[1,{"x":"}"}],"z":null},"s":"x\"y"}"#,
+            r#" { "a" : -0.5e+3 , "s" : "\u00e9\ud83d\ude00" , "q" : [ [ ] , { } , "\ud800" ] } "#,
+            r#"{"d":{"e":{"f":true,"g":false}},"d":{"e":5}}"#,
+            r#"{"a":{"a":1},"b":7,"b":{"c":"v"}}"#,
+            r#"{"a":18446744073709551616,"k":"\/\b\f\n\r\t"}"#,
+            r#"{"s":"\ud800"}"#,
+            r#"{"s\u0061":1,"a":2}"#,
+            "{}",
+            "{\"a\":\"\u{7f}é😀\"}",
+            "[1,2]",
+            r#""str""#,
+            "12",
+            r#"{"a":1,}"#,
+            r#"{"a":[1,]}"#,
+            r#"{"a":01}"#,
+            r#"{"a":1.}"#,
+            r#"{"a":.5}"#,
+            r#"{"a":1e}"#,
+            r#"{"a":+1}"#,
+            r#"{"a":-}"#,
+            r#"{"a":tru}"#,
+            r#"{"a":nulll}"#,
+            r#"{"a":"\x"}"#,
+            r#"{"a":"\u12g4"}"#,
+            "{\"a\":\"\u{1}\"}",
+            "{\"z\":[\"\t\"]}",
+            r#"{"a":1}}"#,
+            r#"{"a":1} x"#,
+            r#"{"a" 1}"#,
+            "{a:1}",
+            r#"{"a":1 "b":2}"#,
+            r#"{"z":{"y":[}]}}"#,
+            r#"{"z":[{"y":1,}]}"#,
+            r#"{"z":[1 2]}"#,
+            "{",
+            "",
+            r#"{"a":NaN}"#,
+            r#"{"a":Infinity}"#,
+        ];
+        let deep = format!("{{\"z\":{}1{}}}", "[".repeat(5000), "]".repeat(5000));
+        let mut checked = docs.map(str::to_owned).to_vec();
+        checked.push(deep);
+        for doc in &checked {
+            let mut fast = vec![Value::Null; t.len()];
+            let mut slow = vec![Value::Null; t.len()];
+            let fast_result = t.decode_one(doc.as_bytes(), &mut fast);
+            let slow_result = t.decode_serde(doc, &mut slow);
+            assert_eq!(
+                fast_result.is_ok(),
+                slow_result.is_ok(),
+                "{doc}: {slow_result:?}"
+            );
+            assert_eq!(fast_result, slow_result, "{doc}");
+            assert_eq!(fast, slow, "{doc}");
+        }
+        // The scanner itself takes the ordinary documents.
+        let mut row = vec![Value::Null; t.len()];
+        assert!(scan_object(&checked[0], &t.root, &mut row).is_some());
+        assert!(scan_object(&checked[1], &t.root, &mut row).is_some());
     }
 
     #[test]

@@ -23,6 +23,7 @@
 
 pub mod json;
 pub mod number;
+pub mod pipeline;
 
 use std::borrow::Cow;
 use std::cmp::Ordering;
@@ -254,14 +255,32 @@ impl<'a> Evaluated<'a> {
             text: String::with_capacity(self.rows * 64),
             spans: Vec::with_capacity(self.rows),
         };
+        // A struct's member names, escaped once per batch: `{"a":`, `,"b":`, …
+        let heads: Vec<String> = match &self.result {
+            Outcome::Struct(members) => members
+                .iter()
+                .enumerate()
+                .map(|(i, (name, _))| {
+                    let mut head = String::from(if i == 0 { "{" } else { "," });
+                    json::write_str(&mut head, name);
+                    head.push(':');
+                    head
+                })
+                .collect(),
+            Outcome::Column(_) => Vec::new(),
+        };
         for row in 0..self.rows {
             let start = out.text.len();
             match &self.result {
                 Outcome::Struct(members) => {
-                    json::write_object(
-                        &mut out.text,
-                        members.iter().map(|(n, c)| (*n, c.get(row))),
-                    );
+                    if members.is_empty() {
+                        out.text.push('{');
+                    }
+                    for (head, (_, column)) in heads.iter().zip(members) {
+                        out.text.push_str(head);
+                        json::write_value(&mut out.text, column.get(row));
+                    }
+                    out.text.push('}');
                 }
                 Outcome::Column(column) => match column.get(row) {
                     Value::Null => {

@@ -68,6 +68,11 @@ impl RecordBatchBuilder {
         b.buf = Vec::with_capacity(bytes.saturating_add(records.saturating_mul(format::MIN_FRAME)));
         b
     }
+    /// Room for `records` more records whose keys and values take `bytes`.
+    pub fn reserve(&mut self, records: usize, bytes: usize) {
+        self.buf
+            .reserve(bytes.saturating_add(records.saturating_mul(format::MIN_FRAME)));
+    }
     /// Encodes one record.
     ///
     /// # Panics
@@ -762,6 +767,15 @@ impl Drop for Log {
                 "flushing embedded log {} on close: {e}",
                 self.root.display()
             );
+        } else {
+            for topic in self.all_topics() {
+                for p in &topic.partitions {
+                    if let Err(e) = p.mark_clean() {
+                        // An optimization only: the next open scans instead.
+                        ::log::debug!("marking {} closed cleanly: {e}", self.root.display());
+                    }
+                }
+            }
         }
         if !self.registered {
             // `open` failed and holds the registry.

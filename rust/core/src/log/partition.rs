@@ -199,6 +199,17 @@ impl PartitionHandle {
         result
     }
 
+    /// On a clean close, after `flush`: lets the next open trust the active
+    /// segment instead of scanning it (`Segment::recover_active`), unless
+    /// something was appended since the flush.
+    pub fn mark_clean(&self) -> Result<()> {
+        let p = lock(&self.state);
+        if p.unflushed {
+            return Ok(());
+        }
+        p.active().mark_clean()
+    }
+
     /// Deletes closed segments past `retention.ms` / `retention.bytes`, oldest first.
     pub fn enforce_retention(&self, now_ms: i64) -> Result<u64> {
         let _cleaner = lock(&self.cleaner);

@@ -399,18 +399,7 @@ impl Segment {
         let path = dir.join(file_name(base, LOG_SUFFIX));
         let file = open_rw(&path, false)?;
         let size = io(&path, file.metadata())?.len();
-        let index_path = dir.join(file_name(base, INDEX_SUFFIX));
-        let info_path = dir.join(file_name(base, SEGINFO_SUFFIX));
-        let index = std::fs::read(&index_path)
-            .ok()
-            .and_then(|b| decode_index(&b, size));
-        let info = std::fs::read(&info_path)
-            .ok()
-            .and_then(|b| decode_seginfo(&b))
-            .filter(|i| i.size == size);
-        if let (Some(index), Some(info)) = (index, info)
-            && index_entry_ok(&file, &path, base, size, index.last())?
-        {
+        if let Some((index, info)) = summarized(dir, base, &path, &file, size)? {
             let mut seg = Self::empty(base, path, file);
             seg.size = size;
             seg.index_persisted = index.len();
@@ -435,12 +424,36 @@ impl Segment {
         Ok(seg)
     }
 
-    /// Opens the active segment: scans it all, truncates a torn tail, and
-    /// rebuilds its index. Corruption followed by valid frames is an error.
+    /// Opens the active segment. Closed cleanly (`mark_clean`), it has a
+    /// summary of exactly its size and an index, which are trusted after
+    /// the checks `open_closed` makes (as Kafka trusts a log shut down
+    /// cleanly); the summary is removed again, since it holds only until
+    /// the next append. Otherwise it is scanned all, a torn tail truncated
+    /// and its index rebuilt. Corruption followed by valid frames is an error.
     pub fn recover_active(dir: &Path, base: u64, index_interval: u64) -> Result<Self> {
         let path = dir.join(file_name(base, LOG_SUFFIX));
         let file = open_rw(&path, false)?;
         let size = io(&path, file.metadata())?.len();
+        if let Some((index, info)) = summarized(dir, base, &path, &file, size)? {
+            let first_timestamp = if size == 0 {
+                None
+            } else {
+                let mut head = [0u8; format::BODY_AT + 8];
+                io(&path, file.read_exact_at(&mut head, 0))?;
+                Some(format::i64_at(&head, format::BODY_AT))
+            };
+            let mut seg = Self::empty(base, path, file);
+            seg.size = size;
+            // As a scan counts them: the bytes from the last indexed frame on.
+            seg.bytes_since_index = size - index.last().map_or(0, |e| u64::from(e.position));
+            seg.index_persisted = index.len();
+            seg.index = index;
+            seg.first_timestamp = first_timestamp;
+            seg.max_timestamp = info.max_timestamp;
+            seg.last_offset = info.last_offset;
+            remove_if_exists(&seg.sibling(SEGINFO_SUFFIX))?;
+            return Ok(seg);
+        }
         let scan = scan(&file, &path, base, size, index_interval, |_, _, _| Ok(()))?;
         if let Some((position, offset, reason)) = &scan.bad {
             if let Some(at) =
@@ -519,6 +532,17 @@ impl Segment {
     }
 
     pub fn write_seginfo(&self) -> Result<()> {
+        self.write_summary(true)
+    }
+
+    /// On a clean close, once the segment and its index are durable: its
+    /// summary, which lets the next open skip the scan. Not fsynced: lost
+    /// in a crash, the next open scans; kept, it describes durable data.
+    pub fn mark_clean(&self) -> Result<()> {
+        self.write_summary(false)
+    }
+
+    fn write_summary(&self, sync: bool) -> Result<()> {
         let path = self.sibling(SEGINFO_SUFFIX);
         let bytes = encode_seginfo(&SegInfo {
             size: self.size,
@@ -535,7 +559,8 @@ impl Segment {
         )?;
         io(
             &path,
-            file.write_all_at(&bytes, 0).and_then(|()| file.sync_data()),
+            file.write_all_at(&bytes, 0)
+                .and_then(|()| if sync { file.sync_data() } else { Ok(()) }),
         )
     }
 
@@ -572,6 +597,34 @@ impl Segment {
         remove_if_exists(&self.index_path())?;
         remove_if_exists(&self.sibling(SEGINFO_SUFFIX))?;
         remove_if_exists(&self.path)
+    }
+}
+
+/// A segment's index and summary, if both are there and pass cheap checks:
+/// the summary is of the file's size, the index well-formed and its last
+/// entry pointing at the frame it names.
+fn summarized(
+    dir: &Path,
+    base: u64,
+    path: &Path,
+    file: &File,
+    size: u64,
+) -> Result<Option<(Vec<IndexEntry>, SegInfo)>> {
+    let info = std::fs::read(dir.join(file_name(base, SEGINFO_SUFFIX)))
+        .ok()
+        .and_then(|b| decode_seginfo(&b))
+        .filter(|i| i.size == size);
+    let Some(info) = info else {
+        return Ok(None);
+    };
+    let index = std::fs::read(dir.join(file_name(base, INDEX_SUFFIX)))
+        .ok()
+        .and_then(|b| decode_index(&b, size));
+    match index {
+        Some(index) if index_entry_ok(file, path, base, size, index.last())? => {
+            Ok(Some((index, info)))
+        }
+        _ => Ok(None),
     }
 }
 

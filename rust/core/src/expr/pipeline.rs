@@ -1,0 +1,253 @@
+//! A sub-topology's expression steps fused: a batch of raw JSON values goes
+//! through every step (filters, `map_values` of a `struct`) in one call,
+//! with no Python object per record.
+//!
+//! The fused run is all or nothing: a value that is not JSON, or a step that
+//! fails on a row, gives no result, and the caller runs that batch through
+//! the ordinary nodes, which route exactly those records to their handlers.
+//! A clean batch's result is what the ordinary nodes would forward.
+
+use super::json::FieldTree;
+use super::{Evaluated, JsonRows, Plan};
+use crate::log::ReadBatch;
+
+/// One expression step.
+#[derive(Debug, Clone)]
+pub enum Step {
+    /// `filter` (keeps the rows whose predicate is true) or, negated,
+    /// `filter_not` (keeps the others).
+    Filter { plan: Plan, negate: bool },
+    /// `map_values` of a `struct`: each value becomes the struct's JSON.
+    MapStruct(Plan),
+}
+
+/// The rows that came through every step, and their values.
+#[derive(Debug)]
+pub struct Passed {
+    /// The input row of each output record, in input order.
+    pub rows: Vec<usize>,
+    /// The output values when a step mapped them (one span per output row);
+    /// None: the input values of `rows`, as they are.
+    pub mapped: Option<JsonRows>,
+}
+
+impl Passed {
+    /// Output record `i`'s value, given the input values.
+    pub fn value<'a>(&'a self, i: usize, values: &[Option<&'a [u8]>]) -> Option<&'a [u8]> {
+        match &self.mapped {
+            None => values[self.rows[i]],
+            Some(m) => m.spans[i].map(|(a, b)| &m.text.as_bytes()[a..b]),
+        }
+    }
+}
+
+/// A batch read from the log, through a pipeline.
+#[derive(Debug)]
+pub struct FusedBatch<'b> {
+    batch: &'b ReadBatch,
+    values: Vec<Option<&'b [u8]>>,
+    passed: Passed,
+    pub max_timestamp: i64,
+    /// The offset after the batch's last record.
+    pub end_offset: u64,
+}
+
+impl FusedBatch<'_> {
+    /// Each output record's key, value and timestamp, in order.
+    pub fn records(&self) -> impl Iterator<Item = (Option<&[u8]>, Option<&[u8]>, i64)> + '_ {
+        self.passed.rows.iter().enumerate().map(|(i, &row)| {
+            let value = self.passed.value(i, &self.values);
+            (self.batch.key(row), value, self.batch.timestamps[row])
+        })
+    }
+}
+
+/// Expression steps from a `Json` source to a sink, compiled once.
+#[derive(Debug, Clone)]
+pub struct Pipeline {
+    steps: Vec<Step>,
+    /// Whether keys must be UTF-8 (a `String` key serde reads them).
+    utf8_keys: bool,
+}
+
+impl Pipeline {
+    pub fn new(steps: Vec<Step>, utf8_keys: bool) -> Self {
+        Pipeline { steps, utf8_keys }
+    }
+
+    /// Runs over a batch read from the log; None when the batch must take
+    /// the ordinary path: it is empty, has a negative timestamp (dropped
+    /// there), a key that is not UTF-8 (when checked), a value that is not
+    /// JSON or a step failing on a record (which the ordinary path hands
+    /// to the handlers).
+    pub fn run_batch<'b>(&self, batch: &'b ReadBatch) -> Option<FusedBatch<'b>> {
+        let stamps = &batch.timestamps;
+        if stamps.iter().any(|&t| t < 0) {
+            return None;
+        }
+        let max_timestamp = stamps.iter().copied().max()?;
+        let end_offset = batch.offsets.last()? + 1;
+        let utf8 = |i: usize| batch.key(i).is_none_or(|k| std::str::from_utf8(k).is_ok());
+        if self.utf8_keys && !(0..batch.len()).all(utf8) {
+            return None;
+        }
+        let values: Vec<Option<&[u8]>> = (0..batch.len()).map(|i| batch.value(i)).collect();
+        let passed = self.run(&values)?;
+        Some(FusedBatch {
+            batch,
+            values,
+            passed,
+            max_timestamp,
+            end_offset,
+        })
+    }
+
+    /// Runs every step over `values` (None: a null value); None when a value
+    /// is not JSON or a step fails on a row.
+    pub fn run(&self, values: &[Option<&[u8]>]) -> Option<Passed> {
+        if self.steps.is_empty() {
+            // Nothing reads the values: they are still checked, as the
+            // source's serde would.
+            return FieldTree::validate(values).is_empty().then(|| Passed {
+                rows: (0..values.len()).collect(),
+                mapped: None,
+            });
+        }
+        let mut passed = Passed {
+            rows: (0..values.len()).collect(),
+            mapped: None,
+        };
+        for step in &self.steps {
+            let (kept, mapped) = {
+                let current: Vec<Option<&[u8]>> = (0..passed.rows.len())
+                    .map(|i| passed.value(i, values))
+                    .collect();
+                match step {
+                    Step::Filter { plan, negate } => {
+                        let evaluated = clean(plan.eval_json(&current))?;
+                        let true_rows = evaluated.true_rows();
+                        let kept = if *negate {
+                            complement(&true_rows, current.len())
+                        } else {
+                            true_rows
+                        };
+                        (Some(kept), None)
+                    }
+                    Step::MapStruct(plan) => {
+                        let evaluated = clean(plan.eval_json(&current))?;
+                        (None, Some(evaluated.to_json()))
+                    }
+                }
+            };
+            if let Some(kept) = kept {
+                passed.rows = kept.iter().map(|&i| passed.rows[i]).collect();
+                if let Some(m) = &mut passed.mapped {
+                    m.spans = kept.iter().map(|&i| m.spans[i]).collect();
+                }
+            }
+            if mapped.is_some() {
+                passed.mapped = mapped;
+            }
+            if passed.rows.is_empty() {
+                break;
+            }
+        }
+        Some(passed)
+    }
+}
+
+/// The evaluation if no row failed.
+fn clean(evaluated: Evaluated<'_>) -> Option<Evaluated<'_>> {
+    evaluated.errors.is_empty().then_some(evaluated)
+}
+
+/// The rows of `0..n` not in `sorted`.
+fn complement(sorted: &[usize], n: usize) -> Vec<usize> {
+    let mut out = Vec::with_capacity(n - sorted.len());
+    let mut next = sorted.iter().peekable();
+    for i in 0..n {
+        if next.next_if_eq(&&i).is_none() {
+            out.push(i);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::expr::{BinaryOp, Expr, Value};
+
+    fn bin(op: BinaryOp, a: Expr, b: Expr) -> Expr {
+        Expr::Binary(op, Box::new(a), Box::new(b))
+    }
+
+    fn col(name: &str) -> Expr {
+        Expr::Col(vec![name.to_owned()])
+    }
+
+    fn lit(i: i64) -> Expr {
+        Expr::Lit(Value::Int(i))
+    }
+
+    fn filter(negate: bool) -> Step {
+        // a % 2 == 0
+        let even = bin(BinaryOp::Eq, bin(BinaryOp::Mod, col("a"), lit(2)), lit(0));
+        Step::Filter {
+            plan: Plan::compile(&even),
+            negate,
+        }
+    }
+
+    fn map() -> Step {
+        let doubled = Expr::Struct(vec![("a".to_owned(), bin(BinaryOp::Mul, col("a"), lit(2)))]);
+        Step::MapStruct(Plan::compile(&doubled))
+    }
+
+    fn docs(texts: &[&'static str]) -> Vec<Option<&'static [u8]>> {
+        texts.iter().map(|t| Some(t.as_bytes())).collect()
+    }
+
+    fn outputs(p: &Passed, values: &[Option<&[u8]>]) -> Vec<String> {
+        (0..p.rows.len())
+            .map(|i| String::from_utf8(p.value(i, values).unwrap().to_vec()).unwrap())
+            .collect()
+    }
+
+    #[test]
+    fn filters_then_maps() {
+        let values = docs(&[r#"{"a":1}"#, r#"{"a":2}"#, r#"{"a":4,"x":[1]}"#]);
+        let p = Pipeline::new(vec![filter(false), map()], false)
+            .run(&values)
+            .unwrap();
+        assert_eq!(p.rows, vec![1, 2]);
+        assert_eq!(outputs(&p, &values), vec![r#"{"a":4}"#, r#"{"a":8}"#]);
+    }
+
+    #[test]
+    fn maps_then_filters_the_mapped_values() {
+        let values = docs(&[r#"{"a":1}"#, r#"{"a":3}"#]);
+        let negated = Pipeline::new(vec![map(), filter(true)], false).run(&values);
+        // 2a is even for every row: filter_not keeps none.
+        assert_eq!(negated.unwrap().rows, Vec::<usize>::new());
+        let kept = Pipeline::new(vec![filter(true), map()], false)
+            .run(&values)
+            .unwrap();
+        assert_eq!(kept.rows, vec![0, 1]);
+        assert_eq!(outputs(&kept, &values), vec![r#"{"a":2}"#, r#"{"a":6}"#]);
+    }
+
+    #[test]
+    fn a_bad_value_or_a_failed_row_gives_no_result() {
+        let steps = || Pipeline::new(vec![filter(false)], false);
+        assert!(steps().run(&docs(&[r#"{"a":2}"#, "{"])).is_none());
+        assert!(steps().run(&docs(&[r#"{"a":"x"}"#])).is_none());
+        // A null value has null fields: dropped by the filter, not a failure.
+        assert_eq!(steps().run(&[None]).unwrap().rows, Vec::<usize>::new());
+        let copy = Pipeline::new(Vec::new(), false);
+        assert!(copy.run(&docs(&["[1,"])).is_none());
+        let all = copy.run(&docs(&[" 1 ", "{}"])).unwrap();
+        assert_eq!(all.rows, vec![0, 1]);
+        assert!(all.mapped.is_none());
+    }
+}
