@@ -200,7 +200,10 @@ impl KafkaConsumer {
         let timeout = seconds(timeout)?;
         if cached {
             // From the last fetch response, no request: read holding the GIL (see poll).
-            return self.inner.watermarks(topic, partition, true, timeout).py(py);
+            return self
+                .inner
+                .watermarks(topic, partition, true, timeout)
+                .py(py);
         }
         py.detach(|| self.inner.watermarks(topic, partition, false, timeout))
             .py(py)
