@@ -58,7 +58,8 @@
 pub mod aggregate;
 pub mod assign;
 pub mod column;
-mod keys;
+mod huge;
+pub(crate) mod keys;
 pub mod results;
 pub mod session;
 pub mod sliding;
