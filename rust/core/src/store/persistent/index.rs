@@ -1,18 +1,18 @@
 //! The store's in-memory index: a hash map from key to location for point
-//! reads and writes, and an ordered view of the keys for range scans, built
-//! the first time a scan needs it.
+//! reads and writes, and an ordered view of the entries for range scans,
+//! built the first time a scan needs it.
 //!
 //! A B-tree alone made every `get` and `put` walk six or seven nodes of a
 //! large tree (a cache miss each); the hash map takes one or two. Stores
 //! that are never scanned (most key-value stores of an application:
 //! aggregations, joins) never pay for key order. Once built, the ordered
-//! view is kept up to date cheaply: a sorted run of keys, plus a small
-//! ordered set of the keys added since, merged into the run when it grows;
-//! deleted keys stay in the run until the next merge and are skipped (the
-//! hash map says they are gone).
+//! view is kept up to date: a sorted run of entries, plus a small ordered
+//! map of the keys added since, merged into the run when it grows; a
+//! deleted entry stays in the run, marked, until the next merge. The view
+//! holds the locations too, so a scan reads no hash entries.
 
 use std::collections::hash_map::Entry;
-use std::collections::{BTreeSet, HashMap};
+use std::collections::{BTreeMap, HashMap};
 use std::ops::Bound;
 use std::sync::{Mutex, PoisonError};
 
@@ -26,6 +26,9 @@ const MERGE_MIN: usize = 4096;
 /// …and at least this fraction of the run (so merging costs O(1) per key).
 const MERGE_FRACTION: usize = 2;
 
+/// Marks an entry of the run whose key was deleted (no frame is this long).
+const DELETED: u32 = u32::MAX;
+
 /// Every live key and where its latest value is.
 pub(super) struct KeyIndex {
     map: HashMap<IndexKey, Location, FastState>,
@@ -37,38 +40,54 @@ pub(super) struct KeyIndex {
 struct Order {
     /// Whether the view exists; until a scan needs it, nothing is kept.
     built: bool,
-    /// Sorted keys; may hold deleted keys (`stale` of them).
-    run: Vec<IndexKey>,
-    /// Live keys added since the run was sorted, none of them in `run`.
-    added: BTreeSet<IndexKey>,
+    /// Sorted entries; `stale` of them are deleted ones
+    /// (`value_len == DELETED`).
+    run: Vec<(IndexKey, Location)>,
+    /// Keys added since the run was sorted, none of them in `run`.
+    added: BTreeMap<IndexKey, Location>,
     stale: usize,
 }
 
 impl Order {
-    fn on_insert(&mut self, key: &[u8]) {
+    fn find(&mut self, key: &[u8]) -> Option<&mut Location> {
+        let i = self.run.binary_search_by(|(k, _)| (**k).cmp(key)).ok()?;
+        Some(&mut self.run[i].1)
+    }
+
+    /// `key` now points at `loc`; `new` when it had no value.
+    fn on_write(&mut self, key: &[u8], loc: Location, new: bool) {
         if !self.built {
             return;
         }
-        // A key deleted and written again is still in the run.
-        if self.run.binary_search_by(|k| (**k).cmp(key)).is_ok() {
-            self.stale -= 1;
+        if let Some(l) = self.added.get_mut(key) {
+            *l = loc;
+        } else if let Some(l) = self.find(key) {
+            *l = loc;
+            // A key deleted and written again is still in the run.
+            if new {
+                self.stale -= 1;
+            }
         } else {
-            self.added.insert(key.into());
+            self.added.insert(key.into(), loc);
         }
     }
 
     fn on_remove(&mut self, key: &[u8]) {
-        if self.built && !self.added.remove(key) {
+        if !self.built || self.added.remove(key).is_some() {
+            return;
+        }
+        if let Some(l) = self.find(key) {
+            l.value_len = DELETED;
             self.stale += 1;
         }
     }
 
     /// Builds the view, or folds the added keys into the run when there
-    /// are enough of them (or enough deleted keys in it).
+    /// are enough of them (or enough deleted entries in it).
     fn refresh(&mut self, map: &HashMap<IndexKey, Location, FastState>) {
         if !self.built {
-            self.run = map.keys().cloned().collect();
-            self.run.sort_unstable();
+            self.run = map.iter().map(|(k, l)| (k.clone(), *l)).collect();
+            self.run.sort_unstable_by(|a, b| a.0.cmp(&b.0));
             self.built = true;
             return;
         }
@@ -78,18 +97,17 @@ impl Order {
         if !many_added && !many_stale {
             return;
         }
-        let check = self.stale > 0;
         let old = std::mem::take(&mut self.run);
         let added = std::mem::take(&mut self.added);
         let mut run = Vec::with_capacity(map.len());
         let mut old = old
             .into_iter()
-            .filter(|k| !check || map.contains_key(&**k))
+            .filter(|(_, l)| l.value_len != DELETED)
             .peekable();
         let mut added = added.into_iter().peekable();
         loop {
             let take_old = match (old.peek(), added.peek()) {
-                (Some(a), Some(b)) => a < b,
+                (Some(a), Some(b)) => a.0 < b.0,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => break,
@@ -124,20 +142,22 @@ impl KeyIndex {
     pub fn insert(&mut self, key: &[u8], loc: Location) -> Option<Location> {
         // A short key is owned without an allocation: one probe through
         // the entry. A long one is only boxed when it is new.
-        if let Some(short) = IndexKey::inline(key) {
+        let old = if let Some(short) = IndexKey::inline(key) {
             match self.map.entry(short) {
-                Entry::Occupied(mut e) => return Some(e.insert(loc)),
+                Entry::Occupied(mut e) => Some(e.insert(loc)),
                 Entry::Vacant(e) => {
                     e.insert(loc);
+                    None
                 }
             }
         } else if let Some(slot) = self.map.get_mut(key) {
-            return Some(std::mem::replace(slot, loc));
+            Some(std::mem::replace(slot, loc))
         } else {
             self.map.insert(key.into(), loc);
-        }
-        self.order_mut().on_insert(key);
-        None
+            None
+        };
+        self.order_mut().on_write(key, loc, old.is_none());
+        old
     }
 
     /// Room for `additional` more keys without growing on the way.
@@ -160,8 +180,36 @@ impl KeyIndex {
         self.map.iter()
     }
 
-    pub fn locations_mut(&mut self) -> impl Iterator<Item = &mut Location> {
-        self.map.values_mut()
+    /// Moves every location `n` segments down (the first `n` segments were
+    /// dropped).
+    pub fn forget_segments(&mut self, n: u32) {
+        for loc in self.map.values_mut() {
+            loc.seg -= n;
+        }
+        let order = self.order.get_mut().unwrap_or_else(PoisonError::into_inner);
+        let run = order.run.iter_mut().map(|(_, l)| l);
+        for loc in run.chain(order.added.values_mut()) {
+            if loc.value_len != DELETED {
+                loc.seg -= n;
+            }
+        }
+    }
+
+    /// Points every key at its new location after a compaction, given every
+    /// entry in key order (from [`KeyIndex::sorted_entries`]): the ordered
+    /// view, if built, becomes that list, with nothing added or deleted.
+    pub fn relocate_all(&mut self, entries: Vec<(IndexKey, Location)>) {
+        for (key, loc) in &entries {
+            if let Some(l) = self.map.get_mut(&**key) {
+                *l = *loc;
+            }
+        }
+        let order = self.order.get_mut().unwrap_or_else(PoisonError::into_inner);
+        if order.built {
+            order.run = entries;
+            order.added.clear();
+            order.stale = 0;
+        }
     }
 
     /// Calls `f` with the entries whose keys lie within the bounds, in key
@@ -185,28 +233,28 @@ impl KeyIndex {
             Bound::Excluded(t) => k < t,
             Bound::Unbounded => true,
         };
-        let start = order.run.partition_point(|k| after_from(k));
-        let mut run = order.run[start..].iter().map(|k| &**k).peekable();
+        let start = order.run.partition_point(|(k, _)| after_from(k));
+        let mut run = order.run[start..]
+            .iter()
+            .map(|(k, l)| (&**k, *l))
+            .peekable();
         let mut added = order
             .added
             .range::<[u8], _>((from, Bound::Unbounded))
-            .map(|k| &**k)
+            .map(|(k, l)| (&**k, *l))
             .peekable();
         loop {
             let take_run = match (run.peek(), added.peek()) {
-                (Some(a), Some(b)) => a < b,
+                (Some(a), Some(b)) => a.0 < b.0,
                 (Some(_), None) => true,
                 (None, Some(_)) => false,
                 (None, None) => return Ok(()),
             };
-            let key = (if take_run { run.next() } else { added.next() }).expect("peeked");
+            let (key, loc) = (if take_run { run.next() } else { added.next() }).expect("peeked");
             if !within_to(key) {
                 return Ok(());
             }
-            // A key of the run may have been deleted since it was sorted.
-            if let Some(&loc) = self.map.get(key)
-                && !f(key, loc)?
-            {
+            if loc.value_len != DELETED && !f(key, loc)? {
                 return Ok(());
             }
         }
@@ -236,10 +284,10 @@ mod tests {
         }
     }
 
-    fn keys(index: &KeyIndex, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Vec<Vec<u8>> {
+    fn entries(index: &KeyIndex, from: Bound<&[u8]>, to: Bound<&[u8]>) -> Vec<(Vec<u8>, Location)> {
         let mut out = Vec::new();
-        let _: Result<(), ()> = index.scan(from, to, |k, _| {
-            out.push(k.to_vec());
+        let _: Result<(), ()> = index.scan(from, to, |k, loc| {
+            out.push((k.to_vec(), loc));
             Ok(true)
         });
         out
@@ -266,14 +314,18 @@ mod tests {
                 );
             }
             if step.is_multiple_of(7_919) {
-                let all: Vec<Vec<u8>> = model.keys().cloned().collect();
-                assert_eq!(keys(&index, Bound::Unbounded, Bound::Unbounded), all);
+                let all: Vec<(Vec<u8>, Location)> =
+                    model.iter().map(|(k, l)| (k.clone(), *l)).collect();
+                assert_eq!(entries(&index, Bound::Unbounded, Bound::Unbounded), all);
                 let (a, b) = (&b"k12"[..], &b"k5"[..]);
-                let some: Vec<Vec<u8>> = model
+                let some: Vec<(Vec<u8>, Location)> = model
                     .range::<[u8], _>((Bound::Included(a), Bound::Excluded(b)))
-                    .map(|(k, _)| k.clone())
+                    .map(|(k, l)| (k.clone(), *l))
                     .collect();
-                assert_eq!(keys(&index, Bound::Included(a), Bound::Excluded(b)), some);
+                assert_eq!(
+                    entries(&index, Bound::Included(a), Bound::Excluded(b)),
+                    some
+                );
             }
         }
         let sorted = index.sorted_entries();
@@ -281,6 +333,33 @@ mod tests {
         for ((k, l), (mk, ml)) in sorted.iter().zip(&model) {
             assert_eq!((&**k, l), (&mk[..], ml));
         }
+    }
+
+    /// A compaction drops the old segments: every location moves down,
+    /// in the hash map and in the ordered view (deleted entries stay marked).
+    #[test]
+    fn forgetting_segments_moves_every_location() {
+        let mut index = KeyIndex::new();
+        for (i, k) in [&b"a"[..], b"b", b"c"].iter().enumerate() {
+            index.insert(
+                k,
+                Location {
+                    seg: 3,
+                    ..loc(i as u32)
+                },
+            );
+        }
+        let _ = entries(&index, Bound::Unbounded, Bound::Unbounded);
+        index.remove(b"b");
+        index.insert(b"d", Location { seg: 2, ..loc(9) });
+        index.forget_segments(2);
+        let got = entries(&index, Bound::Unbounded, Bound::Unbounded);
+        let segs: Vec<(Vec<u8>, u32)> = got.into_iter().map(|(k, l)| (k, l.seg)).collect();
+        assert_eq!(
+            segs,
+            [(b"a".to_vec(), 1), (b"c".to_vec(), 1), (b"d".to_vec(), 0)]
+        );
+        assert_eq!(index.get(b"c").map(|l| l.seg), Some(1));
     }
 
     #[test]

@@ -435,19 +435,18 @@ impl PersistentKeyValueStore {
         self.dirty = true;
         let mut frame = Vec::new();
         // In key order, so that a scan afterwards reads the segments in order.
-        for (key, loc) in self.index.sorted_entries() {
-            self.log.read_frame_into(&key, loc, &mut frame)?;
-            let (seg, pos) = self.log.append_copy(&frame)?;
-            self.index.insert(&key, Location { seg, pos, ..loc });
+        let mut entries = self.index.sorted_entries();
+        for (key, loc) in &mut entries {
+            self.log.read_frame_into(key, *loc, &mut frame)?;
+            (loc.seg, loc.pos) = self.log.append_copy(&frame)?;
         }
+        self.index.relocate_all(entries);
         self.commit_marker(&metadata, Some(base))?;
         // From here on the new segments are the store; a crash before the
         // manifest names them makes `open` finish the switch.
         files::write_manifest(&self.dir, base)?;
         let old = self.log.forget_first(first_new);
-        for loc in self.index.locations_mut() {
-            loc.seg -= first_new as u32;
-        }
+        self.index.forget_segments(first_new as u32);
         for seg in &old {
             remove_if_exists(&seg.path)?;
         }
