@@ -98,8 +98,8 @@ struct Location {
 ///
 /// RAM: a hash-table entry per live key (a 24-byte key slot that holds keys
 /// up to 22 bytes inline, a 12-byte location; longer keys are boxed on the
-/// heap), plus a 24-byte key slot per key once a scan has needed key order
-/// (see `store/README.md`). Values stay on disk and are read back per
+/// heap), plus a 40-byte entry (key slot and location) per key once a scan
+/// has needed key order (see `store/README.md`). Values stay on disk and are read back per
 /// access.
 pub struct PersistentKeyValueStore {
     dir: PathBuf,
