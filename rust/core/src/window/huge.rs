@@ -74,16 +74,9 @@ mod mapped {
 
     use super::HUGE_PAGE;
 
+    use crate::store::persistent::mmap::{mmap, munmap};
+
     unsafe extern "C" {
-        fn mmap(
-            addr: *mut c_void,
-            len: usize,
-            prot: c_int,
-            flags: c_int,
-            fd: c_int,
-            offset: i64,
-        ) -> *mut c_void;
-        fn munmap(addr: *mut c_void, len: usize) -> c_int;
         fn madvise(addr: *mut c_void, len: usize, advice: c_int) -> c_int;
     }
 

@@ -17,7 +17,7 @@
 pub(crate) mod files;
 mod index;
 mod key;
-mod mmap;
+pub(crate) mod mmap;
 mod recovery;
 mod segment_log;
 
