@@ -104,6 +104,14 @@ impl KeyValueBytes for ChangeLogging<'_> {
         self.inner.get(key)
     }
 
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        self.inner.get_with(key, f)
+    }
+
+    fn prefers_key_order(&self) -> bool {
+        self.inner.prefers_key_order()
+    }
+
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         self.inner.put(key, value)?;
         if let Some(log) = self.log.as_deref_mut() {

@@ -86,6 +86,18 @@ impl super::KeyValueBytes for InMemoryKeyValueStore {
         Ok(InMemoryKeyValueStore::get(self, key).map(<[u8]>::to_vec))
     }
 
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> crate::Result<bool> {
+        let value = InMemoryKeyValueStore::get(self, key);
+        if let Some(v) = value {
+            f(v);
+        }
+        Ok(value.is_some())
+    }
+
+    fn prefers_key_order(&self) -> bool {
+        true
+    }
+
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> crate::Result<()> {
         InMemoryKeyValueStore::put(self, key, value);
         Ok(())

@@ -36,6 +36,24 @@ use crate::error::Result;
 pub trait KeyValueBytes: Send {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>>;
 
+    /// Calls `f` with the value of `key` where the store holds it, without
+    /// copying it out first (for a caller that copies it elsewhere anyway);
+    /// returns whether the key has a value.
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        let value = self.get(key)?;
+        if let Some(v) = &value {
+            f(v);
+        }
+        Ok(value.is_some())
+    }
+
+    /// Whether a batch of reads or writes runs faster in key order (an
+    /// ordered index then walks its nodes in order; a hash index gains
+    /// nothing from the sort).
+    fn prefers_key_order(&self) -> bool {
+        false
+    }
+
     /// Stores `value`, or deletes the key when `value` is None.
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()>;
 

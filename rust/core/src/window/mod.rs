@@ -25,12 +25,16 @@
 //!   emitted); the store keeps them for its retention.
 //! - **Time windows** live in one hash table per window start
 //!   ([`time`]): closing a window drops its table whole; a slot is one cache
-//!   line with short keys inline, and slots are prefetched a few rows ahead.
-//!   Measured with `tests/window_perf.rs` (10M records, 100k keys, one
-//!   batch, shared 2-core VM, best of three): tumbling count and sum about
-//!   22M records/s, hopping with 4 windows per record about 5-6M records/s
-//!   (over 20M window updates/s); single runs vary by up to 2x with the
-//!   machine's load.
+//!   line with short keys inline, found through a byte array of tag
+//!   fingerprints, and the exact slot is prefetched a few rows ahead; large
+//!   slot arrays sit on huge pages. Measured with `tests/window_perf.rs`
+//!   (10M records, 100k keys, one batch, shared 2-core VM, best of three)
+//!   before the fingerprints: tumbling count and sum about 22M records/s,
+//!   hopping with 4 windows per record about 5-6M records/s; single runs
+//!   vary by up to 2x with the machine's load. The fingerprints and huge
+//!   pages measured 1.2-1.9x on tumbling and 1.4-1.7x on hopping through
+//!   the binding (`benches/test_window_kernels.py`, alternated with the
+//!   previous build on a machine at load 4-7).
 //! - **Store visibility is Kafka's.** Kafka reads windows back through its
 //!   store, whose retention hides old windows; the kernels emulate what the
 //!   default stores show, so that, as in Kafka, final results of windows the
@@ -58,7 +62,8 @@
 pub mod aggregate;
 pub mod assign;
 pub mod column;
-mod keys;
+mod huge;
+pub(crate) mod keys;
 pub mod results;
 pub mod session;
 pub mod sliding;

@@ -7,20 +7,31 @@
 //! the table of each of its windows (a short list searched from the
 //! newest), then its key there. A slot is one cache line holding the tag,
 //! the key (inline when at most [`INLINE_KEY`] bytes), the state and the
-//! result timestamp, so a probe mostly reads one line; it is prefetched a
-//! few records ahead, which is what makes a batch over many keys run at
-//! memory-parallel speed.
+//! result timestamp. Probes walk a byte array of tag fingerprints, small
+//! enough to stay in cache, and read the one slot whose fingerprint
+//! matches; that slot is prefetched a few records ahead, which is what
+//! makes a batch over many keys run at memory-parallel speed. Large slot
+//! arrays sit on huge pages ([`super::huge`]).
 
 use std::hash::BuildHasher;
 
+use super::huge::HugeArray;
 use super::keys::FastState;
 
 /// Keys up to this many bytes are stored in the slot itself.
 pub(crate) const INLINE_KEY: usize = 16;
 
-const EMPTY: u64 = 0;
-/// Set in every live tag, so a live tag is never EMPTY.
+/// Set in every live tag.
 const LIVE: u64 = 1 << 63;
+/// The control byte of an empty slot.
+const EMPTY_BYTE: u8 = 0;
+
+/// The control byte of a slot holding `tag`: hash bits that the slot index
+/// (the low bits) does not use; never [`EMPTY_BYTE`].
+#[inline]
+fn fingerprint(tag: u64) -> u8 {
+    (tag >> 48) as u8 | 1
+}
 
 #[derive(Clone, Copy, Default)]
 struct SlotKey {
@@ -45,7 +56,14 @@ pub(crate) struct Slot<S> {
 /// The keys of one window start.
 pub(crate) struct StartTable<S> {
     pub start: i64,
-    slots: Vec<Slot<S>>,
+    /// One byte per slot: [`EMPTY_BYTE`], or a fingerprint of the slot's
+    /// tag ([`fingerprint`]). Probes walk these bytes (a table of 100,000
+    /// keys has 128 KiB of them, which stay in cache) and read a slot only
+    /// when its fingerprint matches, so a lookup reads one slot line, and a
+    /// prefetch can fetch exactly that line.
+    ctrl: Vec<u8>,
+    /// Slots whose control byte is [`EMPTY_BYTE`] hold stale data.
+    slots: HugeArray<Slot<S>>,
     long_keys: Vec<Box<[u8]>>,
     mask: usize,
     len: usize,
@@ -150,7 +168,8 @@ impl<S: Copy + Default> StartTable<S> {
         let capacity = capacity.next_power_of_two().max(8);
         Self {
             start,
-            slots: vec![Slot::default(); capacity],
+            ctrl: vec![EMPTY_BYTE; capacity],
+            slots: HugeArray::filled(capacity, Slot::default()),
             long_keys: Vec::new(),
             mask: capacity - 1,
             len: 0,
@@ -162,9 +181,7 @@ impl<S: Copy + Default> StartTable<S> {
     /// Empties the table for another start, keeping its allocation.
     fn reset(&mut self, start: i64) {
         self.start = start;
-        for slot in &mut self.slots {
-            slot.tag = EMPTY;
-        }
+        self.ctrl.fill(EMPTY_BYTE);
         self.long_keys.clear();
         self.len = 0;
         self.dirty.clear();
@@ -178,14 +195,21 @@ impl<S: Copy + Default> StartTable<S> {
         self.slots.len()
     }
 
-    /// Prefetches the home slot of `tag` and the next (probes at a load of
-    /// up to 4/5 often reach it).
+    /// Prefetches the slot that a lookup of `tag` will read: the first
+    /// one on its probe path whose control byte matches (its slot), or is
+    /// empty (where it will be created).
     #[inline]
     fn prefetch(&self, tag: u64) {
-        let i = tag as usize & self.mask;
-        let home = self.slots.as_ptr().wrapping_add(i);
-        prefetch_read(home.cast());
-        prefetch_read(home.wrapping_add(1).cast());
+        let fp = fingerprint(tag);
+        let mut i = tag as usize & self.mask;
+        loop {
+            let c = self.ctrl[i];
+            if c == fp || c == EMPTY_BYTE {
+                prefetch_read(self.slots.as_ptr().wrapping_add(i).cast());
+                return;
+            }
+            i = (i + 1) & self.mask;
+        }
     }
 
     #[inline]
@@ -212,18 +236,23 @@ impl<S: Copy + Default> StartTable<S> {
         if self.len >= self.grow_at {
             self.grow();
         }
+        let fp = fingerprint(tag);
         let mut i = tag as usize & self.mask;
         loop {
-            let slot = &self.slots[i];
-            if slot.tag == tag && self.key_eq(&slot.key, key, probe) {
-                return Upsert::Found(i as u32);
-            }
-            if slot.tag == EMPTY {
+            let c = self.ctrl[i];
+            if c == EMPTY_BYTE {
                 break;
+            }
+            if c == fp {
+                let slot = &self.slots[i];
+                if slot.tag == tag && self.key_eq(&slot.key, key, probe) {
+                    return Upsert::Found(i as u32);
+                }
             }
             i = (i + 1) & self.mask;
         }
         let slot_key = self.make_key(key, probe);
+        self.ctrl[i] = fp;
         self.slots[i] = Slot {
             tag,
             key: slot_key,
@@ -251,18 +280,20 @@ impl<S: Copy + Default> StartTable<S> {
     /// Doubles the table; slot indices change, so the dirty list is rebuilt.
     fn grow(&mut self) {
         let capacity = self.capacity() * 2;
-        let slots = std::mem::replace(&mut self.slots, vec![Slot::default(); capacity]);
+        let slots = std::mem::replace(
+            &mut self.slots,
+            HugeArray::filled(capacity, Slot::default()),
+        );
+        let ctrl = std::mem::replace(&mut self.ctrl, vec![EMPTY_BYTE; capacity]);
         self.mask = capacity - 1;
         self.grow_at = capacity / 5 * 4;
         self.dirty.clear();
-        for slot in slots {
-            if slot.tag == EMPTY {
-                continue;
-            }
+        for (&slot, _) in slots.iter().zip(&ctrl).filter(|(_, c)| **c != EMPTY_BYTE) {
             let mut i = slot.tag as usize & self.mask;
-            while self.slots[i].tag != EMPTY {
+            while self.ctrl[i] != EMPTY_BYTE {
                 i = (i + 1) & self.mask;
             }
+            self.ctrl[i] = fingerprint(slot.tag);
             self.slots[i] = slot;
             if slot.dirty {
                 self.dirty.push(i as u32);
@@ -291,10 +322,10 @@ impl<S: Copy + Default> StartTable<S> {
 
     /// Indices of the occupied slots.
     pub fn occupied(&self) -> impl Iterator<Item = u32> + '_ {
-        self.slots
+        self.ctrl
             .iter()
             .enumerate()
-            .filter(|(_, s)| s.tag != EMPTY)
+            .filter(|(_, c)| **c != EMPTY_BYTE)
             .map(|(i, _)| i as u32)
     }
 
@@ -307,8 +338,9 @@ impl<S: Copy + Default> StartTable<S> {
         }
         self.slots
             .iter()
+            .zip(&self.ctrl)
             .enumerate()
-            .filter(|(_, s)| s.tag != EMPTY && s.dirty)
+            .filter(|(_, (s, c))| **c != EMPTY_BYTE && s.dirty)
             .map(|(i, _)| i as u32)
             .collect()
     }

@@ -291,15 +291,17 @@ const PREFETCH_AHEAD: usize = 8;
 /// Batches at least this large are applied in key order (see [`key_order`]).
 const SORT_MIN_BATCH: usize = 256;
 
-/// The order in which to apply a batch of writes: by key, and by position
-/// among equal keys, so the store ends up exactly as if the writes were
-/// applied one after the other (if a write fails, some of the batch may be
-/// applied, as with any failed batch). Updating the ordered index in key
-/// order walks its nodes in order, so they are in cache when the next write
-/// needs them; on large batches of scattered keys that more than pays for
-/// the sort. Small batches keep their own order.
-fn key_order<'a>(n: usize, key: &impl Fn(usize) -> &'a [u8]) -> Vec<u32> {
-    if n < SORT_MIN_BATCH {
+/// The order in which to apply a batch of writes or reads: for a store
+/// whose index is ordered ([`KeyValueBytes::prefers_key_order`]), by key,
+/// and by position among equal keys, so the store ends up exactly as if the
+/// writes were applied one after the other (if a write fails, some of the
+/// batch may be applied, as with any failed batch). Updating an ordered
+/// index in key order walks its nodes in order, so they are in cache when
+/// the next write needs them; on large batches of scattered keys that more
+/// than pays for the sort. Small batches, and stores with a hash index,
+/// keep the batch's own order.
+fn key_order<'a>(sort: bool, n: usize, key: &impl Fn(usize) -> &'a [u8]) -> Vec<u32> {
+    if !sort || n < SORT_MIN_BATCH {
         return (0..n as u32).collect();
     }
     // Sort on the first eight bytes (zero-padded, big-endian: the same order
@@ -328,7 +330,7 @@ fn apply_in_key_order<'a>(
     key: impl Fn(usize) -> &'a [u8],
     value: impl Fn(usize) -> Option<&'a [u8]>,
 ) -> strom_core::Result<()> {
-    let order = key_order(n, &key);
+    let order = key_order(kv.prefers_key_order(), n, &key);
     for (j, &i) in order.iter().enumerate() {
         if let Some(&next) = order.get(j + PREFETCH_AHEAD) {
             prefetch(key(next as usize));
@@ -440,37 +442,49 @@ impl NativeKeyValueStore {
     }
 
     fn get<'py>(&self, py: Python<'py>, key: &[u8]) -> PyResult<Option<Bound<'py, PyBytes>>> {
-        let value = self.attached(py, |b| b.kv_ref().get(key))?;
-        Ok(opt_bytes(py, value))
+        // Straight from the store's bytes into the Python object.
+        let mut value = None;
+        self.attached(py, |b| {
+            b.kv_ref()
+                .get_with(key, &mut |v| value = Some(PyBytes::new(py, v)))
+        })?;
+        Ok(value)
     }
 
     /// The values of `keys` (None where a key is absent), in order.
     fn get_all<'py>(&self, keys: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
         let py = keys.py();
         let keys = Packed::from_list(keys, false, "keys")?;
+        // The values are copied into one buffer (no allocation per value),
+        // looked up in the store's preferred order, answered in the caller's.
         let values = self.detached(py, |b| {
             let kv = b.kv_ref();
             let key = |i: usize| keys.get(i).unwrap_or_default();
-            // Look up in key order (see `key_order`), answer in the callers'.
-            let mut values = vec![None; keys.len()];
-            let order = key_order(keys.len(), &key);
+            let mut values = Packed {
+                data: Vec::new(),
+                spans: vec![None; keys.len()],
+            };
+            let order = key_order(kv.prefers_key_order(), keys.len(), &key);
             for (j, &i) in order.iter().enumerate() {
                 if let Some(&next) = order.get(j + PREFETCH_AHEAD) {
                     prefetch(key(next as usize));
                 }
-                values[i as usize] = kv.get(key(i as usize))?;
+                let data = &mut values.data;
+                let start = data.len();
+                let copy = &mut |v: &[u8]| {
+                    if data.capacity() == 0 {
+                        // Most batches hold values of similar sizes.
+                        data.reserve(keys.len() * v.len().max(1));
+                    }
+                    data.extend_from_slice(v);
+                };
+                if kv.get_with(key(i as usize), copy)? {
+                    values.spans[i as usize] = Some((start, data.len() - start));
+                }
             }
             Ok(values)
         })?;
-        let list = PyList::new(
-            py,
-            values
-                .iter()
-                .map(|v| v.as_deref().map(|v| PyBytes::new(py, v))),
-        )?;
-        // A million small frees: not worth holding the interpreter for.
-        py.detach(move || drop(values));
-        Ok(list)
+        PyList::new(py, values.iter().map(|v| v.map(|v| PyBytes::new(py, v))))
     }
 
     /// `get_all` as seen through a record cache: a key's cached value (None
@@ -656,7 +670,7 @@ impl NativeKeyValueStore {
             }
             // Straight to the store: in key order (see `key_order`), which
             // keeps each key's writes in record order; olds answered in the callers'.
-            let order = key_order(n, &key);
+            let order = key_order(b.unlogged().prefers_key_order(), n, &key);
             let records = order.iter().map(|&i| {
                 (
                     key(i as usize),

@@ -9,8 +9,9 @@ use std::ffi::{c_int, c_void};
 use std::fs::File;
 use std::os::fd::AsRawFd;
 
+// Also used by the windowing kernels' huge-page arrays (`window/huge.rs`).
 unsafe extern "C" {
-    fn mmap(
+    pub(crate) fn mmap(
         addr: *mut c_void,
         len: usize,
         prot: c_int,
@@ -18,7 +19,7 @@ unsafe extern "C" {
         fd: c_int,
         offset: i64,
     ) -> *mut c_void;
-    fn munmap(addr: *mut c_void, len: usize) -> c_int;
+    pub(crate) fn munmap(addr: *mut c_void, len: usize) -> c_int;
 }
 
 const PROT_READ: c_int = 1;

@@ -1,8 +1,9 @@
 //! The persistent key-value store: a log-structured table on local disk.
 //!
 //! Writes append CRC-framed records (the embedded log's frame format) to
-//! segment files; an in-memory ordered index maps every live key to where its
-//! latest value is. Keys and the index live in RAM, values on disk.
+//! segment files; an in-memory index (a hash map, with an ordered view of
+//! the keys built for scans) maps every live key to where its latest value
+//! is. Keys and the index live in RAM, values on disk.
 //!
 //! [`commit`](PersistentKeyValueStore::commit) appends a *commit marker*
 //! carrying caller metadata (the changelog offset, processors' stream time)
@@ -14,19 +15,19 @@
 //! The on-disk format, recovery and compaction rules are in `store/README.md`.
 
 pub(crate) mod files;
+mod index;
 mod key;
-mod mmap;
+pub(crate) mod mmap;
 mod recovery;
 mod segment_log;
 
-use std::collections::BTreeMap;
 use std::fs::{self, File};
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 use self::files::{io, list_segments, read_manifest, remove_if_exists, sync_dir, take_lock};
-use self::key::IndexKey;
+use self::index::KeyIndex;
 use self::recovery::COMMIT_HEADER;
 use self::segment_log::{SegmentLog, data_frame_size};
 use crate::error::{Error, Result};
@@ -95,14 +96,15 @@ struct Location {
 
 /// A persistent, log-structured key-value store in one directory.
 ///
-/// RAM: every live key plus about 40 bytes per key (a 24-byte key slot that
-/// holds keys up to 22 bytes inline, a 12-byte location, B-tree node slack;
-/// longer keys are boxed on the heap). Values stay on disk and are read back
-/// per access.
+/// RAM: a hash-table entry per live key (a 24-byte key slot that holds keys
+/// up to 22 bytes inline, a 12-byte location; longer keys are boxed on the
+/// heap), plus a 40-byte entry (key slot and location) per key once a scan
+/// has needed key order (see `store/README.md`). Values stay on disk and are read back per
+/// access.
 pub struct PersistentKeyValueStore {
     dir: PathBuf,
     options: PersistentStoreOptions,
-    index: BTreeMap<IndexKey, Location>,
+    index: KeyIndex,
     log: SegmentLog,
     /// Bytes of the frames the index points to.
     live_bytes: u64,
@@ -212,15 +214,20 @@ impl PersistentKeyValueStore {
 
     #[inline]
     fn location(&self, key: &[u8]) -> Option<Location> {
-        match IndexKey::inline(key) {
-            Some(k) => self.index.get(&k).copied(),
-            None => self.index.get(key).copied(),
-        }
+        self.index.get(key)
     }
 
     pub fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         match self.location(key) {
             Some(loc) => Ok(Some(self.log.read_value(key, loc)?.0)),
+            None => Ok(None),
+        }
+    }
+
+    /// Calls `f` with the value of `key` as the store holds it (no copy).
+    pub fn get_with<T>(&self, key: &[u8], f: impl FnOnce(&[u8]) -> T) -> Result<Option<T>> {
+        match self.location(key) {
+            Some(loc) => Ok(Some(self.log.with_value(key, loc, f)?)),
             None => Ok(None),
         }
     }
@@ -254,15 +261,7 @@ impl PersistentKeyValueStore {
                 value_len: v.len() as u32,
             };
             self.live_bytes += size as u64;
-            let old = if let Some(k) = IndexKey::inline(key) {
-                // One search; the inline key costs no allocation.
-                self.index.insert(k, loc)
-            } else if let Some(slot) = self.index.get_mut(key) {
-                Some(std::mem::replace(slot, loc))
-            } else {
-                self.index.insert(key.into(), loc)
-            };
-            if let Some(old) = old {
+            if let Some(old) = self.index.insert(key, loc) {
                 self.live_bytes -= data_frame_size(key.len(), old.value_len as usize) as u64;
             }
         } else {
@@ -319,34 +318,33 @@ impl PersistentKeyValueStore {
         if matches!((from, to), (Some(f), Some(t)) if f > t) {
             return Ok(Vec::new());
         }
-        let bounds = (
+        let mut out = Vec::new();
+        self.index.scan(
             from.map_or(Bound::Unbounded, Bound::Included),
             to.map_or(Bound::Unbounded, Bound::Included),
-        );
-        let entries = self.index.range::<[u8], _>(bounds);
+            |k, loc| {
+                out.push((k.to_vec(), self.log.read_value(k, loc)?.0));
+                Ok::<_, Error>(true)
+            },
+        )?;
         if reverse {
-            self.read_entries(entries.rev())
-        } else {
-            self.read_entries(entries)
+            out.reverse();
         }
+        Ok(out)
     }
 
     /// Entries whose key starts with `prefix`, in key order.
     pub fn prefix_scan(&self, prefix: &[u8]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let entries = self
-            .index
-            .range::<[u8], _>((Bound::Included(prefix), Bound::Unbounded))
-            .take_while(|(k, _)| k.starts_with(prefix));
-        self.read_entries(entries)
-    }
-
-    fn read_entries<'a>(
-        &self,
-        entries: impl Iterator<Item = (&'a IndexKey, &'a Location)>,
-    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        entries
-            .map(|(k, loc)| Ok((k.to_vec(), self.log.read_value(k, *loc)?.0)))
-            .collect()
+        let mut out = Vec::new();
+        self.index
+            .scan(Bound::Included(prefix), Bound::Unbounded, |k, loc| {
+                if !k.starts_with(prefix) {
+                    return Ok(false);
+                }
+                out.push((k.to_vec(), self.log.read_value(k, loc)?.0));
+                Ok::<_, Error>(true)
+            })?;
+        Ok(out)
     }
 
     /// The number of live keys (exact here).
@@ -436,20 +434,19 @@ impl PersistentKeyValueStore {
         // The copies are uncommitted until the compaction's own commit marker.
         self.dirty = true;
         let mut frame = Vec::new();
-        for (key, loc) in &mut self.index {
+        // In key order, so that a scan afterwards reads the segments in order.
+        let mut entries = self.index.sorted_entries();
+        for (key, loc) in &mut entries {
             self.log.read_frame_into(key, *loc, &mut frame)?;
-            let (seg, pos) = self.log.append_copy(&frame)?;
-            loc.seg = seg;
-            loc.pos = pos;
+            (loc.seg, loc.pos) = self.log.append_copy(&frame)?;
         }
+        self.index.relocate_all(entries);
         self.commit_marker(&metadata, Some(base))?;
         // From here on the new segments are the store; a crash before the
         // manifest names them makes `open` finish the switch.
         files::write_manifest(&self.dir, base)?;
         let old = self.log.forget_first(first_new);
-        for loc in self.index.values_mut() {
-            loc.seg -= first_new as u32;
-        }
+        self.index.forget_segments(first_new as u32);
         for seg in &old {
             remove_if_exists(&seg.path)?;
         }
@@ -474,6 +471,10 @@ fn now_ms() -> i64 {
 impl super::KeyValueBytes for PersistentKeyValueStore {
     fn get(&self, key: &[u8]) -> Result<Option<Vec<u8>>> {
         PersistentKeyValueStore::get(self, key)
+    }
+
+    fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
+        Ok(PersistentKeyValueStore::get_with(self, key, f)?.is_some())
     }
 
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {

@@ -1,13 +1,13 @@
 //! Opening a store: scan the segments, rebuild the index as of the last
 //! commit marker, and cut away everything after it.
 
-use std::collections::BTreeMap;
 use std::fs::File;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
 use super::Location;
 use super::files::{MANIFEST_FILE, io, remove_if_exists, sync_dir};
+use super::index::KeyIndex;
 use super::key::IndexKey;
 use super::segment_log::{KEY_LEN_AT, Segment};
 use crate::error::{Error, Result};
@@ -151,7 +151,7 @@ pub(super) struct Recovered {
     /// The segments up to the one holding the last commit marker (truncated
     /// right after it); empty when there is no commit marker.
     pub segments: Vec<Segment>,
-    pub index: BTreeMap<IndexKey, Location>,
+    pub index: KeyIndex,
     pub next_seq: u64,
     /// The metadata of the last commit marker.
     pub committed: Option<Vec<u8>>,
@@ -182,7 +182,7 @@ pub(super) fn recover(dir: &Path, base: u64, files: Vec<(u64, PathBuf)>) -> Resu
         .map(|(b, path)| Segment::open(b, path))
         .collect::<Result<Vec<_>>>()?;
 
-    let mut index: BTreeMap<IndexKey, Location> = BTreeMap::new();
+    let mut index = KeyIndex::new();
     // Updates since the last commit marker, applied when the next one is read.
     let mut pending: Vec<(IndexKey, Option<Location>)> = Vec::new();
     let mut commit: Option<CommitPoint> = None;
@@ -257,10 +257,11 @@ pub(super) fn recover(dir: &Path, base: u64, files: Vec<(u64, PathBuf)>) -> Resu
                     metadata,
                     compaction_base: c,
                 } => {
+                    index.reserve(pending.len());
                     for (key, loc) in pending.drain(..) {
                         match loc {
-                            Some(loc) => index.insert(key, loc),
-                            None => index.remove(&*key),
+                            Some(loc) => index.insert(&key, loc),
+                            None => index.remove(&key),
                         };
                     }
                     commit = Some(CommitPoint {

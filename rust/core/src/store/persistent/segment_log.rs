@@ -293,6 +293,19 @@ impl SegmentLog {
         })
     }
 
+    /// Calls `f` with the value of the data frame at `loc`, in place.
+    pub fn with_value<T>(
+        &self,
+        key: &[u8],
+        loc: Location,
+        f: impl FnOnce(&[u8]) -> T,
+    ) -> Result<T> {
+        let value_at = KEY_LEN_AT + 4 + key.len() + 4;
+        self.with_frame(key, loc, |frame| {
+            f(&frame[value_at..value_at + loc.value_len as usize])
+        })
+    }
+
     /// Drops the first `n` segments from the log (their files are the
     /// caller's to remove) and returns them.
     pub fn forget_first(&mut self, n: usize) -> Vec<Segment> {
