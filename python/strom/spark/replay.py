@@ -262,10 +262,15 @@ def _from_frame(frame: DataFrame, topics: list[str]) -> tuple[DataFrame, dict[st
         F.lit(-1).cast("int").alias("task"),
         F.col("offset").cast("long").alias("seq"),
     ).filter(F.col("topic").isin(topics))
-    counts = {
-        row["topic"]: int(row["n"]) + 1
-        for row in normalized.groupBy("topic").agg(F.max("partition").alias("n")).collect()
-    }
+    # One global aggregate (a max per topic): no grouping by topic name, and
+    # only the two columns read.
+    (highest,) = frame.agg(
+        *[
+            F.max(F.when(F.col("topic").cast("string") == topic, F.col("partition"))).cast("int")
+            for topic in topics
+        ]
+    ).collect()
+    counts = {topic: int(n) + 1 for topic, n in zip(topics, highest, strict=True) if n is not None}
     return normalized, counts
 
 
