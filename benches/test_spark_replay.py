@@ -5,7 +5,7 @@ DataFrame in the same run. Spark's built-in is not exact (no stream time, no
 grace drops); the replay is.
 
 Records: ``STROM_SPARK_BENCH_RECORDS`` (default 1,000,000; the 10,000,000
-figure takes about half a minute a round on 2 cores: run it with
+figure takes about 20 s a round on 2 cores: run it with
 ``-k "builtin or default"`` to leave out the slower cached replay).
 """
 
