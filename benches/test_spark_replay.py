@@ -5,7 +5,7 @@ DataFrame in the same run. Spark's built-in is not exact (no stream time, no
 grace drops); the replay is.
 
 Records: ``STROM_SPARK_BENCH_RECORDS`` (default 1,000,000; the 10,000,000
-figure takes about half a minute a round on 2 cores: run it with
+figure takes about 20 s a round on 2 cores: run it with
 ``-k "builtin or default"`` to leave out the slower cached replay).
 """
 
@@ -50,23 +50,33 @@ def spark() -> Iterator[Any]:
 
 @pytest.fixture(scope="module")
 def events(spark: Any) -> Any:
-    """RECORDS events over KEYS keys, 1 ms apart per partition with some a
-    few seconds late, as the replay's source DataFrame (cached)."""
+    return make_events(spark, RECORDS)
+
+
+def make_events(spark: Any, records: int) -> Any:
+    """``records`` events over KEYS keys, 1 ms apart per partition with some a
+    few seconds late, as the replay's source DataFrame (cached), laid out as a
+    Kafka source reads them: Spark partition ``p`` holds partition ``p``."""
     from pyspark.sql import functions as F  # noqa: PLC0415
 
-    frame = spark.range(RECORDS).select(
+    per = records // PARTITIONS
+    # spark.range gives each Spark partition one contiguous run of ids.
+    frame = spark.range(0, per * PARTITIONS, 1, PARTITIONS).select(
+        (F.col("id") / per).cast("int").alias("partition"),
+        (F.col("id") % per).alias("offset"),
+    )
+    # The event's number in time: the two partitions interleave.
+    n = F.col("offset") * PARTITIONS + F.col("partition")
+    frame = frame.select(
         F.lit("events").alias("topic"),
-        (F.col("id") % PARTITIONS).cast("int").alias("partition"),
-        (F.col("id") / PARTITIONS).cast("long").alias("offset"),
-        F.concat(F.lit("k"), (F.col("id") % KEYS).cast("string")).cast("binary").alias("key"),
+        "partition",
+        "offset",
+        F.concat(F.lit("k"), (n % KEYS).cast("string")).cast("binary").alias("key"),
         F.lit(b"x").alias("value"),
         (
-            F.lit(1_700_000_000_000)
-            + F.col("id")
-            - F.when(F.col("id") % 97 == 0, F.lit(3_000)).otherwise(F.lit(0))
+            F.lit(1_700_000_000_000) + n - F.when(n % 97 == 0, F.lit(3_000)).otherwise(F.lit(0))
         ).alias("timestamp"),
-    )
-    frame = frame.repartition(PARTITIONS).cache()
+    ).cache()
     frame.count()
     return frame
 
@@ -99,8 +109,14 @@ def test_spark_builtin_windowed_count(benchmark: Any, events: Any) -> None:
     benchmark.extra_info["note"] = f"groupBy(window, key).count(), {RECORDS:,} records, local[2]"
 
 
-@pytest.mark.parametrize("cache", [None, 10 << 20], ids=["default", "cache-10MiB"])
-def test_replay_windowed_count(benchmark: Any, spark: Any, events: Any, cache: int | None) -> None:
+@pytest.mark.parametrize(
+    ("cache", "partitioned"),
+    [(None, True), (None, False), (10 << 20, True)],
+    ids=["default", "shuffled", "cache-10MiB"],
+)
+def test_replay_windowed_count(
+    benchmark: Any, spark: Any, events: Any, cache: int | None, partitioned: bool
+) -> None:
     from strom.spark import replay  # noqa: PLC0415
 
     # The replay's default is no record cache (every update emitted).
@@ -110,7 +126,9 @@ def test_replay_windowed_count(benchmark: Any, spark: Any, events: Any, cache: i
 
     def run() -> None:
         started = time.monotonic()
-        with replay(windowed_count(), spark, source=events, config=config) as result:
+        with replay(
+            windowed_count(), spark, source=events, config=config, source_partitioned=partitioned
+        ) as result:
             assert result.metrics()["records-processed"] == RECORDS
             result.table("counts").write.format("noop").mode("overwrite").save()
         benchmark.extra_info.setdefault("rounds_s", []).append(time.monotonic() - started)
@@ -122,5 +140,6 @@ def test_replay_windowed_count(benchmark: Any, spark: Any, events: Any, cache: i
         benchmark.extra_info["vs_builtin"] = BUILTIN["median_s"] / benchmark.stats.stats.median
     benchmark.extra_info["note"] = (
         f"strom.spark.replay, tumbling count with grace, {RECORDS:,} records, local[2], "
-        f"statestore.cache.max.bytes={'default (0)' if cache is None else cache}"
+        f"statestore.cache.max.bytes={'default (0)' if cache is None else cache}, "
+        f"source_partitioned={partitioned}"
     )

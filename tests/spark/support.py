@@ -201,11 +201,11 @@ def run_streaming(scenario: Scenario, servers: str, config: Mapping[str, Any]) -
     return Results(streams, tables)
 
 
+SOURCE_SCHEMA = "topic string, partition int, offset long, key binary, value binary, timestamp long"
+
+
 def source_frame(spark: SparkSession, scenario: Scenario) -> DataFrame:
-    return spark.createDataFrame(
-        scenario.rows(),
-        "topic string, partition int, offset long, key binary, value binary, timestamp long",
-    )
+    return spark.createDataFrame(scenario.rows(), SOURCE_SCHEMA)
 
 
 def replay_results(result: Replay, scenario: Scenario) -> Results:
@@ -224,8 +224,23 @@ def replay_results(result: Replay, scenario: Scenario) -> Results:
     return Results(streams, tables)
 
 
+def partitioned_frame(spark: SparkSession, scenario: Scenario) -> DataFrame:
+    """The source frame with each partition number's records in a Spark
+    partition of their own, as a Kafka source reads them (no shuffle made)."""
+    rows = scenario.rows()
+    numbers = sorted({row[1] for row in rows})
+    split = spark.sparkContext.parallelize(numbers, len(numbers)).flatMap(
+        lambda number: [row for row in rows if row[1] == number]
+    )
+    return spark.createDataFrame(split, SOURCE_SCHEMA)
+
+
 def run_replay(
-    spark: SparkSession, scenario: Scenario, source: str | DataFrame, config: Mapping[str, Any]
+    spark: SparkSession,
+    scenario: Scenario,
+    source: str | DataFrame,
+    config: Mapping[str, Any],
+    **options: Any,
 ) -> Results:
-    with replay(scenario.build(), spark, source=source, config=config) as result:
+    with replay(scenario.build(), spark, source=source, config=config, **options) as result:
         return replay_results(result, scenario)

@@ -14,6 +14,7 @@ import pytest
 from pyspark.sql import SparkSession
 from tests.spark.support import (
     Scenario,
+    partitioned_frame,
     run_driver,
     run_driver_per_partition,
     run_replay,
@@ -59,15 +60,20 @@ def check_all_ways(spark: SparkSession, scenario: Scenario, tmp_path: Path) -> N
     streaming = run_streaming(scenario, servers, CONFIG)
     from_frame = run_replay(spark, scenario, source_frame(spark, scenario), CONFIG)
     from_log = run_replay(spark, scenario, servers, CONFIG)
+    in_place = run_replay(
+        spark, scenario, partitioned_frame(spark, scenario), CONFIG, source_partitioned=True
+    )
     for topic in scenario.outputs:
         assert streaming.streams[topic], f"the scenario wrote nothing to {topic}"
         assert streaming.streams[topic] == driver[topic]
         assert from_frame.streams[topic] == streaming.streams[topic]
         assert from_log.streams[topic] == streaming.streams[topic]
+        assert in_place.streams[topic] == streaming.streams[topic]
     for store in scenario.stores:
         assert streaming.tables[store]
         assert from_frame.tables[store] == streaming.tables[store]
         assert from_log.tables[store] == streaming.tables[store]
+        assert in_place.tables[store] == streaming.tables[store]
 
 
 def test_count_by_key(spark: SparkSession, tmp_path: Path) -> None:

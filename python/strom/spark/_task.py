@@ -14,6 +14,7 @@ import heapq
 import json
 import shutil
 import tempfile
+import time
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -292,17 +293,24 @@ def _no_wall_clock() -> int:
     return 0
 
 
-def run_task(plan: StagePlan, partition: int, table: pa.Table) -> pa.Table:
+def run_task(
+    plan: StagePlan, partition: int, table: pa.Table, timings: dict[str, float] | None = None
+) -> pa.Table:
     """Runs task ``partition`` of the plan's sub-topology over ``table`` (rows
-    of ``INPUT_SCHEMA``) and returns rows of ``OUTPUT_SCHEMA``."""
+    of ``INPUT_SCHEMA``) and returns rows of ``OUTPUT_SCHEMA``. ``timings``
+    (seconds by phase, the caller's own included) go into the task's row with
+    the engine's and the result's."""
     state_dir = Path(tempfile.mkdtemp(prefix="strom-replay-"))
     collector = _Capture(plan.partitions, partition)
+    timings = dict(timings or {})
     try:
         task = open_task(plan, partition, collector, state_dir)
         try:
+            started = time.perf_counter()
             _feed(plan, task, partition, table)
             task.flush()  # one commit at the end: the caches write out
-            return _result(plan, task, partition, collector)
+            timings["engine"] = time.perf_counter() - started
+            return _result(plan, task, partition, collector, timings)
         finally:
             task.close()
     finally:
@@ -344,12 +352,19 @@ def _feed(plan: StagePlan, task: StreamTask, partition: int, table: pa.Table) ->
     task.process_ready(lambda _topic, _part: False)
 
 
-def _result(plan: StagePlan, task: StreamTask, partition: int, collector: _Capture) -> pa.Table:
+def _result(
+    plan: StagePlan,
+    task: StreamTask,
+    partition: int,
+    collector: _Capture,
+    timings: dict[str, float],
+) -> pa.Table:
     """The task's output as rows of ``OUTPUT_SCHEMA``, built a column at a
     time: per changelog topic only the latest record per key (in the order
     of those latest writes; for stores that :func:`rebuilt_from_contents`,
     their final contents), then the stores' entries, offsets and the
     task's times."""
+    started = time.perf_counter()
     parts: list[pa.Table] = []
 
     def add(
@@ -434,11 +449,14 @@ def _result(plan: StagePlan, task: StreamTask, partition: int, collector: _Captu
     for (topic, part), (offset, partition_time) in task.committable_offsets().items():
         add("offset", topic, part, [0], [None], [None], [int(partition_time)], [offset])
     meta = {
+        "partition": partition,
         "stream_time": task.stream_time,
         "node_times": task.state.node_times,
         "records_processed": task.metrics.records_processed,
         "dropped_records": task.metrics.dropped_records,
         "skipped_records": task.metrics.skipped_records,
+        # Seconds per phase: the whole of this function as "result".
+        "timings": timings | {"result": time.perf_counter() - started},
     }
     add("task", "", partition, [0], [None], [json.dumps(meta).encode()], [task.stream_time])
     return pa.concat_tables(parts) if parts else OUTPUT_SCHEMA.empty_table()

@@ -11,7 +11,6 @@ nothing counted twice, the same late-record drops.
 
 from __future__ import annotations
 
-import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -85,11 +84,11 @@ def _end_state(result: Replay) -> _EndState:
         for row in result._collect("offset")
         if row["name"] in result._external
     }
-    times: dict[str, dict[str, Any]] = {}
-    for stage in result._stages:
-        assert stage.output is not None
-        for row in stage.output.filter("kind = 'task'").select("task", "value").collect():
-            times[f"{stage.subtopology.id}_{row['task']}"] = json.loads(row["value"])
+    times = {
+        f"{stage.subtopology.id}_{meta['partition']}": meta
+        for stage in result._stages
+        for meta in stage.tasks
+    }
     return _EndState(changelogs, offsets, times)
 
 

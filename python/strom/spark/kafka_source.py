@@ -1,6 +1,8 @@
-"""Kafka offset ranges as a Spark Python Data Source: one Spark partition per
-topic-partition range, read inside the Spark task by strom's own consumer
-(``strom.kafka.consumer``; no JVM connector jar needed).
+"""Kafka offset ranges as a Spark Python Data Source, read inside the Spark
+tasks by strom's own consumer (``strom.kafka.consumer``; no JVM connector jar
+needed). One Spark partition per partition number, holding that partition of
+every topic read: a stream task's records, which a replay then runs where
+they are read, with no shuffle.
 
 The readers read by assignment in no consumer group (as Kafka Streams'
 restore consumers do): a replay needs Read on its input topics and nothing
@@ -41,11 +43,18 @@ STALL_TIMEOUT_S = 60.0
 
 
 @dataclass
-class RangePartition(InputPartition):
+class RangePartition:
     topic: str
     partition: int
     start: int
     end: int
+
+
+@dataclass
+class TaskPartition(InputPartition):
+    """The ranges of one partition number, one per topic."""
+
+    ranges: list[RangePartition]
 
 
 class KafkaRangeSource(DataSource):
@@ -70,11 +79,15 @@ class _Reader(DataSourceReader):
         self.consumer = consumer
 
     def partitions(self) -> Sequence[InputPartition]:
-        return [RangePartition(t, int(p), int(s), int(e)) for t, p, s, e in self.ranges]
+        by_number: dict[int, list[RangePartition]] = {}
+        for t, p, s, e in self.ranges:
+            by_number.setdefault(int(p), []).append(RangePartition(t, int(p), int(s), int(e)))
+        return [TaskPartition(by_number[p]) for p in sorted(by_number)]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
-        assert isinstance(partition, RangePartition)
-        yield from read_range(self.consumer, partition)
+        assert isinstance(partition, TaskPartition)
+        for part in partition.ranges:
+            yield from read_range(self.consumer, part)
 
 
 def reader_config(config: Mapping[str, Any]) -> dict[str, Any]:

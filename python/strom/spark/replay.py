@@ -18,8 +18,9 @@ import re
 import shutil
 import tempfile
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,8 @@ class _Stage:
     plan: StagePlan
     output: DataFrame | None = None
     records: int = 0
+    # Each task's final times, metrics and timings (its "task" row).
+    tasks: list[dict[str, Any]] = field(default_factory=list)
 
 
 def replay(
@@ -77,6 +80,7 @@ def replay(
     end_offsets: Offsets | None = None,
     progress: ProgressListener | None = None,
     changelogs: bool = False,
+    source_partitioned: bool = False,
 ) -> Replay:
     """Replays ``topology`` over the records of ``source`` on Spark and
     returns the :class:`Replay`, whose stages have all run.
@@ -92,7 +96,12 @@ def replay(
     cache is off unless ``config`` sizes it: every update is emitted).
     ``changelogs`` keeps each store's changelog (the latest record per key),
     which :meth:`Replay.bootstrap` writes; without it the stores run
-    unlogged, which is faster.
+    unlogged, which is faster. ``source_partitioned`` says that the source
+    DataFrame holds all records of each partition number (of every topic) in
+    one Spark partition: the replay then runs its first sub-topologies where
+    the records are, with no shuffle (checked: a partition found in two Spark
+    partitions fails the replay with a ``ConfigError``). A Kafka source is
+    read that way always.
     """
     # No wall clock in a replay: emit-final aggregations look for closed
     # windows on every record, as in the test driver.
@@ -110,8 +119,9 @@ def replay(
         physical(t) for s in subs for t in s.source_topics
     }
     external = sorted({physical(t) for s in subs for t in s.source_topics} - fed)
-    frame, known_partitions = _source_frame(
-        spark, source, external, streams_config, start_offsets, end_offsets
+    planning = time.monotonic()
+    frame, known_partitions, partitioned = _source_frame(
+        spark, source, external, streams_config, start_offsets, end_offsets, source_partitioned
     )
     frame = _bounded(frame, start_offsets, end_offsets)
     partitions = _partition_counts(builder, subs, physical, known_partitions, external)
@@ -136,11 +146,12 @@ def replay(
             check_replayable(stage.plan, state_dir)
     finally:
         shutil.rmtree(state_dir, ignore_errors=True)
+    log.debug("replay %s: planned in %.2f s", app_id, time.monotonic() - planning)
 
     result = Replay(builder, streams_config, partitions, external, stages, changelogs)
     for index, stage in enumerate(stages):
         started = time.monotonic()
-        _run_stage(stage, frame, stages[:index])
+        _run_stage(stage, frame, stages[:index], partitioned)
         log.info(
             "replay %s: sub-topology %d done (%d/%d): %d input record(s) in %.1f s",
             app_id,
@@ -193,17 +204,24 @@ def _source_frame(
     config: StreamsConfig,
     start: Offsets | None,
     end: Offsets | None,
-) -> tuple[DataFrame, dict[str, int]]:
+    partitioned: bool,
+) -> tuple[DataFrame, dict[str, int], bool]:
     """The input records as a DataFrame of ``INPUT_SCHEMA`` (only the
-    topology's external topics) and the partition counts the source knows."""
+    topology's external topics), the partition counts the source knows, and
+    whether each partition number's records are in one Spark partition."""
     from pyspark.sql import DataFrame  # noqa: PLC0415 - pyspark is optional
 
+    if partitioned and not isinstance(source, DataFrame):
+        raise ConfigError(
+            f"source_partitioned applies to a DataFrame source, not {source!r} (a Kafka "
+            "source is read partitioned always)"
+        )
     if isinstance(source, DataFrame):
-        return _from_frame(source, topics)
+        return (*_from_frame(source, topics), partitioned)
     if isinstance(source, str) and source.startswith("embedded:"):
-        return _from_embedded(spark, source.removeprefix("embedded:"), topics)
+        return (*_from_embedded(spark, source.removeprefix("embedded:"), topics), False)
     if isinstance(source, str) and source.strip():
-        return _from_kafka(spark, source, topics, config, start, end)
+        return (*_from_kafka(spark, source, topics, config, start, end), True)
     raise ConfigError(f"replay source must be 'embedded:PATH' or a DataFrame, not {source!r}")
 
 
@@ -244,10 +262,15 @@ def _from_frame(frame: DataFrame, topics: list[str]) -> tuple[DataFrame, dict[st
         F.lit(-1).cast("int").alias("task"),
         F.col("offset").cast("long").alias("seq"),
     ).filter(F.col("topic").isin(topics))
-    counts = {
-        row["topic"]: int(row["n"]) + 1
-        for row in normalized.groupBy("topic").agg(F.max("partition").alias("n")).collect()
-    }
+    # One global aggregate (a max per topic): no grouping by topic name, and
+    # only the two columns read.
+    (highest,) = frame.agg(
+        *[
+            F.max(F.when(F.col("topic").cast("string") == topic, F.col("partition"))).cast("int")
+            for topic in topics
+        ]
+    ).collect()
+    counts = {topic: int(n) + 1 for topic, n in zip(topics, highest, strict=True) if n is not None}
     return normalized, counts
 
 
@@ -378,7 +401,7 @@ def _partition_counts(
 # --- running --------------------------------------------------------------------
 
 
-def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage]) -> None:
+def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partitioned: bool) -> None:
     from pyspark import StorageLevel  # noqa: PLC0415
     from pyspark.sql import functions as F  # noqa: PLC0415
 
@@ -412,26 +435,34 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage]) -> None:
         # One external topic: the topic name and the producer columns are
         # the same on every row; leaving them out is less to shuffle and send.
         columns = ["partition", "offset", "key", "value", "timestamp"]
-    count = max((plan.partitions.get(t, 1) for t in own), default=1)
-    buckets = F.array(*[F.lit(b) for b in _hash_buckets(frame.sparkSession, count)])
-    inputs = (
-        inputs.select(
-            *columns,
-            F.element_at(buckets, F.pmod(F.col("partition"), F.lit(count)) + 1).alias("bucket"),
+    # A source already split by partition number runs where it is (checked
+    # below: no stream task may come out of two Spark tasks).
+    in_place = partitioned and not plan.internal
+    if in_place:
+        inputs = inputs.select(*columns)
+    else:
+        count = max((plan.partitions.get(t, 1) for t in own), default=1)
+        buckets = F.array(*[F.lit(b) for b in _hash_buckets(frame.sparkSession, count)])
+        bucket = F.element_at(buckets, F.pmod(F.col("partition"), F.lit(count)) + 1)
+        inputs = (
+            inputs.select(*columns, bucket.alias("bucket"))
+            .repartition(count, "bucket")
+            .drop("bucket")
         )
-        .repartition(count, "bucket")
-        .drop("bucket")
-    )
 
     def run(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        started = time.perf_counter()
         received = list(batches)
         if not received:
             return
         table = pa.Table.from_batches(received)
+        # The input's way here: the shuffle's read and the Arrow transfer.
+        timings = {"receive": time.perf_counter() - started}
         numbers = table.column("partition")
         for partition in sorted(set(pc.unique(numbers).to_pylist())):
             rows = table.filter(pc.equal(numbers, partition))
-            yield from run_task(plan, partition, rows).to_batches()
+            yield from run_task(plan, partition, rows, timings).to_batches()
+            timings = {"receive": 0.0}
 
     output = inputs.mapInArrow(run, _spark_schema(OUTPUT_SCHEMA))
     output = output.persist(StorageLevel.MEMORY_AND_DISK)
@@ -440,7 +471,24 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage]) -> None:
         tasks = output.filter(F.col("kind") == "task").select("value").collect()
     except Exception as exc:
         raise _strom_error(exc, stage.subtopology.id) from exc
-    stage.records = sum(json.loads(row["value"])["records_processed"] for row in tasks)
+    metas = stage.tasks = [json.loads(row["value"]) for row in tasks]
+    stage.records = sum(meta["records_processed"] for meta in metas)
+    ran = Counter(meta["partition"] for meta in metas)
+    split = sorted(p for p, n in ran.items() if n > 1)
+    if split:
+        raise ConfigError(
+            f"the replay source is not partitioned by partition number (source_partitioned): "
+            f"the records of partition {split[0]} of sub-topology {stage.subtopology.id} "
+            f"came in {ran[split[0]]} Spark partitions; leave source_partitioned out to "
+            "have the replay shuffle them"
+        )
+    for meta in metas:
+        log.debug(
+            "sub-topology %d, task %d: %s",
+            stage.subtopology.id,
+            meta["partition"],
+            ", ".join(f"{phase} {s:.2f} s" for phase, s in meta["timings"].items()),
+        )
 
 
 # Spark's hash is fixed (Murmur3, seed 42): the buckets per count are too.
@@ -580,8 +628,8 @@ class Replay:
         negative timestamp, a null key in an aggregation, …) and skipped
         (undeserializable, under ``log_and_continue``)."""
         totals = {"records-processed": 0, "dropped-records": 0, "skipped-records": 0}
-        for row in self._rows("task").select("value").collect():
-            meta = json.loads(row["value"])
+        # Collected when the stages ran: no Spark job.
+        for meta in (meta for stage in self._stages for meta in stage.tasks):
             totals["records-processed"] += meta["records_processed"]
             totals["dropped-records"] += meta["dropped_records"]
             totals["skipped-records"] += meta["skipped_records"]
@@ -636,15 +684,14 @@ def _decoded(
 
     def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            columns = batch.to_pydict()
-            keys = _types.decode(key_serde, topic, columns["key"])
+            keys = _types.decode(key_serde, topic, batch.column("key"))
             if window:
                 keys = _types.windowed(
-                    keys, columns["timestamp"], columns["offset"], columns["key"]
+                    keys, batch.column("timestamp"), batch.column("offset"), batch.column("key")
                 )
-            out = {"key": keys, "value": _types.decode(value_serde, topic, columns["value"])}
+            out = {"key": keys, "value": _types.decode(value_serde, topic, batch.column("value"))}
             for name in extra:
-                out[name] = pa.array(columns[name], schema.field(name).type)
+                out[name] = batch.column(name).cast(schema.field(name).type)
             yield pa.RecordBatch.from_pydict(out, schema=schema)
 
     return rows.mapInArrow(convert, _spark_schema(schema))

@@ -1,0 +1,69 @@
+"""A source already split by partition number runs where it is: no shuffle in
+the stage's plan, the same results, and a false claim caught."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+from pyspark.sql import DataFrame, SparkSession
+from tests.spark.support import Scenario, partitioned_frame, run_streaming, source_frame, write_log
+from tests.spark.test_replay import CONFIG, page_views, views
+
+from strom import serdes
+from strom.errors import ConfigError
+from strom.spark import Replay, replay
+
+S, L = serdes.String(), serdes.Long()
+
+
+def scenario() -> Scenario:
+    return Scenario(
+        views,
+        {"views": page_views(300, seed=11)},
+        {"views": (S, S), "view-counts": (S, L)},
+        ["view-counts"],
+        stores=["counts"],
+    )
+
+
+def stage_plan(result: Replay) -> str:
+    """The physical plan of the replay's (only) stage, as Spark ran it."""
+    (stage,) = result._stages
+    assert stage.output is not None
+    return str(stage.output._jdf.queryExecution().executedPlan().toString())
+
+
+def counts(result: Replay) -> dict[str, int]:
+    return {row["key"]: row["value"] for row in result.table("counts").collect()}
+
+
+def test_a_partitioned_frame_is_not_shuffled(spark: SparkSession, tmp_path: Path) -> None:
+    case = scenario()
+    streaming = run_streaming(case, write_log(case, tmp_path / "log"), CONFIG)
+
+    def replayed(frame: DataFrame, partitioned: bool) -> tuple[str, dict[str, int]]:
+        with replay(
+            views(), spark, source=frame, config=CONFIG, source_partitioned=partitioned
+        ) as result:
+            return stage_plan(result), counts(result)
+
+    shuffled_plan, shuffled = replayed(source_frame(spark, case), False)
+    in_place_plan, in_place = replayed(partitioned_frame(spark, case), True)
+    assert "Exchange" in shuffled_plan
+    assert "MapInArrow" in in_place_plan
+    assert "Exchange" not in in_place_plan
+    assert in_place == shuffled == streaming.tables["counts"]
+
+
+def test_a_false_partitioning_claim_fails(spark: SparkSession) -> None:
+    # Round-robin: every partition's records in both Spark partitions.
+    frame = source_frame(spark, scenario()).repartition(2)
+    with pytest.raises(ConfigError, match=r"not partitioned by partition number .* partition \d"):
+        replay(views(), spark, source=frame, config=CONFIG, source_partitioned=True)
+
+
+def test_the_claim_is_for_dataframes(spark: SparkSession, tmp_path: Path) -> None:
+    servers = write_log(scenario(), tmp_path / "log")
+    with pytest.raises(ConfigError, match="source_partitioned applies to a DataFrame source"):
+        replay(views(), spark, source=servers, config=CONFIG, source_partitioned=True)
