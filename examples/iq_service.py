@@ -12,6 +12,7 @@ a prefix scan and the whole table, and prints what came back; with
 
 from __future__ import annotations
 
+import contextlib
 import json
 import socket
 import sys
@@ -76,12 +77,10 @@ def main() -> None:
             print(
                 f"serving {base}/iq/stores/counts/... and the web view at {base}/ui/; Ctrl-C stops"
             )
-            try:
+            with contextlib.suppress(KeyboardInterrupt):
                 while True:  # new input is processed as it comes; the stores stay queryable
                     app.run_until_end()
                     time.sleep(0.5)
-            except KeyboardInterrupt:
-                pass
 
 
 if __name__ == "__main__":

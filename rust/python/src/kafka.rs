@@ -21,8 +21,9 @@ use crate::log::{RecordBatch, record_batch};
 
 /// How often a waiting call comes back for Ctrl-C.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
-/// Records a produce call adds while holding the GIL: librdkafka's default
-/// `queue.buffering.max.messages` (strom sets 1,000,000), so it cannot wait for room.
+/// Queued records up to which a produce call keeps the GIL: librdkafka's default
+/// `queue.buffering.max.messages` (strom sets 1,000,000), so it does not wait
+/// for room unless the queue was configured below that.
 const ROOM_WITHOUT_WAITING: usize = 100_000;
 
 /// confluent-kafka's `KafkaError` for `error`.
