@@ -31,6 +31,7 @@ from tests.kafka_harness import KafkaCluster
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.cli import main
 from strom.errors import SerializationError, TopologyError
+from strom.kafka import reset_application
 from strom.streams import State
 
 WORDS = [f"w{i}" for i in range(40)]
@@ -263,6 +264,45 @@ def test_reset_reprocesses_from_scratch(kafka: KafkaCluster, tmp_path: Path) -> 
         assert app.metrics()["restored-records"] == 0
     expected = dict(Counter(w for line in text for w in line.split()))
     assert latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long()) == expected
+
+
+def test_reset_deletes_the_foreign_key_join_topics(kafka: KafkaCluster, tmp_path: Path) -> None:
+    """A foreign-key join's subscription topics are internal topics (Kafka's
+    StreamsResetter rule): the reset deletes them with the changelogs."""
+    boot = kafka.bootstrap_servers
+    orders, products, sink, app_id = (
+        unique("orders"),
+        unique("products"),
+        unique("out"),
+        unique("fk"),
+    )
+    create_topics(boot, {orders: 2, products: 3, sink: 2})
+    produce(boot, products, ((f"p{i}".encode(), f"name-{i}".encode(), BASE_TS) for i in range(5)))
+    produce(
+        boot, orders, ((f"o{i}".encode(), f"p{i % 5}".encode(), BASE_TS + i) for i in range(50))
+    )
+    builder = StreamsBuilder()
+    strings = {"key_serde": serdes.String(), "value_serde": serdes.String()}
+    product_table = builder.table(products, **strings)
+    (
+        builder.table(orders, **strings)
+        .join(product_table, lambda product, name: name, foreign_key=lambda product: product)
+        .to_stream()
+        .to(sink, **strings)
+    )
+    with KafkaStreams(builder.build(), app_config(boot, app_id, str(tmp_path))) as app:
+        app.run_until_end(timeout=120)
+    admin = AdminClient({"bootstrap.servers": boot})
+    internal = {t for t in admin.list_topics(timeout=10).topics if t.startswith(f"{app_id}-")}
+    foreign_key_topics = {t for t in internal if t.endswith("-topic")}
+    assert len(foreign_key_topics) == 2, internal
+
+    result = reset_application(app_id, boot, state_dir=str(tmp_path))
+    assert set(result.topics_deleted) == internal
+    _wait_for(
+        lambda: not [t for t in admin.list_topics(timeout=10).topics if t.startswith(app_id)],
+        "the internal topics to be deleted",
+    )
 
 
 def test_stream_threads_share_the_tasks(kafka: KafkaCluster, tmp_path: Path) -> None:

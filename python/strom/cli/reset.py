@@ -4,7 +4,6 @@ embedded log (``--bootstrap-servers embedded:PATH``, no broker)."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Protocol
 
 import click
 
@@ -19,14 +18,7 @@ from strom.cli.common import (
 )
 from strom.cli.output import Output, output_options
 from strom.embedded.reset import reset_application as reset_embedded
-
-
-class Outcome(Protocol):
-    """What both reset tools report (each has its own ``ResetResult``)."""
-
-    offsets_reset: dict[str, list[int]]
-    topics_deleted: list[str]
-    state_removed: Path | None
+from strom.processor.internals.internal_topics import ResetResult
 
 
 @click.command()
@@ -63,7 +55,7 @@ def reset(
     (repartition, changelog); removes its local state (STATE_DIR/APPLICATION_ID).
     """
     inputs = [t.strip() for t in input_topics.split(",") if t.strip()]
-    result: Outcome
+    result: ResetResult
     path = embedded_path(bootstrap_servers)
     if path is not None:
         if settings or config_file is not None:
@@ -94,7 +86,7 @@ def reset(
     return 0
 
 
-def _report(application_id: str, result: Outcome, output: Output) -> None:
+def _report(application_id: str, result: ResetResult, output: Output) -> None:
     lines = [
         f"reset offsets of {topic} ({len(partitions)} partition(s)) to the earliest"
         for topic, partitions in sorted(result.offsets_reset.items())

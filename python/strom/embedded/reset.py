@@ -10,46 +10,18 @@ import contextlib
 import fcntl
 import logging
 import os
-import re
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass, field
 from pathlib import Path
 
 from strom.embedded.consumer import OffsetAndMetadata
 from strom.embedded.log import EmbeddedLog
 from strom.errors import StromError
+from strom.processor.internals.internal_topics import ResetResult, is_internal_topic
 
-__all__ = ["ResetResult", "is_internal_topic", "reset_application"]
+__all__ = ["ResetResult", "reset_application"]
 
 log = logging.getLogger("strom.embedded")
-
-# Kafka's StreamsResetter.matchesInternalTopicFormat, plus strom's shutdown
-# control topic (KafkaStreams' "shutdown_application" signal).
-_INTERNAL_SUFFIXES = (
-    "-changelog",
-    "-repartition",
-    "-subscription-registration-topic",
-    "-subscription-response-topic",
-    "-shutdown-control",
-)
-_FOREIGN_KEY_TOPIC = re.compile(r".+-KTABLE-FK-JOIN-SUBSCRIPTION-(REGISTRATION|RESPONSE)-\d+-topic")
-
-
-@dataclass
-class ResetResult:
-    """What a reset did."""
-
-    offsets_reset: dict[str, list[int]] = field(default_factory=dict)
-    topics_deleted: list[str] = field(default_factory=list)
-    state_removed: Path | None = None
-
-
-def is_internal_topic(application_id: str, topic: str) -> bool:
-    """Whether ``topic`` is named as one of the app's internal topics."""
-    return topic.startswith(f"{application_id}-") and (
-        topic.endswith(_INTERNAL_SUFFIXES) or _FOREIGN_KEY_TOPIC.fullmatch(topic) is not None
-    )
 
 
 def reset_application(

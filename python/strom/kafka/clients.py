@@ -26,7 +26,6 @@ from strom.kafka.security import (
     KafkaSecurityError,
     authentication_error,
     authorization_error,
-    is_internal_topic,
     principal_of,
     topic_denied,
 )
@@ -36,6 +35,7 @@ from strom.processor.internals.error_handling import (
     continue_after,
     dead_letter_headers,
 )
+from strom.processor.internals.internal_topics import is_internal_topic
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig

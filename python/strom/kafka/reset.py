@@ -15,7 +15,6 @@ import logging
 import shutil
 import tempfile
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,21 +24,13 @@ from confluent_kafka.admin._listoffsets import OffsetSpec
 
 from strom.errors import StromError
 from strom.kafka.clients import Admin
-from strom.kafka.security import ACL_DOC, KafkaAuthorizationError, grant_command, is_internal_topic
+from strom.kafka.security import ACL_DOC, KafkaAuthorizationError, grant_command
 from strom.kafka.topics import Topics
+from strom.processor.internals.internal_topics import ResetResult, is_internal_topic
 
 log = logging.getLogger("strom.kafka")
 
 TIMEOUT_S = 60.0
-
-
-@dataclass
-class ResetResult:
-    """What a reset did."""
-
-    offsets_reset: dict[str, list[int]] = field(default_factory=dict)
-    topics_deleted: list[str] = field(default_factory=list)
-    state_removed: Path | None = None
 
 
 def reset_application(

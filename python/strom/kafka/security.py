@@ -17,6 +17,7 @@ from typing import Any
 from confluent_kafka import KafkaError
 
 from strom.errors import StromError
+from strom.processor.internals.internal_topics import is_internal_topic
 
 # What docs/security.md's ACL section is, for every message that asks for an ACL.
 ACL_DOC = "docs/security.md lists every ACL an application needs"
@@ -61,14 +62,6 @@ AUTHORIZATION = frozenset(
 
 # docs/security.md's ACLs on the internal topics, prefixed with "<application.id>-".
 INTERNAL_TOPIC_ACL = ("Create", "Describe", "Read", "Write")
-
-
-def is_internal_topic(application_id: str, topic: str) -> bool:
-    """Whether ``topic`` is one of the app's own (changelog, repartition,
-    shutdown control): the topics docs/security.md's prefixed ACLs cover."""
-    return topic.startswith(f"{application_id}-") and topic.endswith(
-        ("-changelog", "-repartition", "-shutdown-control")
-    )
 
 
 _FLAGS = {

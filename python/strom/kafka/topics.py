@@ -25,9 +25,9 @@ from strom.kafka.clients import REQUEST_TIMEOUT_S, Admin, KafkaClientError
 from strom.kafka.security import (
     KafkaAuthorizationError,
     authorization_error,
-    is_internal_topic,
     topic_denied,
 )
+from strom.processor.internals.internal_topics import is_internal_topic
 
 log = logging.getLogger("strom.kafka")
 

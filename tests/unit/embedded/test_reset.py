@@ -12,8 +12,9 @@ import pytest
 from strom import KafkaStreams, serdes
 from strom.cli.demo import generate_lines, word_count_topology
 from strom.embedded import EmbeddedLog
-from strom.embedded.reset import is_internal_topic, reset_application
+from strom.embedded.reset import reset_application
 from strom.errors import StromError
+from strom.processor.internals.internal_topics import is_internal_topic
 
 APP = "wc-reset"
 S, L = serdes.String(), serdes.Long()
