@@ -373,7 +373,6 @@ class QueryService:
             for m in self.streams.streams_metadata_for_store(store)
             if store in m.state_store_names
         ]
-        separator = "&" if "?" in path else "?"
         for host in hosts:
             if host == self.this_host:
                 try:
@@ -383,7 +382,7 @@ class QueryService:
                 covered += parts
                 found += local
                 continue
-            answer = self._ask(host, f"{path}{separator}local=true")
+            answer = self._ask(host, path)
             if answer is None or answer.status != 200:
                 return None
             covered += answer.body["partitions"]

@@ -103,11 +103,11 @@ def routes(streams: KafkaStreams, *, ui: bool, forward: bool) -> list[BaseRoute]
 
     def scan(op: str) -> Callable[[Request], Response]:
         def serve(request: Request) -> Response:
-            params = request.query_params
-            local = params.get("local", "").lower() == "true"
+            # A forwarded scan asks for the answering instance's own partitions.
+            local = FORWARDED in request.headers
             return _respond(
                 lambda: service.scan(
-                    request.path_params["store"], op, params, _path(request), local
+                    request.path_params["store"], op, request.query_params, _path(request), local
                 )
             )
 
