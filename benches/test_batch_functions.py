@@ -20,9 +20,9 @@ import pyarrow.compute as pc
 import pytest
 from benches.nexmark.generator import GeneratorConfig, generate
 from benches.peers.protocol import Q2_MODULUS as MODULUS
-from benches.sidebyside import strom_native_app as native
+from benches.test_expressions import q2_expressions, q2_lambdas, topology
 
-from strom import KafkaStreams, StreamsBuilder, Topology, col, serdes
+from strom import KafkaStreams, StreamsBuilder, col, serdes
 from strom.embedded import EmbeddedLog
 
 EVENTS = 200_000
@@ -31,19 +31,6 @@ S, J, L = serdes.String(), serdes.Json(), serdes.Long()
 
 pytestmark = pytest.mark.benchmark(group="batch-functions")
 _runs = itertools.count()
-
-
-def q2_lambdas(b: StreamsBuilder) -> None:
-    (
-        b.stream("bid", key_serde=S, value_serde=J)
-        .filter(lambda _k, bid: bid["auction"] % MODULUS == 0)
-        .map_values(lambda bid: {"auction": bid["auction"], "price": bid["price"]})
-        .to("out", key_serde=S, value_serde=J)
-    )
-
-
-def q2_expressions(b: StreamsBuilder) -> None:
-    native.q2(b, {"bid": "bid"}, "out")
 
 
 def _q2_project(rb: Any) -> Any:
@@ -113,12 +100,6 @@ def bids() -> list[tuple[bytes, bytes, int]]:
         cols = chunk["bid"]
         rows.extend(zip(cols.keys, cols.values, cols.timestamps, strict=True))
     return rows
-
-
-def topology(app: Callable[[StreamsBuilder], None]) -> Topology:
-    b = StreamsBuilder()
-    app(b)
-    return b.build()
 
 
 def _fresh_log(rows: list[tuple[bytes, bytes, int]]) -> Iterator[str]:

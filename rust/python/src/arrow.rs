@@ -188,6 +188,14 @@ fn arrow_columns(
     ])
 }
 
+/// One array of the cells `cell` reads (None: a null cell).
+fn of<'v, T, A: FromIterator<Option<T>> + Array + 'static>(
+    column: &'v [Value<'_>],
+    cell: impl Fn(&'v Value<'_>) -> Option<T>,
+) -> ArrayRef {
+    Arc::new(column.iter().map(cell).collect::<A>())
+}
+
 /// A decoded field as one typed array, as pyarrow would infer it from the
 /// Python values (ints and floats together: float64); None for what needs
 /// Python (objects, lists, big ints, mixed types).
@@ -205,43 +213,23 @@ fn typed(column: &[Value<'_>]) -> Option<ArrayRef> {
     }
     Some(match (bools, ints, floats, strs) {
         (false, false, false, false) => Arc::new(NullArray::new(column.len())),
-        (true, false, false, false) => Arc::new(
-            column
-                .iter()
-                .map(|v| match v {
-                    Value::Bool(b) => Some(*b),
-                    _ => None,
-                })
-                .collect::<BooleanArray>(),
-        ),
-        (false, true, false, false) => Arc::new(
-            column
-                .iter()
-                .map(|v| match v {
-                    Value::Int(i) => Some(*i),
-                    _ => None,
-                })
-                .collect::<Int64Array>(),
-        ),
-        (false, _, true, false) => Arc::new(
-            column
-                .iter()
-                .map(|v| match v {
-                    Value::Int(i) => Some(*i as f64),
-                    Value::Float(f) => Some(*f),
-                    _ => None,
-                })
-                .collect::<Float64Array>(),
-        ),
-        (false, false, false, true) => Arc::new(
-            column
-                .iter()
-                .map(|v| match v {
-                    Value::Str(s) => Some(s.as_ref()),
-                    _ => None,
-                })
-                .collect::<StringArray>(),
-        ),
+        (true, false, false, false) => of::<_, BooleanArray>(column, |v| match v {
+            Value::Bool(b) => Some(*b),
+            _ => None,
+        }),
+        (false, true, false, false) => of::<_, Int64Array>(column, |v| match v {
+            Value::Int(i) => Some(*i),
+            _ => None,
+        }),
+        (false, _, true, false) => of::<_, Float64Array>(column, |v| match v {
+            Value::Int(i) => Some(*i as f64),
+            Value::Float(f) => Some(*f),
+            _ => None,
+        }),
+        (false, false, false, true) => of::<_, StringArray>(column, |v| match v {
+            Value::Str(s) => Some(s.as_ref()),
+            _ => None,
+        }),
         _ => return None,
     })
 }
