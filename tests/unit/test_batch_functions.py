@@ -248,3 +248,25 @@ def test_a_mask_of_the_wrong_type_names_the_node_and_the_records() -> None:
         pytest.raises(TaskError, match=r"'ints'.*boolean mask.*Int64.*in-0 \(offsets 0..0\)"),
     ):
         driver.create_input_topic("in", S, J).pipe_input("k", {"a": 1})
+
+
+def test_tables_and_chunked_masks_are_taken_too() -> None:
+    """A function may answer with a Table (chunked columns) or a chunked mask."""
+    b = StreamsBuilder()
+    (
+        b.stream("in", key_serde=S, value_serde=J)
+        .filter_batches(lambda rb: pa.chunked_array([pc.greater(rb.column("n"), 1)]), fields=["n"])
+        .map_batches(
+            lambda rb: pa.Table.from_batches(
+                [pa.RecordBatch.from_arrays([rb.column("key"), rb.column("n")], ["key", "value"])]
+            ),
+            fields=["n"],
+        )
+        .to("out", key_serde=S, value_serde=L)
+    )
+    with TopologyTestDriver(b.build()) as driver:
+        source = driver.create_input_topic("in", S, J)
+        for i in range(4):
+            source.pipe_input(f"k{i}", {"n": i})
+        out = driver.create_output_topic("out", S, L).read_key_values_to_list()
+    assert out == [("k2", 2), ("k3", 3)]
