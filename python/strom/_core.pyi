@@ -811,6 +811,7 @@ __all__ += [
     "ArrowArray",
     "arrow_columns",
     "arrow_json_fields",
+    "arrow_list_columns",
     "arrow_mask_rows",
     "arrow_to_list",
 ]
@@ -828,6 +829,16 @@ def arrow_columns(
     """``key``, ``value`` (``"utf8"`` | ``"binary"``, None: not built),
     ``timestamp``, ``partition``, ``offset`` of a batch read; ``timestamp``
     and ``offset`` share the batch's memory."""
+
+def arrow_list_columns(
+    keys: list[Any],
+    values: list[Any],
+    timestamps: list[int],
+    offsets: list[int],
+    partition: int,
+) -> list[ArrowArray | None]:
+    """The columns of ``arrow_columns`` from a batch's lists (keys and values
+    that are not all ``str`` or all ``bytes``: None)."""
 
 def arrow_json_fields(
     values: RecordBatch | list[bytes | None], paths: Sequence[Sequence[str]]

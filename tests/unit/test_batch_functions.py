@@ -270,3 +270,23 @@ def test_tables_and_chunked_masks_are_taken_too() -> None:
             source.pipe_input(f"k{i}", {"n": i})
         out = driver.create_output_topic("out", S, L).read_key_values_to_list()
     assert out == [("k2", 2), ("k3", 3)]
+
+
+@pytest.mark.parametrize(
+    "column",
+    [["a", None, "é\U0001f600"], [b"\x00", None, b""], ["a", b"b"], [1, 2], [None, None], []],
+)
+def test_columns_from_lists_are_what_pyarrow_would_build(column: list[Any]) -> None:
+    rows = len(column)
+    built = _core.arrow_list_columns(column, column, list(range(rows)), [7] * rows, 3)
+    for native in built[:2]:
+        if any(isinstance(c, str) for c in column) != any(isinstance(c, bytes) for c in column):
+            assert native is not None
+            assert pa.array(native).equals(pa.array(column))
+        else:  # mixed, other objects, only None: pyarrow's to infer
+            assert native is None
+    timestamp, partition, offset = (pa.array(c) for c in built[2:])
+    assert timestamp.to_pylist() == list(range(rows))
+    assert partition.type == pa.int32()
+    assert partition.to_pylist() == [3] * rows
+    assert offset.to_pylist() == [7] * rows

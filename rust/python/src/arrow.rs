@@ -188,6 +188,79 @@ fn arrow_columns(
     ])
 }
 
+/// A list of `str` (or of `bytes`), None for null, as one `utf8` (`binary`)
+/// array; None when it holds anything else, or only None (pyarrow infers).
+fn list_column(list: &Bound<'_, PyList>) -> PyResult<Option<ArrayRef>> {
+    let mut utf8 = None;
+    let mut bytes = Vec::new();
+    let mut offsets = Vec::with_capacity(list.len() + 1);
+    offsets.push(0i32);
+    let mut valid = Vec::with_capacity(list.len());
+    for item in list.iter() {
+        if item.is_none() {
+            valid.push(false);
+            offsets.push(offsets[offsets.len() - 1]); // no bytes: the same end
+            continue;
+        }
+        let (text, part) = if let Ok(s) = item.cast::<PyString>() {
+            let Ok(text) = s.to_str() else {
+                return Ok(None); // a lone surrogate: pyarrow names it
+            };
+            (true, text.as_bytes())
+        } else if let Ok(b) = item.cast::<PyBytes>() {
+            (false, b.as_bytes())
+        } else {
+            return Ok(None);
+        };
+        if *utf8.get_or_insert(text) != text {
+            return Ok(None);
+        }
+        bytes.extend_from_slice(part);
+        valid.push(true);
+        let end = i32::try_from(bytes.len())
+            .map_err(|_| PyValueError::new_err("a column of more than 2 GiB"))?;
+        offsets.push(end);
+    }
+    let Some(utf8) = utf8 else {
+        return Ok(None);
+    };
+    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
+    let values = Buffer::from_vec(bytes);
+    let nulls = valid.contains(&false).then(|| NullBuffer::from(valid));
+    let array: ArrayRef = if utf8 {
+        Arc::new(StringArray::try_new(offsets, values, nulls).map_err(|e| arrow_err(&e))?)
+    } else {
+        Arc::new(BinaryArray::try_new(offsets, values, nulls).map_err(|e| arrow_err(&e))?)
+    };
+    Ok(Some(array))
+}
+
+/// The same columns as `arrow_columns` from a batch's Python lists (after a
+/// Python step changed its rows), in one call: keys and values that are
+/// all `str` or all `bytes` (or None) as `utf8`/`binary` (else None: left
+/// to pyarrow).
+#[pyfunction]
+fn arrow_list_columns(
+    keys: &Bound<'_, PyList>,
+    values: &Bound<'_, PyList>,
+    timestamps: Vec<i64>,
+    offsets: Vec<i64>,
+    partition: i32,
+) -> PyResult<Vec<Option<ArrowArray>>> {
+    let rows = timestamps.len();
+    let fixed: [ArrayRef; 3] = [
+        Arc::new(Int64Array::from(timestamps)),
+        Arc::new(Int32Array::from(vec![partition; rows])),
+        Arc::new(Int64Array::from(offsets)),
+    ];
+    let mut columns = vec![
+        list_column(keys)?.map(ArrowArray::new),
+        list_column(values)?.map(ArrowArray::new),
+    ];
+    columns.extend(fixed.into_iter().map(|a| Some(ArrowArray::new(a))));
+    Ok(columns)
+}
+
 /// One array of the cells `cell` reads (None: a null cell).
 fn of<'v, T, A: FromIterator<Option<T>> + Array + 'static>(
     column: &'v [Value<'_>],
@@ -400,6 +473,7 @@ fn binaries<'py, 'a>(
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowArray>()?;
     m.add_function(wrap_pyfunction!(arrow_columns, m)?)?;
+    m.add_function(wrap_pyfunction!(arrow_list_columns, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_json_fields, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_mask_rows, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_to_list, m)?)?;

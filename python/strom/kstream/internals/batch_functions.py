@@ -94,20 +94,22 @@ class _BatchFunction(Node):
 
     def record_columns(self, pa: Any, batch: Batch, raw: bool) -> list[Any]:
         """``key``, ``value``, ``timestamp``, ``partition``, ``offset``:
-        from the native batch read while the rows are its rows."""
+        from the native batch read while the rows are its rows, else from
+        the lists; a key or value column left to pyarrow where its objects
+        are not all ``str`` or all ``bytes``."""
         if batch.read is not None:
             records, key_serde, value_serde = batch.read
             value_kind = "binary" if raw else _kind(value_serde)
             native = _core.arrow_columns(records, key=_kind(key_serde), value=value_kind)
-            lists = [batch.keys, batch.values]
-            return [pa.array(lists[i] if c is None else c) for i, c in enumerate(native)]
-        return [
-            pa.array(batch.keys),
-            pa.array(batch.values, pa.binary()) if raw else pa.array(batch.values),
-            pa.array(batch.timestamps, pa.int64()),
-            pa.repeat(pa.scalar(batch.partition, pa.int32()), len(batch)),
-            pa.array(batch.offsets, pa.int64()),
+        else:
+            native = _core.arrow_list_columns(
+                batch.keys, batch.values, batch.timestamps, batch.offsets, batch.partition
+            )
+        fallback = [
+            lambda: pa.array(batch.keys),
+            lambda: pa.array(batch.values, pa.binary()) if raw else pa.array(batch.values),
         ]
+        return [fallback[i]() if c is None else pa.array(c) for i, c in enumerate(native)]
 
     def field_columns(self, pa: Any, batch: Batch, raw: bool) -> tuple[list[Any], set[int]]:
         """The fields asked for, one column each, and the rows whose fields
