@@ -97,7 +97,7 @@ def test_masks_are_read_natively() -> None:
     mask = pa.array([False, True, None, True, False, True]).slice(1, 4)
     assert _core.arrow_mask_rows(mask) == (4, [0, 2])
     assert _core.arrow_mask_rows(pa.array(np.array([True, False, True]))) == (3, [0, 2])
-    with pytest.raises(TypeError, match="boolean mask, not an array of Int64"):
+    with pytest.raises(TypeError, match="an array of Int64, not a boolean mask"):
         _core.arrow_mask_rows(pa.array([1, 0]))
 
 
@@ -245,7 +245,10 @@ def test_a_mask_of_the_wrong_type_names_the_node_and_the_records() -> None:
     ).to("out")
     with (
         TopologyTestDriver(b.build()) as driver,
-        pytest.raises(TaskError, match=r"'ints'.*boolean mask.*Int64.*in-0 \(offsets 0..0\)"),
+        pytest.raises(
+            TaskError,
+            match=r"'ints'.*an array of Int64, not a boolean mask, for in-0 \(offsets 0..0\)",
+        ),
     ):
         driver.create_input_topic("in", S, J).pipe_input("k", {"a": 1})
 

@@ -381,7 +381,7 @@ fn arrow_mask_rows(mask: &Bound<'_, PyAny>) -> PyResult<(usize, Vec<usize>)> {
     let array = import(mask)?;
     let Some(flags) = array.as_boolean_opt() else {
         return Err(PyTypeError::new_err(format!(
-            "a boolean mask, not an array of {}",
+            "an array of {}, not a boolean mask",
             array.data_type()
         )));
     };

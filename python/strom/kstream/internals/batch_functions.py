@@ -113,8 +113,9 @@ class _BatchFunction(Node):
 
     def field_columns(self, pa: Any, batch: Batch, raw: bool) -> tuple[list[Any], set[int]]:
         """The fields asked for, one column each, and the rows whose fields
-        could not be read (each reported to the processing handler, which
-        raises unless it skips the record)."""
+        could not be read: a value that is not JSON is the deserialization
+        handler's (as at a source), a field that cannot be converted the
+        processing handler's; either raises unless it skips the record."""
         if not self.fields:
             return [], set()
         columns: list[Any] = [None] * len(self.fields)
@@ -129,7 +130,7 @@ class _BatchFunction(Node):
                 values, plan_errors = plan.to_python(batch.values, raw=raw)
                 columns[i] = values
                 if not raw:
-                    errors += [(row, message) for row, _kind, message in plan_errors]
+                    errors += [(row, message) for row, _what, message in plan_errors]
         failed: set[int] = set()
         for row, message in sorted(errors):
             if row in failed:
@@ -194,7 +195,7 @@ class KStreamFilterBatches(_BatchFunction):
         except TypeError as exc:
             raise TaskError(
                 f"task {self.task.task_id} node {self.name!r}: filter_batches' function "
-                f"returned {exc} for {self.where(batch)}"
+                f"returned {exc}, for {self.where(batch)}"
             ) from exc
         return count, kept
 
