@@ -127,9 +127,18 @@ fn gather(data: &[u8], spans: &[Option<Span>], utf8: bool) -> Result<ArrayRef, A
         }
         offsets.push(bytes.len() as i32); // a null row repeats the offset
     }
+    bytes_array(utf8, offsets, bytes, nulls_of(spans))
+}
+
+/// A `utf8` (checked) or `binary` array of `bytes` cut at `offsets`.
+fn bytes_array(
+    utf8: bool,
+    offsets: Vec<i32>,
+    bytes: Vec<u8>,
+    nulls: Option<NullBuffer>,
+) -> Result<ArrayRef, ArrowError> {
     let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
     let values = Buffer::from_vec(bytes);
-    let nulls = nulls_of(spans);
     Ok(if utf8 {
         Arc::new(StringArray::try_new(offsets, values, nulls)?)
     } else {
@@ -224,15 +233,10 @@ fn list_column(list: &Bound<'_, PyList>) -> PyResult<Option<ArrayRef>> {
     let Some(utf8) = utf8 else {
         return Ok(None);
     };
-    let offsets = OffsetBuffer::new(ScalarBuffer::from(offsets));
-    let values = Buffer::from_vec(bytes);
     let nulls = valid.contains(&false).then(|| NullBuffer::from(valid));
-    let array: ArrayRef = if utf8 {
-        Arc::new(StringArray::try_new(offsets, values, nulls).map_err(|e| arrow_err(&e))?)
-    } else {
-        Arc::new(BinaryArray::try_new(offsets, values, nulls).map_err(|e| arrow_err(&e))?)
-    };
-    Ok(Some(array))
+    bytes_array(utf8, offsets, bytes, nulls)
+        .map(Some)
+        .map_err(|e| arrow_err(&e))
 }
 
 /// The same columns as `arrow_columns` from a batch's Python lists (after a
