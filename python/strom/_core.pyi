@@ -813,7 +813,6 @@ __all__ += [
     "arrow_json_fields",
     "arrow_list_columns",
     "arrow_mask_rows",
-    "arrow_to_list",
 ]
 
 @final
@@ -848,6 +847,3 @@ def arrow_json_fields(
 
 def arrow_mask_rows(mask: Any) -> tuple[int, list[int]]:
     """A boolean Arrow mask's length and the rows it keeps (true)."""
-
-def arrow_to_list(array: Any) -> list[Any] | None:
-    """An Arrow array as a Python list (None for types not converted here)."""

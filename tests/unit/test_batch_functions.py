@@ -1,8 +1,8 @@
 """Batch functions through the Arrow C data interface: the columns of a
 batch read reach pyarrow natively (``timestamp``/``offset`` sharing the
-batch's memory, JSON fields typed as pyarrow would infer them), masks and
-results come back natively, and an app written with batch functions writes
-what the same app written with lambdas writes."""
+batch's memory, JSON fields typed as pyarrow would infer them), masks come
+back natively, and an app written with batch functions writes what the
+same app written with lambdas writes."""
 
 from __future__ import annotations
 
@@ -99,29 +99,6 @@ def test_masks_are_read_natively() -> None:
     assert _core.arrow_mask_rows(pa.array(np.array([True, False, True]))) == (3, [0, 2])
     with pytest.raises(TypeError, match="an array of Int64, not a boolean mask"):
         _core.arrow_mask_rows(pa.array([1, 0]))
-
-
-@pytest.mark.parametrize(
-    "array",
-    [
-        pa.array([1, None, -(2**63)], pa.int64()),
-        pa.array([7, None], pa.uint8()),
-        pa.array([0.25, None], pa.float32()),
-        pa.array([True, None, False]),
-        pa.array(["a", None, "é"]).slice(1),
-        pa.array(["a", None], pa.large_string()),
-        pa.array(["a view longer than twelve bytes", None], pa.string_view()),
-        pa.array([b"\x00", None], pa.binary()),
-        pa.array([b"x" * 20, None], pa.binary_view()),
-        pa.array([None, None]),
-    ],
-)
-def test_result_columns_become_python_lists(array: Any) -> None:
-    assert _core.arrow_to_list(array) == array.to_pylist()
-
-
-def test_nested_result_columns_are_left_to_pyarrow() -> None:
-    assert _core.arrow_to_list(pa.array([{"a": 1}])) is None
 
 
 def bid_rows() -> list[tuple[str, bytes]]:

@@ -19,17 +19,12 @@ use std::sync::Arc;
 
 use arrow_array::cast::AsArray;
 use arrow_array::ffi::{FFI_ArrowArray, FFI_ArrowSchema, from_ffi, to_ffi};
-use arrow_array::types::{
-    Float32Type, Float64Type, Int8Type, Int16Type, Int32Type, Int64Type, UInt8Type, UInt16Type,
-    UInt32Type, UInt64Type,
-};
 use arrow_array::{
     Array, ArrayRef, BinaryArray, BooleanArray, Float64Array, Int32Array, Int64Array, NullArray,
     StringArray, make_array,
 };
 use arrow_buffer::{Buffer, NullBuffer, OffsetBuffer, ScalarBuffer};
-use arrow_schema::{ArrowError, DataType};
-use pyo3::IntoPyObjectExt;
+use arrow_schema::ArrowError;
 use pyo3::exceptions::{PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyBytes, PyCapsule, PyList, PyString};
@@ -396,90 +391,11 @@ fn arrow_mask_rows(mask: &Bound<'_, PyAny>) -> PyResult<(usize, Vec<usize>)> {
     Ok((flags.len(), kept))
 }
 
-fn list_of<'py, T: IntoPyObjectExt<'py> + Copy>(
-    py: Python<'py>,
-    array: &dyn Array,
-    value: impl Fn(usize) -> T,
-) -> PyResult<Bound<'py, PyList>> {
-    let items = (0..array.len())
-        .map(|i| {
-            if array.is_null(i) {
-                Ok(py.None().into_bound(py))
-            } else {
-                value(i).into_bound_py_any(py)
-            }
-        })
-        .collect::<PyResult<Vec<_>>>()?;
-    PyList::new(py, items)
-}
-
-/// An Arrow array's values as a Python list (ints, floats, bools, str,
-/// bytes, None), read natively; None for the types this does not convert
-/// (nested, temporal, …: the caller asks pyarrow).
-#[pyfunction]
-fn arrow_to_list<'py>(
-    py: Python<'py>,
-    array: &Bound<'py, PyAny>,
-) -> PyResult<Option<Bound<'py, PyList>>> {
-    let array = import(array)?;
-    let a = array.as_ref();
-    macro_rules! primitive {
-        ($t:ty) => {
-            list_of(py, a, |i| a.as_primitive::<$t>().value(i))
-        };
-    }
-    let list = match a.data_type() {
-        DataType::Null => PyList::new(py, (0..a.len()).map(|_| py.None())),
-        DataType::Boolean => list_of(py, a, |i| a.as_boolean().value(i)),
-        DataType::Int8 => primitive!(Int8Type),
-        DataType::Int16 => primitive!(Int16Type),
-        DataType::Int32 => primitive!(Int32Type),
-        DataType::Int64 => primitive!(Int64Type),
-        DataType::UInt8 => primitive!(UInt8Type),
-        DataType::UInt16 => primitive!(UInt16Type),
-        DataType::UInt32 => primitive!(UInt32Type),
-        DataType::UInt64 => primitive!(UInt64Type),
-        DataType::Float32 => primitive!(Float32Type),
-        DataType::Float64 => primitive!(Float64Type),
-        DataType::Utf8 => strings(py, a, |i| a.as_string::<i32>().value(i)),
-        DataType::LargeUtf8 => strings(py, a, |i| a.as_string::<i64>().value(i)),
-        DataType::Utf8View => strings(py, a, |i| a.as_string_view().value(i)),
-        DataType::Binary => binaries(py, a, |i| a.as_binary::<i32>().value(i)),
-        DataType::LargeBinary => binaries(py, a, |i| a.as_binary::<i64>().value(i)),
-        DataType::BinaryView => binaries(py, a, |i| a.as_binary_view().value(i)),
-        _ => return Ok(None),
-    };
-    list.map(Some)
-}
-
-fn strings<'py, 'a>(
-    py: Python<'py>,
-    array: &'a dyn Array,
-    value: impl Fn(usize) -> &'a str,
-) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(
-        py,
-        (0..array.len()).map(|i| (!array.is_null(i)).then(|| PyString::new(py, value(i)))),
-    )
-}
-
-fn binaries<'py, 'a>(
-    py: Python<'py>,
-    array: &'a dyn Array,
-    value: impl Fn(usize) -> &'a [u8],
-) -> PyResult<Bound<'py, PyList>> {
-    PyList::new(
-        py,
-        (0..array.len()).map(|i| (!array.is_null(i)).then(|| PyBytes::new(py, value(i)))),
-    )
-}
-
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_class::<ArrowArray>()?;
     m.add_function(wrap_pyfunction!(arrow_columns, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_list_columns, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_json_fields, m)?)?;
     m.add_function(wrap_pyfunction!(arrow_mask_rows, m)?)?;
-    m.add_function(wrap_pyfunction!(arrow_to_list, m)?)?;
     Ok(())
 }

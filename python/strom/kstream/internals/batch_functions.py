@@ -8,7 +8,7 @@ value's JSON bytes while they are still unread (``binary``), else the
 values as pyarrow infers them. While a batch's rows are still those the
 consumer read, its columns come from the native batch through the Arrow C
 data interface (``timestamp`` and ``offset`` share its memory), with no
-Python object per record; results come back the same way. pyarrow is
+Python object per record; a boolean mask comes back the same way. pyarrow is
 optional (the ``spark`` extra brings it): it is imported when the first
 batch runs.
 """
@@ -43,12 +43,12 @@ def _kind(serde: Any) -> str | None:
 
 
 def _to_list(pa: Any, column: Any) -> list[Any]:
-    """A result column as the Python list the next node takes, read
-    natively where its type allows."""
+    """A result column as the Python list the next node takes (pyarrow's
+    own conversion: measured faster than a native one for every type)."""
     if isinstance(column, pa.ChunkedArray):
         column = column.combine_chunks()
-    values: list[Any] | None = _core.arrow_to_list(column)
-    return column.to_pylist() if values is None else values
+    values: list[Any] = column.to_pylist()
+    return values
 
 
 class _BatchFunction(Node):
