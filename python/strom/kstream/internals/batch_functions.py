@@ -70,8 +70,8 @@ class _BatchFunction(Node):
 
     def record_batch(self, batch: Batch) -> tuple[Batch, Any]:
         """The batch as a RecordBatch, without the records whose fields
-        could not be read and the processing handler skipped (the batch
-        returned is the one the RecordBatch holds)."""
+        could not be read and their handler skipped (the batch returned is
+        the one the RecordBatch holds)."""
         pa = _pyarrow()
         raw = isinstance(batch.encoded, Json)
         if batch.encoded is not None and not raw:
