@@ -805,3 +805,45 @@ def encode_json(values: list[Any]) -> list[bytes | None]:
 
 def json_errors(values: list[bytes | None]) -> list[tuple[int, str]]:
     """``(index, message)`` of each value that is not JSON."""
+
+# --- Arrow C data interface for batch functions (rust/python/src/arrow.rs) ---
+__all__ += [
+    "ArrowArray",
+    "arrow_columns",
+    "arrow_json_fields",
+    "arrow_list_columns",
+    "arrow_mask_rows",
+]
+
+@final
+class ArrowArray:
+    """One Arrow array, for ``pyarrow.array(obj)`` (the PyCapsule protocol)."""
+
+    def __arrow_c_array__(self, requested_schema: object | None = None) -> tuple[Any, Any]: ...
+    def __len__(self) -> int: ...
+
+def arrow_columns(
+    records: RecordBatch, *, key: str | None, value: str | None
+) -> list[ArrowArray | None]:
+    """``key``, ``value`` (``"utf8"`` | ``"binary"``, None: not built),
+    ``timestamp``, ``partition``, ``offset`` of a batch read; ``timestamp``
+    and ``offset`` share the batch's memory."""
+
+def arrow_list_columns(
+    keys: list[Any],
+    values: list[Any],
+    timestamps: list[int],
+    offsets: list[int],
+    partition: int,
+) -> list[ArrowArray | None]:
+    """The columns of ``arrow_columns`` from a batch's lists (keys and values
+    that are not all ``str`` or all ``bytes``: None)."""
+
+def arrow_json_fields(
+    values: RecordBatch | list[bytes | None], paths: Sequence[Sequence[str]]
+) -> tuple[list[ArrowArray | None], list[tuple[int, str]]]:
+    """One typed column per field path (None: needs Python), and the rows
+    whose value is not JSON as ``(row, message)``."""
+
+def arrow_mask_rows(mask: Any) -> tuple[int, list[int]]:
+    """A boolean Arrow mask's length and the rows it keeps (true)."""

@@ -1,5 +1,6 @@
 use pyo3::prelude::*;
 
+mod arrow;
 mod errors;
 mod expr;
 mod kafka;
@@ -20,6 +21,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
         .install();
     m.add("__version__", env!("CARGO_PKG_VERSION"))?;
     log::register(m)?;
+    arrow::register(m)?;
     kafka::register(m)?;
     expr::register(m)?;
     serde::register(m)?;

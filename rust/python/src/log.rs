@@ -247,7 +247,7 @@ fn records_of(
 #[pyclass(module = "strom._core", frozen)]
 pub struct RecordBatch {
     topic: Py<PyString>,
-    partition: u32,
+    pub(crate) partition: u32,
     pub(crate) batch: ReadBatch,
 }
 

@@ -33,6 +33,10 @@ class Batch:
     headers: list[Any] | None = field(default=None)
     encoded: Any = None
     raw_keys: bool = False
+    # The batch read (``_core.RecordBatch``) these rows are, row for row, and
+    # its key and value serdes: batch functions export its columns to Arrow
+    # natively. None once rows change (``select``, ``derive``).
+    read: tuple[Any, Any, Any] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -63,6 +67,7 @@ class Batch:
             self.old_values,
             self.headers,
             raw_keys=self.raw_keys,
+            read=self.read,
         )
 
     def select(self, indices: list[int]) -> Batch:

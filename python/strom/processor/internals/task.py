@@ -651,8 +651,11 @@ class StreamTask:
             values = (
                 raw_values if encoded or raw else value_serde.deserialize_batch(topic, raw_values)
             )
+            native = extractor is None and isinstance(records, _core.RecordBatch)
+            read = (records, key_serde, value_serde) if native else None
         except SerializationError:
             raw = False
+            read = None
             kept = self._deserialize_one_by_one(
                 topic, partition, raw_keys, raw_values, offsets, key_serde, value_serde, timestamps
             )
@@ -688,11 +691,20 @@ class StreamTask:
             values = [values[i] for i in keep]
             timestamps = [timestamps[i] for i in keep]
             offsets = [offsets[i] for i in keep]
+            read = None
         if not keys:
             return None
         queue.partition_time = max(queue.partition_time, *timestamps)
         return Batch(
-            topic, partition, keys, values, timestamps, offsets, encoded=encoded, raw_keys=raw
+            topic,
+            partition,
+            keys,
+            values,
+            timestamps,
+            offsets,
+            encoded=encoded,
+            raw_keys=raw,
+            read=read,
         )
 
     def _deserialize_one_by_one(
