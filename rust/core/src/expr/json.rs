@@ -187,18 +187,19 @@ fn scan_object<'a>(bytes: &'a [u8], trie: &Trie, row: &mut [Value<'a>]) -> Optio
     (s.i == s.b.len()).then_some(())
 }
 
-/// Whether any of the 8 bytes in `x` ends or escapes a string's plain run:
-/// `"`, `\`, a control character or a non-ASCII byte. May also say true for
-/// a chunk without one (a borrow past a real match); never false for one.
+/// Where the first of the 8 bytes in `x` (little-endian) that ends or
+/// escapes a string's plain run is: `"`, `\`, a control character or a
+/// non-ASCII byte; 8 when there is none. (Each test's lowest flagged byte is
+/// a real match: a borrow only flags bytes above one.)
 #[inline]
-fn special_in(x: u64) -> bool {
+fn first_special(x: u64) -> usize {
     const ONES: u64 = 0x0101_0101_0101_0101;
     const HIGH: u64 = 0x8080_8080_8080_8080;
     let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
     let quote = zero(x ^ (ONES * u64::from(b'"')));
     let backslash = zero(x ^ (ONES * u64::from(b'\\')));
     let control = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
-    (quote | backslash | control | (x & HIGH)) != 0
+    ((quote | backslash | control | (x & HIGH)).trailing_zeros() / 8) as usize
 }
 
 /// What [`Scanner::number`] found.
@@ -331,7 +332,7 @@ impl<'a> Scanner<'a> {
                 self.literal(b"null")?;
                 Value::Null
             }
-            _ => match self.number()? {
+            _ => match self.number_value()? {
                 Number::Int(i) => Value::Int(i),
                 Number::Big => Value::BigInt(Cow::Borrowed(self.text(start))),
                 Number::Float => Value::Float(self.text(start).parse::<f64>().ok()?),
@@ -348,11 +349,11 @@ impl<'a> Scanner<'a> {
         loop {
             // Plain runs eight bytes at a time.
             while let Some(chunk) = self.b.get(self.i..self.i + 8) {
-                let x = u64::from_le_bytes(chunk.try_into().expect("8 bytes"));
-                if special_in(x) {
+                let plain = first_special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+                self.i += plain;
+                if plain < 8 {
                     break;
                 }
-                self.i += 8;
             }
             let c = *self.b.get(self.i)?;
             self.i += 1;
@@ -384,31 +385,51 @@ impl<'a> Scanner<'a> {
     }
 
     fn digits(&mut self) -> Option<()> {
-        let start = self.i;
-        while matches!(self.peek(), Some(b'0'..=b'9')) {
-            self.i += 1;
-        }
-        (self.i > start).then_some(())
+        let run = self.b[self.i..]
+            .iter()
+            .take_while(|d| d.is_ascii_digit())
+            .count();
+        self.i += run;
+        (run > 0).then_some(())
     }
 
-    /// A number, with its value when it is an integer that fits an `i64`
-    /// (the integer digits are summed as they are checked).
-    fn number(&mut self) -> Option<Number> {
-        let negative = self.peek() == Some(b'-');
-        if negative {
+    /// A number, with its value when it is an integer that fits an `i64`.
+    fn number_value(&mut self) -> Option<Number> {
+        let start = self.i;
+        if self.number()? {
+            return Some(Number::Float);
+        }
+        let (negative, digits) = match &self.b[start..self.i] {
+            [b'-', digits @ ..] => (true, digits),
+            digits => (false, digits),
+        };
+        // 19 digits cannot overflow a u64; longer ones are checked.
+        let magnitude = if digits.len() <= 19 {
+            Some(digits.iter().fold(0u64, |m, d| m * 10 + u64::from(d - b'0')))
+        } else {
+            digits.iter().try_fold(0u64, |m, d| {
+                m.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+            })
+        };
+        let int = magnitude.and_then(|m| {
+            if negative {
+                // Down to i64::MIN, whose magnitude is i64::MAX + 1.
+                (m <= i64::MIN.unsigned_abs()).then(|| 0i64.wrapping_sub_unsigned(m))
+            } else {
+                i64::try_from(m).ok()
+            }
+        });
+        Some(int.map_or(Number::Big, Number::Int))
+    }
+
+    /// A number; whether it has a fraction or an exponent.
+    fn number(&mut self) -> Option<bool> {
+        if self.peek() == Some(b'-') {
             self.i += 1;
         }
-        let mut magnitude: Option<u64> = Some(0);
         match self.peek()? {
             b'0' => self.i += 1,
-            b'1'..=b'9' => {
-                while let Some(d @ b'0'..=b'9') = self.peek() {
-                    magnitude = magnitude
-                        .and_then(|m| m.checked_mul(10))
-                        .and_then(|m| m.checked_add(u64::from(d - b'0')));
-                    self.i += 1;
-                }
-            }
+            b'1'..=b'9' => self.digits()?,
             _ => return None,
         }
         let mut float = false;
@@ -425,18 +446,7 @@ impl<'a> Scanner<'a> {
             self.digits()?;
             float = true;
         }
-        if float {
-            return Some(Number::Float);
-        }
-        let int = magnitude.and_then(|m| {
-            if negative {
-                // Down to i64::MIN, whose magnitude is i64::MAX + 1.
-                (m <= i64::MIN.unsigned_abs()).then(|| 0i64.wrapping_sub_unsigned(m))
-            } else {
-                i64::try_from(m).ok()
-            }
-        });
-        Some(int.map_or(Number::Big, Number::Int))
+        Some(float)
     }
 
     fn literal(&mut self, word: &[u8]) -> Option<()> {

@@ -99,6 +99,10 @@ impl RecordBatchBuilder {
     pub fn size_in_bytes(&self) -> usize {
         self.buf.len()
     }
+    /// The bytes its buffer holds without growing.
+    pub fn capacity_in_bytes(&self) -> usize {
+        self.buf.capacity()
+    }
     /// Empties the builder, keeping its buffer for reuse.
     pub fn clear(&mut self) {
         self.buf.clear();
@@ -553,6 +557,23 @@ impl Log {
         let t = self.topic(topic)?;
         let first = lock(&t.partition(partition)?.state).append(batch)?;
         if !batch.is_empty() {
+            self.bump_append_sequence();
+        }
+        Ok(first)
+    }
+
+    /// `append` that finishes the frames in the batch's own buffer instead
+    /// of a copy, and leaves the batch empty (its buffer kept for reuse).
+    pub fn append_and_clear(
+        &self,
+        topic: &str,
+        partition: u32,
+        batch: &mut RecordBatchBuilder,
+    ) -> Result<u64> {
+        let t = self.topic(topic)?;
+        let appended = !batch.is_empty();
+        let first = lock(&t.partition(partition)?.state).append_and_clear(batch)?;
+        if appended {
             self.bump_append_sequence();
         }
         Ok(first)
