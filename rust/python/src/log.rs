@@ -537,6 +537,9 @@ impl TopicBuffers {
     }
 
     fn partition_for(&mut self, key: Option<&[u8]>) -> u32 {
+        if self.count() == 1 {
+            return 0;
+        }
         if let Some(key) = key {
             partitioner::partition_for_key(key, self.count())
         } else {
