@@ -57,16 +57,22 @@ fn an_unchanged_commit_writes_nothing() {
         assert_eq!(entries.len(), 1, "{entries:?}");
         std::fs::metadata(&entries[0]).unwrap().ino()
     };
-    log.commit_offsets("g", &[committed("a", 0, 5, "t=1"), committed("a", 1, 2, "")])
-        .unwrap();
+    log.commit_offsets(
+        "g",
+        &[committed("a", 0, 5, "t=1"), committed("a", 1, 2, "")],
+    )
+    .unwrap();
     let first = file();
-    log.commit_offsets("g", &[committed("a", 0, 5, "t=1")]).unwrap();
+    log.commit_offsets("g", &[committed("a", 0, 5, "t=1")])
+        .unwrap();
     log.commit_offsets("g", &[]).unwrap();
     assert_eq!(file(), first);
-    log.commit_offsets("g", &[committed("a", 0, 5, "t=2")]).unwrap();
+    log.commit_offsets("g", &[committed("a", 0, 5, "t=2")])
+        .unwrap();
     let second = file();
     assert_ne!(second, first);
-    log.commit_offsets("g", &[committed("a", 1, 3, "")]).unwrap();
+    log.commit_offsets("g", &[committed("a", 1, 3, "")])
+        .unwrap();
     assert_ne!(file(), second);
     let offsets: Vec<_> = log
         .committed_offsets("g")
@@ -74,7 +80,10 @@ fn an_unchanged_commit_writes_nothing() {
         .into_iter()
         .map(|c| (c.partition, c.offset, c.metadata))
         .collect();
-    assert_eq!(offsets, vec![(0, 5, "t=2".to_owned()), (1, 3, String::new())]);
+    assert_eq!(
+        offsets,
+        vec![(0, 5, "t=2".to_owned()), (1, 3, String::new())]
+    );
 }
 
 #[test]

@@ -405,7 +405,11 @@ impl<'a> Scanner<'a> {
         };
         // 19 digits cannot overflow a u64; longer ones are checked.
         let magnitude = if digits.len() <= 19 {
-            Some(digits.iter().fold(0u64, |m, d| m * 10 + u64::from(d - b'0')))
+            Some(
+                digits
+                    .iter()
+                    .fold(0u64, |m, d| m * 10 + u64::from(d - b'0')),
+            )
         } else {
             digits.iter().try_fold(0u64, |m, d| {
                 m.checked_mul(10)?.checked_add(u64::from(d - b'0'))
@@ -937,7 +941,9 @@ mod tests {
             b"{\"z\":\"\xc3\",\"a\":1}".to_vec(),
             b"{\"\xe9\":1,\"a\":2}".to_vec(),
             b"{\"a\":[\"\xed\xa0\x80\"]}".to_vec(),
-            "{\"a\":\"d\u{e9}j\u{e0} vu \u{1F600} \u{7ff}\"}".as_bytes().to_vec(),
+            "{\"a\":\"d\u{e9}j\u{e0} vu \u{1F600} \u{7ff}\"}"
+                .as_bytes()
+                .to_vec(),
         ];
         // A quote, backslash, control or non-ASCII byte at each position of
         // a long string, in a read field and in a skipped one.
@@ -1020,8 +1026,14 @@ mod tests {
         let at_edges = edges.decode(&[Some(doc.as_slice())], |_, m| panic!("{m}"));
         assert_eq!(at_edges[0][0], Value::Int(i64::MAX));
         assert_eq!(at_edges[1][0], Value::Int(i64::MIN));
-        assert_eq!(at_edges[2][0], Value::BigInt(Cow::Borrowed("9223372036854775808")));
-        assert_eq!(at_edges[3][0], Value::BigInt(Cow::Borrowed("-9223372036854775809")));
+        assert_eq!(
+            at_edges[2][0],
+            Value::BigInt(Cow::Borrowed("9223372036854775808"))
+        );
+        assert_eq!(
+            at_edges[3][0],
+            Value::BigInt(Cow::Borrowed("-9223372036854775809"))
+        );
         assert_eq!(at_edges[4][0], Value::Int(0));
         assert_eq!(
             cols[2][0],
