@@ -202,14 +202,29 @@ fn first_special(x: u64) -> usize {
     ((quote | backslash | control | (x & HIGH)).trailing_zeros() / 8) as usize
 }
 
-/// What [`Scanner::number`] found.
-enum Number {
-    /// An integer that fits an `i64`.
-    Int(i64),
-    /// An integer beyond 64 bits.
-    Big,
-    /// A number with a fraction or an exponent.
-    Float,
+/// The value of an integer's JSON text (`-`? digits) if it fits an `i64`.
+#[inline]
+fn integer(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text {
+        [b'-', digits @ ..] => (true, digits),
+        digits => (false, digits),
+    };
+    // 19 digits cannot overflow a u64; longer ones are checked.
+    let magnitude = if digits.len() <= 19 {
+        digits
+            .iter()
+            .fold(0u64, |m, d| m * 10 + u64::from(d - b'0'))
+    } else {
+        digits.iter().try_fold(0u64, |m, d| {
+            m.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        })?
+    };
+    if negative {
+        // Down to i64::MIN, whose magnitude is i64::MAX + 1.
+        (magnitude <= i64::MIN.unsigned_abs()).then(|| 0i64.wrapping_sub_unsigned(magnitude))
+    } else {
+        i64::try_from(magnitude).ok()
+    }
 }
 
 struct Scanner<'a> {
@@ -269,7 +284,7 @@ impl<'a> Scanner<'a> {
                             row[slot] = Value::Json(Cow::Borrowed(self.text(start)), false);
                         }
                     } else if let Some(slot) = child.slot {
-                        row[slot] = self.cell()?;
+                        self.cell(&mut row[slot])?;
                     } else {
                         self.skip()?;
                     }
@@ -302,11 +317,12 @@ impl<'a> Scanner<'a> {
         Some((key, escaped))
     }
 
-    /// A value (at its first byte) as a cell: `leaf` of its text, read as
-    /// it is scanned.
-    fn cell(&mut self) -> Option<Value<'a>> {
+    /// A value (at its first byte) into `out` as a cell: `leaf` of its
+    /// text, read as it is scanned (and written in place, not returned: a
+    /// returned cell went through the stack in pieces).
+    fn cell(&mut self, out: &mut Value<'a>) -> Option<()> {
         let start = self.i;
-        Some(match self.peek()? {
+        *out = match self.peek()? {
             b'"' => {
                 self.i += 1;
                 if self.string()? {
@@ -332,12 +348,17 @@ impl<'a> Scanner<'a> {
                 self.literal(b"null")?;
                 Value::Null
             }
-            _ => match self.number_value()? {
-                Number::Int(i) => Value::Int(i),
-                Number::Big => Value::BigInt(Cow::Borrowed(self.text(start))),
-                Number::Float => Value::Float(self.text(start).parse::<f64>().ok()?),
-            },
-        })
+            _ => {
+                if self.number()? {
+                    Value::Float(self.text(start).parse::<f64>().ok()?)
+                } else if let Some(i) = integer(&self.b[start..self.i]) {
+                    Value::Int(i)
+                } else {
+                    Value::BigInt(Cow::Borrowed(self.text(start)))
+                }
+            }
+        };
+        Some(())
     }
 
     /// The rest of a string after its opening quote; whether it has escapes.
@@ -391,39 +412,6 @@ impl<'a> Scanner<'a> {
             .count();
         self.i += run;
         (run > 0).then_some(())
-    }
-
-    /// A number, with its value when it is an integer that fits an `i64`.
-    fn number_value(&mut self) -> Option<Number> {
-        let start = self.i;
-        if self.number()? {
-            return Some(Number::Float);
-        }
-        let (negative, digits) = match &self.b[start..self.i] {
-            [b'-', digits @ ..] => (true, digits),
-            digits => (false, digits),
-        };
-        // 19 digits cannot overflow a u64; longer ones are checked.
-        let magnitude = if digits.len() <= 19 {
-            Some(
-                digits
-                    .iter()
-                    .fold(0u64, |m, d| m * 10 + u64::from(d - b'0')),
-            )
-        } else {
-            digits.iter().try_fold(0u64, |m, d| {
-                m.checked_mul(10)?.checked_add(u64::from(d - b'0'))
-            })
-        };
-        let int = magnitude.and_then(|m| {
-            if negative {
-                // Down to i64::MIN, whose magnitude is i64::MAX + 1.
-                (m <= i64::MIN.unsigned_abs()).then(|| 0i64.wrapping_sub_unsigned(m))
-            } else {
-                i64::try_from(m).ok()
-            }
-        });
-        Some(int.map_or(Number::Big, Number::Int))
     }
 
     /// A number; whether it has a fraction or an exponent.
