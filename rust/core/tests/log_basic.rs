@@ -126,6 +126,56 @@ fn append_and_read_every_field() {
     assert_eq!(log.end_offset("t", 0).unwrap(), 0);
 }
 
+/// Appending in place gives the log what `append` gives it, across segment
+/// rolls, and leaves the builder empty and reusable.
+#[test]
+fn append_and_clear_matches_append() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let small = config(
+        1,
+        &[("segment.bytes", "300"), ("index.interval.bytes", "0")],
+    );
+    log.create_topic("copied", small.clone()).unwrap();
+    log.create_topic("in-place", small).unwrap();
+    let mut reused = RecordBatchBuilder::new();
+    for range in [0..3, 3..20, 20..21] {
+        let batch = values(range.clone());
+        let first = log.append("copied", 0, &batch).unwrap();
+        reused = values(range);
+        assert_eq!(
+            log.append_and_clear("in-place", 0, &mut reused).unwrap(),
+            first
+        );
+        assert!(reused.is_empty() && reused.size_in_bytes() == 0);
+    }
+    assert_eq!(
+        log.append_and_clear("in-place", 0, &mut reused).unwrap(),
+        21
+    );
+    reused.push(7, Some(b"k"), Some(b"v"), &[]);
+    assert_eq!(
+        log.append_and_clear("in-place", 0, &mut reused).unwrap(),
+        21
+    );
+    log.append("copied", 0, &values(0..0)).unwrap();
+    let mut last = RecordBatchBuilder::new();
+    last.push(7, Some(b"k"), Some(b"v"), &[]);
+    log.append("copied", 0, &last).unwrap();
+    assert_eq!(
+        read_all(&log, "in-place", 0, 0),
+        read_all(&log, "copied", 0, 0)
+    );
+    assert_eq!(read_all(&log, "in-place", 0, 0).len(), 22);
+    drop(log);
+    let log = Log::open(dir.path()).unwrap();
+    assert_eq!(
+        read_all(&log, "in-place", 0, 0),
+        read_all(&log, "copied", 0, 0)
+    );
+    assert!(segment_files(&dir.path().join("in-place-0"), "log").len() > 2);
+}
+
 #[test]
 fn end_offsets_and_out_of_range() {
     let dir = tempfile::tempdir().unwrap();

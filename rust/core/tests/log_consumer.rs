@@ -43,6 +43,49 @@ fn handles_are_shareable_across_threads() {
     send::<RecordBatchBuilder>();
 }
 
+/// A commit that changes nothing leaves the group's file alone (no rewrite,
+/// no fsync); one that changes an offset or its metadata replaces it.
+#[test]
+fn an_unchanged_commit_writes_nothing() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    log.create_topic("a", TopicConfig::new(2)).unwrap();
+    let file = || {
+        let groups = std::fs::read_dir(dir.path().join(".groups")).unwrap();
+        let entries: Vec<_> = groups.map(|e| e.unwrap().path()).collect();
+        assert_eq!(entries.len(), 1, "{entries:?}");
+        std::fs::metadata(&entries[0]).unwrap().ino()
+    };
+    log.commit_offsets(
+        "g",
+        &[committed("a", 0, 5, "t=1"), committed("a", 1, 2, "")],
+    )
+    .unwrap();
+    let first = file();
+    log.commit_offsets("g", &[committed("a", 0, 5, "t=1")])
+        .unwrap();
+    log.commit_offsets("g", &[]).unwrap();
+    assert_eq!(file(), first);
+    log.commit_offsets("g", &[committed("a", 0, 5, "t=2")])
+        .unwrap();
+    let second = file();
+    assert_ne!(second, first);
+    log.commit_offsets("g", &[committed("a", 1, 3, "")])
+        .unwrap();
+    assert_ne!(file(), second);
+    let offsets: Vec<_> = log
+        .committed_offsets("g")
+        .unwrap()
+        .into_iter()
+        .map(|c| (c.partition, c.offset, c.metadata))
+        .collect();
+    assert_eq!(
+        offsets,
+        vec![(0, 5, "t=2".to_owned()), (1, 3, String::new())]
+    );
+}
+
 #[test]
 fn committed_offsets_merge_and_survive_reopen() {
     let dir = tempfile::tempdir().unwrap();

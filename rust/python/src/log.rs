@@ -537,6 +537,9 @@ impl TopicBuffers {
     }
 
     fn partition_for(&mut self, key: Option<&[u8]>) -> u32 {
+        if self.count() == 1 {
+            return 0;
+        }
         if let Some(key) = key {
             partitioner::partition_for_key(key, self.count())
         } else {
@@ -656,7 +659,7 @@ impl NativeProducer {
     fn append_buffers(&self, py: Python<'_>, all: bool, sync: bool) -> PyResult<()> {
         py.detach(|| {
             let _appending = lock(&self.append_lock);
-            let batches: Vec<(String, u32, RecordBatchBuilder)> = {
+            let mut batches: Vec<(String, u32, RecordBatchBuilder)> = {
                 let mut buffers = lock(&self.buffers);
                 let mut taken = Vec::new();
                 for (topic, topic_buffers) in buffers.iter_mut() {
@@ -679,9 +682,24 @@ impl NativeProducer {
                 taken
             };
             let mut first_error = None;
-            for (topic, partition, batch) in &batches {
-                if let Err(e) = self.log.append(topic, *partition, batch) {
+            for (topic, partition, batch) in &mut batches {
+                if let Err(e) = self.log.append_and_clear(topic, *partition, batch) {
                     first_error.get_or_insert(e);
+                }
+            }
+            // The emptied builders go back where nothing was buffered since,
+            // so the next batches reuse their memory (not a huge one).
+            {
+                let mut buffers = lock(&self.buffers);
+                for (topic, partition, builder) in batches {
+                    if let Some(buffer) = buffers
+                        .get_mut(&topic)
+                        .and_then(|b| b.partitions.get_mut(partition as usize))
+                        && buffer.builder.is_empty()
+                        && builder.capacity_in_bytes() <= 4 * APPEND_THRESHOLD_BYTES
+                    {
+                        buffer.builder = builder;
+                    }
                 }
             }
             if sync && first_error.is_none() {

@@ -123,13 +123,13 @@ impl FieldTree {
 
     /// The fields of one JSON value into `row` (one cell per slot, all null).
     pub fn decode_one<'a>(&self, bytes: &'a [u8], row: &mut [Value<'a>]) -> Result<(), String> {
-        let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
-        if self.root.slot.is_none() && scan_object(text, &self.root, row).is_some() {
+        if self.root.slot.is_none() && scan_object(bytes, &self.root, row).is_some() {
             return Ok(());
         }
         // Not an object, or not one the scanner vouches for: serde_json
         // decides (and names what is wrong).
         row.fill(Value::Null);
+        let text = std::str::from_utf8(bytes).map_err(|e| format!("not UTF-8: {e}"))?;
         self.decode_serde(text, row)
     }
 
@@ -164,22 +164,67 @@ impl FieldTree {
 }
 
 /// The fields under `trie` of a JSON object into `row`, in one pass that
-/// checks the whole text as `serde_json` does (objects, arrays, strings with
-/// their escapes and no control characters, number syntax, literals,
-/// nothing after the object) and materializes only the fields read. None
-/// when the text is not such an object, or has what it leaves to `serde_json`
-/// (a key with escapes, a field value `leaf` rejects): it never accepts what
-/// `serde_json` rejects, and its cells are `serde_json`'s (`leaf` of the same text).
-fn scan_object<'a>(text: &'a str, trie: &Trie, row: &mut [Value<'a>]) -> Option<()> {
+/// checks the whole text as `serde_json` does (UTF-8, objects, arrays,
+/// strings with their escapes and no control characters, number syntax,
+/// literals, nothing after the object) and materializes only the fields
+/// read. None when the text is not such an object, or has what it leaves to
+/// `serde_json` (a key with escapes, a field value `leaf` rejects): it never
+/// accepts what `serde_json` rejects, and its cells are `serde_json`'s (`leaf`
+/// of the same text).
+///
+/// UTF-8 is checked string by string, only for strings with non-ASCII bytes:
+/// outside strings the scanner accepts ASCII alone, so the text is UTF-8
+/// exactly when each of its strings is.
+fn scan_object<'a>(bytes: &'a [u8], trie: &Trie, row: &mut [Value<'a>]) -> Option<()> {
     let mut s = Scanner {
-        b: text.as_bytes(),
+        b: bytes,
         i: 0,
         stack: Vec::new(),
     };
     s.ws();
-    s.object(text, trie, row)?;
+    s.object(trie, row)?;
     s.ws();
     (s.i == s.b.len()).then_some(())
+}
+
+/// Where the first of the 8 bytes in `x` (little-endian) that ends or
+/// escapes a string's plain run is: `"`, `\`, a control character or a
+/// non-ASCII byte; 8 when there is none. (Each test's lowest flagged byte is
+/// a real match: a borrow only flags bytes above one.)
+#[inline]
+fn first_special(x: u64) -> usize {
+    const ONES: u64 = 0x0101_0101_0101_0101;
+    const HIGH: u64 = 0x8080_8080_8080_8080;
+    let zero = |v: u64| v.wrapping_sub(ONES) & !v & HIGH;
+    let quote = zero(x ^ (ONES * u64::from(b'"')));
+    let backslash = zero(x ^ (ONES * u64::from(b'\\')));
+    let control = x.wrapping_sub(ONES * 0x20) & !x & HIGH;
+    ((quote | backslash | control | (x & HIGH)).trailing_zeros() / 8) as usize
+}
+
+/// The value of an integer's JSON text (`-`? digits) if it fits an `i64`.
+#[inline]
+fn integer(text: &[u8]) -> Option<i64> {
+    let (negative, digits) = match text {
+        [b'-', digits @ ..] => (true, digits),
+        digits => (false, digits),
+    };
+    // 19 digits cannot overflow a u64; longer ones are checked.
+    let magnitude = if digits.len() <= 19 {
+        digits
+            .iter()
+            .fold(0u64, |m, d| m * 10 + u64::from(d - b'0'))
+    } else {
+        digits.iter().try_fold(0u64, |m, d| {
+            m.checked_mul(10)?.checked_add(u64::from(d - b'0'))
+        })?
+    };
+    if negative {
+        // Down to i64::MIN, whose magnitude is i64::MAX + 1.
+        (magnitude <= i64::MIN.unsigned_abs()).then(|| 0i64.wrapping_sub_unsigned(magnitude))
+    } else {
+        i64::try_from(magnitude).ok()
+    }
 }
 
 struct Scanner<'a> {
@@ -204,8 +249,17 @@ impl<'a> Scanner<'a> {
         (self.peek()? == c).then(|| self.i += 1)
     }
 
+    /// The text from `start` to the scanner's position.
+    fn text(&self, start: usize) -> &'a str {
+        let bytes = &self.b[start..self.i];
+        // SAFETY: the scanner has consumed these bytes, and it takes only
+        // ASCII outside strings and checks every string with a non-ASCII
+        // byte (`string`): they are UTF-8.
+        unsafe { std::str::from_utf8_unchecked(bytes) }
+    }
+
     /// An object (at its `{`), keeping the fields under `trie`.
-    fn object(&mut self, text: &'a str, trie: &Trie, row: &mut [Value<'a>]) -> Option<()> {
+    fn object(&mut self, trie: &Trie, row: &mut [Value<'a>]) -> Option<()> {
         self.eat(b'{')?;
         self.ws();
         if self.eat(b'}').is_some() {
@@ -218,16 +272,21 @@ impl<'a> Scanner<'a> {
                 _ if escaped => return None,
                 None => self.skip()?,
                 Some(child) => {
-                    // A repeated key starts over: its last value counts.
-                    child.clear(row);
-                    let start = self.i;
+                    // A repeated key starts over: its last value counts (a
+                    // leaf's cell is simply overwritten below).
+                    if !child.children.is_empty() {
+                        child.clear(row);
+                    }
                     if !child.children.is_empty() && self.peek()? == b'{' {
-                        self.object(text, child, row)?;
+                        let start = self.i;
+                        self.object(child, row)?;
+                        if let Some(slot) = child.slot {
+                            row[slot] = Value::Json(Cow::Borrowed(self.text(start)), false);
+                        }
+                    } else if let Some(slot) = child.slot {
+                        self.cell(&mut row[slot])?;
                     } else {
                         self.skip()?;
-                    }
-                    if let Some(slot) = child.slot {
-                        row[slot] = leaf(&text[start..self.i]).ok()?;
                     }
                 }
             }
@@ -258,14 +317,72 @@ impl<'a> Scanner<'a> {
         Some((key, escaped))
     }
 
+    /// A value (at its first byte) into `out` as a cell: `leaf` of its
+    /// text, read as it is scanned (and written in place, not returned: a
+    /// returned cell went through the stack in pieces).
+    fn cell(&mut self, out: &mut Value<'a>) -> Option<()> {
+        let start = self.i;
+        *out = match self.peek()? {
+            b'"' => {
+                self.i += 1;
+                if self.string()? {
+                    Value::Str(Cow::Owned(serde_json::from_str(self.text(start)).ok()?))
+                } else {
+                    let text = self.text(start);
+                    Value::Str(Cow::Borrowed(&text[1..text.len() - 1]))
+                }
+            }
+            b'{' | b'[' => {
+                self.skip()?;
+                Value::Json(Cow::Borrowed(self.text(start)), false)
+            }
+            b't' => {
+                self.literal(b"true")?;
+                Value::Bool(true)
+            }
+            b'f' => {
+                self.literal(b"false")?;
+                Value::Bool(false)
+            }
+            b'n' => {
+                self.literal(b"null")?;
+                Value::Null
+            }
+            _ => {
+                if self.number()? {
+                    Value::Float(self.text(start).parse::<f64>().ok()?)
+                } else if let Some(i) = integer(&self.b[start..self.i]) {
+                    Value::Int(i)
+                } else {
+                    Value::BigInt(Cow::Borrowed(self.text(start)))
+                }
+            }
+        };
+        Some(())
+    }
+
     /// The rest of a string after its opening quote; whether it has escapes.
+    /// Non-ASCII content must be UTF-8.
     fn string(&mut self) -> Option<bool> {
+        let start = self.i;
         let mut escaped = false;
+        let mut non_ascii = false;
         loop {
+            // Plain runs eight bytes at a time.
+            while let Some(chunk) = self.b.get(self.i..self.i + 8) {
+                let plain = first_special(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+                self.i += plain;
+                if plain < 8 {
+                    break;
+                }
+            }
             let c = *self.b.get(self.i)?;
             self.i += 1;
             match c {
-                b'"' => return Some(escaped),
+                b'"' => {
+                    let content = &self.b[start..self.i - 1];
+                    return (!non_ascii || std::str::from_utf8(content).is_ok()).then_some(escaped);
+                }
                 b'\\' => {
                     escaped = true;
                     match *self.b.get(self.i)? {
@@ -282,20 +399,23 @@ impl<'a> Scanner<'a> {
                     }
                 }
                 0..=0x1F => return None,
+                0x80.. => non_ascii = true,
                 _ => {}
             }
         }
     }
 
     fn digits(&mut self) -> Option<()> {
-        let start = self.i;
-        while matches!(self.peek(), Some(b'0'..=b'9')) {
-            self.i += 1;
-        }
-        (self.i > start).then_some(())
+        let run = self.b[self.i..]
+            .iter()
+            .take_while(|d| d.is_ascii_digit())
+            .count();
+        self.i += run;
+        (run > 0).then_some(())
     }
 
-    fn number(&mut self) -> Option<()> {
+    /// A number; whether it has a fraction or an exponent.
+    fn number(&mut self) -> Option<bool> {
         if self.peek() == Some(b'-') {
             self.i += 1;
         }
@@ -304,9 +424,11 @@ impl<'a> Scanner<'a> {
             b'1'..=b'9' => self.digits()?,
             _ => return None,
         }
+        let mut float = false;
         if self.peek() == Some(b'.') {
             self.i += 1;
             self.digits()?;
+            float = true;
         }
         if matches!(self.peek(), Some(b'e' | b'E')) {
             self.i += 1;
@@ -314,8 +436,9 @@ impl<'a> Scanner<'a> {
                 self.i += 1;
             }
             self.digits()?;
+            float = true;
         }
-        Some(())
+        Some(float)
     }
 
     fn literal(&mut self, word: &[u8]) -> Option<()> {
@@ -348,7 +471,9 @@ impl<'a> Scanner<'a> {
                 b't' => self.literal(b"true")?,
                 b'f' => self.literal(b"false")?,
                 b'n' => self.literal(b"null")?,
-                _ => self.number()?,
+                _ => {
+                    self.number()?;
+                }
             }
             // After a value: close what ends here, then the next element.
             loop {
@@ -734,6 +859,10 @@ mod tests {
             r#"{"a":{"a":1},"b":7,"b":{"c":"v"}}"#,
             r#"{"a":18446744073709551616,"k":"\/\b\f\n\r\t"}"#,
             r#"{"s":"\ud800"}"#,
+            r#"{"a":-9223372036854775808,"b":{"c":9223372036854775807}}"#,
+            r#"{"a":-9223372036854775809,"s":"x"}"#,
+            r#"{"a":99999999999999999999999,"s":-0}"#,
+            r#"{"b":{"c":1},"b":{"d":2}}"#,
             r#"{"s\u0061":1,"a":2}"#,
             "{}",
             "{\"a\":\"\u{7f}é😀\"}",
@@ -785,8 +914,48 @@ mod tests {
         }
         // The scanner itself takes the ordinary documents.
         let mut row = vec![Value::Null; t.len()];
-        assert!(scan_object(&checked[0], &t.root, &mut row).is_some());
-        assert!(scan_object(&checked[1], &t.root, &mut row).is_some());
+        assert!(scan_object(checked[0].as_bytes(), &t.root, &mut row).is_some());
+        assert!(scan_object(checked[1].as_bytes(), &t.root, &mut row).is_some());
+    }
+
+    /// UTF-8 is checked in strings only, and long strings are scanned in
+    /// chunks: both still agree with `from_utf8` + `serde_json` byte for byte.
+    #[test]
+    fn the_scanner_checks_utf8_and_long_strings() {
+        let t = tree(&["a", "s"]);
+        let long = "abcdefghijklmnopqrstuvwxyz0123456789";
+        let mut docs: Vec<Vec<u8>> = vec![
+            b"{\"a\":\"ok\xff\"}".to_vec(),
+            b"{\"z\":\"\xc3\",\"a\":1}".to_vec(),
+            b"{\"\xe9\":1,\"a\":2}".to_vec(),
+            b"{\"a\":[\"\xed\xa0\x80\"]}".to_vec(),
+            "{\"a\":\"d\u{e9}j\u{e0} vu \u{1F600} \u{7ff}\"}"
+                .as_bytes()
+                .to_vec(),
+        ];
+        // A quote, backslash, control or non-ASCII byte at each position of
+        // a long string, in a read field and in a skipped one.
+        for special in ["\\\"", "\\n", "\u{1}", "\u{e9}", "\u{ff}"] {
+            for at in 0..=long.len() {
+                let text = format!("{}{special}{}", &long[..at], &long[at..]);
+                docs.push(format!("{{\"s\":\"{text}\",\"z\":\"{text}\"}}").into_bytes());
+            }
+        }
+        let mut cut = "{\"s\":\"\u{e9}".as_bytes().to_vec();
+        cut.pop();
+        cut.extend_from_slice(b"abcdefgh\"}");
+        docs.push(cut);
+        for doc in &docs {
+            let mut fast = vec![Value::Null; t.len()];
+            let mut slow = vec![Value::Null; t.len()];
+            let fast_result = t.decode_one(doc, &mut fast);
+            let slow_result = std::str::from_utf8(doc)
+                .map_err(|e| format!("not UTF-8: {e}"))
+                .and_then(|text| t.decode_serde(text, &mut slow));
+            let shown = String::from_utf8_lossy(doc);
+            assert_eq!(fast_result, slow_result, "{shown}");
+            assert_eq!(fast, slow, "{shown}");
+        }
     }
 
     #[test]
@@ -839,6 +1008,21 @@ mod tests {
         );
         assert_eq!(cols[0][0], Value::Int(-42));
         assert_eq!(cols[1][0], Value::Float(100.0));
+        // The edges of i64, where integers become big ones.
+        let edges = tree(&["a", "b", "c", "d", "e"]);
+        let doc = br#"{"a":9223372036854775807,"b":-9223372036854775808,"c":9223372036854775808,"d":-9223372036854775809,"e":-0}"#;
+        let at_edges = edges.decode(&[Some(doc.as_slice())], |_, m| panic!("{m}"));
+        assert_eq!(at_edges[0][0], Value::Int(i64::MAX));
+        assert_eq!(at_edges[1][0], Value::Int(i64::MIN));
+        assert_eq!(
+            at_edges[2][0],
+            Value::BigInt(Cow::Borrowed("9223372036854775808"))
+        );
+        assert_eq!(
+            at_edges[3][0],
+            Value::BigInt(Cow::Borrowed("-9223372036854775809"))
+        );
+        assert_eq!(at_edges[4][0], Value::Int(0));
         assert_eq!(
             cols[2][0],
             Value::BigInt(Cow::Borrowed("18446744073709551616"))

@@ -87,7 +87,11 @@ impl Pipeline {
         }
         let max_timestamp = stamps.iter().copied().max()?;
         let end_offset = batch.offsets.last()? + 1;
-        let utf8 = |i: usize| batch.key(i).is_none_or(|k| std::str::from_utf8(k).is_ok());
+        let utf8 = |i: usize| {
+            batch
+                .key(i)
+                .is_none_or(|k| k.is_ascii() || std::str::from_utf8(k).is_ok())
+        };
         if self.utf8_keys && !(0..batch.len()).all(utf8) {
             return None;
         }

@@ -99,6 +99,10 @@ impl RecordBatchBuilder {
     pub fn size_in_bytes(&self) -> usize {
         self.buf.len()
     }
+    /// The bytes its buffer holds without growing.
+    pub fn capacity_in_bytes(&self) -> usize {
+        self.buf.capacity()
+    }
     /// Empties the builder, keeping its buffer for reuse.
     pub fn clear(&mut self) {
         self.buf.clear();
@@ -558,6 +562,23 @@ impl Log {
         Ok(first)
     }
 
+    /// `append` that finishes the frames in the batch's own buffer instead
+    /// of a copy, and leaves the batch empty (its buffer kept for reuse).
+    pub fn append_and_clear(
+        &self,
+        topic: &str,
+        partition: u32,
+        batch: &mut RecordBatchBuilder,
+    ) -> Result<u64> {
+        let t = self.topic(topic)?;
+        let appended = !batch.is_empty();
+        let first = lock(&t.partition(partition)?.state).append_and_clear(batch)?;
+        if appended {
+            self.bump_append_sequence();
+        }
+        Ok(first)
+    }
+
     /// Reads up to `max_records` (and about `max_bytes`, at least one record)
     /// from `offset` on. Reading at the end offset returns an empty batch.
     ///
@@ -677,7 +698,8 @@ impl Log {
     }
 
     /// Durably and atomically records a group's offsets (merged with the
-    /// offsets it committed before for other partitions).
+    /// offsets it committed before for other partitions). Offsets equal to
+    /// the committed ones are not written again.
     pub fn commit_offsets(&self, group_id: &str, offsets: &[CommittedOffset]) -> Result<()> {
         if group_id.is_empty() {
             return Err(Error::Config(
@@ -689,7 +711,18 @@ impl Log {
         }
         let slot = self.group_slot(group_id);
         let mut slot = lock(&slot);
-        let mut merged = self.load_group(group_id, &mut slot)?.clone();
+        let current = self.load_group(group_id, &mut slot)?;
+        // What the file already holds is durable: a commit that changes
+        // nothing (a bounded run's last commits) costs no fsync.
+        let unchanged = offsets.iter().all(|o| {
+            current
+                .get(&(o.topic.clone(), o.partition))
+                .is_some_and(|(offset, metadata)| *offset == o.offset && *metadata == o.metadata)
+        });
+        if unchanged {
+            return Ok(());
+        }
+        let mut merged = current.clone();
         for o in offsets {
             merged.insert(
                 (o.topic.clone(), o.partition),

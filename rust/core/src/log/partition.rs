@@ -575,11 +575,40 @@ impl Partition {
     }
 
     pub fn append(&mut self, batch: &RecordBatchBuilder) -> Result<u64> {
-        let first = self.next_offset;
         if batch.is_empty() {
+            return Ok(self.next_offset);
+        }
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        buf.extend_from_slice(&batch.buf);
+        let result = self.append_frames(&mut buf, batch.has_null_key, batch.max_timestamp);
+        if buf.capacity() <= SCRATCH_KEEP {
+            self.scratch = buf;
+        }
+        result
+    }
+
+    /// `append`, finishing the frames in the batch's own buffer (no copy);
+    /// the batch is left empty, its buffer kept for reuse.
+    pub fn append_and_clear(&mut self, batch: &mut RecordBatchBuilder) -> Result<u64> {
+        let (has_null_key, max_timestamp) = (batch.has_null_key, batch.max_timestamp);
+        let result = self.append_frames(&mut batch.buf, has_null_key, max_timestamp);
+        batch.clear();
+        result
+    }
+
+    /// Appends encoded frames (offsets not set yet), finishing them in `buf`.
+    fn append_frames(
+        &mut self,
+        buf: &mut [u8],
+        has_null_key: bool,
+        max_timestamp: i64,
+    ) -> Result<u64> {
+        let first = self.next_offset;
+        if buf.is_empty() {
             return Ok(first);
         }
-        if self.config.cleanup_policy.compact && batch.has_null_key {
+        if self.config.cleanup_policy.compact && has_null_key {
             return Err(Error::Config(format!(
                 "cannot append a record with a null key to compacted topic '{}' \
                  (cleanup.policy={})",
@@ -593,17 +622,11 @@ impl Partition {
         }
         // Like Kafka, segment.ms counts from the segment's first record timestamp.
         if let (Some(ms), Some(first_ts)) = (self.config.segment_ms, self.active().first_timestamp)
-            && batch.max_timestamp.saturating_sub(first_ts) > ms
+            && max_timestamp.saturating_sub(first_ts) > ms
         {
             self.roll()?;
         }
-        let mut buf = std::mem::take(&mut self.scratch);
-        buf.clear();
-        buf.extend_from_slice(&batch.buf);
-        let result = self.write_frames(&mut buf, first);
-        if buf.capacity() <= SCRATCH_KEEP {
-            self.scratch = buf;
-        }
+        let result = self.write_frames(buf, first);
         self.unflushed = true;
         result.map(|()| first)
     }
