@@ -287,11 +287,21 @@ class CachingWindowStore(_CachingWindowedBase):
         is logged with the clock, which a batch does not move."""
         if window_starts:
             self._observed = max(self._observed, *window_starts)
-        evicted = self._cache.put_all(self._id, raw_keys, raw_values, timestamps, [window_starts])
         if self.listener is None:
-            self._write_all(evicted)
+            # Nothing to hand the evictions to: they go into the store natively.
+            self._cache.put_all_into(
+                self._id, raw_keys, raw_values, timestamps, window_starts, self.native
+            )
+            return
+        self._write(
+            self._cache.put_all(self._id, raw_keys, raw_values, timestamps, [window_starts])
+        )
+
+    def flush(self) -> None:
+        if self.listener is None:
+            self._cache.flush_into(self._id, self.native)
         else:
-            self._write(evicted)
+            super().flush()
 
     def _write_all(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
         """Writes entries out of the cache to the store and changelog in one

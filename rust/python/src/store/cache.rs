@@ -22,6 +22,7 @@ use strom_core::store::ThreadCache;
 use strom_core::store::cache::{DirtyEntry, NamedCacheId};
 
 use crate::errors::{IntoPyResult, new_error};
+use crate::store::window::NativeWindowStore;
 
 pub(crate) struct Inner {
     pub(crate) cache: ThreadCache,
@@ -203,6 +204,75 @@ impl NativeThreadCache {
             Ok(())
         })?;
         dirty_list(py, &flushed)
+    }
+
+    /// `put_all` of window updates (`suffixes`: their starts) whose
+    /// evictions are written straight into `store` (a window store behind
+    /// the cache with nothing to hand them to), in order, as the caching
+    /// store writes them out; returns how many were written.
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "extracted from Python lists by PyO3"
+    )]
+    #[allow(clippy::too_many_arguments, reason = "the columns of a Python call")]
+    fn put_all_into<'py>(
+        &self,
+        py: Python<'py>,
+        cache_id: i64,
+        keys: &Bound<'py, PyList>,
+        values: &Bound<'py, PyList>,
+        timestamps: Vec<i64>,
+        window_starts: Vec<i64>,
+        store: &NativeWindowStore,
+    ) -> PyResult<usize> {
+        let n = keys.len();
+        if values.len() != n || timestamps.len() != n || window_starts.len() != n {
+            return Err(PyValueError::new_err(format!(
+                "put_all_into columns differ in length: {n} keys, {} values, {} timestamps, \
+                 {} window starts",
+                values.len(),
+                timestamps.len(),
+                window_starts.len()
+            )));
+        }
+        let mut flushed = Vec::new();
+        self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            let mut key = Vec::new();
+            for (i, (k, v)) in keys.iter().zip(values.iter()).enumerate() {
+                key.clear();
+                key.extend_from_slice(k.cast::<PyBytes>()?.as_bytes());
+                key.extend_from_slice(&window_starts[i].to_be_bytes());
+                let value = if v.is_none() {
+                    None
+                } else {
+                    Some(v.cast::<PyBytes>()?.as_bytes())
+                };
+                inner
+                    .cache
+                    .put_into(id, &key, value, timestamps[i], true, &mut flushed)
+                    .py_err(py)?;
+            }
+            Ok(())
+        })?;
+        store.put_cache_entries(py, &flushed)?;
+        Ok(flushed.len())
+    }
+
+    /// `flush` written straight into the window store `store` (see
+    /// `put_all_into`); returns how many entries were written.
+    fn flush_into(
+        &self,
+        py: Python<'_>,
+        cache_id: i64,
+        store: &NativeWindowStore,
+    ) -> PyResult<usize> {
+        let flushed = self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            Ok(inner.cache.flush(id))
+        })?;
+        store.put_cache_entries(py, &flushed)?;
+        Ok(flushed.len())
     }
 
     /// Every dirty entry of the named cache in dirty order, marked clean;
