@@ -635,6 +635,19 @@ class NativeThreadCache:
         """``put_all`` of window updates whose evictions are written into
         ``store`` (split back into key and window start, logged if the store
         is), in order; returns how many were written."""
+    def put_results_into(
+        self,
+        cache_id: int,
+        results: NativeWindowedResults,
+        keys: list[bytes | None],
+        timestamps: list[int],
+        store: NativeWindowStore,
+    ) -> tuple[int, int | None]:
+        """Every update of a time-windowed kernel's ``results`` (one that
+        sends store values) put in order as ``put_all_into`` puts them: the
+        key and timestamp of its input row, its window start and store value;
+        evictions go into ``store``. Returns ``(entries written to the store,
+        the largest window start put or None)``."""
     def prefix_scan(self, cache_id: int, prefix: bytes) -> list[tuple[bytes, bytes | None]]:
         """Cached entries whose key starts with ``prefix``, in key order
         (value None: a cached delete); each counts as a use."""

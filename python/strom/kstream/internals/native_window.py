@@ -207,8 +207,8 @@ class NativeTimeWindowAggregate(Node):
     ) -> None:
         """Every update into the record cache, in order, as the Python path
         puts them (the cache writes the store when it flushes or evicts)."""
-        self.kernel.drain_changes()  # the cache writes the store
-        if not len(results):
+        self.kernel.drain_changes(packed=True)  # the cache writes the store
+        if not len(results) or self.store.put_results(raw_keys, timestamps, results):
             return
         rows = results.rows()
         self.store.put_raw_all(

@@ -297,6 +297,23 @@ class CachingWindowStore(_CachingWindowedBase):
             self._cache.put_all(self._id, raw_keys, raw_values, timestamps, [window_starts])
         )
 
+    def put_results(
+        self, raw_keys: list[bytes | None], timestamps: list[int], results: Any
+    ) -> bool:
+        """Every update of a time-windowed kernel's ``results`` (which send
+        store values), as ``put_raw_all`` of their keys, store values, starts
+        and input timestamps, in one native call with no Python object per
+        update; False, with nothing put, when there is a listener (the
+        caller then puts them with ``put_raw_all``)."""
+        if self.listener is not None:
+            return False
+        _written, highest = self._cache.put_results_into(
+            self._id, results, raw_keys, timestamps, self.native
+        )
+        if highest is not None:
+            self._observed = max(self._observed, highest)
+        return True
+
     def flush(self) -> None:
         if self.listener is None:
             self._cache.flush_into(self._id, self.native)

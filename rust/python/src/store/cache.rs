@@ -23,6 +23,7 @@ use strom_core::store::cache::{DirtyEntry, NamedCacheId};
 
 use crate::errors::{IntoPyResult, new_error};
 use crate::store::window::NativeWindowStore;
+use crate::window::NativeWindowedResults;
 
 pub(crate) struct Inner {
     pub(crate) cache: ThreadCache,
@@ -257,6 +258,60 @@ impl NativeThreadCache {
         })?;
         store.put_cache_entries(py, &flushed)?;
         Ok(flushed.len())
+    }
+
+    /// Every update of a time-windowed kernel's `results` put into the
+    /// named cache in order, as `put_all_into` puts them: the key of its
+    /// input row in `keys`, its window start, the store value the kernel
+    /// made, the input row's timestamp in `timestamps`; evictions go into
+    /// `store`. Returns `(entries written to the store, the largest window
+    /// start put or None)`.
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "extracted from Python lists by PyO3"
+    )]
+    fn put_results_into<'py>(
+        &self,
+        py: Python<'py>,
+        cache_id: i64,
+        results: &NativeWindowedResults,
+        keys: &Bound<'py, PyList>,
+        timestamps: Vec<i64>,
+        store: &NativeWindowStore,
+    ) -> PyResult<(usize, Option<i64>)> {
+        let mut flushed = Vec::new();
+        let mut highest = None;
+        self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            let mut key = Vec::new();
+            let complete = results.for_each_store_write(|row, start, value| {
+                let (Ok(k), Some(&ts)) = (keys.get_item(row), timestamps.get(row)) else {
+                    return Err(PyValueError::new_err(format!(
+                        "put_results_into: no key or timestamp for input row {row} ({} keys, {} \
+                         timestamps)",
+                        keys.len(),
+                        timestamps.len()
+                    )));
+                };
+                key.clear();
+                key.extend_from_slice(k.cast::<PyBytes>()?.as_bytes());
+                key.extend_from_slice(&start.to_be_bytes());
+                highest = highest.max(Some(start));
+                inner
+                    .cache
+                    .put_into(id, &key, Some(value), ts, true, &mut flushed)
+                    .py_err(py)
+            })?;
+            if complete {
+                Ok(())
+            } else {
+                Err(PyValueError::new_err(
+                    "put_results_into takes the results of a kernel that sends store values",
+                ))
+            }
+        })?;
+        store.put_cache_entries(py, &flushed)?;
+        Ok((flushed.len(), highest))
     }
 
     /// `flush` written straight into the window store `store` (see
