@@ -68,6 +68,8 @@ class _Stage:
     records: int = 0
     # Each task's final times, metrics and timings (its "task" row).
     tasks: list[dict[str, Any]] = field(default_factory=list)
+    # The wall time of the Spark job that ran the stage.
+    job_seconds: float = 0.0
 
 
 def replay(
@@ -501,10 +503,12 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
     output = inputs.mapInArrow(run, _spark_schema(OUTPUT_SCHEMA))
     output = output.persist(StorageLevel.MEMORY_AND_DISK)
     stage.output = output
+    started = time.perf_counter()
     try:
         tasks = output.filter(F.col("kind") == "task").select("value").collect()
     except Exception as exc:
         raise _strom_error(exc, stage.subtopology.id) from exc
+    stage.job_seconds = time.perf_counter() - started
     metas = stage.tasks = [json.loads(row["value"]) for row in tasks]
     stage.records = sum(meta["records_processed"] for meta in metas)
     ran = Counter(meta["partition"] for meta in metas)
@@ -523,6 +527,15 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
             meta["partition"],
             ", ".join(f"{phase} {s:.2f} s" for phase, s in meta["timings"].items()),
         )
+    # What the job took beyond its slowest task: Spark's scheduling, the
+    # Python worker's start and the rows' way back.
+    slowest = max((sum(meta["timings"].values()) for meta in metas), default=0.0)
+    log.debug(
+        "sub-topology %d: Spark job %.2f s, its slowest task %.2f s",
+        stage.subtopology.id,
+        stage.job_seconds,
+        slowest,
+    )
 
 
 # Spark's hash is fixed (Murmur3, seed 42): the buckets per count are too.
