@@ -69,6 +69,56 @@ impl NativeThreadCache {
             .unwrap_or_else(PoisonError::into_inner);
         f(&mut guard)
     }
+
+    /// Puts dirty entries in order, entry `i`'s key being `keys[i]` followed
+    /// by each column of `suffixes` as 8 big-endian bytes; returns what the
+    /// evictions flushed, in emission order. `call` names the Python method
+    /// in errors.
+    #[allow(clippy::too_many_arguments, reason = "the columns of a Python call")]
+    fn put_dirty(
+        &self,
+        call: &str,
+        py: Python<'_>,
+        cache_id: i64,
+        keys: &Bound<'_, PyList>,
+        values: &Bound<'_, PyList>,
+        timestamps: &[i64],
+        suffixes: &[&[i64]],
+    ) -> PyResult<Vec<DirtyEntry>> {
+        let n = keys.len();
+        if values.len() != n || timestamps.len() != n || suffixes.iter().any(|s| s.len() != n) {
+            return Err(PyValueError::new_err(format!(
+                "{call} columns differ in length: {n} keys, {} values, {} timestamps, \
+                 suffixes of {:?}",
+                values.len(),
+                timestamps.len(),
+                suffixes.iter().map(|s| s.len()).collect::<Vec<_>>()
+            )));
+        }
+        let mut flushed = Vec::new();
+        self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            let mut key = Vec::new();
+            for (i, (k, v)) in keys.iter().zip(values.iter()).enumerate() {
+                key.clear();
+                key.extend_from_slice(k.cast::<PyBytes>()?.as_bytes());
+                for column in suffixes {
+                    key.extend_from_slice(&column[i].to_be_bytes());
+                }
+                let value = if v.is_none() {
+                    None
+                } else {
+                    Some(v.cast::<PyBytes>()?.as_bytes())
+                };
+                inner
+                    .cache
+                    .put_into(id, &key, value, timestamps[i], true, &mut flushed)
+                    .py_err(py)?;
+            }
+            Ok(())
+        })?;
+        Ok(flushed)
+    }
 }
 
 /// `[(key, value, timestamp), ...]` in emission order.
@@ -171,39 +221,16 @@ impl NativeThreadCache {
         timestamps: Vec<i64>,
         suffixes: Vec<Vec<i64>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let n = keys.len();
-        if values.len() != n || timestamps.len() != n || suffixes.iter().any(|s| s.len() != n) {
-            return Err(PyValueError::new_err(format!(
-                "put_all columns differ in length: {n} keys, {} values, {} timestamps, \
-                 suffixes of {:?}",
-                values.len(),
-                timestamps.len(),
-                suffixes.iter().map(Vec::len).collect::<Vec<_>>()
-            )));
-        }
-        let mut flushed = Vec::new();
-        self.with(py, |inner| {
-            let id = inner.id(py, cache_id)?;
-            let mut key = Vec::new();
-            for (i, (k, v)) in keys.iter().zip(values.iter()).enumerate() {
-                let k = k.cast::<PyBytes>()?;
-                key.clear();
-                key.extend_from_slice(k.as_bytes());
-                for column in &suffixes {
-                    key.extend_from_slice(&column[i].to_be_bytes());
-                }
-                let value = if v.is_none() {
-                    None
-                } else {
-                    Some(v.cast::<PyBytes>()?.as_bytes())
-                };
-                inner
-                    .cache
-                    .put_into(id, &key, value, timestamps[i], true, &mut flushed)
-                    .py_err(py)?;
-            }
-            Ok(())
-        })?;
+        let suffixes: Vec<&[i64]> = suffixes.iter().map(Vec::as_slice).collect();
+        let flushed = self.put_dirty(
+            "put_all",
+            py,
+            cache_id,
+            keys,
+            values,
+            &timestamps,
+            &suffixes,
+        )?;
         dirty_list(py, &flushed)
     }
 
@@ -226,36 +253,15 @@ impl NativeThreadCache {
         window_starts: Vec<i64>,
         store: &NativeWindowStore,
     ) -> PyResult<usize> {
-        let n = keys.len();
-        if values.len() != n || timestamps.len() != n || window_starts.len() != n {
-            return Err(PyValueError::new_err(format!(
-                "put_all_into columns differ in length: {n} keys, {} values, {} timestamps, \
-                 {} window starts",
-                values.len(),
-                timestamps.len(),
-                window_starts.len()
-            )));
-        }
-        let mut flushed = Vec::new();
-        self.with(py, |inner| {
-            let id = inner.id(py, cache_id)?;
-            let mut key = Vec::new();
-            for (i, (k, v)) in keys.iter().zip(values.iter()).enumerate() {
-                key.clear();
-                key.extend_from_slice(k.cast::<PyBytes>()?.as_bytes());
-                key.extend_from_slice(&window_starts[i].to_be_bytes());
-                let value = if v.is_none() {
-                    None
-                } else {
-                    Some(v.cast::<PyBytes>()?.as_bytes())
-                };
-                inner
-                    .cache
-                    .put_into(id, &key, value, timestamps[i], true, &mut flushed)
-                    .py_err(py)?;
-            }
-            Ok(())
-        })?;
+        let flushed = self.put_dirty(
+            "put_all_into",
+            py,
+            cache_id,
+            keys,
+            values,
+            &timestamps,
+            &[&window_starts],
+        )?;
         store.put_cache_entries(py, &flushed)?;
         Ok(flushed.len())
     }
