@@ -529,7 +529,10 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
         )
     # What the job took beyond its slowest task: Spark's scheduling, the
     # Python worker's start and the rows' way back.
-    slowest = max((sum(meta["timings"].values()) for meta in metas), default=0.0)
+    slowest = max(
+        (sum(s for phase, s in meta["timings"].items() if phase != "engine_cpu") for meta in metas),
+        default=0.0,
+    )
     log.debug(
         "sub-topology %d: Spark job %.2f s, its slowest task %.2f s",
         stage.subtopology.id,
