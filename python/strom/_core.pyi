@@ -623,12 +623,40 @@ class NativeThreadCache:
         """``put`` of dirty entries in order, in one call: key ``i`` is
         ``keys[i]`` followed by each suffix column's ``i``-th value as 8
         big-endian bytes. Returns what the evictions flushed, in order."""
+    def put_all_into(
+        self,
+        cache_id: int,
+        keys: list[bytes],
+        values: list[bytes | None],
+        timestamps: list[int],
+        window_starts: list[int],
+        store: NativeWindowStore,
+    ) -> int:
+        """``put_all`` of window updates whose evictions are written into
+        ``store`` (split back into key and window start, logged if the store
+        is), in order; returns how many were written."""
+    def put_results_into(
+        self,
+        cache_id: int,
+        results: NativeWindowedResults,
+        keys: list[bytes | None],
+        timestamps: list[int],
+        store: NativeWindowStore,
+    ) -> tuple[int, int | None]:
+        """Every update of a time-windowed kernel's ``results`` (one that
+        sends store values) put in order as ``put_all_into`` puts them: the
+        key and timestamp of its input row, its window start and store value;
+        evictions go into ``store``. Returns ``(entries written to the store,
+        the largest window start put or None)``."""
     def prefix_scan(self, cache_id: int, prefix: bytes) -> list[tuple[bytes, bytes | None]]:
         """Cached entries whose key starts with ``prefix``, in key order
         (value None: a cached delete); each counts as a use."""
     def flush(self, cache_id: int) -> _DirtyEntries:
         """Every dirty entry in last-update order, marked clean; flushed
         deletes leave the cache."""
+    def flush_into(self, cache_id: int, store: NativeWindowStore) -> int:
+        """``flush`` written into the window store ``store`` (as
+        ``put_all_into``); returns how many entries were written."""
     def close(self, cache_id: int) -> None:
         """Drops the named cache, discarding its dirty entries."""
     def hit_stats(self, cache_id: int) -> tuple[int, int]:

@@ -4,13 +4,14 @@ the stage's plan, the same results, and a false claim caught."""
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
 from tests.spark.support import Scenario, partitioned_frame, run_streaming, source_frame, write_log
 from tests.spark.test_replay import CONFIG, page_views, views
 
-from strom import serdes
+from strom import StreamsBuilder, Topology, serdes
 from strom.errors import ConfigError
 from strom.spark import Replay, replay
 
@@ -67,3 +68,44 @@ def test_the_claim_is_for_dataframes(spark: SparkSession, tmp_path: Path) -> Non
     servers = write_log(scenario(), tmp_path / "log")
     with pytest.raises(ConfigError, match="source_partitioned applies to a DataFrame source"):
         replay(views(), spark, source=servers, config=CONFIG, source_partitioned=True)
+
+
+def counts_only() -> Topology:
+    """A count with no topic written: no stage needs the partition counts
+    before it runs."""
+    builder = StreamsBuilder()
+    builder.stream("views", key_serde=S, value_serde=S).group_by_key().count(materialized="counts")
+    return builder.build()
+
+
+def test_partition_counts_come_from_the_tasks(spark: SparkSession) -> None:
+    case = scenario()
+    # Partition 2's records all bounded out: it still counts, as it exists.
+    bounds = {("views", 2): 0}
+
+    def replayed(frame: DataFrame, partitioned: bool) -> tuple[int, dict[str, int], Any]:
+        group = f"sizing-{partitioned}"
+        spark.sparkContext.setJobGroup(group, "a replay")
+        try:
+            result = replay(
+                counts_only(),
+                spark,
+                source=frame,
+                config=CONFIG,
+                end_offsets=bounds,
+                source_partitioned=partitioned,
+                changelogs=True,
+            )
+            jobs = len(spark.sparkContext.statusTracker().getJobIdsForGroup(group))
+        finally:
+            spark.sparkContext.setLocalProperty("spark.jobGroup.id", None)
+        with result:
+            return jobs, dict(result.partitions), counts(result)
+
+    sized_jobs, sized, sized_counts = replayed(source_frame(spark, case), False)
+    in_place_jobs, in_place, in_place_counts = replayed(partitioned_frame(spark, case), True)
+    assert in_place == sized == {"views": 3}
+    assert in_place_counts == sized_counts
+    assert sized_counts  # partitions 0 and 1 were counted
+    # The stage's job only: no job to size the source.
+    assert in_place_jobs == 1 < sized_jobs

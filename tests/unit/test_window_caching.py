@@ -108,3 +108,49 @@ def test_one_result_per_window_and_commit(
     assert len({key for key, _ in cached}) == len(cached)
     assert dict(cached) == {key: value for key, value in latest.items() if value is not None}
     assert len(cached) < len(uncached)
+
+
+def test_a_terminal_count_writes_out_as_one_with_children(log: EmbeddedLog, log_path: str) -> None:
+    """With nothing downstream, the cache writes its evictions and its flush
+    into the store natively; the store and its changelog end up as when a
+    child takes the updates (the write-out in Python)."""
+    log.create_topic("in")
+    with log.producer() as producer:
+        for i in range(400):
+            producer.produce("in", f"k{i * 7 % 10}".encode(), b"v", timestamp=i * 3)
+    results = {}
+    for terminal in (True, False):
+        builder = StreamsBuilder()
+        counts = (
+            builder.stream("in", key_serde=S, value_serde=S)
+            .group_by_key()
+            .windowed_by(TimeWindows.of_size_and_grace(100, 50))
+            .count(Materialized("counts"))
+        )
+        if not terminal:
+            log.create_topic("out")
+            counts.to_stream().to("out", key_serde=serdes.TimeWindowed(S, 100), value_serde=L)
+        app_id = f"terminal-{terminal}"
+        config = {
+            "application.id": app_id,
+            "bootstrap.servers": f"embedded:{log_path}",
+            "commit.interval.ms": 3_600_000,
+            # Room for a few windows: most updates are written out on eviction.
+            "statestore.cache.max.bytes": 600,
+        }
+        with KafkaStreams(builder.build(), config) as app:
+            app.run_until_end(timeout=30)
+            store = sorted(
+                (kv.key.key, kv.key.window.start, kv.value) for kv in app.store("counts").all()
+            )
+        changelog = [
+            (r.key, r.value, r.timestamp)
+            for r in log.read(f"{app_id}-counts-changelog", 0, 0, 100_000)
+        ]
+        results[terminal] = store, changelog
+    (store, changelog), (listed_store, listed_changelog) = results[True], results[False]
+    assert store == listed_store
+    assert changelog == listed_changelog
+    # Evicted before their last update, windows were written more than once.
+    assert len(store) > 0
+    assert len({key for key, _, _ in changelog}) < len(changelog)

@@ -121,6 +121,9 @@ class StagePlan:
     # without, every store runs unlogged and no changelog row is built; with,
     # the stores :func:`rebuilt_from_contents` still run unlogged.
     changelogs: bool = True
+    # External topics whose partition counts the replay takes from the tasks
+    # (after the stages): a task takes its own partition to exist in each.
+    unsized: set[str] = field(default_factory=set)
 
     def topic_name(self, topic: str) -> str:
         app_id = StreamsConfig(self.props).application_id
@@ -150,15 +153,20 @@ class _Capture(RecordCollector):
     per-record Python), with the partition each record goes to and its
     position in the task's output (``seq``)."""
 
-    def __init__(self, partitions: dict[str, int], task_partition: int) -> None:
+    def __init__(
+        self, partitions: dict[str, int], task_partition: int, unsized: set[str] | None = None
+    ) -> None:
         super().__init__(None, self._count)
         self._partitions = partitions
         self._task_partition = task_partition
+        self._unsized = unsized or set()
         self.sent: dict[str, list[_Sent]] = {}
         self.count = 0
 
     def _count(self, topic: str) -> int:
         count = self._partitions.get(topic)
+        if count is None and topic in self._unsized:
+            return self._task_partition + 1
         if count is None:
             raise TopologyError(f"the replay does not know how many partitions {topic!r} has")
         return count
@@ -210,18 +218,38 @@ def _chunks(
         table = table.take(order)
         offsets = pa.array(range(len(table)), pa.int64())
     else:
-        table = table.take(pc.sort_indices(table.column("offset")))
         offsets = table.column("offset")
+        ordered = offsets.to_numpy()
+        # A source read in log order (a Kafka source, a cached frame) needs no sort.
+        if (ordered[1:] < ordered[:-1]).any():
+            table = table.take(pc.sort_indices(offsets))
+            offsets = table.column("offset")
     keys, values, stamps = (table.column(c) for c in ("key", "value", "timestamp"))
     for start in range(0, len(table), size):
+        chunk_keys = keys.slice(start, size).combine_chunks()
         yield ListedRecords(
             topic,
             partition,
-            keys.slice(start, size).to_pylist(),
+            chunk_keys.to_pylist(),
             values.slice(start, size).to_pylist(),
-            stamps.slice(start, size).to_pylist(),
-            offsets.slice(start, size).to_pylist(),
+            stamps.slice(start, size).to_numpy().tolist(),
+            offsets.slice(start, size).to_numpy().tolist(),
+            _packed(chunk_keys),
         )
+
+
+def _packed(keys: pa.Array) -> tuple[bytes, bytes] | None:
+    """A binary column's Arrow buffers ``(data, offsets)``, offsets from 0,
+    for the native kernels (None if it has nulls: they read the list)."""
+    if keys.null_count:
+        return None
+    _validity, offsets, data = keys.buffers()
+    bounds = np.frombuffer(offsets, np.int32)[keys.offset : keys.offset + len(keys) + 1]
+    first = int(bounds[0])
+    return (
+        data.slice(first, int(bounds[-1]) - first).to_pybytes(),
+        (bounds - first).astype(np.int32).tobytes(),
+    )
 
 
 def _merge_order(tasks: list[int], seqs: list[int], stamps: list[int]) -> list[int]:
@@ -301,15 +329,17 @@ def run_task(
     (seconds by phase, the caller's own included) go into the task's row with
     the engine's and the result's."""
     state_dir = Path(tempfile.mkdtemp(prefix="strom-replay-"))
-    collector = _Capture(plan.partitions, partition)
+    collector = _Capture(plan.partitions, partition, plan.unsized)
     timings = dict(timings or {})
     try:
         task = open_task(plan, partition, collector, state_dir)
         try:
-            started = time.perf_counter()
+            started, cpu = time.perf_counter(), time.process_time()
             _feed(plan, task, partition, table)
             task.flush()  # one commit at the end: the caches write out
             timings["engine"] = time.perf_counter() - started
+            # The worker's CPU time: what the engine costs, whatever the load.
+            timings["engine_cpu"] = time.process_time() - cpu
             return _result(plan, task, partition, collector, timings)
         finally:
             task.close()
@@ -450,6 +480,8 @@ def _result(
         add("offset", topic, part, [0], [None], [None], [int(partition_time)], [offset])
     meta = {
         "partition": partition,
+        # The input partitions it read (the replay's partition counts).
+        "inputs": sorted(task.queues),
         "stream_time": task.stream_time,
         "node_times": task.state.node_times,
         "records_processed": task.metrics.records_processed,
@@ -484,7 +516,7 @@ def scheduled_wall_clock(task: StreamTask) -> list[str]:
 def check_replayable(plan: StagePlan, state_dir: Path) -> None:
     """Opens the stage's task once on the driver and refuses what a replay
     cannot reproduce: wall-clock punctuation depends on when the app ran."""
-    collector = _Capture(plan.partitions, 0)
+    collector = _Capture(plan.partitions, 0, plan.unsized)
     task = open_task(plan, 0, collector, state_dir)
     try:
         nodes = scheduled_wall_clock(task)

@@ -68,6 +68,8 @@ class _Stage:
     records: int = 0
     # Each task's final times, metrics and timings (its "task" row).
     tasks: list[dict[str, Any]] = field(default_factory=list)
+    # The wall time of the Spark job that ran the stage.
+    job_seconds: float = 0.0
 
 
 def replay(
@@ -123,8 +125,20 @@ def replay(
     frame, known_partitions, partitioned = _source_frame(
         spark, source, external, streams_config, start_offsets, end_offsets, source_partitioned
     )
+    # A DataFrame's partition counts take a Spark job, unless the tasks can
+    # report them: when no stage needs them before it runs (it reads the
+    # source in place and nothing is written to a topic, whose partitions
+    # follow from them).
+    unsized: set[str] = set()
+    if known_partitions is None:
+        if partitioned and not any(sub.sink_topics for sub in subs):
+            unsized, known_partitions = set(external), {}
+        else:
+            known_partitions = _frame_partitions(frame, external)
     frame = _bounded(frame, start_offsets, end_offsets)
-    partitions = _partition_counts(builder, subs, physical, known_partitions, external)
+    partitions = (
+        {} if unsized else _partition_counts(builder, subs, physical, known_partitions, external)
+    )
 
     stages = [
         _Stage(
@@ -136,6 +150,7 @@ def replay(
                 partitions,
                 {physical(t) for t in sub.source_topics} & fed,
                 changelogs=changelogs,
+                unsized=unsized,
             ),
         )
         for sub in _ordered(subs, physical, fed)
@@ -163,6 +178,22 @@ def replay(
         )
         if progress is not None:
             progress(index + 1, len(stages), stage.records)
+    if unsized:
+        # The partitions the tasks read, and those the bounds name (whose
+        # records they may have left out), as the sizing job would count them.
+        seen = [
+            (topic, part)
+            for stage in stages
+            for meta in stage.tasks
+            for topic, part in meta["inputs"]
+        ]
+        seen += [key for bounds in (start_offsets, end_offsets) for key in bounds or {}]
+        highest: dict[str, int] = {}
+        for topic, part in seen:
+            if topic in unsized:
+                highest[topic] = max(highest.get(topic, -1), part)
+        known = {topic: n + 1 for topic, n in highest.items()}
+        partitions.update(_partition_counts(builder, subs, physical, known, external))
     return result
 
 
@@ -205,9 +236,10 @@ def _source_frame(
     start: Offsets | None,
     end: Offsets | None,
     partitioned: bool,
-) -> tuple[DataFrame, dict[str, int], bool]:
+) -> tuple[DataFrame, dict[str, int] | None, bool]:
     """The input records as a DataFrame of ``INPUT_SCHEMA`` (only the
-    topology's external topics), the partition counts the source knows, and
+    topology's external topics), the partition counts the source knows
+    (None for a DataFrame: :func:`_frame_partitions` counts them), and
     whether each partition number's records are in one Spark partition."""
     from pyspark.sql import DataFrame  # noqa: PLC0415 - pyspark is optional
 
@@ -217,7 +249,7 @@ def _source_frame(
             "source is read partitioned always)"
         )
     if isinstance(source, DataFrame):
-        return (*_from_frame(source, topics), partitioned)
+        return _from_frame(source, topics), None, partitioned
     if isinstance(source, str) and source.startswith("embedded:"):
         return (*_from_embedded(spark, source.removeprefix("embedded:"), topics), False)
     if isinstance(source, str) and source.strip():
@@ -225,7 +257,7 @@ def _source_frame(
     raise ConfigError(f"replay source must be 'embedded:PATH' or a DataFrame, not {source!r}")
 
 
-def _from_frame(frame: DataFrame, topics: list[str]) -> tuple[DataFrame, dict[str, int]]:
+def _from_frame(frame: DataFrame, topics: list[str]) -> DataFrame:
     from pyspark.sql import functions as F  # noqa: PLC0415
     from pyspark.sql.types import BinaryType, StringType, TimestampNTZType, TimestampType  # noqa: PLC0415
 
@@ -262,16 +294,20 @@ def _from_frame(frame: DataFrame, topics: list[str]) -> tuple[DataFrame, dict[st
         F.lit(-1).cast("int").alias("task"),
         F.col("offset").cast("long").alias("seq"),
     ).filter(F.col("topic").isin(topics))
+    return normalized
+
+
+def _frame_partitions(frame: DataFrame, topics: list[str]) -> dict[str, int]:
+    """The partition count of each topic with records in ``frame`` (of
+    ``INPUT_SCHEMA``): its largest partition number + 1."""
+    from pyspark.sql import functions as F  # noqa: PLC0415
+
     # One global aggregate (a max per topic): no grouping by topic name, and
     # only the two columns read.
     (highest,) = frame.agg(
-        *[
-            F.max(F.when(F.col("topic").cast("string") == topic, F.col("partition"))).cast("int")
-            for topic in topics
-        ]
+        *[F.max(F.when(F.col("topic") == topic, F.col("partition"))) for topic in topics]
     ).collect()
-    counts = {topic: int(n) + 1 for topic, n in zip(topics, highest, strict=True) if n is not None}
-    return normalized, counts
+    return {topic: int(n) + 1 for topic, n in zip(topics, highest, strict=True) if n is not None}
 
 
 def _from_embedded(
@@ -467,10 +503,12 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
     output = inputs.mapInArrow(run, _spark_schema(OUTPUT_SCHEMA))
     output = output.persist(StorageLevel.MEMORY_AND_DISK)
     stage.output = output
+    started = time.perf_counter()
     try:
         tasks = output.filter(F.col("kind") == "task").select("value").collect()
     except Exception as exc:
         raise _strom_error(exc, stage.subtopology.id) from exc
+    stage.job_seconds = time.perf_counter() - started
     metas = stage.tasks = [json.loads(row["value"]) for row in tasks]
     stage.records = sum(meta["records_processed"] for meta in metas)
     ran = Counter(meta["partition"] for meta in metas)
@@ -489,6 +527,18 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
             meta["partition"],
             ", ".join(f"{phase} {s:.2f} s" for phase, s in meta["timings"].items()),
         )
+    # What the job took beyond its slowest task: Spark's scheduling, the
+    # Python worker's start and the rows' way back.
+    slowest = max(
+        (sum(s for phase, s in meta["timings"].items() if phase != "engine_cpu") for meta in metas),
+        default=0.0,
+    )
+    log.debug(
+        "sub-topology %d: Spark job %.2f s, its slowest task %.2f s",
+        stage.subtopology.id,
+        stage.job_seconds,
+        slowest,
+    )
 
 
 # Spark's hash is fixed (Murmur3, seed 42): the buckets per count are too.

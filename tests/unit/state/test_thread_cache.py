@@ -327,3 +327,60 @@ def test_matches_model(
             assert cache.put(ids[ns], key, value, ts, dirty) == expected
         assert cache.size_bytes() == model.size()
         assert len(cache) == sum(len(c.lru) for c in model.caches.values())
+
+
+@settings(max_examples=60, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from([b"a", b"bb", b"ccc"]),
+            st.one_of(st.none(), st.binary(min_size=1, max_size=6)),
+            st.integers(0, 5).map(lambda i: i * 10),
+        ),
+        max_size=40,
+    ),
+    st.integers(0, 400),
+)
+def test_window_write_out_into_the_store_is_the_listed_one(
+    updates: list[tuple[bytes, bytes | None, int]], budget: int
+) -> None:
+    """put_all_into / flush_into write to a window store, and log, exactly
+    what put_all / flush hand back written with the store's put_all."""
+
+    def store() -> _core.NativeWindowStore:
+        s = _core.NativeWindowStore(1_000, 10)
+        s.enable_changelog()
+        return s
+
+    keys = [k for k, _, _ in updates]
+    values = [v for _, v, _ in updates]
+    starts = [s for _, _, s in updates]
+    stamps = list(range(len(updates)))
+    listed, native = store(), store()
+    cache_a, cache_b = Cache(budget), Cache(budget)
+    a, b = cache_a.named("w"), cache_b.named("w")
+    half = len(updates) // 2
+    for lo, hi in ((0, half), (half, len(updates))):
+        evicted = cache_a.put_all(a, keys[lo:hi], values[lo:hi], stamps[lo:hi], [starts[lo:hi]])
+        written = cache_b.put_all_into(
+            b, keys[lo:hi], values[lo:hi], stamps[lo:hi], starts[lo:hi], native
+        )
+        assert written == len(evicted)
+        write_listed(listed, evicted)
+    flushed = cache_a.flush(a)
+    assert cache_b.flush_into(b, native) == len(flushed)
+    write_listed(listed, flushed)
+    assert native.take_changelog() == listed.take_changelog()
+    assert native.all() == listed.all()
+
+
+def write_listed(
+    store: _core.NativeWindowStore, entries: list[tuple[bytes, bytes | None, int]]
+) -> None:
+    if entries:
+        store.put_all(
+            [k[:-8] for k, _, _ in entries],
+            [v for _, v, _ in entries],
+            [int.from_bytes(k[-8:], "big", signed=True) for k, _, _ in entries],
+            [t for _, _, t in entries],
+        )

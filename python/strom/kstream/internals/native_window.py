@@ -115,6 +115,10 @@ class NativeTimeWindowAggregate(Node):
         # Behind the record cache, updates reach the children when the cache
         # writes them out (the latest per window and commit), as in Kafka.
         self.caching = isinstance(self.store, CachingWindowStore)
+        if self.aggregation.kind == "count":
+            # A count reads no value: its keys can come as the bytes read
+            # (deserialized only for the results it forwards).
+            self.raw_key_serde = self.store.key_serde
         if self.caching and self.children and not self.emit_final:
             # Nothing downstream (a terminal count): the flushed entries are
             # not deserialized into windowed results for nobody.
@@ -152,17 +156,19 @@ class NativeTimeWindowAggregate(Node):
         if not self.loaded:
             self._load()
         task = self.task
+        raw, packed = batch.raw_keys, batch.packed_keys
         batch, field = _kernel_input(self, self.aggregation, batch)
         keys, values = batch.keys, batch.values
-        raw_keys = self.store.key_serde.serialize_batch(self.store_name, keys)
+        raw_keys = keys if raw else self.store.key_serde.serialize_batch(self.store_name, keys)
         if self.aggregation.kind != "count" and None in values:
             # count() counts null values, as Kafka 4.x's KStreamWindowAggregate
             # hands them to the aggregator; an aggregation of the value skips
             # them before they count towards stream time, as a null key is.
             raw_keys = [None if v is None else k for k, v in zip(raw_keys, values, strict=True)]
+            packed = None
         try:
             results = self.kernel.process(
-                raw_keys,
+                raw_keys if packed is None else packed,
                 batch.timestamps,
                 None if self.aggregation.kind == "count" else values,
                 field=field,
@@ -194,15 +200,15 @@ class NativeTimeWindowAggregate(Node):
         # Updates behind a cache go downstream as the cache writes them out;
         # final results right away.
         if len(results) and (self.emit_final or not self.caching) and self.children:
-            self.forward(self._results(batch, results))
+            self.forward(self._results(batch, results, raw))
 
     def _write_through_cache(
         self, raw_keys: list[bytes | None], timestamps: list[int], results: Any
     ) -> None:
         """Every update into the record cache, in order, as the Python path
         puts them (the cache writes the store when it flushes or evicts)."""
-        self.kernel.drain_changes()  # the cache writes the store
-        if not len(results):
+        self.kernel.drain_changes(packed=True)  # the cache writes the store
+        if not len(results) or self.store.put_results(raw_keys, timestamps, results):
             return
         rows = results.rows()
         self.store.put_raw_all(
@@ -217,12 +223,14 @@ class NativeTimeWindowAggregate(Node):
         # write; a logged store logs each write natively too.
         self.kernel.drain_into(self.store.native)
 
-    def _results(self, batch: Batch, results: Any) -> Batch:
+    def _results(self, batch: Batch, results: Any, raw: bool) -> Batch:
         rows: list[int] = results.rows()
         owned = results.keys()
         if owned is None:
             source = batch.keys
             keys = [source[r] for r in rows]
+            if raw:
+                keys = self.store.key_serde.deserialize_batch(self.store_name, keys)
         else:
             keys = self.store.key_serde.deserialize_batch(self.store_name, owned)
         window, windowed = self.window_type, self.windowed_type

@@ -19,7 +19,10 @@ class Batch:
     writes (a native expression step reads and writes JSON bytes itself);
     :meth:`decoded` turns them into objects for the nodes that need them.
     ``raw_keys``: the keys (and values) are still the bytes read, for the
-    one node that takes them so (``Node.raw_key_serde``).
+    one node that takes them so (``Node.raw_key_serde``); ``packed_keys``
+    then may hold the same keys as Arrow ``Binary`` buffers ``(data,
+    offsets)``, which a native kernel reads without a Python object per key
+    (a batch built from other columns has none).
     """
 
     topic: str
@@ -37,6 +40,7 @@ class Batch:
     # its key and value serdes: batch functions export its columns to Arrow
     # natively. None once rows change (``select``, ``derive``).
     read: tuple[Any, Any, Any] | None = None
+    packed_keys: tuple[bytes, bytes] | None = None
 
     def __len__(self) -> int:
         return len(self.keys)
@@ -68,6 +72,7 @@ class Batch:
             self.headers,
             raw_keys=self.raw_keys,
             read=self.read,
+            packed_keys=self.packed_keys,
         )
 
     def select(self, indices: list[int]) -> Batch:

@@ -65,6 +65,8 @@ class ListedRecords:
     _values: list[bytes | None]
     _timestamps: list[int]
     _offsets: list[int]
+    # The keys as Arrow ``Binary`` buffers (``Batch.packed_keys``), if known.
+    packed_keys: tuple[bytes, bytes] | None = None
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -695,6 +697,12 @@ class StreamTask:
         if not keys:
             return None
         queue.partition_time = max(queue.partition_time, *timestamps)
+        # Packed keys are the raw ones, if no record was left out.
+        packed = (
+            records.packed_keys
+            if raw and isinstance(records, ListedRecords) and len(keys) == len(raw_keys)
+            else None
+        )
         return Batch(
             topic,
             partition,
@@ -705,6 +713,7 @@ class StreamTask:
             encoded=encoded,
             raw_keys=raw,
             read=read,
+            packed_keys=packed,
         )
 
     def _deserialize_one_by_one(

@@ -287,11 +287,38 @@ class CachingWindowStore(_CachingWindowedBase):
         is logged with the clock, which a batch does not move."""
         if window_starts:
             self._observed = max(self._observed, *window_starts)
-        evicted = self._cache.put_all(self._id, raw_keys, raw_values, timestamps, [window_starts])
         if self.listener is None:
-            self._write_all(evicted)
+            # Nothing to hand the evictions to: they go into the store natively.
+            self._cache.put_all_into(
+                self._id, raw_keys, raw_values, timestamps, window_starts, self.native
+            )
+            return
+        self._write(
+            self._cache.put_all(self._id, raw_keys, raw_values, timestamps, [window_starts])
+        )
+
+    def put_results(
+        self, raw_keys: list[bytes | None], timestamps: list[int], results: Any
+    ) -> bool:
+        """Every update of a time-windowed kernel's ``results`` (which send
+        store values), as ``put_raw_all`` of their keys, store values, starts
+        and input timestamps, in one native call with no Python object per
+        update; False, with nothing put, when there is a listener (the
+        caller then puts them with ``put_raw_all``)."""
+        if self.listener is not None:
+            return False
+        _written, highest = self._cache.put_results_into(
+            self._id, results, raw_keys, timestamps, self.native
+        )
+        if highest is not None:
+            self._observed = max(self._observed, highest)
+        return True
+
+    def flush(self) -> None:
+        if self.listener is None:
+            self._cache.flush_into(self._id, self.native)
         else:
-            self._write(evicted)
+            super().flush()
 
     def _write_all(self, flushed: list[tuple[bytes, bytes | None, int]]) -> None:
         """Writes entries out of the cache to the store and changelog in one

@@ -22,6 +22,8 @@ use strom_core::store::ThreadCache;
 use strom_core::store::cache::{DirtyEntry, NamedCacheId};
 
 use crate::errors::{IntoPyResult, new_error};
+use crate::store::window::NativeWindowStore;
+use crate::window::NativeWindowedResults;
 
 pub(crate) struct Inner {
     pub(crate) cache: ThreadCache,
@@ -66,6 +68,56 @@ impl NativeThreadCache {
             .lock_py_attached(py)
             .unwrap_or_else(PoisonError::into_inner);
         f(&mut guard)
+    }
+
+    /// Puts dirty entries in order, entry `i`'s key being `keys[i]` followed
+    /// by each column of `suffixes` as 8 big-endian bytes; returns what the
+    /// evictions flushed, in emission order. `call` names the Python method
+    /// in errors.
+    #[allow(clippy::too_many_arguments, reason = "the columns of a Python call")]
+    fn put_dirty(
+        &self,
+        call: &str,
+        py: Python<'_>,
+        cache_id: i64,
+        keys: &Bound<'_, PyList>,
+        values: &Bound<'_, PyList>,
+        timestamps: &[i64],
+        suffixes: &[&[i64]],
+    ) -> PyResult<Vec<DirtyEntry>> {
+        let n = keys.len();
+        if values.len() != n || timestamps.len() != n || suffixes.iter().any(|s| s.len() != n) {
+            return Err(PyValueError::new_err(format!(
+                "{call} columns differ in length: {n} keys, {} values, {} timestamps, \
+                 suffixes of {:?}",
+                values.len(),
+                timestamps.len(),
+                suffixes.iter().map(|s| s.len()).collect::<Vec<_>>()
+            )));
+        }
+        let mut flushed = Vec::new();
+        self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            let mut key = Vec::new();
+            for (i, (k, v)) in keys.iter().zip(values.iter()).enumerate() {
+                key.clear();
+                key.extend_from_slice(k.cast::<PyBytes>()?.as_bytes());
+                for column in suffixes {
+                    key.extend_from_slice(&column[i].to_be_bytes());
+                }
+                let value = if v.is_none() {
+                    None
+                } else {
+                    Some(v.cast::<PyBytes>()?.as_bytes())
+                };
+                inner
+                    .cache
+                    .put_into(id, &key, value, timestamps[i], true, &mut flushed)
+                    .py_err(py)?;
+            }
+            Ok(())
+        })?;
+        Ok(flushed)
     }
 }
 
@@ -169,40 +221,119 @@ impl NativeThreadCache {
         timestamps: Vec<i64>,
         suffixes: Vec<Vec<i64>>,
     ) -> PyResult<Bound<'py, PyList>> {
-        let n = keys.len();
-        if values.len() != n || timestamps.len() != n || suffixes.iter().any(|s| s.len() != n) {
-            return Err(PyValueError::new_err(format!(
-                "put_all columns differ in length: {n} keys, {} values, {} timestamps, \
-                 suffixes of {:?}",
-                values.len(),
-                timestamps.len(),
-                suffixes.iter().map(Vec::len).collect::<Vec<_>>()
-            )));
-        }
+        let suffixes: Vec<&[i64]> = suffixes.iter().map(Vec::as_slice).collect();
+        let flushed = self.put_dirty(
+            "put_all",
+            py,
+            cache_id,
+            keys,
+            values,
+            &timestamps,
+            &suffixes,
+        )?;
+        dirty_list(py, &flushed)
+    }
+
+    /// `put_all` of window updates (`suffixes`: their starts) whose
+    /// evictions are written straight into `store` (a window store behind
+    /// the cache with nothing to hand them to), in order, as the caching
+    /// store writes them out; returns how many were written.
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "extracted from Python lists by PyO3"
+    )]
+    #[allow(clippy::too_many_arguments, reason = "the columns of a Python call")]
+    fn put_all_into<'py>(
+        &self,
+        py: Python<'py>,
+        cache_id: i64,
+        keys: &Bound<'py, PyList>,
+        values: &Bound<'py, PyList>,
+        timestamps: Vec<i64>,
+        window_starts: Vec<i64>,
+        store: &NativeWindowStore,
+    ) -> PyResult<usize> {
+        let flushed = self.put_dirty(
+            "put_all_into",
+            py,
+            cache_id,
+            keys,
+            values,
+            &timestamps,
+            &[&window_starts],
+        )?;
+        store.put_cache_entries(py, &flushed)?;
+        Ok(flushed.len())
+    }
+
+    /// Every update of a time-windowed kernel's `results` put into the
+    /// named cache in order, as `put_all_into` puts them: the key of its
+    /// input row in `keys`, its window start, the store value the kernel
+    /// made, the input row's timestamp in `timestamps`; evictions go into
+    /// `store`. Returns `(entries written to the store, the largest window
+    /// start put or None)`.
+    #[allow(
+        clippy::needless_pass_by_value,
+        reason = "extracted from Python lists by PyO3"
+    )]
+    fn put_results_into<'py>(
+        &self,
+        py: Python<'py>,
+        cache_id: i64,
+        results: &NativeWindowedResults,
+        keys: &Bound<'py, PyList>,
+        timestamps: Vec<i64>,
+        store: &NativeWindowStore,
+    ) -> PyResult<(usize, Option<i64>)> {
         let mut flushed = Vec::new();
+        let mut highest = None;
         self.with(py, |inner| {
             let id = inner.id(py, cache_id)?;
             let mut key = Vec::new();
-            for (i, (k, v)) in keys.iter().zip(values.iter()).enumerate() {
-                let k = k.cast::<PyBytes>()?;
-                key.clear();
-                key.extend_from_slice(k.as_bytes());
-                for column in &suffixes {
-                    key.extend_from_slice(&column[i].to_be_bytes());
-                }
-                let value = if v.is_none() {
-                    None
-                } else {
-                    Some(v.cast::<PyBytes>()?.as_bytes())
+            let complete = results.for_each_store_write(|row, start, value| {
+                let (Ok(k), Some(&ts)) = (keys.get_item(row), timestamps.get(row)) else {
+                    return Err(PyValueError::new_err(format!(
+                        "put_results_into: no key or timestamp for input row {row} ({} keys, {} \
+                         timestamps)",
+                        keys.len(),
+                        timestamps.len()
+                    )));
                 };
+                key.clear();
+                key.extend_from_slice(k.cast::<PyBytes>()?.as_bytes());
+                key.extend_from_slice(&start.to_be_bytes());
+                highest = highest.max(Some(start));
                 inner
                     .cache
-                    .put_into(id, &key, value, timestamps[i], true, &mut flushed)
-                    .py_err(py)?;
+                    .put_into(id, &key, Some(value), ts, true, &mut flushed)
+                    .py_err(py)
+            })?;
+            if complete {
+                Ok(())
+            } else {
+                Err(PyValueError::new_err(
+                    "put_results_into takes the results of a kernel that sends store values",
+                ))
             }
-            Ok(())
         })?;
-        dirty_list(py, &flushed)
+        store.put_cache_entries(py, &flushed)?;
+        Ok((flushed.len(), highest))
+    }
+
+    /// `flush` written straight into the window store `store` (see
+    /// `put_all_into`); returns how many entries were written.
+    fn flush_into(
+        &self,
+        py: Python<'_>,
+        cache_id: i64,
+        store: &NativeWindowStore,
+    ) -> PyResult<usize> {
+        let flushed = self.with(py, |inner| {
+            let id = inner.id(py, cache_id)?;
+            Ok(inner.cache.flush(id))
+        })?;
+        store.put_cache_entries(py, &flushed)?;
+        Ok(flushed.len())
     }
 
     /// Every dirty entry of the named cache in dirty order, marked clean;

@@ -229,6 +229,39 @@ impl NativeWindowStore {
         }
     }
 
+    /// Writes entries a record cache flushed (cache key: the key then the
+    /// window start as 8 big-endian bytes), in order, each logged with its
+    /// timestamp when the store is: what the caching store's write-out does
+    /// with no listener, without a Python object per entry.
+    pub(crate) fn put_cache_entries(
+        &self,
+        py: Python<'_>,
+        entries: &[strom_core::store::cache::DirtyEntry],
+    ) -> PyResult<()> {
+        if entries.is_empty() {
+            return Ok(());
+        }
+        detached(py, &self.inner, |b| {
+            for entry in entries {
+                let split = entry.key.len().checked_sub(8).ok_or_else(|| {
+                    Error::Store(format!(
+                        "a cached window's key holds {} bytes, fewer than its 8-byte start",
+                        entry.key.len()
+                    ))
+                })?;
+                let (key, start) = entry.key.split_at(split);
+                let start = i64::from_be_bytes(start.try_into().expect("8 bytes"));
+                let value = entry.value.as_deref();
+                let logged = on_store!(b, s => {
+                    let outcome = s.put(key, value, start)?;
+                    changelog_key(s, key, start, outcome)
+                });
+                b.log(logged.as_deref(), value, entry.timestamp);
+            }
+            Ok(())
+        })
+    }
+
     /// Puts columns of windows in order, as `put_all` does, each logged
     /// (when the store is) with its timestamp, without handing the changelog
     /// keys back; a value is None where `present` is false.

@@ -27,7 +27,7 @@ use aggregations::{
     NativeSessionWindowedAggregation, NativeSlidingWindowedAggregation,
     NativeTimeWindowedAggregation,
 };
-use results::NativeWindowedResults;
+pub(crate) use results::NativeWindowedResults;
 
 use pyo3::prelude::*;
 

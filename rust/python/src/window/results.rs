@@ -99,6 +99,33 @@ impl NativeWindowedResults {
     fn results(&self) -> &ResultsAny {
         self.inner.as_ref().expect("results live until dropped")
     }
+
+    /// Calls `f` with each update's store write in order, as a caller that
+    /// writes every update through a record cache puts it: (input row,
+    /// window start, the store's value-and-timestamp bytes). False, without
+    /// a call, unless the kernel sends store values and keys by input row.
+    pub(crate) fn for_each_store_write(
+        &self,
+        mut f: impl FnMut(usize, i64, &[u8]) -> PyResult<()>,
+    ) -> PyResult<bool> {
+        on_results!(self.results(), r => {
+            if r.is_empty() {
+                return Ok(true);
+            }
+            if r.encoded_states.is_empty() || !matches!(r.keys, ResultKeys::InputRows) {
+                return Ok(false);
+            }
+            let width = r.encoded_states.len() / r.len();
+            let mut value = Vec::with_capacity(8 + width);
+            for (i, state) in r.encoded_states.chunks_exact(width).enumerate() {
+                value.clear();
+                value.extend_from_slice(&r.timestamps[i].to_be_bytes());
+                value.extend_from_slice(state);
+                f(r.rows[i] as usize, r.starts[i], &value)?;
+            }
+            Ok(true)
+        })
+    }
 }
 
 impl Drop for NativeWindowedResults {
