@@ -644,6 +644,19 @@ class KafkaProducer:
                 raise authentication_error(error, self.servers)
             transient.warn(self.client_id, None, error)
 
+    def reported_through(self) -> tuple[int, bool]:
+        """Serves the client's reports and returns how many epochs (from the
+        first, see ``native.mark``) have every record reported, and whether
+        failures among them sent dead letters (not reported yet). Raises as
+        ``flush`` does when a failure is fatal."""
+        native = self.native
+        native.poll(0)
+        done = native.reported_through()
+        self._collect()  # the failures of those epochs are in by now
+        dead_letters = bool(self.failures.pending)
+        self.raise_errors()
+        return done, dead_letters
+
     def forget(self, topic: str, partition: int) -> None:
         """Forgets what was written to a partition (a changelog being restored)."""
         self.written.pop((topic, partition), None)

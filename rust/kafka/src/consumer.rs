@@ -66,6 +66,9 @@ pub struct Polled {
     pub errors: Vec<(Option<(String, i32)>, ClientError)>,
     /// A rebalance ends the poll: records before it are in `batches`.
     pub rebalance: Option<RebalanceEvent>,
+    /// Results of asynchronous commits: per partition, the offset and the
+    /// error that kept it from being committed, if any.
+    pub commits: Vec<(String, i32, i64, Option<ClientError>)>,
 }
 
 impl Polled {
@@ -260,10 +263,16 @@ impl Consumer {
         Ok(Topic(handle))
     }
 
-    /// Commits `offsets` (with their metadata) and waits for the coordinator.
-    pub fn commit(&self, offsets: &[PartitionOffset]) -> Result<()> {
+    /// Commits `offsets` (with their metadata); `wait`: for the coordinator,
+    /// else the result comes with a later [`Consumer::poll`] (`commits`).
+    pub fn commit(&self, offsets: &[PartitionOffset], wait: bool) -> Result<()> {
+        let mode = if wait {
+            CommitMode::Sync
+        } else {
+            CommitMode::Async
+        };
         check(
-            self.inner.commit(&offset_list(offsets)?, CommitMode::Sync),
+            self.inner.commit(&offset_list(offsets)?, mode),
             "committing offsets",
         )
     }
@@ -415,7 +424,11 @@ impl Consumer {
                     polled.rebalance = Some(unsafe { self.take_rebalance(event) });
                     true
                 }
-                // Offset commit results (we commit synchronously), stats, logs.
+                rdsys::RD_KAFKA_EVENT_OFFSET_COMMIT => {
+                    unsafe { take_commit(&mut polled, event) };
+                    false
+                }
+                // Stats, logs.
                 _ => false,
             };
             unsafe { rdsys::rd_kafka_event_destroy(event) };
@@ -631,6 +644,32 @@ unsafe fn headers_of(message: *const rdsys::rd_kafka_message_t) -> Vec<(String, 
 
 /// # Safety
 /// `event` is a live ERROR event.
+/// Takes the result of an asynchronous commit.
+///
+/// # Safety
+/// `event` is a live `OFFSET_COMMIT` event.
+unsafe fn take_commit(polled: &mut Polled, event: *mut rdsys::rd_kafka_event_t) {
+    let err = unsafe { rdsys::rd_kafka_event_error(event) };
+    let list = unsafe { rdsys::rd_kafka_event_topic_partition_list(event) };
+    if list.is_null() {
+        return;
+    }
+    // SAFETY: `cnt` elements at `elems`, live with the event.
+    let elems = unsafe { std::slice::from_raw_parts((*list).elems, (*list).cnt as usize) };
+    for e in elems {
+        // A partition's own error, else the request's.
+        let code = if e.err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+            err
+        } else {
+            e.err
+        };
+        let error = (code != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR)
+            .then(|| ClientError::from_resp(code, "committing offsets"));
+        let topic = unsafe { c_string(e.topic) };
+        polled.commits.push((topic, e.partition, e.offset, error));
+    }
+}
+
 unsafe fn take_error(polled: &mut Polled, event: *mut rdsys::rd_kafka_event_t) {
     let err = unsafe { rdsys::rd_kafka_event_error(event) };
     if err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {

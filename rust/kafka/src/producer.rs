@@ -1,4 +1,4 @@
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ptr;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -17,6 +17,9 @@ use strom_core::serde::partitioner::partition_for_key;
 use crate::client::{ClientConfig, Context, Events, lock};
 use crate::consumer::Consumer;
 use crate::error::{ClientError, Result, c_string, describe};
+
+/// librdkafka's "no partition chosen": its partitioner picks one.
+const RD_KAFKA_PARTITION_UA: i32 = -1;
 
 /// Records to produce, columnar: record `i`'s key is `data[keys[i]]` (None: null).
 #[derive(Debug, Default, Clone)]
@@ -72,6 +75,10 @@ struct Deliveries {
     /// acknowledged, and whether it moved since the last `take_written`.
     written: HashMap<String, HashMap<i32, (i64, bool)>>,
     failures: Vec<Failure>,
+    /// The epoch records sent now belong to (see [`Producer::mark`]).
+    epoch: u64,
+    /// Per epoch: its records queued and not yet reported (acknowledged or failed).
+    unreported: BTreeMap<u64, u64>,
 }
 
 impl Deliveries {
@@ -85,6 +92,15 @@ impl Deliveries {
         let slot = partitions.entry(partition).or_insert((-1, false));
         if end > slot.0 {
             *slot = (end, true);
+        }
+    }
+
+    fn reported(&mut self, epoch: u64) {
+        if let Some(count) = self.unreported.get_mut(&epoch) {
+            *count -= 1;
+            if *count == 0 {
+                self.unreported.remove(&epoch);
+            }
         }
     }
 }
@@ -109,18 +125,34 @@ impl ClientContext for DeliveryContext {
 }
 
 impl ProducerContext for DeliveryContext {
-    type DeliveryOpaque = ();
+    /// The record's epoch, read back from its delivery report.
+    type DeliveryOpaque = usize;
 
-    fn delivery(&self, _: &DeliveryResult<'_>, (): ()) {}
+    fn delivery(&self, _: &DeliveryResult<'_>, _: usize) {}
 }
 
 /// A Kafka producer taking columns; transactional when configured with a
 /// `transactional.id`.
 pub struct Producer {
-    // Dropped before `inner` (fields drop in order): it holds a reference into the client.
+    // Dropped before `inner` (fields drop in order): they hold references into the client.
     queue: MainQueue,
+    topics: Mutex<HashMap<String, TopicHandle>>,
     deliveries: Mutex<Deliveries>,
     inner: BaseProducer<DeliveryContext>,
+}
+
+/// Owns one reference to a librdkafka topic handle: records are sent by
+/// handle, not by name (a name costs a string copy and a lookup per record).
+struct TopicHandle(*mut rdsys::rd_kafka_topic_t);
+
+// SAFETY: librdkafka topic handles are thread-safe.
+unsafe impl Send for TopicHandle {}
+
+impl Drop for TopicHandle {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference, taken by rd_kafka_topic_new.
+        unsafe { rdsys::rd_kafka_topic_destroy(self.0) }
+    }
 }
 
 /// Owns one reference to the client's main queue (delivery reports, errors).
@@ -156,6 +188,7 @@ impl Producer {
         let queue = unsafe { rdsys::rd_kafka_queue_get_main(inner.client().native_ptr()) };
         Ok(Self {
             queue: MainQueue(queue),
+            topics: Mutex::new(HashMap::new()),
             deliveries: Mutex::new(Deliveries::default()),
             inner,
         })
@@ -206,6 +239,8 @@ impl Producer {
         let mut names: Vec<(*mut rdsys::rd_kafka_topic_t, String)> = Vec::new();
         for &message in &messages[..count] {
             let m = unsafe { &*message };
+            // The opaque `send` gave the record: its epoch.
+            deliveries.reported(m._private as usize as u64);
             // One name per topic handle, not one String per record.
             let slot = if let Some(slot) = names.iter().position(|(rkt, _)| *rkt == m.rkt) {
                 slot
@@ -250,19 +285,161 @@ impl Producer {
     /// refuses outright become failures (`queued: false`). Serves delivery
     /// reports once at the end (and while waiting for room).
     pub fn produce_columns(&self, topic: &str, columns: &Columns, partitioning: Partitioning<'_>) {
+        let epoch = self.open_epoch(columns.len());
+        let rkt = match self.topic(topic) {
+            Ok(rkt) => rkt,
+            Err(error) => {
+                let mut deliveries = lock(&self.deliveries);
+                for i in 0..columns.len() {
+                    deliveries.reported(epoch);
+                    deliveries.failures.push(Failure {
+                        topic: topic.to_owned(),
+                        partition: -1,
+                        key: columns.bytes(columns.keys[i]).map(<[u8]>::to_vec),
+                        value: columns.bytes(columns.values[i]).map(<[u8]>::to_vec),
+                        timestamp: columns.timestamps.get(i).copied().unwrap_or(0),
+                        error: error.clone(),
+                        queued: false,
+                    });
+                }
+                return;
+            }
+        };
         for i in 0..columns.len() {
             let key = columns.bytes(columns.keys[i]);
             let value = columns.bytes(columns.values[i]);
             let partition = match partitioning {
-                Partitioning::Explicit(partitions) => Some(partitions[i]),
-                Partitioning::ByKey { partitions } => {
-                    key.map(|k| partition_for_key(k, partitions) as i32)
-                }
+                Partitioning::Explicit(partitions) => partitions[i],
+                Partitioning::ByKey { partitions } => key.map_or(RD_KAFKA_PARTITION_UA, |k| {
+                    partition_for_key(k, partitions) as i32
+                }),
             };
             let timestamp = columns.timestamps.get(i).copied().unwrap_or(0);
-            self.send(topic, key, value, partition, timestamp, None);
+            self.send_to(rkt, topic, key, value, partition, timestamp, epoch);
         }
         self.serve(Duration::ZERO);
+    }
+
+    /// The handle of `topic` (opened on first use, kept until the producer closes).
+    fn topic(&self, topic: &str) -> Result<*mut rdsys::rd_kafka_topic_t> {
+        let mut topics = lock(&self.topics);
+        if let Some(handle) = topics.get(topic) {
+            return Ok(handle.0);
+        }
+        let name = std::ffi::CString::new(topic)
+            .map_err(|_| ClientError::fail(format!("topic name {topic:?} has a nul byte")))?;
+        // SAFETY: the client is live; a null config takes the producer's topic defaults.
+        let rkt = unsafe {
+            rdsys::rd_kafka_topic_new(
+                self.inner.client().native_ptr(),
+                name.as_ptr(),
+                ptr::null_mut(),
+            )
+        };
+        if rkt.is_null() {
+            // SAFETY: reads librdkafka's thread-local last error.
+            let err = unsafe { rdsys::rd_kafka_last_error() };
+            return Err(ClientError::from_resp(
+                err,
+                &format!("producing to {topic}"),
+            ));
+        }
+        topics.insert(topic.to_owned(), TopicHandle(rkt));
+        Ok(rkt)
+    }
+
+    /// Queues one record by topic handle (`partition` may be
+    /// `RD_KAFKA_PARTITION_UA`: the client's partitioner chooses); waits for
+    /// room while the queue is full; a refused record becomes a failure.
+    #[allow(clippy::too_many_arguments, reason = "a record's parts, kept apart")]
+    fn send_to(
+        &self,
+        rkt: *mut rdsys::rd_kafka_topic_t,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        partition: i32,
+        timestamp: i64,
+        epoch: u64,
+    ) {
+        let (key_ptr, key_len) = key.map_or((ptr::null(), 0), |k| (k.as_ptr(), k.len()));
+        let (value_ptr, value_len) = value.map_or((ptr::null(), 0), |v| (v.as_ptr(), v.len()));
+        let opaque = usize::try_from(epoch).unwrap_or(usize::MAX) as *mut std::os::raw::c_void;
+        // 0: the client stamps the record with the current time.
+        let timestamp = timestamp.max(0);
+        loop {
+            // SAFETY: the client and the topic handle are live; the key and
+            // value are copied (F_COPY) before the call returns.
+            let err = unsafe {
+                rdsys::rd_kafka_producev(
+                    self.inner.client().native_ptr(),
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
+                    rkt,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
+                    partition,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
+                    rdsys::RD_KAFKA_MSG_F_COPY,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
+                    value_ptr,
+                    value_len,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
+                    key_ptr,
+                    key_len,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_OPAQUE,
+                    opaque,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
+                    timestamp,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
+                )
+            };
+            match err {
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR => return,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR__QUEUE_FULL => self.serve(QUEUE_FULL_WAIT),
+                err => {
+                    let mut deliveries = lock(&self.deliveries);
+                    deliveries.reported(epoch); // refused: no report will come
+                    deliveries.failures.push(Failure {
+                        topic: topic.to_owned(),
+                        partition,
+                        key: key.map(<[u8]>::to_vec),
+                        value: value.map(<[u8]>::to_vec),
+                        timestamp,
+                        error: ClientError::from_resp(err, "producing"),
+                        queued: false,
+                    });
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Counts `records` about to be sent in the current epoch (before they
+    /// are sent: a report may come while `send` waits for room); returns it.
+    fn open_epoch(&self, records: usize) -> u64 {
+        let mut deliveries = lock(&self.deliveries);
+        let epoch = deliveries.epoch;
+        if records > 0 {
+            *deliveries.unreported.entry(epoch).or_default() += records as u64;
+        }
+        epoch
+    }
+
+    /// Closes the current epoch: records sent from now on belong to the
+    /// next. Returns the closed epoch, for [`Producer::reported_through`].
+    pub fn mark(&self) -> u64 {
+        let mut deliveries = lock(&self.deliveries);
+        deliveries.epoch += 1;
+        deliveries.epoch - 1
+    }
+
+    /// The number of closed epochs (from the first) whose every record has
+    /// been reported, acknowledged or failed: epochs `0..n` are done. The
+    /// runtime commits the input offsets of an epoch once it is done
+    /// (`at_least_once` without waiting for a flush).
+    pub fn reported_through(&self) -> u64 {
+        let deliveries = lock(&self.deliveries);
+        let first_open = deliveries.unreported.keys().next().copied();
+        first_open.map_or(deliveries.epoch, |e| e.min(deliveries.epoch))
     }
 
     /// One record, with headers (dead letters), on the client's partitioner.
@@ -281,38 +458,28 @@ impl Producer {
                 value: value.as_deref(),
             });
         }
-        self.send(topic, key, value, None, timestamp, Some(owned));
-        self.serve(Duration::ZERO);
-    }
-
-    fn send(
-        &self,
-        topic: &str,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        partition: Option<i32>,
-        timestamp: i64,
-        headers: Option<OwnedHeaders>,
-    ) {
-        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic);
+        let epoch = self.open_epoch(1);
+        let mut record: BaseRecord<'_, [u8], [u8], usize> =
+            BaseRecord::with_opaque_to(topic, usize::try_from(epoch).unwrap_or(usize::MAX));
         record.key = key;
         record.payload = value;
-        record.partition = partition;
         if timestamp > 0 {
             record.timestamp = Some(timestamp);
         }
-        record.headers = headers;
+        record.headers = Some(owned);
         loop {
             match self.inner.send(record) {
-                Ok(()) => return,
+                Ok(()) => break,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                     record = back;
                     self.serve(QUEUE_FULL_WAIT);
                 }
                 Err((error, back)) => {
-                    lock(&self.deliveries).failures.push(Failure {
+                    let mut deliveries = lock(&self.deliveries);
+                    deliveries.reported(epoch); // refused: no report will come
+                    deliveries.failures.push(Failure {
                         topic: topic.to_owned(),
-                        partition: back.partition.unwrap_or(-1),
+                        partition: -1,
                         key: back.key.map(<[u8]>::to_vec),
                         value: back.payload.map(<[u8]>::to_vec),
                         timestamp,
@@ -322,10 +489,11 @@ impl Producer {
                         ),
                         queued: false,
                     });
-                    return;
+                    break;
                 }
             }
         }
+        self.serve(Duration::ZERO);
     }
 
     /// Waits until every queued record is acknowledged or failed, or the

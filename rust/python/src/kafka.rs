@@ -145,11 +145,14 @@ impl KafkaConsumer {
         py.detach(|| self.inner.unassign()).py(py)
     }
 
-    /// Commits `(topic, partition, offset, metadata)` and waits for the coordinator.
+    /// Commits `(topic, partition, offset, metadata)`; `wait`: for the
+    /// coordinator, else the result comes with a later `poll`.
+    #[pyo3(signature = (offsets, wait=true))]
     fn commit(
         &self,
         py: Python<'_>,
         offsets: Vec<(String, i32, i64, Option<String>)>,
+        wait: bool,
     ) -> PyResult<()> {
         let offsets: Vec<PartitionOffset> = offsets
             .into_iter()
@@ -160,7 +163,7 @@ impl KafkaConsumer {
                 metadata,
             })
             .collect();
-        py.detach(|| self.inner.commit(&offsets)).py(py)
+        py.detach(|| self.inner.commit(&offsets, wait)).py(py)
     }
 
     /// `(topic, partition, offset, metadata, error)` per partition; the
@@ -231,11 +234,12 @@ impl KafkaConsumer {
     }
 
     /// Polls up to `max_records` (waiting up to `timeout` for the first)
-    /// and returns `(batches, eofs, errors, rebalance)`: a `RecordBatch` per
+    /// and returns `(batches, eofs, errors, rebalance, commits)`: a `RecordBatch` per
     /// partition; `(topic, partition)` of partitions at their end; errors as
     /// `((topic, partition) | None, KafkaError)`; and a rebalance the caller
     /// must apply before polling again: `("assign" | "revoke" | "lost",
-    /// [(topic, partition)])`, `("error", KafkaError)` or None.
+    /// [(topic, partition)])`, `("error", KafkaError)` or None; the results
+    /// of asynchronous commits, `(topic, partition, offset, KafkaError | None)`.
     fn poll<'py>(
         &self,
         py: Python<'py>,
@@ -263,7 +267,8 @@ impl KafkaConsumer {
             let met_something = !polled.batches.is_empty()
                 || !polled.eofs.is_empty()
                 || !polled.errors.is_empty()
-                || polled.rebalance.is_some();
+                || polled.rebalance.is_some()
+                || !polled.commits.is_empty();
             if met_something || Instant::now() >= deadline {
                 break polled;
             }
@@ -297,7 +302,15 @@ impl KafkaConsumer {
                 .into_pyobject(py)?
                 .into_any(),
         };
-        (batches, polled.eofs, errors, rebalance).into_pyobject(py)
+        let commits = polled
+            .commits
+            .iter()
+            .map(|(topic, partition, offset, e)| {
+                let error = e.as_ref().map(|e| kafka_error(py, e)).transpose()?;
+                Ok((topic.clone(), *partition, *offset, error))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        (batches, polled.eofs, errors, rebalance, commits).into_pyobject(py)
     }
 
     fn take_logs(&self) -> (Vec<(i32, String, String)>, u64) {
@@ -508,6 +521,18 @@ impl KafkaProducer {
             }
             py.check_signals()?;
         }
+    }
+
+    /// Closes the current epoch (records sent from now on belong to the
+    /// next) and returns it.
+    fn mark(&self) -> u64 {
+        self.inner.mark()
+    }
+
+    /// How many epochs, from the first, have every record reported
+    /// (acknowledged or failed): epochs below it are done.
+    fn reported_through(&self) -> u64 {
+        self.inner.reported_through()
     }
 
     /// `(topic, partition, end)` of partitions whose acknowledged end moved.
