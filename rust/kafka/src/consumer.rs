@@ -373,7 +373,9 @@ impl Consumer {
     /// rebalance, which the caller handles before polling again.
     pub fn poll(&self, max_records: usize, timeout: Duration) -> Polled {
         let mut polled = Polled::default();
-        let mut index: HashMap<(*mut rdsys::rd_kafka_topic_t, i32), usize> = HashMap::new();
+        // The partition of each batch, by position (a few: searched from the
+        // last, which a FETCH event's messages mostly belong to).
+        let mut index: Vec<(*mut rdsys::rd_kafka_topic_t, i32)> = Vec::new();
         let mut count = 0usize;
         let deadline = Instant::now() + timeout.min(FAR);
         if let Some(main) = &self.main {
@@ -552,7 +554,7 @@ unsafe fn partitions_of(list: *mut RDKafkaTopicPartitionList) -> Vec<(String, i3
 /// `message` is a live message of a FETCH event.
 unsafe fn take_message(
     polled: &mut Polled,
-    index: &mut HashMap<(*mut rdsys::rd_kafka_topic_t, i32), usize>,
+    index: &mut Vec<(*mut rdsys::rd_kafka_topic_t, i32)>,
     message: *const rdsys::rd_kafka_message_t,
 ) -> usize {
     let m = unsafe { &*message };
@@ -579,13 +581,17 @@ unsafe fn take_message(
         polled.errors.push((where_, error));
         return 0;
     }
-    let slot = *index.entry((m.rkt, m.partition)).or_insert_with(|| {
+    let key = (m.rkt, m.partition);
+    let slot = if let Some(slot) = index.iter().rposition(|k| *k == key) {
+        slot
+    } else {
         let topic = unsafe { c_string(rdsys::rd_kafka_topic_name(m.rkt)) };
         polled
             .batches
             .push((topic, m.partition, ReadBatch::default()));
-        polled.batches.len() - 1
-    });
+        index.push(key);
+        index.len() - 1
+    };
     let batch = &mut polled.batches[slot].2;
     let key = unsafe { copy_span(&mut batch.data, m.key.cast(), m.key_len) };
     let value = unsafe { copy_span(&mut batch.data, m.payload.cast(), m.len) };

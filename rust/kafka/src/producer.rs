@@ -96,8 +96,12 @@ impl Deliveries {
     }
 
     fn reported(&mut self, epoch: u64) {
+        self.reported_many(epoch, 1);
+    }
+
+    fn reported_many(&mut self, epoch: u64, records: u64) {
         if let Some(count) = self.unreported.get_mut(&epoch) {
-            *count -= 1;
+            *count = count.saturating_sub(records);
             if *count == 0 {
                 self.unreported.remove(&epoch);
             }
@@ -237,10 +241,22 @@ impl Producer {
             unsafe { rdsys::rd_kafka_event_message_array(event, messages.as_mut_ptr(), count) };
         let mut deliveries = lock(&self.deliveries);
         let mut names: Vec<(*mut rdsys::rd_kafka_topic_t, String)> = Vec::new();
+        // A report holds runs of one partition's records, mostly of one
+        // epoch: counted and acknowledged per run, not per record.
+        let mut epoch_run: Option<(u64, u64)> = None;
+        let mut ack_run: Option<(usize, i32, i64)> = None;
         for &message in &messages[..count] {
             let m = unsafe { &*message };
             // The opaque `send` gave the record: its epoch.
-            deliveries.reported(m._private as usize as u64);
+            let epoch = m._private as usize as u64;
+            match &mut epoch_run {
+                Some((e, n)) if *e == epoch => *n += 1,
+                run => {
+                    if let Some((e, n)) = run.replace((epoch, 1)) {
+                        deliveries.reported_many(e, n);
+                    }
+                }
+            }
             // One name per topic handle, not one String per record.
             let slot = if let Some(slot) = names.iter().position(|(rkt, _)| *rkt == m.rkt) {
                 slot
@@ -250,11 +266,20 @@ impl Producer {
                 }));
                 names.len() - 1
             };
-            let topic = &names[slot].1;
             if m.err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-                deliveries.acknowledged(topic, m.partition, m.offset);
+                match &mut ack_run {
+                    Some((s, p, end)) if *s == slot && *p == m.partition => {
+                        *end = (*end).max(m.offset);
+                    }
+                    run => {
+                        if let Some((s, p, end)) = run.replace((slot, m.partition, m.offset)) {
+                            deliveries.acknowledged(&names[s].1, p, end);
+                        }
+                    }
+                }
                 continue;
             }
+            let topic = &names[slot].1;
             // (rd_kafka_message_errstr would return the record's own
             // payload: it is meant for consumer errors.)
             let mut kind = rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
@@ -274,6 +299,12 @@ impl Producer {
                 error,
                 queued: true,
             });
+        }
+        if let Some((e, n)) = epoch_run {
+            deliveries.reported_many(e, n);
+        }
+        if let Some((s, p, end)) = ack_run {
+            deliveries.acknowledged(&names[s].1, p, end);
         }
     }
 
