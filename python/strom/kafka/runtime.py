@@ -79,6 +79,8 @@ log = logging.getLogger("strom.kafka")
 Committable = dict[tuple[str, int], tuple[int, str]]
 
 RESTORE_BATCH = 10_000
+# The longest a poll waits while committed offsets wait for acknowledgements.
+UNREPORTED_POLL_S = 0.005
 
 
 class TaskMigratedError(StromError):
@@ -541,6 +543,10 @@ class KafkaRuntime(Runtime):
         return self._position(topic, partition) < high
 
     def poll_once(self, timeout: float) -> int:
+        if self._unreported:
+            # Offsets wait for acknowledgements that come within milliseconds:
+            # look again soon rather than wait out a long poll with no records.
+            timeout = min(timeout, UNREPORTED_POLL_S)
         try:
             processed = super().poll_once(timeout)
             if self.standbys is not None:

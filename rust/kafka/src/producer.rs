@@ -316,19 +316,39 @@ impl Producer {
     /// refuses outright become failures (`queued: false`). Serves delivery
     /// reports once at the end (and while waiting for room).
     pub fn produce_columns(&self, topic: &str, columns: &Columns, partitioning: Partitioning<'_>) {
-        let epoch = self.open_epoch(columns.len());
+        self.produce_records(topic, columns.len(), partitioning, |i| {
+            (
+                columns.bytes(columns.keys[i]),
+                columns.bytes(columns.values[i]),
+                columns.timestamps.get(i).copied().unwrap_or(0),
+            )
+        });
+    }
+
+    /// As [`Producer::produce_columns`], for `count` records whose key,
+    /// value and timestamp `record(i)` gives (borrowed where they are: each
+    /// is copied once, into the client's queue).
+    pub fn produce_records<'a>(
+        &self,
+        topic: &str,
+        count: usize,
+        partitioning: Partitioning<'_>,
+        record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>, i64),
+    ) {
+        let epoch = self.open_epoch(count);
         let rkt = match self.topic(topic) {
             Ok(rkt) => rkt,
             Err(error) => {
                 let mut deliveries = lock(&self.deliveries);
-                for i in 0..columns.len() {
+                for i in 0..count {
+                    let (key, value, timestamp) = record(i);
                     deliveries.reported(epoch);
                     deliveries.failures.push(Failure {
                         topic: topic.to_owned(),
                         partition: -1,
-                        key: columns.bytes(columns.keys[i]).map(<[u8]>::to_vec),
-                        value: columns.bytes(columns.values[i]).map(<[u8]>::to_vec),
-                        timestamp: columns.timestamps.get(i).copied().unwrap_or(0),
+                        key: key.map(<[u8]>::to_vec),
+                        value: value.map(<[u8]>::to_vec),
+                        timestamp,
                         error: error.clone(),
                         queued: false,
                     });
@@ -336,16 +356,14 @@ impl Producer {
                 return;
             }
         };
-        for i in 0..columns.len() {
-            let key = columns.bytes(columns.keys[i]);
-            let value = columns.bytes(columns.values[i]);
+        for i in 0..count {
+            let (key, value, timestamp) = record(i);
             let partition = match partitioning {
                 Partitioning::Explicit(partitions) => partitions[i],
                 Partitioning::ByKey { partitions } => key.map_or(RD_KAFKA_PARTITION_UA, |k| {
                     partition_for_key(k, partitions) as i32
                 }),
             };
-            let timestamp = columns.timestamps.get(i).copied().unwrap_or(0);
             self.send_to(rkt, topic, key, value, partition, timestamp, epoch);
         }
         self.serve(Duration::ZERO);

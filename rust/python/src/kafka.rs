@@ -347,12 +347,12 @@ pub struct KafkaProducer {
 }
 
 /// Appends the bytes of `item` (bytes or None) to `data`.
-fn span_of(
-    data: &mut Vec<u8>,
-    item: &Bound<'_, PyAny>,
+/// `item` as bytes (None stays None), or a `TypeError` naming `what[i]`.
+fn bytes_of<'py>(
+    item: &Bound<'py, PyAny>,
     what: &str,
     i: usize,
-) -> PyResult<Option<Span>> {
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
     if item.is_none() {
         return Ok(None);
     }
@@ -364,6 +364,18 @@ fn span_of(
                 .map_or_else(|_| "?".to_owned(), |n| n.to_string())
         ))
     })?;
+    Ok(Some(bytes.clone()))
+}
+
+fn span_of(
+    data: &mut Vec<u8>,
+    item: &Bound<'_, PyAny>,
+    what: &str,
+    i: usize,
+) -> PyResult<Option<Span>> {
+    let Some(bytes) = bytes_of(item, what, i)? else {
+        return Ok(None);
+    };
     let start = data.len();
     data.extend_from_slice(bytes.as_bytes());
     Ok(Some(Span {
@@ -415,8 +427,33 @@ impl KafkaProducer {
         if partitions.is_none() && partition_count == 0 {
             return Err(PyValueError::new_err("partition_count must be at least 1"));
         }
+        let partitioning = match &partitions {
+            Some(p) => Partitioning::Explicit(p),
+            None => Partitioning::ByKey {
+                partitions: partition_count,
+            },
+        };
+        let timestamps = timestamps.unwrap_or_default();
+        // Copying into librdkafka's queue is short: done holding the GIL (see
+        // poll), straight from the bytes objects, unless the queue may fill
+        // up and the call wait for room (then from a copy, without the GIL).
+        if self.inner.in_flight() + n <= ROOM_WITHOUT_WAITING {
+            let mut items = Vec::with_capacity(n);
+            for (i, (key, value)) in keys.try_iter()?.zip(values.try_iter()?).enumerate() {
+                items.push((bytes_of(&key?, "keys", i)?, bytes_of(&value?, "values", i)?));
+            }
+            self.inner.produce_records(topic, n, partitioning, |i| {
+                let (key, value) = &items[i];
+                (
+                    key.as_ref().map(PyBytesMethods::as_bytes),
+                    value.as_ref().map(PyBytesMethods::as_bytes),
+                    timestamps.get(i).copied().unwrap_or(0),
+                )
+            });
+            return Ok(());
+        }
         let mut columns = Columns {
-            timestamps: timestamps.unwrap_or_default(),
+            timestamps,
             ..Columns::default()
         };
         columns.keys.reserve(n);
@@ -427,19 +464,7 @@ impl KafkaProducer {
             columns.keys.push(key);
             columns.values.push(value);
         }
-        let partitioning = match &partitions {
-            Some(p) => Partitioning::Explicit(p),
-            None => Partitioning::ByKey {
-                partitions: partition_count,
-            },
-        };
-        // Copying into librdkafka's queue is short: done holding the GIL (see
-        // poll), unless the queue may fill up and the call wait for room.
-        if self.inner.in_flight() + columns.len() <= ROOM_WITHOUT_WAITING {
-            self.inner.produce_columns(topic, &columns, partitioning);
-        } else {
-            py.detach(|| self.inner.produce_columns(topic, &columns, partitioning));
-        }
+        py.detach(|| self.inner.produce_columns(topic, &columns, partitioning));
         Ok(())
     }
 
