@@ -53,13 +53,18 @@ class Committed:
 
 
 class Consumer:
-    def __init__(self, conf: Mapping[str, Any]) -> None:
+    """``headers``: whether polled records carry their headers (the stream
+    threads' consumers read none: no node reads an input record's headers,
+    and parsing them costs an allocation per record)."""
+
+    def __init__(self, conf: Mapping[str, Any], *, headers: bool = True) -> None:
         self.client_id = str(conf.get("client.id", "consumer"))
         self.servers = str(conf.get("bootstrap.servers"))
         group = conf.get("group.id")
         self.group = None if group is None else str(group)
         self.principal = principal_of(conf)
         self.native = KafkaConsumer(native_config(conf))
+        self.native.read_headers(headers)
         self._on_assign: Rebalanced | None = None
         self._on_revoke: Rebalanced | None = None
         self._on_lost: Rebalanced | None = None

@@ -167,13 +167,15 @@ class KafkaRuntime(Runtime):
                 config,
                 main_consumer_client_id(self.thread_name, config.application_server),
                 group=True,
-            )
+            ),
+            headers=False,
         )
         self.side: Consumer | None = None
         if self._side_topics:
             self.side = Consumer(
                 consumer_config(config, f"{self.thread_name}-side-consumer", group=False)
-                | {"enable.partition.eof": False}
+                | {"enable.partition.eof": False},
+                headers=False,
             )
         self.restore_consumer = Consumer(
             consumer_config(
@@ -181,7 +183,8 @@ class KafkaRuntime(Runtime):
                 f"{self.thread_name}-restore-consumer",
                 group=False,
                 prefix="restore.consumer.",
-            )
+            ),
+            headers=False,
         )
         # Next offset to read per input partition we own (our own bookkeeping:
         # librdkafka reports no position before the first record).

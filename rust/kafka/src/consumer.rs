@@ -3,6 +3,7 @@ use std::ffi::CString;
 use std::os::raw::c_char;
 use std::ptr;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rdkafka::bindings as rdsys;
@@ -106,6 +107,9 @@ pub struct Consumer {
     assigned: Mutex<HashMap<(String, i32), Topic>>,
     topics: Mutex<HashMap<String, Topic>>,
     group: bool,
+    /// Whether polled records carry their headers (parsing them costs an
+    /// allocation per record; the stream threads never read them).
+    headers: AtomicBool,
     inner: BaseConsumer<Context>,
 }
 
@@ -146,12 +150,18 @@ impl Consumer {
             assigned: Mutex::new(HashMap::new()),
             topics: Mutex::new(HashMap::new()),
             group,
+            headers: AtomicBool::new(true),
             inner,
         })
     }
 
     pub fn events(&self) -> &Events {
         &self.inner.context().events
+    }
+
+    /// Whether records polled from now on carry their headers (else none).
+    pub fn read_headers(&self, read: bool) {
+        self.headers.store(read, Ordering::Relaxed);
     }
 
     fn rk(&self) -> *mut rdsys::rd_kafka_t {
@@ -377,6 +387,7 @@ impl Consumer {
         // last, which a FETCH event's messages mostly belong to).
         let mut index: Vec<(*mut rdsys::rd_kafka_topic_t, i32)> = Vec::new();
         let mut count = 0usize;
+        let headers = self.headers.load(Ordering::Relaxed);
         let deadline = Instant::now() + timeout.min(FAR);
         if let Some(main) = &self.main {
             // Client errors of a manually assigned consumer: its main queue.
@@ -414,7 +425,7 @@ impl Consumer {
                         if message.is_null() {
                             break;
                         }
-                        count += unsafe { take_message(&mut polled, &mut index, message) };
+                        count += unsafe { take_message(&mut polled, &mut index, message, headers) };
                     }
                     false
                 }
@@ -556,6 +567,7 @@ unsafe fn take_message(
     polled: &mut Polled,
     index: &mut Vec<(*mut rdsys::rd_kafka_topic_t, i32)>,
     message: *const rdsys::rd_kafka_message_t,
+    headers: bool,
 ) -> usize {
     let m = unsafe { &*message };
     if m.err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
@@ -602,7 +614,11 @@ unsafe fn take_message(
     let mut kind = rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
     let timestamp = unsafe { rdsys::rd_kafka_message_timestamp(message, &raw mut kind) };
     batch.timestamps.push(timestamp);
-    batch.headers.push(unsafe { headers_of(message) });
+    batch.headers.push(if headers {
+        unsafe { headers_of(message) }
+    } else {
+        Vec::new()
+    });
     1
 }
 

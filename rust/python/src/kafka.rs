@@ -112,6 +112,12 @@ impl KafkaConsumer {
         })
     }
 
+    /// Whether records polled from now on carry their headers (else each
+    /// has none): parsing them costs an allocation per record.
+    fn read_headers(&self, read: bool) {
+        self.inner.read_headers(read);
+    }
+
     fn subscribe(&self, py: Python<'_>, topics: Vec<String>) -> PyResult<()> {
         py.detach(|| self.inner.subscribe(&topics)).py(py)
     }
