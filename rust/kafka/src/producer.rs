@@ -1,6 +1,7 @@
 use std::collections::{BTreeMap, HashMap};
 use std::ptr;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientContext;
@@ -142,6 +143,9 @@ pub struct Producer {
     queue: MainQueue,
     topics: Mutex<HashMap<String, TopicHandle>>,
     deliveries: Mutex<Deliveries>,
+    /// Whether a thread of its own serves the delivery reports (see
+    /// [`Producer::serve_in_background`]).
+    background: AtomicBool,
     inner: BaseProducer<DeliveryContext>,
 }
 
@@ -175,6 +179,9 @@ impl Drop for MainQueue {
 
 /// How long `produce_columns` waits for room when the client's queue is full.
 const QUEUE_FULL_WAIT: Duration = Duration::from_millis(20);
+/// The longest the background thread waits for a report before it checks
+/// that the producer is still alive.
+const REPORT_WAIT: Duration = Duration::from_millis(50);
 /// The longest a flush waits for a delivery report before it looks again.
 const FLUSH_WAIT: Duration = Duration::from_millis(10);
 
@@ -194,8 +201,27 @@ impl Producer {
             queue: MainQueue(queue),
             topics: Mutex::new(HashMap::new()),
             deliveries: Mutex::new(Deliveries::default()),
+            background: AtomicBool::new(false),
             inner,
         })
+    }
+
+    /// Serves delivery reports and client errors on a thread of its own
+    /// from now on, while the producer lives: the caller's thread only
+    /// queues records (taking in a report costs about as much as queueing
+    /// the record). The thread holds the producer only while it waits for
+    /// a report (up to `REPORT_WAIT`), so the last owner still drops it.
+    pub fn serve_in_background(self: &Arc<Self>) -> std::io::Result<()> {
+        let producer = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("strom-kafka-reports".to_owned())
+            .spawn(move || {
+                while let Some(producer) = producer.upgrade() {
+                    producer.serve(REPORT_WAIT);
+                }
+            })?;
+        self.background.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Records in the client's queue or in flight to the brokers.
@@ -366,7 +392,9 @@ impl Producer {
             };
             self.send_to(rkt, topic, key, value, partition, timestamp, epoch);
         }
-        self.serve(Duration::ZERO);
+        if !self.background.load(Ordering::Relaxed) {
+            self.serve(Duration::ZERO);
+        }
     }
 
     /// The handle of `topic` (opened on first use, kept until the producer closes).

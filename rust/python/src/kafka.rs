@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyList, PyTuple};
 use strom_core::log::{PolledBatch, Span};
@@ -399,10 +399,11 @@ impl KafkaProducer {
     #[new]
     fn new(py: Python<'_>, config: HashMap<String, String>) -> PyResult<Self> {
         let config = client_config(config);
-        let inner = py.detach(|| Producer::new(&config)).py(py)?;
-        Ok(Self {
-            inner: Arc::new(inner),
-        })
+        let inner = Arc::new(py.detach(|| Producer::new(&config)).py(py)?);
+        inner.serve_in_background().map_err(|e| {
+            PyRuntimeError::new_err(format!("cannot start the producer's report thread: {e}"))
+        })?;
+        Ok(Self { inner })
     }
 
     /// Queues records: `keys`/`values` are bytes or None; `partitions`
