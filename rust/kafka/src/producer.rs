@@ -594,7 +594,16 @@ impl Producer {
             if now >= deadline {
                 return usize::try_from(self.inner.in_flight_count()).unwrap_or(0);
             }
-            self.serve((deadline - now).min(FLUSH_WAIT));
+            let wait = (deadline - now).min(FLUSH_WAIT);
+            if self.background.load(Ordering::Relaxed) {
+                // The report thread serves the reports (waiting on the queue
+                // here could miss the last one): rd_kafka_flush wakes as soon
+                // as it has, when the last record is let go.
+                // SAFETY: the client is live.
+                unsafe { rdsys::rd_kafka_flush(rk, millis(wait)) };
+            } else {
+                self.serve(wait);
+            }
         }
     }
 
