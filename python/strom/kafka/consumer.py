@@ -53,19 +53,27 @@ class Committed:
 
 
 class Consumer:
-    def __init__(self, conf: Mapping[str, Any]) -> None:
+    """``headers``: whether polled records carry their headers (the stream
+    threads' consumers read none: no node reads an input record's headers,
+    and parsing them costs an allocation per record)."""
+
+    def __init__(self, conf: Mapping[str, Any], *, headers: bool = True) -> None:
         self.client_id = str(conf.get("client.id", "consumer"))
         self.servers = str(conf.get("bootstrap.servers"))
         group = conf.get("group.id")
         self.group = None if group is None else str(group)
         self.principal = principal_of(conf)
         self.native = KafkaConsumer(native_config(conf))
+        self.native.read_headers(headers)
         self._on_assign: Rebalanced | None = None
         self._on_revoke: Rebalanced | None = None
         self._on_lost: Rebalanced | None = None
         self._applied = False  # whether a rebalance callback (un)assigned
         # Partitions whose end the last poll reached (``enable.partition.eof``).
         self.eofs: list[tuple[str, int]] = []
+        # Results of asynchronous commits the last poll met: ``(topic,
+        # partition, offset, error or None)``.
+        self.commits: list[tuple[str, int, int, KafkaError | None]] = []
 
     def subscribe(
         self,
@@ -85,9 +93,10 @@ class Consumer:
         """Records polled (waiting up to ``timeout`` for the first), one batch
         per partition; a rebalance met is applied first."""
         batches: list[RecordBatch]
-        batches, eofs, errors, rebalance = self.native.poll(max_records, timeout)
+        batches, eofs, errors, rebalance, commits = self.native.poll(max_records, timeout)
         relay_client_events(self.native, self.client_id)
         self.eofs = eofs
+        self.commits = commits
         if rebalance is not None:
             self._rebalance(*rebalance)
         for where, error in errors:
@@ -115,6 +124,13 @@ class Consumer:
         """Read denied on ``topic`` (None: a topic the client did not name);
         a group member's group is its application.id."""
         return topic_denied("Read", topic or "<the topic>", detail, self.principal, self.group)
+
+    def commit_failed(self, topic: str, error: KafkaError) -> None:
+        """An asynchronous commit of ``topic``'s offset failed: raises if
+        retrying cannot help (denied), else logs it (rate-limited); the
+        next commit sends the offset again."""
+        self._raise_denial(KafkaException(error), [topic])
+        transient.warn(self.client_id, None, error)
 
     def _raise_denial(self, exc: KafkaException, topics: list[str]) -> None:
         """Raises the authorization error ``exc`` is, if it is one (a commit,
@@ -164,11 +180,12 @@ class Consumer:
         self._applied = True
         self.native.unassign()
 
-    def commit(self, offsets: Iterable[TopicPartition]) -> None:
-        """Commits (synchronously) the offsets with their metadata."""
+    def commit(self, offsets: Iterable[TopicPartition], *, wait: bool = True) -> None:
+        """Commits the offsets with their metadata; ``wait``: for the group
+        coordinator's answer, else it comes in ``commits`` after a later poll."""
         rows = [(tp.topic, tp.partition, tp.offset, tp.metadata) for tp in offsets]
         try:
-            self.native.commit(rows)
+            self.native.commit(rows, wait)
         except KafkaException as exc:
             self._raise_denial(exc, [row[0] for row in rows])
             raise

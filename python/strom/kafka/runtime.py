@@ -15,8 +15,13 @@ on assign: committed offsets (with the partition times in their metadata) ─►
 open the tasks' stores as of their last commit ─► restore the changelog tails,
 batched across tasks ─► assign the inputs at their committed offsets.
 on revoke: commit everything, close the revoked tasks.
-commit (at_least_once): flush caches and nodes ─► flush the producer ─► commit
-the stores with the changelog offsets they reflect ─► commit input offsets.
+commit (at_least_once): flush caches and nodes ─► commit the stores with the
+changelog offsets acknowledged so far ─► close the producer's epoch, keeping
+the input offsets with it ─► commit them once every record sent in it and
+before is acknowledged (checked each loop; the thread does not wait). On a
+revoke or close the commit is synchronous: flush the producer, then commit.
+(Kafka Streams flushes the producer at every commit; waiting for the same
+acknowledgements without stopping keeps the guarantee, docs/kafka.md.)
 commit (exactly_once_v2): flush caches and nodes ─► flush the producer ─►
 send the input offsets to the transaction ─► commit it ─► commit the stores.
 A failed transaction closes every task dirty (stores reopen as of their last
@@ -70,7 +75,12 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.kafka")
 
+# Input offsets to commit, with the partition time as their metadata.
+Committable = dict[tuple[str, int], tuple[int, str]]
+
 RESTORE_BATCH = 10_000
+# The longest a poll waits while committed offsets wait for acknowledgements.
+UNREPORTED_POLL_S = 0.005
 
 
 class TaskMigratedError(StromError):
@@ -157,13 +167,15 @@ class KafkaRuntime(Runtime):
                 config,
                 main_consumer_client_id(self.thread_name, config.application_server),
                 group=True,
-            )
+            ),
+            headers=False,
         )
         self.side: Consumer | None = None
         if self._side_topics:
             self.side = Consumer(
                 consumer_config(config, f"{self.thread_name}-side-consumer", group=False)
-                | {"enable.partition.eof": False}
+                | {"enable.partition.eof": False},
+                headers=False,
             )
         self.restore_consumer = Consumer(
             consumer_config(
@@ -171,12 +183,17 @@ class KafkaRuntime(Runtime):
                 f"{self.thread_name}-restore-consumer",
                 group=False,
                 prefix="restore.consumer.",
-            )
+            ),
+            headers=False,
         )
         # Next offset to read per input partition we own (our own bookkeeping:
         # librdkafka reports no position before the first record).
         self._positions: dict[tuple[str, int], int] = {}
         self._committed: dict[tuple[str, int], int] = {}
+        # at_least_once: input offsets per closed producer epoch, committed
+        # once the epoch's records are all reported (see maybe_commit).
+        self._unreported: list[tuple[int, Committable]] = []
+        self._pipelined = False
         # Changelog partitions' end offsets as of their restore.
         self._changelog_ends: dict[tuple[str, int], int] = {}
         self._repartition = {self.topic_name(t) for t in builder.repartition_topics}
@@ -448,6 +465,11 @@ class KafkaRuntime(Runtime):
             self.commit()
         elif self.eos:
             self._abort_transaction()
+        else:  # lost: their offsets are no longer ours to commit
+            gone = {(tp.topic, tp.partition) for tp in partitions}
+            for _, offsets in self._unreported:
+                for key in gone.intersection(offsets):
+                    del offsets[key]
         side = []
         for task in revoked:
             for key in self.task_inputs(*self._spec(task)):
@@ -495,6 +517,7 @@ class KafkaRuntime(Runtime):
         max_records = self.config["poll.max.records"]
         batches = self.consumer.poll_batches(max_records, timeout)
         self._raise_failure()
+        self._take_commit_results()
         if self.side is not None:
             batches += self.side.poll_batches(max_records, 0)
         positions = self._positions
@@ -523,6 +546,10 @@ class KafkaRuntime(Runtime):
         return self._position(topic, partition) < high
 
     def poll_once(self, timeout: float) -> int:
+        if self._unreported:
+            # Offsets wait for acknowledgements that come within milliseconds:
+            # look again soon rather than wait out a long poll with no records.
+            timeout = min(timeout, UNREPORTED_POLL_S)
         try:
             processed = super().poll_once(timeout)
             if self.standbys is not None:
@@ -549,16 +576,61 @@ class KafkaRuntime(Runtime):
         except KafkaException as exc:
             self._recover(exc)
 
-    def _flush_output(self) -> None:
-        self.producer.flush()
-
-    def _commit_offsets(self, committable: dict[tuple[str, int], tuple[int, str]]) -> None:
-        offsets = [
-            TopicPartition(topic, partition, offset, metadata=partition_time)
-            for (topic, partition), (offset, partition_time) in committable.items()
-            if self._committed.get((topic, partition)) != offset
-        ]
+    def maybe_commit(self) -> None:
+        """at_least_once: the interval's commit does not flush the producer;
+        its input offsets are committed once all records sent before them are
+        reported, looked at here on every round."""
         if self.eos:
+            super().maybe_commit()
+            return
+        self._pipelined = True
+        try:
+            super().maybe_commit()
+        finally:
+            self._pipelined = False
+        self._commit_reported()
+
+    def _flush_output(self) -> None:
+        if not self._pipelined:
+            self.producer.flush()
+
+    def _commit_reported(self) -> None:
+        """Commits the input offsets of the epochs whose records are all
+        reported (acknowledged, or failed and handed to the
+        production.exception.handler, which raises here if it fails)."""
+        if not self._unreported:
+            return
+        done, dead_letters = self.producer.reported_through()
+        if dead_letters:
+            # Failed records went to the dead-letter queue in the open epoch:
+            # wait for them, as a flushing commit would (then all are done).
+            self.producer.flush()
+            done = self.producer.native.reported_through()
+        ready = [offsets for epoch, offsets in self._unreported if epoch < done]
+        if not ready:
+            return
+        self._unreported = self._unreported[len(ready) :]
+        merged: Committable = {}
+        for offsets in ready:
+            merged |= offsets
+        self._commit_group_offsets(merged, wait=False)
+
+    def _take_commit_results(self) -> None:
+        """Notes the offsets the asynchronous commits committed; a failed
+        one is sent again by the next commit (not noted as committed)."""
+        results = self.consumer.commits
+        if not results:
+            return
+        for topic, partition, offset, error in results:
+            if error is None:
+                self._committed[(topic, partition)] = offset
+            else:
+                self.consumer.commit_failed(topic, error)
+        self._maybe_purge()
+
+    def _commit_offsets(self, committable: Committable) -> None:
+        if self.eos:
+            offsets = self._changed(committable)
             if offsets or self.producer.in_transaction:
                 self.producer.begin()
                 self.producer.flush()
@@ -568,10 +640,32 @@ class KafkaRuntime(Runtime):
                 self._note_committed(offsets)
                 self._maybe_purge()
             return
+        if self._pipelined:
+            self._unreported.append((self.producer.native.mark(), committable))
+            return
+        # Flushed: every epoch is reported.
+        merged: Committable = {}
+        for _, pending in self._unreported:
+            merged |= pending
+        self._unreported.clear()
+        self._commit_group_offsets(merged | committable, wait=True)
+
+    def _changed(self, committable: Committable) -> list[TopicPartition]:
+        """The offsets that differ from those last committed."""
+        return [
+            TopicPartition(topic, partition, offset, metadata=partition_time)
+            for (topic, partition), (offset, partition_time) in committable.items()
+            if self._committed.get((topic, partition)) != offset
+        ]
+
+    def _commit_group_offsets(self, committable: Committable, *, wait: bool) -> None:
+        """at_least_once: commits the input offsets for the group; ``wait``:
+        for the answer, else it comes with a later poll (``_take_commit_results``)."""
+        offsets = self._changed(committable)
         if not offsets:
             return
         try:
-            self.consumer.commit(offsets)
+            self.consumer.commit(offsets, wait=wait)
         except KafkaException as exc:
             error = exc.args[0] if exc.args else None
             if not isinstance(error, KafkaError) or error.code() not in REBALANCED:
@@ -582,8 +676,9 @@ class KafkaRuntime(Runtime):
             # (at_least_once allows it).
             log.warning("%s: offset commit rejected by a rebalance (%s)", self.thread_name, exc)
             return
-        self._note_committed(offsets)
-        self._maybe_purge()
+        if wait:
+            self._note_committed(offsets)
+            self._maybe_purge()
 
     def _send_offsets(self, offsets: list[TopicPartition]) -> None:
         """send_offsets_to_transaction with its timeout enforced here:

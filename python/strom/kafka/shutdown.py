@@ -5,16 +5,17 @@ assignment (an error code its own assignor sets); librdkafka's assignors
 cannot carry one. strom uses a control topic instead,
 ``<application.id>-shutdown-control`` (one partition): an instance that is
 told to shut the application down appends a record to it, and every
-instance watches its end offset (a cheap metadata call, at most every
-``CHECK_INTERVAL_S``). Each instance notes the end when it starts, so only
-requests made while it runs stop it; old records never do.
+instance watches its end offset (a cheap metadata call every
+``CHECK_INTERVAL_S``, on a watcher thread of its own: the stream threads
+only read a flag, and do not wait for the first look at start). Each
+instance notes the end when it starts, so only requests made while it runs
+stop it; old records never do.
 """
 
 from __future__ import annotations
 
 import logging
 import threading
-import time
 from typing import TYPE_CHECKING, Any
 
 from confluent_kafka import KafkaError, KafkaException, Producer, TopicPartition
@@ -57,10 +58,48 @@ class ApplicationShutdown:
         self.consumer = Consumer(
             consumer_config(config, f"{client_id}-shutdown-consumer", group=False)
         )
-        self._lock = threading.Lock()
-        self._last_check = 0.0
         self._requested = False
-        self.baseline = self._end()
+        self._baseline: int | None = None
+        self._failure: BaseException | None = None
+        self._noted = threading.Event()  # the baseline is known (or failed)
+        self._stop = threading.Event()
+        self._watcher = threading.Thread(
+            target=self._watch, name=f"{client_id}-shutdown-watcher", daemon=True
+        )
+        self._watcher.start()
+
+    @property
+    def baseline(self) -> int:
+        """The control topic's end when this instance started."""
+        self._noted.wait()
+        if self._failure is not None:
+            raise self._failure
+        assert self._baseline is not None
+        return self._baseline
+
+    def _watch(self) -> None:
+        try:
+            self._baseline = baseline = self._end()
+        except BaseException as exc:  # raised by requested()
+            self._failure = exc
+            return
+        finally:
+            self._noted.set()
+        wait = CHECK_INTERVAL_S
+        while not self._stop.wait(wait):
+            wait = self._look(baseline)
+            if self._requested:
+                return
+
+    def _look(self, baseline: int) -> float:
+        """One look at the control topic's end; returns how long to wait
+        before the next (a cluster in trouble is asked less often)."""
+        try:
+            self._requested = self._end(patient=False) > baseline
+        except (StromError, KafkaException):
+            log.warning("checking %s failed (asking again)", self.topic, exc_info=True)
+            return FAILED_CHECK_BACKOFF_S
+        return CHECK_INTERVAL_S
 
     def _exists(self, patient: bool) -> bool:
         def look_up() -> Any:  # confluent_kafka ClusterMetadata
@@ -91,22 +130,11 @@ class ApplicationShutdown:
         return high
 
     def requested(self) -> bool:
-        """Whether a shutdown was requested since this instance started
-        (checked at most every ``CHECK_INTERVAL_S``; any thread may ask)."""
-        if self._requested:
-            return True
-        now = time.monotonic()
-        if now - self._last_check < CHECK_INTERVAL_S or not self._lock.acquire(blocking=False):
-            return False
-        try:
-            self._last_check = now
-            self._requested = self._end(patient=False) > self.baseline
-        except (StromError, KafkaException):
-            # Asked on the stream thread: a cluster in trouble is asked less often.
-            self._last_check = now + FAILED_CHECK_BACKOFF_S
-            log.warning("checking %s failed (asking again)", self.topic, exc_info=True)
-        finally:
-            self._lock.release()
+        """Whether a shutdown was requested since this instance started (as
+        the watcher saw it last; any thread may ask). Raises what kept the
+        watcher from reading the control topic's end at start."""
+        if self._failure is not None:
+            raise self._failure
         return self._requested
 
     def request(self, reason: str) -> None:
@@ -135,6 +163,8 @@ class ApplicationShutdown:
         self._requested = True
 
     def close(self) -> None:
+        self._stop.set()
+        self._watcher.join()
         try:
             self.consumer.close()
         except RuntimeError:

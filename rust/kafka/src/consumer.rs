@@ -3,6 +3,7 @@ use std::ffi::CString;
 use std::os::raw::c_char;
 use std::ptr;
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::{Duration, Instant};
 
 use rdkafka::bindings as rdsys;
@@ -66,6 +67,9 @@ pub struct Polled {
     pub errors: Vec<(Option<(String, i32)>, ClientError)>,
     /// A rebalance ends the poll: records before it are in `batches`.
     pub rebalance: Option<RebalanceEvent>,
+    /// Results of asynchronous commits: per partition, the offset and the
+    /// error that kept it from being committed, if any.
+    pub commits: Vec<(String, i32, i64, Option<ClientError>)>,
 }
 
 impl Polled {
@@ -103,6 +107,9 @@ pub struct Consumer {
     assigned: Mutex<HashMap<(String, i32), Topic>>,
     topics: Mutex<HashMap<String, Topic>>,
     group: bool,
+    /// Whether polled records carry their headers (parsing them costs an
+    /// allocation per record; the stream threads never read them).
+    headers: AtomicBool,
     inner: BaseConsumer<Context>,
 }
 
@@ -143,12 +150,18 @@ impl Consumer {
             assigned: Mutex::new(HashMap::new()),
             topics: Mutex::new(HashMap::new()),
             group,
+            headers: AtomicBool::new(true),
             inner,
         })
     }
 
     pub fn events(&self) -> &Events {
         &self.inner.context().events
+    }
+
+    /// Whether records polled from now on carry their headers (else none).
+    pub fn read_headers(&self, read: bool) {
+        self.headers.store(read, Ordering::Relaxed);
     }
 
     fn rk(&self) -> *mut rdsys::rd_kafka_t {
@@ -260,10 +273,16 @@ impl Consumer {
         Ok(Topic(handle))
     }
 
-    /// Commits `offsets` (with their metadata) and waits for the coordinator.
-    pub fn commit(&self, offsets: &[PartitionOffset]) -> Result<()> {
+    /// Commits `offsets` (with their metadata); `wait`: for the coordinator,
+    /// else the result comes with a later [`Consumer::poll`] (`commits`).
+    pub fn commit(&self, offsets: &[PartitionOffset], wait: bool) -> Result<()> {
+        let mode = if wait {
+            CommitMode::Sync
+        } else {
+            CommitMode::Async
+        };
         check(
-            self.inner.commit(&offset_list(offsets)?, CommitMode::Sync),
+            self.inner.commit(&offset_list(offsets)?, mode),
             "committing offsets",
         )
     }
@@ -364,8 +383,11 @@ impl Consumer {
     /// rebalance, which the caller handles before polling again.
     pub fn poll(&self, max_records: usize, timeout: Duration) -> Polled {
         let mut polled = Polled::default();
-        let mut index: HashMap<(*mut rdsys::rd_kafka_topic_t, i32), usize> = HashMap::new();
+        // The partition of each batch, by position (a few: searched from the
+        // last, which a FETCH event's messages mostly belong to).
+        let mut index: Vec<(*mut rdsys::rd_kafka_topic_t, i32)> = Vec::new();
         let mut count = 0usize;
+        let headers = self.headers.load(Ordering::Relaxed);
         let deadline = Instant::now() + timeout.min(FAR);
         if let Some(main) = &self.main {
             // Client errors of a manually assigned consumer: its main queue.
@@ -403,7 +425,7 @@ impl Consumer {
                         if message.is_null() {
                             break;
                         }
-                        count += unsafe { take_message(&mut polled, &mut index, message) };
+                        count += unsafe { take_message(&mut polled, &mut index, message, headers) };
                     }
                     false
                 }
@@ -415,7 +437,11 @@ impl Consumer {
                     polled.rebalance = Some(unsafe { self.take_rebalance(event) });
                     true
                 }
-                // Offset commit results (we commit synchronously), stats, logs.
+                rdsys::RD_KAFKA_EVENT_OFFSET_COMMIT => {
+                    unsafe { take_commit(&mut polled, event) };
+                    false
+                }
+                // Stats, logs.
                 _ => false,
             };
             unsafe { rdsys::rd_kafka_event_destroy(event) };
@@ -539,8 +565,9 @@ unsafe fn partitions_of(list: *mut RDKafkaTopicPartitionList) -> Vec<(String, i3
 /// `message` is a live message of a FETCH event.
 unsafe fn take_message(
     polled: &mut Polled,
-    index: &mut HashMap<(*mut rdsys::rd_kafka_topic_t, i32), usize>,
+    index: &mut Vec<(*mut rdsys::rd_kafka_topic_t, i32)>,
     message: *const rdsys::rd_kafka_message_t,
+    headers: bool,
 ) -> usize {
     let m = unsafe { &*message };
     if m.err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
@@ -566,13 +593,17 @@ unsafe fn take_message(
         polled.errors.push((where_, error));
         return 0;
     }
-    let slot = *index.entry((m.rkt, m.partition)).or_insert_with(|| {
+    let key = (m.rkt, m.partition);
+    let slot = if let Some(slot) = index.iter().rposition(|k| *k == key) {
+        slot
+    } else {
         let topic = unsafe { c_string(rdsys::rd_kafka_topic_name(m.rkt)) };
         polled
             .batches
             .push((topic, m.partition, ReadBatch::default()));
-        polled.batches.len() - 1
-    });
+        index.push(key);
+        index.len() - 1
+    };
     let batch = &mut polled.batches[slot].2;
     let key = unsafe { copy_span(&mut batch.data, m.key.cast(), m.key_len) };
     let value = unsafe { copy_span(&mut batch.data, m.payload.cast(), m.len) };
@@ -583,7 +614,11 @@ unsafe fn take_message(
     let mut kind = rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
     let timestamp = unsafe { rdsys::rd_kafka_message_timestamp(message, &raw mut kind) };
     batch.timestamps.push(timestamp);
-    batch.headers.push(unsafe { headers_of(message) });
+    batch.headers.push(if headers {
+        unsafe { headers_of(message) }
+    } else {
+        Vec::new()
+    });
     1
 }
 
@@ -631,6 +666,32 @@ unsafe fn headers_of(message: *const rdsys::rd_kafka_message_t) -> Vec<(String, 
 
 /// # Safety
 /// `event` is a live ERROR event.
+/// Takes the result of an asynchronous commit.
+///
+/// # Safety
+/// `event` is a live `OFFSET_COMMIT` event.
+unsafe fn take_commit(polled: &mut Polled, event: *mut rdsys::rd_kafka_event_t) {
+    let err = unsafe { rdsys::rd_kafka_event_error(event) };
+    let list = unsafe { rdsys::rd_kafka_event_topic_partition_list(event) };
+    if list.is_null() {
+        return;
+    }
+    // SAFETY: `cnt` elements at `elems`, live with the event.
+    let elems = unsafe { std::slice::from_raw_parts((*list).elems, (*list).cnt as usize) };
+    for e in elems {
+        // A partition's own error, else the request's.
+        let code = if e.err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+            err
+        } else {
+            e.err
+        };
+        let error = (code != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR)
+            .then(|| ClientError::from_resp(code, "committing offsets"));
+        let topic = unsafe { c_string(e.topic) };
+        polled.commits.push((topic, e.partition, e.offset, error));
+    }
+}
+
 unsafe fn take_error(polled: &mut Polled, event: *mut rdsys::rd_kafka_event_t) {
     let err = unsafe { rdsys::rd_kafka_event_error(event) };
     if err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {

@@ -1,6 +1,7 @@
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::ptr;
-use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use rdkafka::ClientContext;
@@ -17,6 +18,9 @@ use strom_core::serde::partitioner::partition_for_key;
 use crate::client::{ClientConfig, Context, Events, lock};
 use crate::consumer::Consumer;
 use crate::error::{ClientError, Result, c_string, describe};
+
+/// librdkafka's "no partition chosen": its partitioner picks one.
+const RD_KAFKA_PARTITION_UA: i32 = -1;
 
 /// Records to produce, columnar: record `i`'s key is `data[keys[i]]` (None: null).
 #[derive(Debug, Default, Clone)]
@@ -72,6 +76,10 @@ struct Deliveries {
     /// acknowledged, and whether it moved since the last `take_written`.
     written: HashMap<String, HashMap<i32, (i64, bool)>>,
     failures: Vec<Failure>,
+    /// The epoch records sent now belong to (see [`Producer::mark`]).
+    epoch: u64,
+    /// Per epoch: its records queued and not yet reported (acknowledged or failed).
+    unreported: BTreeMap<u64, u64>,
 }
 
 impl Deliveries {
@@ -85,6 +93,19 @@ impl Deliveries {
         let slot = partitions.entry(partition).or_insert((-1, false));
         if end > slot.0 {
             *slot = (end, true);
+        }
+    }
+
+    fn reported(&mut self, epoch: u64) {
+        self.reported_many(epoch, 1);
+    }
+
+    fn reported_many(&mut self, epoch: u64, records: u64) {
+        if let Some(count) = self.unreported.get_mut(&epoch) {
+            *count = count.saturating_sub(records);
+            if *count == 0 {
+                self.unreported.remove(&epoch);
+            }
         }
     }
 }
@@ -109,18 +130,37 @@ impl ClientContext for DeliveryContext {
 }
 
 impl ProducerContext for DeliveryContext {
-    type DeliveryOpaque = ();
+    /// The record's epoch, read back from its delivery report.
+    type DeliveryOpaque = usize;
 
-    fn delivery(&self, _: &DeliveryResult<'_>, (): ()) {}
+    fn delivery(&self, _: &DeliveryResult<'_>, _: usize) {}
 }
 
 /// A Kafka producer taking columns; transactional when configured with a
 /// `transactional.id`.
 pub struct Producer {
-    // Dropped before `inner` (fields drop in order): it holds a reference into the client.
+    // Dropped before `inner` (fields drop in order): they hold references into the client.
     queue: MainQueue,
+    topics: Mutex<HashMap<String, TopicHandle>>,
     deliveries: Mutex<Deliveries>,
+    /// Whether a thread of its own serves the delivery reports (see
+    /// [`Producer::serve_in_background`]).
+    background: AtomicBool,
     inner: BaseProducer<DeliveryContext>,
+}
+
+/// Owns one reference to a librdkafka topic handle: records are sent by
+/// handle, not by name (a name costs a string copy and a lookup per record).
+struct TopicHandle(*mut rdsys::rd_kafka_topic_t);
+
+// SAFETY: librdkafka topic handles are thread-safe.
+unsafe impl Send for TopicHandle {}
+
+impl Drop for TopicHandle {
+    fn drop(&mut self) {
+        // SAFETY: we own one reference, taken by rd_kafka_topic_new.
+        unsafe { rdsys::rd_kafka_topic_destroy(self.0) }
+    }
 }
 
 /// Owns one reference to the client's main queue (delivery reports, errors).
@@ -139,6 +179,9 @@ impl Drop for MainQueue {
 
 /// How long `produce_columns` waits for room when the client's queue is full.
 const QUEUE_FULL_WAIT: Duration = Duration::from_millis(20);
+/// The longest the background thread waits for a report before it checks
+/// that the producer is still alive.
+const REPORT_WAIT: Duration = Duration::from_millis(50);
 /// The longest a flush waits for a delivery report before it looks again.
 const FLUSH_WAIT: Duration = Duration::from_millis(10);
 
@@ -156,9 +199,29 @@ impl Producer {
         let queue = unsafe { rdsys::rd_kafka_queue_get_main(inner.client().native_ptr()) };
         Ok(Self {
             queue: MainQueue(queue),
+            topics: Mutex::new(HashMap::new()),
             deliveries: Mutex::new(Deliveries::default()),
+            background: AtomicBool::new(false),
             inner,
         })
+    }
+
+    /// Serves delivery reports and client errors on a thread of its own
+    /// from now on, while the producer lives: the caller's thread only
+    /// queues records (taking in a report costs about as much as queueing
+    /// the record). The thread holds the producer only while it waits for
+    /// a report (up to `REPORT_WAIT`), so the last owner still drops it.
+    pub fn serve_in_background(self: &Arc<Self>) -> std::io::Result<()> {
+        let producer = Arc::downgrade(self);
+        std::thread::Builder::new()
+            .name("strom-kafka-reports".to_owned())
+            .spawn(move || {
+                while let Some(producer) = producer.upgrade() {
+                    producer.serve(REPORT_WAIT);
+                }
+            })?;
+        self.background.store(true, Ordering::Relaxed);
+        Ok(())
     }
 
     /// Records in the client's queue or in flight to the brokers.
@@ -204,8 +267,22 @@ impl Producer {
             unsafe { rdsys::rd_kafka_event_message_array(event, messages.as_mut_ptr(), count) };
         let mut deliveries = lock(&self.deliveries);
         let mut names: Vec<(*mut rdsys::rd_kafka_topic_t, String)> = Vec::new();
+        // A report holds runs of one partition's records, mostly of one
+        // epoch: counted and acknowledged per run, not per record.
+        let mut epoch_run: Option<(u64, u64)> = None;
+        let mut ack_run: Option<(usize, i32, i64)> = None;
         for &message in &messages[..count] {
             let m = unsafe { &*message };
+            // The opaque `send` gave the record: its epoch.
+            let epoch = m._private as usize as u64;
+            match &mut epoch_run {
+                Some((e, n)) if *e == epoch => *n += 1,
+                run => {
+                    if let Some((e, n)) = run.replace((epoch, 1)) {
+                        deliveries.reported_many(e, n);
+                    }
+                }
+            }
             // One name per topic handle, not one String per record.
             let slot = if let Some(slot) = names.iter().position(|(rkt, _)| *rkt == m.rkt) {
                 slot
@@ -215,11 +292,20 @@ impl Producer {
                 }));
                 names.len() - 1
             };
-            let topic = &names[slot].1;
             if m.err == RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-                deliveries.acknowledged(topic, m.partition, m.offset);
+                match &mut ack_run {
+                    Some((s, p, end)) if *s == slot && *p == m.partition => {
+                        *end = (*end).max(m.offset);
+                    }
+                    run => {
+                        if let Some((s, p, end)) = run.replace((slot, m.partition, m.offset)) {
+                            deliveries.acknowledged(&names[s].1, p, end);
+                        }
+                    }
+                }
                 continue;
             }
+            let topic = &names[slot].1;
             // (rd_kafka_message_errstr would return the record's own
             // payload: it is meant for consumer errors.)
             let mut kind = rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
@@ -240,6 +326,12 @@ impl Producer {
                 queued: true,
             });
         }
+        if let Some((e, n)) = epoch_run {
+            deliveries.reported_many(e, n);
+        }
+        if let Some((s, p, end)) = ack_run {
+            deliveries.acknowledged(&names[s].1, p, end);
+        }
     }
 
     pub fn events(&self) -> &Events {
@@ -250,19 +342,181 @@ impl Producer {
     /// refuses outright become failures (`queued: false`). Serves delivery
     /// reports once at the end (and while waiting for room).
     pub fn produce_columns(&self, topic: &str, columns: &Columns, partitioning: Partitioning<'_>) {
-        for i in 0..columns.len() {
-            let key = columns.bytes(columns.keys[i]);
-            let value = columns.bytes(columns.values[i]);
-            let partition = match partitioning {
-                Partitioning::Explicit(partitions) => Some(partitions[i]),
-                Partitioning::ByKey { partitions } => {
-                    key.map(|k| partition_for_key(k, partitions) as i32)
+        self.produce_records(topic, columns.len(), partitioning, |i| {
+            (
+                columns.bytes(columns.keys[i]),
+                columns.bytes(columns.values[i]),
+                columns.timestamps.get(i).copied().unwrap_or(0),
+            )
+        });
+    }
+
+    /// As [`Producer::produce_columns`], for `count` records whose key,
+    /// value and timestamp `record(i)` gives (borrowed where they are: each
+    /// is copied once, into the client's queue).
+    pub fn produce_records<'a>(
+        &self,
+        topic: &str,
+        count: usize,
+        partitioning: Partitioning<'_>,
+        record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>, i64),
+    ) {
+        let epoch = self.open_epoch(count);
+        let rkt = match self.topic(topic) {
+            Ok(rkt) => rkt,
+            Err(error) => {
+                let mut deliveries = lock(&self.deliveries);
+                for i in 0..count {
+                    let (key, value, timestamp) = record(i);
+                    deliveries.reported(epoch);
+                    deliveries.failures.push(Failure {
+                        topic: topic.to_owned(),
+                        partition: -1,
+                        key: key.map(<[u8]>::to_vec),
+                        value: value.map(<[u8]>::to_vec),
+                        timestamp,
+                        error: error.clone(),
+                        queued: false,
+                    });
                 }
+                return;
+            }
+        };
+        for i in 0..count {
+            let (key, value, timestamp) = record(i);
+            let partition = match partitioning {
+                Partitioning::Explicit(partitions) => partitions[i],
+                Partitioning::ByKey { partitions } => key.map_or(RD_KAFKA_PARTITION_UA, |k| {
+                    partition_for_key(k, partitions) as i32
+                }),
             };
-            let timestamp = columns.timestamps.get(i).copied().unwrap_or(0);
-            self.send(topic, key, value, partition, timestamp, None);
+            self.send_to(rkt, topic, key, value, partition, timestamp, epoch);
         }
-        self.serve(Duration::ZERO);
+        if !self.background.load(Ordering::Relaxed) {
+            self.serve(Duration::ZERO);
+        }
+    }
+
+    /// The handle of `topic` (opened on first use, kept until the producer closes).
+    fn topic(&self, topic: &str) -> Result<*mut rdsys::rd_kafka_topic_t> {
+        let mut topics = lock(&self.topics);
+        if let Some(handle) = topics.get(topic) {
+            return Ok(handle.0);
+        }
+        let name = std::ffi::CString::new(topic)
+            .map_err(|_| ClientError::fail(format!("topic name {topic:?} has a nul byte")))?;
+        // SAFETY: the client is live; a null config takes the producer's topic defaults.
+        let rkt = unsafe {
+            rdsys::rd_kafka_topic_new(
+                self.inner.client().native_ptr(),
+                name.as_ptr(),
+                ptr::null_mut(),
+            )
+        };
+        if rkt.is_null() {
+            // SAFETY: reads librdkafka's thread-local last error.
+            let err = unsafe { rdsys::rd_kafka_last_error() };
+            return Err(ClientError::from_resp(
+                err,
+                &format!("producing to {topic}"),
+            ));
+        }
+        topics.insert(topic.to_owned(), TopicHandle(rkt));
+        Ok(rkt)
+    }
+
+    /// Queues one record by topic handle (`partition` may be
+    /// `RD_KAFKA_PARTITION_UA`: the client's partitioner chooses); waits for
+    /// room while the queue is full; a refused record becomes a failure.
+    #[allow(clippy::too_many_arguments, reason = "a record's parts, kept apart")]
+    fn send_to(
+        &self,
+        rkt: *mut rdsys::rd_kafka_topic_t,
+        topic: &str,
+        key: Option<&[u8]>,
+        value: Option<&[u8]>,
+        partition: i32,
+        timestamp: i64,
+        epoch: u64,
+    ) {
+        let (key_ptr, key_len) = key.map_or((ptr::null(), 0), |k| (k.as_ptr(), k.len()));
+        let (value_ptr, value_len) = value.map_or((ptr::null(), 0), |v| (v.as_ptr(), v.len()));
+        let opaque = usize::try_from(epoch).unwrap_or(usize::MAX) as *mut std::os::raw::c_void;
+        // 0: the client stamps the record with the current time.
+        let timestamp = timestamp.max(0);
+        loop {
+            // SAFETY: the client and the topic handle are live; the key and
+            // value are copied (F_COPY) before the call returns.
+            let err = unsafe {
+                rdsys::rd_kafka_producev(
+                    self.inner.client().native_ptr(),
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
+                    rkt,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
+                    partition,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
+                    rdsys::RD_KAFKA_MSG_F_COPY,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
+                    value_ptr,
+                    value_len,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
+                    key_ptr,
+                    key_len,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_OPAQUE,
+                    opaque,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
+                    timestamp,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
+                )
+            };
+            match err {
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR => return,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR__QUEUE_FULL => self.serve(QUEUE_FULL_WAIT),
+                err => {
+                    let mut deliveries = lock(&self.deliveries);
+                    deliveries.reported(epoch); // refused: no report will come
+                    deliveries.failures.push(Failure {
+                        topic: topic.to_owned(),
+                        partition,
+                        key: key.map(<[u8]>::to_vec),
+                        value: value.map(<[u8]>::to_vec),
+                        timestamp,
+                        error: ClientError::from_resp(err, "producing"),
+                        queued: false,
+                    });
+                    return;
+                }
+            }
+        }
+    }
+
+    /// Counts `records` about to be sent in the current epoch (before they
+    /// are sent: a report may come while `send` waits for room); returns it.
+    fn open_epoch(&self, records: usize) -> u64 {
+        let mut deliveries = lock(&self.deliveries);
+        let epoch = deliveries.epoch;
+        if records > 0 {
+            *deliveries.unreported.entry(epoch).or_default() += records as u64;
+        }
+        epoch
+    }
+
+    /// Closes the current epoch: records sent from now on belong to the
+    /// next. Returns the closed epoch, for [`Producer::reported_through`].
+    pub fn mark(&self) -> u64 {
+        let mut deliveries = lock(&self.deliveries);
+        deliveries.epoch += 1;
+        deliveries.epoch - 1
+    }
+
+    /// The number of closed epochs (from the first) whose every record has
+    /// been reported, acknowledged or failed: epochs `0..n` are done. The
+    /// runtime commits the input offsets of an epoch once it is done
+    /// (`at_least_once` without waiting for a flush).
+    pub fn reported_through(&self) -> u64 {
+        let deliveries = lock(&self.deliveries);
+        let first_open = deliveries.unreported.keys().next().copied();
+        first_open.map_or(deliveries.epoch, |e| e.min(deliveries.epoch))
     }
 
     /// One record, with headers (dead letters), on the client's partitioner.
@@ -281,38 +535,28 @@ impl Producer {
                 value: value.as_deref(),
             });
         }
-        self.send(topic, key, value, None, timestamp, Some(owned));
-        self.serve(Duration::ZERO);
-    }
-
-    fn send(
-        &self,
-        topic: &str,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
-        partition: Option<i32>,
-        timestamp: i64,
-        headers: Option<OwnedHeaders>,
-    ) {
-        let mut record: BaseRecord<'_, [u8], [u8]> = BaseRecord::to(topic);
+        let epoch = self.open_epoch(1);
+        let mut record: BaseRecord<'_, [u8], [u8], usize> =
+            BaseRecord::with_opaque_to(topic, usize::try_from(epoch).unwrap_or(usize::MAX));
         record.key = key;
         record.payload = value;
-        record.partition = partition;
         if timestamp > 0 {
             record.timestamp = Some(timestamp);
         }
-        record.headers = headers;
+        record.headers = Some(owned);
         loop {
             match self.inner.send(record) {
-                Ok(()) => return,
+                Ok(()) => break,
                 Err((KafkaError::MessageProduction(RDKafkaErrorCode::QueueFull), back)) => {
                     record = back;
                     self.serve(QUEUE_FULL_WAIT);
                 }
                 Err((error, back)) => {
-                    lock(&self.deliveries).failures.push(Failure {
+                    let mut deliveries = lock(&self.deliveries);
+                    deliveries.reported(epoch); // refused: no report will come
+                    deliveries.failures.push(Failure {
                         topic: topic.to_owned(),
-                        partition: back.partition.unwrap_or(-1),
+                        partition: -1,
                         key: back.key.map(<[u8]>::to_vec),
                         value: back.payload.map(<[u8]>::to_vec),
                         timestamp,
@@ -322,10 +566,11 @@ impl Producer {
                         ),
                         queued: false,
                     });
-                    return;
+                    break;
                 }
             }
         }
+        self.serve(Duration::ZERO);
     }
 
     /// Waits until every queued record is acknowledged or failed, or the
@@ -349,7 +594,16 @@ impl Producer {
             if now >= deadline {
                 return usize::try_from(self.inner.in_flight_count()).unwrap_or(0);
             }
-            self.serve((deadline - now).min(FLUSH_WAIT));
+            let wait = (deadline - now).min(FLUSH_WAIT);
+            if self.background.load(Ordering::Relaxed) {
+                // The report thread serves the reports (waiting on the queue
+                // here could miss the last one): rd_kafka_flush wakes as soon
+                // as it has, when the last record is let go.
+                // SAFETY: the client is live.
+                unsafe { rdsys::rd_kafka_flush(rk, millis(wait)) };
+            } else {
+                self.serve(wait);
+            }
         }
     }
 

@@ -7,7 +7,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use pyo3::exceptions::{PyTypeError, PyValueError};
+use pyo3::exceptions::{PyRuntimeError, PyTypeError, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{IntoPyDict, PyBytes, PyList, PyTuple};
 use strom_core::log::{PolledBatch, Span};
@@ -112,6 +112,12 @@ impl KafkaConsumer {
         })
     }
 
+    /// Whether records polled from now on carry their headers (else each
+    /// has none): parsing them costs an allocation per record.
+    fn read_headers(&self, read: bool) {
+        self.inner.read_headers(read);
+    }
+
     fn subscribe(&self, py: Python<'_>, topics: Vec<String>) -> PyResult<()> {
         py.detach(|| self.inner.subscribe(&topics)).py(py)
     }
@@ -145,11 +151,14 @@ impl KafkaConsumer {
         py.detach(|| self.inner.unassign()).py(py)
     }
 
-    /// Commits `(topic, partition, offset, metadata)` and waits for the coordinator.
+    /// Commits `(topic, partition, offset, metadata)`; `wait`: for the
+    /// coordinator, else the result comes with a later `poll`.
+    #[pyo3(signature = (offsets, wait=true))]
     fn commit(
         &self,
         py: Python<'_>,
         offsets: Vec<(String, i32, i64, Option<String>)>,
+        wait: bool,
     ) -> PyResult<()> {
         let offsets: Vec<PartitionOffset> = offsets
             .into_iter()
@@ -160,7 +169,7 @@ impl KafkaConsumer {
                 metadata,
             })
             .collect();
-        py.detach(|| self.inner.commit(&offsets)).py(py)
+        py.detach(|| self.inner.commit(&offsets, wait)).py(py)
     }
 
     /// `(topic, partition, offset, metadata, error)` per partition; the
@@ -231,11 +240,12 @@ impl KafkaConsumer {
     }
 
     /// Polls up to `max_records` (waiting up to `timeout` for the first)
-    /// and returns `(batches, eofs, errors, rebalance)`: a `RecordBatch` per
+    /// and returns `(batches, eofs, errors, rebalance, commits)`: a `RecordBatch` per
     /// partition; `(topic, partition)` of partitions at their end; errors as
     /// `((topic, partition) | None, KafkaError)`; and a rebalance the caller
     /// must apply before polling again: `("assign" | "revoke" | "lost",
-    /// [(topic, partition)])`, `("error", KafkaError)` or None.
+    /// [(topic, partition)])`, `("error", KafkaError)` or None; the results
+    /// of asynchronous commits, `(topic, partition, offset, KafkaError | None)`.
     fn poll<'py>(
         &self,
         py: Python<'py>,
@@ -263,7 +273,8 @@ impl KafkaConsumer {
             let met_something = !polled.batches.is_empty()
                 || !polled.eofs.is_empty()
                 || !polled.errors.is_empty()
-                || polled.rebalance.is_some();
+                || polled.rebalance.is_some()
+                || !polled.commits.is_empty();
             if met_something || Instant::now() >= deadline {
                 break polled;
             }
@@ -297,7 +308,15 @@ impl KafkaConsumer {
                 .into_pyobject(py)?
                 .into_any(),
         };
-        (batches, polled.eofs, errors, rebalance).into_pyobject(py)
+        let commits = polled
+            .commits
+            .iter()
+            .map(|(topic, partition, offset, e)| {
+                let error = e.as_ref().map(|e| kafka_error(py, e)).transpose()?;
+                Ok((topic.clone(), *partition, *offset, error))
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        (batches, polled.eofs, errors, rebalance, commits).into_pyobject(py)
     }
 
     fn take_logs(&self) -> (Vec<(i32, String, String)>, u64) {
@@ -334,12 +353,12 @@ pub struct KafkaProducer {
 }
 
 /// Appends the bytes of `item` (bytes or None) to `data`.
-fn span_of(
-    data: &mut Vec<u8>,
-    item: &Bound<'_, PyAny>,
+/// `item` as bytes (None stays None), or a `TypeError` naming `what[i]`.
+fn bytes_of<'py>(
+    item: &Bound<'py, PyAny>,
     what: &str,
     i: usize,
-) -> PyResult<Option<Span>> {
+) -> PyResult<Option<Bound<'py, PyBytes>>> {
     if item.is_none() {
         return Ok(None);
     }
@@ -351,6 +370,18 @@ fn span_of(
                 .map_or_else(|_| "?".to_owned(), |n| n.to_string())
         ))
     })?;
+    Ok(Some(bytes.clone()))
+}
+
+fn span_of(
+    data: &mut Vec<u8>,
+    item: &Bound<'_, PyAny>,
+    what: &str,
+    i: usize,
+) -> PyResult<Option<Span>> {
+    let Some(bytes) = bytes_of(item, what, i)? else {
+        return Ok(None);
+    };
     let start = data.len();
     data.extend_from_slice(bytes.as_bytes());
     Ok(Some(Span {
@@ -368,10 +399,11 @@ impl KafkaProducer {
     #[new]
     fn new(py: Python<'_>, config: HashMap<String, String>) -> PyResult<Self> {
         let config = client_config(config);
-        let inner = py.detach(|| Producer::new(&config)).py(py)?;
-        Ok(Self {
-            inner: Arc::new(inner),
-        })
+        let inner = Arc::new(py.detach(|| Producer::new(&config)).py(py)?);
+        inner.serve_in_background().map_err(|e| {
+            PyRuntimeError::new_err(format!("cannot start the producer's report thread: {e}"))
+        })?;
+        Ok(Self { inner })
     }
 
     /// Queues records: `keys`/`values` are bytes or None; `partitions`
@@ -402,8 +434,33 @@ impl KafkaProducer {
         if partitions.is_none() && partition_count == 0 {
             return Err(PyValueError::new_err("partition_count must be at least 1"));
         }
+        let partitioning = match &partitions {
+            Some(p) => Partitioning::Explicit(p),
+            None => Partitioning::ByKey {
+                partitions: partition_count,
+            },
+        };
+        let timestamps = timestamps.unwrap_or_default();
+        // Copying into librdkafka's queue is short: done holding the GIL (see
+        // poll), straight from the bytes objects, unless the queue may fill
+        // up and the call wait for room (then from a copy, without the GIL).
+        if self.inner.in_flight() + n <= ROOM_WITHOUT_WAITING {
+            let mut items = Vec::with_capacity(n);
+            for (i, (key, value)) in keys.try_iter()?.zip(values.try_iter()?).enumerate() {
+                items.push((bytes_of(&key?, "keys", i)?, bytes_of(&value?, "values", i)?));
+            }
+            self.inner.produce_records(topic, n, partitioning, |i| {
+                let (key, value) = &items[i];
+                (
+                    key.as_ref().map(PyBytesMethods::as_bytes),
+                    value.as_ref().map(PyBytesMethods::as_bytes),
+                    timestamps.get(i).copied().unwrap_or(0),
+                )
+            });
+            return Ok(());
+        }
         let mut columns = Columns {
-            timestamps: timestamps.unwrap_or_default(),
+            timestamps,
             ..Columns::default()
         };
         columns.keys.reserve(n);
@@ -414,19 +471,7 @@ impl KafkaProducer {
             columns.keys.push(key);
             columns.values.push(value);
         }
-        let partitioning = match &partitions {
-            Some(p) => Partitioning::Explicit(p),
-            None => Partitioning::ByKey {
-                partitions: partition_count,
-            },
-        };
-        // Copying into librdkafka's queue is short: done holding the GIL (see
-        // poll), unless the queue may fill up and the call wait for room.
-        if self.inner.in_flight() + columns.len() <= ROOM_WITHOUT_WAITING {
-            self.inner.produce_columns(topic, &columns, partitioning);
-        } else {
-            py.detach(|| self.inner.produce_columns(topic, &columns, partitioning));
-        }
+        py.detach(|| self.inner.produce_columns(topic, &columns, partitioning));
         Ok(())
     }
 
@@ -508,6 +553,18 @@ impl KafkaProducer {
             }
             py.check_signals()?;
         }
+    }
+
+    /// Closes the current epoch (records sent from now on belong to the
+    /// next) and returns it.
+    fn mark(&self) -> u64 {
+        self.inner.mark()
+    }
+
+    /// How many epochs, from the first, have every record reported
+    /// (acknowledged or failed): epochs below it are done.
+    fn reported_through(&self) -> u64 {
+        self.inner.reported_through()
     }
 
     /// `(topic, partition, end)` of partitions whose acknowledged end moved.
