@@ -658,6 +658,44 @@ fn point_operations_and_timestamps() {
 }
 
 #[test]
+fn get_many_reads_every_kind_of_location_in_order() {
+    let dir = TempDir::new().unwrap();
+    let (mut s, _) = open(dir.path(), small());
+    // Values in closed segments (memory-mapped), in the active segment's
+    // file and in the write buffer; some keys deleted, some never written.
+    for i in 0..120 {
+        s.put(&key(i), Some(&value(i, 0))).unwrap();
+    }
+    for i in (0..120).step_by(5) {
+        s.put(&key(i), None).unwrap();
+    }
+    for i in (0..120).step_by(7) {
+        s.put(&key(i), Some(&value(i, 1))).unwrap();
+    }
+    assert!(segments(dir.path()).len() > 3);
+    // More lookups than one group, keys asked in a scrambled order.
+    let asked: Vec<Vec<u8>> = (0..130).map(|i| key((i * 37) % 130)).collect();
+    let mut got = Vec::new();
+    s.get_many_with(asked.len(), |i| &asked[i], |i, v| got.push((i, v.to_vec())))
+        .unwrap();
+    let want: Vec<(usize, Vec<u8>)> = asked
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| s.get(k).unwrap().map(|v| (i, v)))
+        .collect();
+    assert_eq!(got, want);
+    assert!(want.len() > 50 && want.len() < 130);
+    // Through the trait too (the default loops over `get_with`).
+    let mut via_trait = Vec::new();
+    let kv: &dyn KeyValueBytes = &s;
+    kv.get_many_with(asked.len(), &|i| &asked[i], &mut |i, v| {
+        via_trait.push((i, v.to_vec()));
+    })
+    .unwrap();
+    assert_eq!(via_trait, want);
+}
+
+#[test]
 fn bad_options_are_config_errors() {
     let dir = TempDir::new().unwrap();
     for o in [

@@ -232,6 +232,39 @@ impl PersistentKeyValueStore {
         }
     }
 
+    /// [`super::KeyValueBytes::get_many_with`]: the keys are looked up in
+    /// groups, each group's index lookups first (independent, so their cache
+    /// misses overlap), prefetching each frame found, then the group's
+    /// frames are read; a lone `get` waits for the index, then the frame.
+    pub fn get_many_with<'k>(
+        &self,
+        n: usize,
+        key: impl Fn(usize) -> &'k [u8],
+        mut f: impl FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        const GROUP: usize = 16;
+        let mut locations = [None; GROUP];
+        let mut base = 0;
+        while base < n {
+            let group = GROUP.min(n - base);
+            for (j, loc) in locations[..group].iter_mut().enumerate() {
+                let k = key(base + j);
+                *loc = self.location(k);
+                if let Some(l) = *loc {
+                    self.log.prefetch_frame(k.len(), l);
+                }
+            }
+            for (j, loc) in locations[..group].iter().enumerate() {
+                if let Some(l) = *loc {
+                    let i = base + j;
+                    self.log.with_value(key(i), l, |v| f(i, v))?;
+                }
+            }
+            base += group;
+        }
+        Ok(())
+    }
+
     /// The value and the timestamp it was written with.
     pub fn get_with_timestamp(&self, key: &[u8]) -> Result<Option<(Vec<u8>, i64)>> {
         match self.location(key) {
@@ -475,6 +508,15 @@ impl super::KeyValueBytes for PersistentKeyValueStore {
 
     fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
         Ok(PersistentKeyValueStore::get_with(self, key, f)?.is_some())
+    }
+
+    fn get_many_with<'k>(
+        &self,
+        n: usize,
+        key: &dyn Fn(usize) -> &'k [u8],
+        f: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        PersistentKeyValueStore::get_many_with(self, n, key, f)
     }
 
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
