@@ -125,9 +125,9 @@ impl KeyIndex {
         Self::with_hasher(FastState::default())
     }
 
-    /// An empty index hashing with `hasher`, with room for `capacity` keys.
-    /// Keys inserted in the order another index of the same hasher
-    /// iterates them land in ascending buckets: sequential writes.
+    /// An empty index hashing with `hasher`. Keys inserted in the order
+    /// another index of the same hasher iterates them land in ascending
+    /// buckets: sequential writes.
     pub fn with_hasher(hasher: FastState) -> Self {
         KeyIndex {
             map: HashMap::with_hasher(hasher),
