@@ -30,9 +30,6 @@ pub(super) struct Segment {
     pub len: u64,
     /// Closed segments are read through a memory map.
     map: Option<Map>,
-    /// CRC-32C of the file's `len` bytes, when known (written in this
-    /// session or checked against the index snapshot), for the next one.
-    pub crc: Option<u32>,
 }
 
 impl Segment {
@@ -45,7 +42,6 @@ impl Segment {
             file,
             len,
             map: None,
-            crc: None,
         })
     }
 
@@ -68,7 +64,6 @@ impl Segment {
             file,
             len: 0,
             map: None,
-            crc: Some(0),
         })
     }
 }
@@ -227,8 +222,6 @@ impl SegmentLog {
             active.file.write_all_at(&self.buf, active.len),
         )?;
         active.len += self.buf.len() as u64;
-        // The buffer is still in cache: cheaper than reading the file at close.
-        active.crc = active.crc.map(|c| crc32c::crc32c_append(c, &self.buf));
         self.buf.clear();
         Ok(())
     }
