@@ -24,8 +24,7 @@
 //! writes (what made a scan with the hash index slower than with a
 //! B-tree).
 
-use std::fs::{self, OpenOptions};
-use std::io::Write;
+use std::fs;
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
 
@@ -117,16 +116,7 @@ pub(super) fn write(
     }
     b.extend_from_slice(&crc32c::crc32c(&b).to_be_bytes());
     let tmp = dir.join(SNAPSHOT_TMP);
-    let mut file = io(
-        &tmp,
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp),
-    )?;
-    io(&tmp, file.write_all(&b))?;
-    drop(file);
+    io(&tmp, fs::write(&tmp, &b))?;
     let path = dir.join(SNAPSHOT_FILE);
     io(&path, fs::rename(&tmp, &path))
 }
