@@ -657,6 +657,190 @@ fn point_operations_and_timestamps() {
     assert_eq!(s.get(b"after-big").unwrap(), Some(b"x".to_vec()));
 }
 
+const SNAPSHOT: &str = "index.snapshot";
+
+/// Puts, overwrites and deletes over several small segments, committed.
+fn mixed_store(dir: &Path, m: &mut Model) -> PersistentKeyValueStore {
+    let (mut s, _) = open(dir, small());
+    fill(&mut s, m, 0..80, 0);
+    s.commit(b"c1").unwrap();
+    fill(&mut s, m, 20..40, 1);
+    for i in (0..80).step_by(3) {
+        s.put(&key(i), None).unwrap();
+        m.remove(&key(i));
+    }
+    s.commit(b"c2").unwrap();
+    assert!(segments(dir).len() > 3);
+    s
+}
+
+fn reopens_as(dir: &Path, m: &Model, meta: &[u8]) {
+    let (s, got) = open(dir, small());
+    assert_eq!(got.as_deref(), Some(meta));
+    assert_eq!(&contents(&s), m);
+}
+
+#[test]
+fn a_clean_close_leaves_an_index_snapshot_that_the_next_open_takes() {
+    let dir = TempDir::new().unwrap();
+    let mut m = Model::new();
+    drop(mixed_store(dir.path(), &mut m));
+    let snapshot = dir.path().join(SNAPSHOT);
+    assert!(snapshot.exists());
+    let (mut s, meta) = open(dir.path(), small());
+    assert!(!snapshot.exists(), "a snapshot is used once");
+    assert_eq!(meta.as_deref(), Some(&b"c2"[..]));
+    assert_eq!(contents(&s), m);
+    assert_eq!(s.approximate_num_entries(), m.len());
+    // Opened from the snapshot, the store keeps working: writes, a
+    // compaction (new segment files), a scan-only reopen agree.
+    fill(&mut s, &mut m, 70..90, 2);
+    s.commit(b"c3").unwrap();
+    s.compact().unwrap();
+    assert_eq!(contents(&s), m);
+    drop(s);
+    reopens_as(dir.path(), &m, b"c3");
+    fs::remove_file(&snapshot).unwrap();
+    let (s, meta) = open(dir.path(), small());
+    assert_eq!(meta.as_deref(), Some(&b"c3"[..]));
+    assert_eq!(contents(&s), m);
+}
+
+#[test]
+fn no_snapshot_is_left_with_uncommitted_writes() {
+    let dir = TempDir::new().unwrap();
+    let mut m = Model::new();
+    let mut s = mixed_store(dir.path(), &mut m);
+    s.put(&key(1), Some(b"uncommitted")).unwrap();
+    drop(s);
+    assert!(!dir.path().join(SNAPSHOT).exists());
+    reopens_as(dir.path(), &m, b"c2");
+}
+
+#[test]
+fn a_stale_snapshot_is_ignored() {
+    let dir = TempDir::new().unwrap();
+    let mut m = Model::new();
+    drop(mixed_store(dir.path(), &mut m));
+    let snapshot = dir.path().join(SNAPSHOT);
+    let old = fs::read(&snapshot).unwrap();
+    // A later commit (the same segments, one longer), then the old snapshot
+    // back, as if its removal had been lost in a crash.
+    let (mut s, _) = open(dir.path(), small());
+    s.put(&key(2), Some(b"later")).unwrap();
+    m.insert(key(2), b"later".to_vec());
+    s.commit(b"c3").unwrap();
+    drop(s);
+    fs::write(&snapshot, &old).unwrap();
+    let (s, meta) = open(dir.path(), small());
+    assert_eq!(meta.as_deref(), Some(&b"c3"[..]));
+    assert_eq!(contents(&s), m);
+    drop(s);
+    // After a compaction the segment files themselves differ.
+    let (mut s, _) = open(dir.path(), small());
+    s.compact().unwrap();
+    drop(s);
+    fs::write(&snapshot, &old).unwrap();
+    reopens_as(dir.path(), &m, b"c3");
+}
+
+#[test]
+fn a_damaged_snapshot_is_ignored() {
+    let dir = TempDir::new().unwrap();
+    let mut m = Model::new();
+    drop(mixed_store(dir.path(), &mut m));
+    let snapshot = dir.path().join(SNAPSHOT);
+    let whole = fs::read(&snapshot).unwrap();
+    let damaged: [Vec<u8>; 4] = [
+        whole[..whole.len() / 2].to_vec(),
+        Vec::new(),
+        b"STROMIX1 and nothing else".to_vec(),
+        {
+            let mut b = whole.clone();
+            b[whole.len() / 3] ^= 1;
+            b
+        },
+    ];
+    for bytes in damaged {
+        fs::write(&snapshot, &bytes).unwrap();
+        let (s, meta) = open(dir.path(), small());
+        assert_eq!(meta.as_deref(), Some(&b"c2"[..]));
+        assert_eq!(contents(&s), m);
+        // Its clean close writes a new snapshot, replaced next round.
+    }
+}
+
+#[test]
+fn corruption_behind_a_snapshot_is_still_corrupt_log_at_open() {
+    let dir = TempDir::new().unwrap();
+    let mut m = Model::new();
+    drop(mixed_store(dir.path(), &mut m));
+    assert!(dir.path().join(SNAPSHOT).exists());
+    let first = &segments(dir.path())[0];
+    // A payload byte of the first frame: same length, different content.
+    flip_byte(first, 40);
+    let err = open_err(dir.path(), small());
+    assert!(
+        matches!(&err, Error::CorruptLog { path, position: 0, .. } if path == first),
+        "{err}"
+    );
+}
+
+#[test]
+fn a_crash_leaves_no_snapshot_and_open_scans() {
+    let dir = TempDir::new().unwrap();
+    let crashed = TempDir::new().unwrap();
+    let mut m = Model::new();
+    drop(mixed_store(dir.path(), &mut m));
+    // While open (the snapshot taken), with uncommitted writes: a copy of
+    // the directory is what a crash leaves.
+    let (mut s, _) = open(dir.path(), small());
+    s.put(&key(3), Some(b"uncommitted")).unwrap();
+    s.flush().unwrap();
+    copy_dir(dir.path(), crashed.path());
+    drop(s);
+    assert!(!crashed.path().join(SNAPSHOT).exists());
+    reopens_as(crashed.path(), &m, b"c2");
+}
+
+#[test]
+fn get_many_reads_every_kind_of_location_in_order() {
+    let dir = TempDir::new().unwrap();
+    let (mut s, _) = open(dir.path(), small());
+    // Values in closed segments (memory-mapped), in the active segment's
+    // file and in the write buffer; some keys deleted, some never written.
+    for i in 0..120 {
+        s.put(&key(i), Some(&value(i, 0))).unwrap();
+    }
+    for i in (0..120).step_by(5) {
+        s.put(&key(i), None).unwrap();
+    }
+    for i in (0..120).step_by(7) {
+        s.put(&key(i), Some(&value(i, 1))).unwrap();
+    }
+    assert!(segments(dir.path()).len() > 3);
+    // More lookups than one group, keys asked in a scrambled order.
+    let asked: Vec<Vec<u8>> = (0..130).map(|i| key((i * 37) % 130)).collect();
+    let mut got = Vec::new();
+    s.get_many_with(asked.len(), |i| &asked[i], |i, v| got.push((i, v.to_vec())))
+        .unwrap();
+    let want: Vec<(usize, Vec<u8>)> = asked
+        .iter()
+        .enumerate()
+        .filter_map(|(i, k)| s.get(k).unwrap().map(|v| (i, v)))
+        .collect();
+    assert_eq!(got, want);
+    assert!(want.len() > 50 && want.len() < 130);
+    // Through the trait too (the default loops over `get_with`).
+    let mut via_trait = Vec::new();
+    let kv: &dyn KeyValueBytes = &s;
+    kv.get_many_with(asked.len(), &|i| &asked[i], &mut |i, v| {
+        via_trait.push((i, v.to_vec()));
+    })
+    .unwrap();
+    assert_eq!(via_trait, want);
+}
+
 #[test]
 fn bad_options_are_config_errors() {
     let dir = TempDir::new().unwrap();

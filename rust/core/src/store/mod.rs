@@ -47,6 +47,21 @@ pub trait KeyValueBytes: Send {
         Ok(value.is_some())
     }
 
+    /// Looks up `n` keys (`key(i)` for `i < n`) and calls `f(i, value)`, in
+    /// order of `i`, for each one that has a value. A store may overlap the
+    /// cache misses of several lookups (the persistent store does).
+    fn get_many_with<'k>(
+        &self,
+        n: usize,
+        key: &dyn Fn(usize) -> &'k [u8],
+        f: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        for i in 0..n {
+            self.get_with(key(i), &mut |v| f(i, v))?;
+        }
+        Ok(())
+    }
+
     /// Whether a batch of reads or writes runs faster in key order (an
     /// ordered index then walks its nodes in order; a hash index gains
     /// nothing from the sort).

@@ -72,6 +72,17 @@ impl Default for FastState {
     }
 }
 
+impl FastState {
+    /// The state of this seed (e.g. one saved with a table's contents).
+    pub fn with_seed(seed: u64) -> Self {
+        Self(seed)
+    }
+
+    pub fn seed(self) -> u64 {
+        self.0
+    }
+}
+
 impl BuildHasher for FastState {
     type Hasher = FastHasher;
 

@@ -71,6 +71,8 @@ pub mod spec;
 mod table;
 pub mod time;
 
+pub(crate) use table::prefetch_read;
+
 pub use aggregate::{Aggregate, Count, KafkaValue, Max, Mean, MeanState, Min, Num, Sum};
 pub use column::{Batch, BinaryBuffer, BinaryColumn, NoValues, Validity, ValueColumn, Values};
 pub use results::{BatchStats, ResultKeys, StoreChanges, WindowedResults};

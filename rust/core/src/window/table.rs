@@ -513,7 +513,7 @@ impl<S: Copy + Default> Tables<S> {
 /// them several records ahead overlaps their cache misses (measured: about
 /// 2x on 100,000 keys).
 #[inline]
-fn prefetch_read(p: *const i8) {
+pub(crate) fn prefetch_read(p: *const i8) {
     #[cfg(target_arch = "x86_64")]
     // SAFETY: `_mm_prefetch` is a hint: it never faults or reads memory
     // architecturally, whatever the address; SSE is part of the x86_64

@@ -465,23 +465,17 @@ impl NativeKeyValueStore {
                 spans: vec![None; keys.len()],
             };
             let order = key_order(kv.prefers_key_order(), keys.len(), &key);
-            for (j, &i) in order.iter().enumerate() {
-                if let Some(&next) = order.get(j + PREFETCH_AHEAD) {
-                    prefetch(key(next as usize));
+            let data = &mut values.data;
+            let spans = &mut values.spans;
+            kv.get_many_with(order.len(), &|j| key(order[j] as usize), &mut |j, v| {
+                if data.capacity() == 0 {
+                    // Most batches hold values of similar sizes.
+                    data.reserve(keys.len() * v.len().max(1));
                 }
-                let data = &mut values.data;
                 let start = data.len();
-                let copy = &mut |v: &[u8]| {
-                    if data.capacity() == 0 {
-                        // Most batches hold values of similar sizes.
-                        data.reserve(keys.len() * v.len().max(1));
-                    }
-                    data.extend_from_slice(v);
-                };
-                if kv.get_with(key(i as usize), copy)? {
-                    values.spans[i as usize] = Some((start, data.len() - start));
-                }
-            }
+                data.extend_from_slice(v);
+                spans[order[j] as usize] = Some((start, v.len()));
+            })?;
             Ok(values)
         })?;
         PyList::new(py, values.iter().map(|v| v.map(|v| PyBytes::new(py, v))))

@@ -122,10 +122,21 @@ impl Order {
 
 impl KeyIndex {
     pub fn new() -> Self {
+        Self::with_hasher(FastState::default())
+    }
+
+    /// An empty index hashing with `hasher`. Keys inserted in the order
+    /// another index of the same hasher iterates them land in ascending
+    /// buckets: sequential writes.
+    pub fn with_hasher(hasher: FastState) -> Self {
         KeyIndex {
-            map: HashMap::default(),
+            map: HashMap::with_hasher(hasher),
             order: Mutex::new(Order::default()),
         }
+    }
+
+    pub fn hasher(&self) -> FastState {
+        *self.map.hasher()
     }
 
     #[inline]

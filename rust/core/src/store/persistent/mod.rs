@@ -20,6 +20,7 @@ mod key;
 pub(crate) mod mmap;
 mod recovery;
 mod segment_log;
+mod snapshot;
 
 use std::fs::{self, File};
 use std::ops::Bound;
@@ -30,6 +31,7 @@ use self::files::{io, list_segments, read_manifest, remove_if_exists, sync_dir, 
 use self::index::KeyIndex;
 use self::recovery::COMMIT_HEADER;
 use self::segment_log::{SegmentLog, data_frame_size};
+use self::snapshot::SegmentStamp;
 use crate::error::{Error, Result};
 use crate::log::Header;
 use crate::log::format::MIN_FRAME;
@@ -140,6 +142,7 @@ impl PersistentKeyValueStore {
         io(&dir, fs::create_dir_all(&dir))?;
         let lock = take_lock(&dir, "state directory")?;
         let started = Instant::now();
+        let mut hint = snapshot::take(&dir)?;
         let recovered = loop {
             let base = read_manifest(&dir)?;
             let mut files = list_segments(&dir)?;
@@ -152,6 +155,18 @@ impl PersistentKeyValueStore {
             }
             if stale > 0 {
                 sync_dir(&dir)?;
+            }
+            if let Some(r) = hint
+                .take()
+                .map(|h| h.recovered(&files))
+                .transpose()?
+                .flatten()
+            {
+                ::log::debug!(
+                    "state store {}: index loaded from its snapshot",
+                    dir.display()
+                );
+                break r;
             }
             let r = recovery::recover(&dir, base, files)?;
             match r.compaction_base {
@@ -230,6 +245,39 @@ impl PersistentKeyValueStore {
             Some(loc) => Ok(Some(self.log.with_value(key, loc, f)?)),
             None => Ok(None),
         }
+    }
+
+    /// [`super::KeyValueBytes::get_many_with`]: the keys are looked up in
+    /// groups, each group's index lookups first (independent, so their cache
+    /// misses overlap), prefetching each frame found, then the group's
+    /// frames are read; a lone `get` waits for the index, then the frame.
+    pub fn get_many_with<'k>(
+        &self,
+        n: usize,
+        key: impl Fn(usize) -> &'k [u8],
+        mut f: impl FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        const GROUP: usize = 16;
+        let mut locations = [None; GROUP];
+        let mut base = 0;
+        while base < n {
+            let group = GROUP.min(n - base);
+            for (j, loc) in locations[..group].iter_mut().enumerate() {
+                let k = key(base + j);
+                *loc = self.location(k);
+                if let Some(l) = *loc {
+                    self.log.prefetch_frame(k.len(), l);
+                }
+            }
+            for (j, loc) in locations[..group].iter().enumerate() {
+                if let Some(l) = *loc {
+                    let i = base + j;
+                    self.log.with_value(key(i), l, |v| f(i, v))?;
+                }
+            }
+            base += group;
+        }
+        Ok(())
     }
 
     /// The value and the timestamp it was written with.
@@ -462,6 +510,41 @@ impl PersistentKeyValueStore {
     }
 }
 
+impl Drop for PersistentKeyValueStore {
+    /// Leaves an index snapshot for the next `open` when the files end at
+    /// the last commit (nothing uncommitted, no unfinished compaction).
+    fn drop(&mut self) {
+        if self.dirty || self.committed.is_none() {
+            return;
+        }
+        let first = self.log.segments.first().map(|s| s.base);
+        if read_manifest(&self.dir).ok() != first {
+            return;
+        }
+        let written = self
+            .log
+            .segments
+            .iter()
+            .map(SegmentStamp::of)
+            .collect::<Result<Vec<_>>>()
+            .and_then(|segments| {
+                snapshot::write(
+                    &self.dir,
+                    self.log.next_seq,
+                    &segments,
+                    self.committed.as_deref(),
+                    &self.index,
+                )
+            });
+        if let Err(e) = written {
+            ::log::warn!(
+                "state store {}: no index snapshot written ({e}); the next open scans",
+                self.dir.display()
+            );
+        }
+    }
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -475,6 +558,15 @@ impl super::KeyValueBytes for PersistentKeyValueStore {
 
     fn get_with(&self, key: &[u8], f: &mut dyn FnMut(&[u8])) -> Result<bool> {
         Ok(PersistentKeyValueStore::get_with(self, key, f)?.is_some())
+    }
+
+    fn get_many_with<'k>(
+        &self,
+        n: usize,
+        key: &dyn Fn(usize) -> &'k [u8],
+        f: &mut dyn FnMut(usize, &[u8]),
+    ) -> Result<()> {
+        PersistentKeyValueStore::get_many_with(self, n, key, f)
     }
 
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {

@@ -276,6 +276,25 @@ impl SegmentLog {
         Ok(f(&frame))
     }
 
+    /// Hints the CPU to fetch the data frame at `loc` (key of `key_len`
+    /// bytes) when it is in a memory-mapped segment.
+    #[inline]
+    pub fn prefetch_frame(&self, key_len: usize, loc: Location) {
+        let Some(map) = &self.segments[loc.seg as usize].map else {
+            return;
+        };
+        let size = data_frame_size(key_len, loc.value_len as usize);
+        let Some(frame) = map.bytes().get(loc.pos as usize..loc.pos as usize + size) else {
+            return;
+        };
+        // Every cache line of the frame (the CRC check reads it all).
+        let skew = frame.as_ptr() as usize & 63;
+        let line0 = frame.as_ptr().wrapping_sub(skew);
+        for at in (0..skew + size).step_by(64) {
+            crate::window::prefetch_read(line0.wrapping_add(at).cast());
+        }
+    }
+
     /// Copies the checked data frame at `loc` into `out`.
     pub fn read_frame_into(&self, key: &[u8], loc: Location, out: &mut Vec<u8>) -> Result<()> {
         self.with_frame(key, loc, |frame| {
