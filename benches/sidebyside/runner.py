@@ -126,7 +126,12 @@ class Driver:
     def __init__(self, command: list[str], log: Path) -> None:
         self.log = log
         self._stderr = open(log, "wb")  # noqa: SIM115 - closed in stop()
-        env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parents[2])}
+        repo = Path(__file__).resolve().parents[2]
+        # strom from this checkout when it is built here (a worktree's own
+        # build), not whatever the interpreter's editable install points at.
+        built = any((repo / "python" / "strom").glob("_core*.so"))
+        paths = [repo / "python", repo] if built else [repo]
+        env = {**os.environ, "PYTHONPATH": os.pathsep.join(map(str, paths))}
         self.proc = subprocess.Popen(
             command, stdout=subprocess.PIPE, stderr=self._stderr, stdin=subprocess.DEVNULL, env=env
         )
