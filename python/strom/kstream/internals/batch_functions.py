@@ -19,7 +19,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from strom import _core
-from strom.errors import SerializationError, TaskError
+from strom.errors import TaskError
 from strom.expr import col
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node
@@ -138,16 +138,7 @@ class _BatchFunction(Node):
             failed.add(row)
             # Both handlers raise unless they skip the record.
             if raw:
-                self.task.deserialization_failed(
-                    batch.topic,
-                    batch.partition,
-                    batch.offsets[row],
-                    batch.timestamps[row],
-                    None,  # the key was read at the source; its bytes are not kept
-                    batch.values[row],
-                    "value",
-                    SerializationError(f"Json serde cannot deserialize: {message}"),
-                )
+                self.value_not_json(batch, row, message)
             else:
                 self.record_failed(batch, row, ValueError(message))
         return [c if isinstance(c, pa.Array) else pa.array(c) for c in columns], failed

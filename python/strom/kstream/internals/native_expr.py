@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any
 
 from strom import _core
-from strom.errors import ExpressionError, SerializationError
+from strom.errors import ExpressionError
 from strom.expr import Expr
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node
@@ -51,16 +51,7 @@ class _ExprNode(Node):
                 self.record_failed(batch, row, ExpressionError(f"{self.expr!r}: {message}"))
                 dropped.add(row)
                 continue
-            self.task.deserialization_failed(
-                batch.topic,
-                batch.partition,
-                batch.offsets[row],
-                batch.timestamps[row],
-                None,  # the key was read at the source; its bytes are not kept
-                batch.values[row],
-                "value",
-                SerializationError(f"Json serde cannot deserialize: {message}"),
-            )
+            self.value_not_json(batch, row, message)
             dropped.add(row)
         return dropped
 

@@ -18,7 +18,7 @@ from operator import length_hint, not_
 from typing import TYPE_CHECKING, Any
 
 from strom import _core
-from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError
+from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError, SerializationError
 from strom.processor.api import Record, RecordContext
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import (
@@ -219,6 +219,21 @@ class Node(ABC):
         else:  # a record cache wrote it out: its entries keep no input offset
             where = f"a record of {batch.topic} with key {key!r} (offset unknown: from a cache)"
         processing_failed(task, context, record, exc, where)
+
+    def value_not_json(self, batch: Batch, index: int, message: str) -> None:
+        """Record ``index``'s value, JSON bytes a native step read, is not
+        JSON: the deserialization handler's, as if the source had read it
+        (returns if it skips the record, else raises)."""
+        self.task.deserialization_failed(
+            batch.topic,
+            batch.partition,
+            batch.offsets[index],
+            batch.timestamps[index],
+            None,  # the key was read at the source; its bytes are not kept
+            batch.values[index],
+            "value",
+            SerializationError(f"Json serde cannot deserialize: {message}"),
+        )
 
 
 def without(batch: Batch, skipped: list[int]) -> Batch:
