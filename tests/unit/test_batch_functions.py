@@ -188,8 +188,9 @@ def test_batch_functions_write_what_lambdas_write(tmp_path: Path) -> None:
 def test_two_branches_see_the_same_native_memory(tmp_path: Path) -> None:
     """Two batch functions on one stream get the batch read's timestamps
     themselves: a copy per export would live at two addresses."""
-    with _log_with(tmp_path, _values()):
-        pass
+    with _log_with(tmp_path, _values()) as log:
+        log.create_topic("out-a")
+        log.create_topic("out-b")
     seen: dict[str, list[Any]] = {"a": [], "b": []}
 
     def keep(branch: str) -> Any:
@@ -204,9 +205,6 @@ def test_two_branches_see_the_same_native_memory(tmp_path: Path) -> None:
     stream.filter_batches(keep("a")).to("out-a", key_serde=S, value_serde=J)
     stream.filter_batches(keep("b")).to("out-b", key_serde=S, value_serde=J)
     config = {"application.id": "branches", "bootstrap.servers": f"embedded:{tmp_path}"}
-    with EmbeddedLog(tmp_path) as log:
-        log.create_topic("out-a")
-        log.create_topic("out-b")
     with KafkaStreams(b.build(), config) as streams:
         streams.run_until_end()
     assert seen["a"]
