@@ -573,6 +573,32 @@ fn a_damaged_manifest_is_corrupt_log() {
 }
 
 #[test]
+fn a_lock_held_a_moment_by_a_spawning_child_is_waited_for() {
+    let dir = TempDir::new().unwrap();
+    drop(open(dir.path(), opts()));
+    // What a child between its fork and its exec holds: a copy of the lock
+    // file's open description, locked, with our pid in the file. Without the
+    // wait this open fails as if another store held the directory.
+    let copy = OpenOptions::new()
+        .read(true)
+        .write(true)
+        .open(dir.path().join(".lock"))
+        .unwrap();
+    copy.lock().unwrap();
+    let exec = std::thread::spawn(move || {
+        std::thread::sleep(std::time::Duration::from_millis(200));
+        drop(copy);
+    });
+    let (s, meta) = open(dir.path(), opts());
+    exec.join().unwrap();
+    assert_eq!(meta, None);
+    // A real second instance is still refused (at once: it is this process's).
+    let err = open_err(dir.path(), opts());
+    assert!(err.to_string().contains("in this process"), "{err}");
+    drop(s);
+}
+
+#[test]
 fn a_second_open_of_a_locked_directory_fails_clearly() {
     let dir = TempDir::new().unwrap();
     let (mut s, _) = open(dir.path(), opts());

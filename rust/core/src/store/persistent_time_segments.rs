@@ -58,7 +58,7 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::persistent::files::take_lock;
+use super::persistent::files::{DirLock, take_lock};
 use super::time_segments::{SegmentFactory, segment_name};
 use super::{KeyValueBytes, PersistentKeyValueStore, PersistentStoreOptions};
 use crate::error::{Error, Result};
@@ -204,7 +204,7 @@ struct Shared {
     doomed: Vec<i64>,
     /// Whether a segment directory was created since the last commit.
     created: bool,
-    _lock: File,
+    _lock: DirLock,
 }
 
 impl Shared {

@@ -1,9 +1,12 @@
 //! The files of a store directory: segment names, the manifest, the lock,
 //! and small durable-file helpers (layout in `store/README.md`).
 
+use std::collections::BTreeSet;
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
 use std::path::{Path, PathBuf};
+use std::sync::{Mutex, MutexGuard, PoisonError};
+use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
 
@@ -111,11 +114,51 @@ pub(super) fn write_manifest(dir: &Path, base: u64) -> Result<()> {
     sync_dir(dir)
 }
 
+/// How long `take_lock` waits for a lock that this process holds on no open
+/// store: a child being spawned on another thread holds a copy of the lock's
+/// descriptor from its fork to its exec (the flock is the open file's, not
+/// the descriptor's), so a store closed and reopened meanwhile finds it
+/// taken for that moment.
+const FORKED_COPY_WAIT: Duration = Duration::from_secs(2);
+
+/// The store directories this process holds open: a second open of one is
+/// refused at once, not after `FORKED_COPY_WAIT`.
+static HELD: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+
+fn held() -> MutexGuard<'static, BTreeSet<PathBuf>> {
+    HELD.lock().unwrap_or_else(PoisonError::into_inner)
+}
+
+/// The exclusive lock of a store directory, released when dropped.
+#[derive(Debug)]
+pub(crate) struct DirLock {
+    _file: File,
+    dir: PathBuf,
+}
+
+impl Drop for DirLock {
+    fn drop(&mut self) {
+        held().remove(&self.dir);
+    }
+}
+
 /// Takes the exclusive lock of a store directory (flock: it also conflicts
 /// with another open of the same file in this process) and writes our pid.
 /// `what` names the store in the error ("state directory", …).
-pub(crate) fn take_lock(dir: &Path, what: &str) -> Result<File> {
+pub(crate) fn take_lock(dir: &Path, what: &str) -> Result<DirLock> {
+    let dir = io(dir, fs::canonicalize(dir))?;
     let path = dir.join(LOCK_FILE);
+    let refused = |who: String| {
+        Error::Store(format!(
+            "{what} {} is locked by another instance{who}; \
+             two instances must never share a task's store",
+            dir.display()
+        ))
+    };
+    let in_this_process = || refused(" in this process".to_owned());
+    if held().contains(&dir) {
+        return Err(in_this_process());
+    }
     let mut file = io(
         &path,
         OpenOptions::new()
@@ -125,25 +168,27 @@ pub(crate) fn take_lock(dir: &Path, what: &str) -> Result<File> {
             .truncate(false)
             .open(&path),
     )?;
-    match file.try_lock() {
-        Ok(()) => {}
-        Err(fs::TryLockError::WouldBlock) => {
-            let holder = fs::read_to_string(&path).unwrap_or_default();
-            let holder = holder.trim();
-            let who = if holder == std::process::id().to_string() {
-                " in this process".to_owned()
-            } else if holder.is_empty() {
-                String::new()
-            } else {
-                format!(" (pid {holder})")
-            };
-            return Err(Error::Store(format!(
-                "{what} {} is locked by another instance{who}; \
-                 two instances must never share a task's store",
-                dir.display()
-            )));
+    let deadline = Instant::now() + FORKED_COPY_WAIT;
+    loop {
+        match file.try_lock() {
+            Ok(()) => break,
+            Err(fs::TryLockError::WouldBlock) => {
+                let holder = fs::read_to_string(&path).unwrap_or_default();
+                let holder = holder.trim();
+                if holder != std::process::id().to_string() {
+                    return Err(refused(if holder.is_empty() {
+                        String::new()
+                    } else {
+                        format!(" (pid {holder})")
+                    }));
+                }
+                if held().contains(&dir) || Instant::now() >= deadline {
+                    return Err(in_this_process());
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            Err(fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
         }
-        Err(fs::TryLockError::Error(e)) => return Err(Error::io(&path, e)),
     }
     let pid = format!("{}\n", std::process::id());
     io(
@@ -152,5 +197,7 @@ pub(crate) fn take_lock(dir: &Path, what: &str) -> Result<File> {
             .and_then(|()| file.write_all(pid.as_bytes()))
             .and_then(|()| file.flush()),
     )?;
-    Ok(file)
+    // The flock is exclusive: no other open store holds `dir`.
+    held().insert(dir.clone());
+    Ok(DirLock { _file: file, dir })
 }

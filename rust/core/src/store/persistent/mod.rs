@@ -22,12 +22,14 @@ mod recovery;
 mod segment_log;
 mod snapshot;
 
-use std::fs::{self, File};
+use std::fs;
 use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use self::files::{io, list_segments, read_manifest, remove_if_exists, sync_dir, take_lock};
+use self::files::{
+    DirLock, io, list_segments, read_manifest, remove_if_exists, sync_dir, take_lock,
+};
 use self::index::KeyIndex;
 use self::recovery::COMMIT_HEADER;
 use self::segment_log::{SegmentLog, data_frame_size};
@@ -115,7 +117,7 @@ pub struct PersistentKeyValueStore {
     /// Writes since the last commit.
     dirty: bool,
     /// Holds the directory's exclusive lock while the store is open.
-    _lock: File,
+    _lock: DirLock,
 }
 
 impl std::fmt::Debug for PersistentKeyValueStore {
