@@ -528,9 +528,17 @@ impl<S: Copy + Default> Tables<S> {
     /// The table of `start`, created if needed.
     #[inline]
     pub fn get_or_create(&mut self, start: i64) -> &mut StartTable<S> {
-        if let Some(p) = self.find(start) {
-            return &mut self.live[p];
-        }
+        let p = match self.find(start) {
+            Some(p) => p,
+            None => self.create(start),
+        };
+        &mut self.live[p]
+    }
+
+    /// Adds a table for `start` (not live yet); returns its position.
+    #[cold]
+    #[inline(never)]
+    fn create(&mut self, start: i64) -> usize {
         let at = self
             .live
             .iter()
@@ -547,7 +555,7 @@ impl<S: Copy + Default> Tables<S> {
             _ => StartTable::with_capacity(start, capacity),
         };
         self.live.insert(at, table);
-        &mut self.live[at]
+        at
     }
 
     #[inline]
