@@ -63,6 +63,10 @@ impl Group {
             };
             // SAFETY: SSE2 is part of the x86_64 baseline; the load reads
             // the 16 bytes of `bytes` (unaligned loads allow any address).
+            #[allow(
+                clippy::cast_ptr_alignment,
+                reason = "_mm_loadu_si128 reads from any alignment"
+            )]
             unsafe {
                 let g = _mm_loadu_si128(bytes.as_ptr().cast::<__m128i>());
                 let matches = _mm_movemask_epi8(_mm_cmpeq_epi8(g, _mm_set1_epi8(fp as i8)));
@@ -678,7 +682,7 @@ mod tests {
         // Half the keys share the last slot as home, the rest start at slot
         // 0 with another fingerprint, so the two runs interleave.
         let probe = |n: usize, k: &[u8]| {
-            let tag = if n % 2 == 0 {
+            let tag = if n.is_multiple_of(2) {
                 LIVE | last
             } else {
                 LIVE | (7 << 48)
