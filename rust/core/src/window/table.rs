@@ -8,10 +8,11 @@
 //! newest), then its key there. A slot is one cache line holding the tag,
 //! the key (inline when at most [`INLINE_KEY`] bytes), the state and the
 //! result timestamp. Probes walk a byte array of tag fingerprints, small
-//! enough to stay in cache, and read the one slot whose fingerprint
-//! matches; that slot is prefetched a few records ahead, which is what
-//! makes a batch over many keys run at memory-parallel speed. Large slot
-//! arrays sit on huge pages ([`super::huge`]).
+//! enough to stay in cache, 16 bytes at a time ([`Group`]), and read the
+//! one slot whose fingerprint matches; that slot is prefetched a few
+//! records ahead, which is what makes a batch over many keys run at
+//! memory-parallel speed. Large slot arrays sit on huge pages
+//! ([`super::huge`]).
 
 use std::hash::BuildHasher;
 
@@ -20,6 +21,10 @@ use super::keys::FastState;
 
 /// Keys up to this many bytes are stored in the slot itself.
 pub(crate) const INLINE_KEY: usize = 16;
+
+/// Control bytes compared at once: a probe reads the 16 bytes from its
+/// position (the first 16 are mirrored past the end, so a group never wraps).
+const GROUP: usize = 16;
 
 /// Set in every live tag.
 const LIVE: u64 = 1 << 63;
@@ -31,6 +36,63 @@ const EMPTY_BYTE: u8 = 0;
 #[inline]
 fn fingerprint(tag: u64) -> u8 {
     (tag >> 48) as u8 | 1
+}
+
+/// The [`GROUP`] control bytes from one position, as bit masks (bit `b`
+/// for the byte at position + `b`): which hold a fingerprint, which are
+/// empty. A linear probe's path is the same as a byte-by-byte walk; it just
+/// skips the bytes that can neither match nor end it in one step.
+struct Group {
+    matches: u32,
+    empties: u32,
+}
+
+impl Group {
+    #[inline(always)]
+    #[allow(
+        clippy::inline_always,
+        reason = "hot per-record path: measured, the calls were not inlined"
+    )]
+    fn load(ctrl: &[u8], at: usize, fp: u8) -> Self {
+        let bytes: &[u8; GROUP] = ctrl[at..at + GROUP].try_into().expect("a whole group");
+        #[cfg(target_arch = "x86_64")]
+        {
+            use core::arch::x86_64::{
+                __m128i, _mm_cmpeq_epi8, _mm_loadu_si128, _mm_movemask_epi8, _mm_set1_epi8,
+                _mm_setzero_si128,
+            };
+            // SAFETY: SSE2 is part of the x86_64 baseline; the load reads
+            // the 16 bytes of `bytes` (unaligned loads allow any address).
+            #[allow(
+                clippy::cast_ptr_alignment,
+                reason = "_mm_loadu_si128 reads from any alignment"
+            )]
+            unsafe {
+                let g = _mm_loadu_si128(bytes.as_ptr().cast::<__m128i>());
+                let matches = _mm_movemask_epi8(_mm_cmpeq_epi8(g, _mm_set1_epi8(fp as i8)));
+                let empties = _mm_movemask_epi8(_mm_cmpeq_epi8(g, _mm_setzero_si128()));
+                Self {
+                    matches: matches as u32,
+                    empties: empties as u32,
+                }
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let (mut matches, mut empties) = (0, 0);
+            for (b, &c) in bytes.iter().enumerate() {
+                matches |= u32::from(c == fp) << b;
+                empties |= u32::from(c == EMPTY_BYTE) << b;
+            }
+            Self { matches, empties }
+        }
+    }
+
+    /// The matches before the first empty byte (past it, the probe ends).
+    #[inline]
+    fn candidates(&self) -> u32 {
+        self.matches & self.empties.wrapping_sub(1) & !self.empties
+    }
 }
 
 #[derive(Clone, Copy, Default)]
@@ -57,10 +119,11 @@ pub(crate) struct Slot<S> {
 pub(crate) struct StartTable<S> {
     pub start: i64,
     /// One byte per slot: [`EMPTY_BYTE`], or a fingerprint of the slot's
-    /// tag ([`fingerprint`]). Probes walk these bytes (a table of 100,000
-    /// keys has 128 KiB of them, which stay in cache) and read a slot only
-    /// when its fingerprint matches, so a lookup reads one slot line, and a
-    /// prefetch can fetch exactly that line.
+    /// tag ([`fingerprint`]), then a copy of the first [`GROUP`] bytes.
+    /// Probes walk these bytes (a table of 100,000 keys has 128 KiB of
+    /// them, which stay in cache) and read a slot only when its fingerprint
+    /// matches, so a lookup reads one slot line, and a prefetch can fetch
+    /// exactly that line.
     ctrl: Vec<u8>,
     /// Slots whose control byte is [`EMPTY_BYTE`] hold stale data.
     slots: HugeArray<Slot<S>>,
@@ -165,10 +228,10 @@ pub(crate) enum Upsert {
 
 impl<S: Copy + Default> StartTable<S> {
     fn with_capacity(start: i64, capacity: usize) -> Self {
-        let capacity = capacity.next_power_of_two().max(8);
+        let capacity = capacity.next_power_of_two().max(GROUP);
         Self {
             start,
-            ctrl: vec![EMPTY_BYTE; capacity],
+            ctrl: vec![EMPTY_BYTE; capacity + GROUP],
             slots: HugeArray::filled(capacity, Slot::default()),
             long_keys: Vec::new(),
             mask: capacity - 1,
@@ -195,6 +258,15 @@ impl<S: Copy + Default> StartTable<S> {
         self.slots.len()
     }
 
+    /// Sets slot `i`'s control byte (and its mirror past the end).
+    #[inline]
+    fn set_ctrl(&mut self, i: usize, c: u8) {
+        self.ctrl[i] = c;
+        if i < GROUP {
+            self.ctrl[self.mask + 1 + i] = c;
+        }
+    }
+
     /// Prefetches the slot that a lookup of `tag` will read: the first
     /// one on its probe path whose control byte matches (its slot), or is
     /// empty (where it will be created).
@@ -203,13 +275,25 @@ impl<S: Copy + Default> StartTable<S> {
         let fp = fingerprint(tag);
         let mut i = tag as usize & self.mask;
         loop {
-            let c = self.ctrl[i];
-            if c == fp || c == EMPTY_BYTE {
-                prefetch_read(self.slots.as_ptr().wrapping_add(i).cast());
+            let g = Group::load(&self.ctrl, i, fp);
+            let hits = g.matches | g.empties;
+            if hits != 0 {
+                let at = (i + hits.trailing_zeros() as usize) & self.mask;
+                prefetch_read(self.slots.as_ptr().wrapping_add(at).cast());
                 return;
             }
-            i = (i + 1) & self.mask;
+            i = (i + GROUP) & self.mask;
         }
+    }
+
+    /// Prefetches the control bytes that a lookup (or a [`Self::prefetch`])
+    /// of `tag` reads first: with several large tables live they no longer
+    /// stay in cache, and the slot prefetch would wait for them.
+    #[inline]
+    fn prefetch_ctrl(&self, tag: u64) {
+        let at = self.ctrl.as_ptr().wrapping_add(tag as usize & self.mask);
+        prefetch_read(at.cast());
+        prefetch_read(at.wrapping_add(GROUP - 1).cast());
     }
 
     #[inline]
@@ -239,20 +323,24 @@ impl<S: Copy + Default> StartTable<S> {
         let fp = fingerprint(tag);
         let mut i = tag as usize & self.mask;
         loop {
-            let c = self.ctrl[i];
-            if c == EMPTY_BYTE {
+            let g = Group::load(&self.ctrl, i, fp);
+            let mut candidates = g.candidates();
+            while candidates != 0 {
+                let at = (i + candidates.trailing_zeros() as usize) & self.mask;
+                let slot = &self.slots[at];
+                if slot.tag == tag && self.key_eq(&slot.key, key, probe) {
+                    return Upsert::Found(at as u32);
+                }
+                candidates &= candidates - 1;
+            }
+            if g.empties != 0 {
+                i = (i + g.empties.trailing_zeros() as usize) & self.mask;
                 break;
             }
-            if c == fp {
-                let slot = &self.slots[i];
-                if slot.tag == tag && self.key_eq(&slot.key, key, probe) {
-                    return Upsert::Found(i as u32);
-                }
-            }
-            i = (i + 1) & self.mask;
+            i = (i + GROUP) & self.mask;
         }
         let slot_key = self.make_key(key, probe);
-        self.ctrl[i] = fp;
+        self.set_ctrl(i, fp);
         self.slots[i] = Slot {
             tag,
             key: slot_key,
@@ -284,7 +372,7 @@ impl<S: Copy + Default> StartTable<S> {
             &mut self.slots,
             HugeArray::filled(capacity, Slot::default()),
         );
-        let ctrl = std::mem::replace(&mut self.ctrl, vec![EMPTY_BYTE; capacity]);
+        let ctrl = std::mem::replace(&mut self.ctrl, vec![EMPTY_BYTE; capacity + GROUP]);
         self.mask = capacity - 1;
         self.grow_at = capacity / 5 * 4;
         self.dirty.clear();
@@ -293,7 +381,7 @@ impl<S: Copy + Default> StartTable<S> {
             while self.ctrl[i] != EMPTY_BYTE {
                 i = (i + 1) & self.mask;
             }
-            self.ctrl[i] = fingerprint(slot.tag);
+            self.set_ctrl(i, fingerprint(slot.tag));
             self.slots[i] = slot;
             if slot.dirty {
                 self.dirty.push(i as u32);
@@ -322,7 +410,7 @@ impl<S: Copy + Default> StartTable<S> {
 
     /// Indices of the occupied slots.
     pub fn occupied(&self) -> impl Iterator<Item = u32> + '_ {
-        self.ctrl
+        self.ctrl[..self.capacity()]
             .iter()
             .enumerate()
             .filter(|(_, c)| **c != EMPTY_BYTE)
@@ -444,9 +532,17 @@ impl<S: Copy + Default> Tables<S> {
     /// The table of `start`, created if needed.
     #[inline]
     pub fn get_or_create(&mut self, start: i64) -> &mut StartTable<S> {
-        if let Some(p) = self.find(start) {
-            return &mut self.live[p];
-        }
+        let p = match self.find(start) {
+            Some(p) => p,
+            None => self.create(start),
+        };
+        &mut self.live[p]
+    }
+
+    /// Adds a table for `start` (not live yet); returns its position.
+    #[cold]
+    #[inline(never)]
+    fn create(&mut self, start: i64) -> usize {
         let at = self
             .live
             .iter()
@@ -463,13 +559,21 @@ impl<S: Copy + Default> Tables<S> {
             _ => StartTable::with_capacity(start, capacity),
         };
         self.live.insert(at, table);
-        &mut self.live[at]
+        at
     }
 
     #[inline]
     pub fn prefetch(&self, start: i64, tag: u64) {
         if let Some(p) = self.find(start) {
             self.live[p].prefetch(tag);
+        }
+    }
+
+    /// See [`StartTable::prefetch_ctrl`].
+    #[inline]
+    pub fn prefetch_ctrl(&self, start: i64, tag: u64) {
+        if let Some(p) = self.find(start) {
+            self.live[p].prefetch_ctrl(tag);
         }
     }
 
@@ -565,6 +669,50 @@ mod tests {
         let mut want = keys.clone();
         want.sort();
         assert_eq!(seen, want);
+    }
+
+    /// Keys with one tag (so one home slot and one fingerprint) fill a run
+    /// that wraps past the end of the table, through the mirrored control
+    /// bytes, and across growth; each is found again in its own slot.
+    #[test]
+    fn colliding_keys_wrap_and_survive_growth() {
+        let mut t: StartTable<i64> = StartTable::with_capacity(0, 32);
+        let last = t.mask as u64;
+        let keys: Vec<Vec<u8>> = (0..60).map(|i| format!("k{i}").into_bytes()).collect();
+        // Half the keys share the last slot as home, the rest start at slot
+        // 0 with another fingerprint, so the two runs interleave.
+        let probe = |n: usize, k: &[u8]| {
+            let tag = if n.is_multiple_of(2) {
+                LIVE | last
+            } else {
+                LIVE | (7 << 48)
+            };
+            Probe::with_tag(k, tag)
+        };
+        for (n, k) in keys.iter().enumerate() {
+            let Upsert::Created(i) = t.upsert(k, &probe(n, k)) else {
+                panic!("key {n} found before it was added")
+            };
+            t.slot_mut(i).state = n as i64;
+            for (m, seen) in keys[..=n].iter().enumerate() {
+                let Upsert::Found(i) = t.upsert(seen, &probe(m, seen)) else {
+                    panic!("key {m} lost after adding key {n}")
+                };
+                assert_eq!(t.slot(i).state, m as i64);
+                assert_eq!(t.key(i), &seen[..]);
+            }
+        }
+        assert_eq!(t.len(), keys.len());
+        assert!(t.capacity() >= 64, "the table grew");
+        let mirror = &t.ctrl[t.capacity()..];
+        assert_eq!(mirror, &t.ctrl[..GROUP]);
+        for pos in 0..t.capacity() {
+            let g = Group::load(&t.ctrl, pos, 0);
+            for b in 0..GROUP {
+                let c = t.ctrl[(pos + b) & t.mask];
+                assert_eq!(g.empties >> b & 1 == 1, c == EMPTY_BYTE, "{pos}+{b}");
+            }
+        }
     }
 
     #[test]

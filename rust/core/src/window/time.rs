@@ -40,7 +40,8 @@ use crate::store::{SegmentFactory, WindowStore};
 /// the two loops apart keeps each short; the chunk's arrays stay in cache.
 const CHUNK: usize = 256;
 
-/// How many rows ahead the aggregation loop prefetches window slots.
+/// How many rows ahead the aggregation loop prefetches window slots; the
+/// control bytes that find them are prefetched twice as far ahead.
 const LOOKAHEAD: usize = 16;
 
 /// Why a prepared row is skipped.
@@ -383,16 +384,20 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
     }
 
     /// Prefetches the window slots of prepared row `j` (of its first 8
-    /// windows).
+    /// windows), or only the control bytes that find them.
     #[inline]
-    fn prefetch(&self, ts: i64, p: &Prepared, j: usize) {
+    fn prefetch(&self, ts: i64, p: &Prepared, j: usize, ctrl_only: bool) {
         if p.skip[j] != KEEP {
             return;
         }
         let mut start = p.firsts[j];
         let last = ts.min(start.saturating_add(7 * self.windows.advance()));
         while start <= last {
-            self.tables.prefetch(start, p.tags[j]);
+            if ctrl_only {
+                self.tables.prefetch_ctrl(start, p.tags[j]);
+            } else {
+                self.tables.prefetch(start, p.tags[j]);
+            }
             start += self.windows.advance();
         }
     }
@@ -423,13 +428,19 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
             self.windows.advance(),
             self.windows.grace(),
         );
+        for (j, &ts) in timestamps.iter().enumerate().take(2 * LOOKAHEAD) {
+            self.prefetch(ts, p, j, true);
+        }
         for (j, &ts) in timestamps.iter().enumerate().take(LOOKAHEAD) {
-            self.prefetch(ts, p, j);
+            self.prefetch(ts, p, j, false);
         }
         let (mut expired, mut null_keys, mut null_values, mut negative) = (0, 0, 0, 0);
         for (j, &ts) in timestamps.iter().enumerate() {
+            if let Some(&ahead) = timestamps.get(j + 2 * LOOKAHEAD) {
+                self.prefetch(ahead, p, j + 2 * LOOKAHEAD, true);
+            }
             if let Some(&ahead) = timestamps.get(j + LOOKAHEAD) {
-                self.prefetch(ahead, p, j + LOOKAHEAD);
+                self.prefetch(ahead, p, j + LOOKAHEAD, false);
             }
             match p.skip[j] {
                 KEEP => {}
