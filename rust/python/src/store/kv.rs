@@ -334,6 +334,7 @@ fn apply_in_key_order<'a>(
     for (j, &i) in order.iter().enumerate() {
         if let Some(&next) = order.get(j + PREFETCH_AHEAD) {
             prefetch(key(next as usize));
+            kv.prefetch(key(next as usize));
             if let Some(v) = value(next as usize) {
                 prefetch(v);
                 prefetch(v.get(64..).unwrap_or_default());
