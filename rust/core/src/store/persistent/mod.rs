@@ -357,8 +357,10 @@ impl PersistentKeyValueStore {
     /// headers are written as puts.
     pub fn restore_batch(&mut self, batch: &ReadBatch, n: usize) -> Result<()> {
         for i in 0..n {
-            if let Some(next) = (i + PREFETCH_AHEAD < n).then(|| batch.key(i + PREFETCH_AHEAD)) {
-                self.index.prefetch(next.unwrap_or_default());
+            if i + PREFETCH_AHEAD < n
+                && let Some(next) = batch.key(i + PREFETCH_AHEAD)
+            {
+                self.index.prefetch(next);
             }
             let Some(key) = batch.key(i) else {
                 return Err(Error::Store(format!(
