@@ -112,6 +112,10 @@ impl KeyValueBytes for ChangeLogging<'_> {
         self.inner.prefers_key_order()
     }
 
+    fn prefetch(&self, key: &[u8]) {
+        self.inner.prefetch(key);
+    }
+
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         self.inner.put(key, value)?;
         if let Some(log) = self.log.as_deref_mut() {

@@ -69,6 +69,11 @@ pub trait KeyValueBytes: Send {
         false
     }
 
+    /// A hint from a batch that `key` is read or written soon: a store may
+    /// start fetching what that touches (the persistent store's index
+    /// slots), so that the cache misses of a batch's keys overlap.
+    fn prefetch(&self, _key: &[u8]) {}
+
     /// Stores `value`, or deletes the key when `value` is None.
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()>;
 

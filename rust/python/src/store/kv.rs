@@ -334,6 +334,7 @@ fn apply_in_key_order<'a>(
     for (j, &i) in order.iter().enumerate() {
         if let Some(&next) = order.get(j + PREFETCH_AHEAD) {
             prefetch(key(next as usize));
+            kv.prefetch(key(next as usize));
             if let Some(v) = value(next as usize) {
                 prefetch(v);
                 prefetch(v.get(64..).unwrap_or_default());
@@ -358,11 +359,11 @@ fn prefetch(bytes: &[u8]) {
     let _ = bytes;
 }
 
-/// Replays `[from_offset, to_offset)` of a changelog partition into `kv`
-/// (None value = delete); returns the records applied and the offset to
-/// continue from.
+/// Replays `[from_offset, to_offset)` of a changelog partition into the
+/// store (None value = delete); returns the records applied and the offset
+/// to continue from.
 fn restore(
-    kv: &mut dyn KeyValueBytes,
+    store: &mut Backend,
     log: &Log,
     topic: &str,
     partition: u32,
@@ -395,12 +396,16 @@ fn restore(
                 batch.offsets[i]
             )));
         }
-        apply_in_key_order(
-            kv,
-            n,
-            |i| batch.key(i).unwrap_or_default(),
-            |i| batch.value(i),
-        )?;
+        match store {
+            // Copies the changelog's frames as they are (no CRC computed).
+            Backend::Persistent(store) => store.restore_batch(&batch, n)?,
+            Backend::Memory(store) => apply_in_key_order(
+                store,
+                n,
+                |i| batch.key(i).unwrap_or_default(),
+                |i| batch.value(i),
+            )?,
+        }
         applied += n as u64;
         if n < batch.len() {
             return Ok((applied, end));
@@ -918,7 +923,7 @@ impl NativeKeyValueStore {
         let log = &log.get().log;
         let topic = topic.to_str()?;
         self.detached(py, |b| {
-            restore(b.unlogged(), log, topic, partition, from_offset, to_offset)
+            restore(&mut b.store, log, topic, partition, from_offset, to_offset)
         })
     }
 

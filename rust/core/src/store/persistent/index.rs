@@ -11,13 +11,13 @@
 //! deleted entry stays in the run, marked, until the next merge. The view
 //! holds the locations too, so a scan reads no hash entries.
 
-use std::collections::hash_map::Entry;
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Mutex, PoisonError};
 
 use super::Location;
 use super::key::IndexKey;
+use super::table::KeyTable;
 use crate::window::keys::FastState;
 
 /// The keys added since the run was sorted are merged into it once there
@@ -31,7 +31,7 @@ const DELETED: u32 = u32::MAX;
 
 /// Every live key and where its latest value is.
 pub(super) struct KeyIndex {
-    map: HashMap<IndexKey, Location, FastState>,
+    map: KeyTable,
     /// Locked only by scans (`&self`); writers reach it with `get_mut`.
     order: Mutex<Order>,
 }
@@ -84,7 +84,7 @@ impl Order {
 
     /// Builds the view, or folds the added keys into the run when there
     /// are enough of them (or enough deleted entries in it).
-    fn refresh(&mut self, map: &HashMap<IndexKey, Location, FastState>) {
+    fn refresh(&mut self, map: &KeyTable) {
         if !self.built {
             self.run = map.iter().map(|(k, l)| (k.clone(), *l)).collect();
             self.run.sort_unstable_by(|a, b| a.0.cmp(&b.0));
@@ -130,18 +130,18 @@ impl KeyIndex {
     /// buckets: sequential writes.
     pub fn with_hasher(hasher: FastState) -> Self {
         KeyIndex {
-            map: HashMap::with_hasher(hasher),
+            map: KeyTable::with_hasher(hasher),
             order: Mutex::new(Order::default()),
         }
     }
 
     pub fn hasher(&self) -> FastState {
-        *self.map.hasher()
+        self.map.hasher()
     }
 
     #[inline]
     pub fn get(&self, key: &[u8]) -> Option<Location> {
-        self.map.get(key).copied()
+        self.map.get(key)
     }
 
     pub fn len(&self) -> usize {
@@ -151,24 +151,16 @@ impl KeyIndex {
     /// Points `key` at `loc`; returns where it pointed before.
     #[inline]
     pub fn insert(&mut self, key: &[u8], loc: Location) -> Option<Location> {
-        // A short key is owned without an allocation: one probe through
-        // the entry. A long one is only boxed when it is new.
-        let old = if let Some(short) = IndexKey::inline(key) {
-            match self.map.entry(short) {
-                Entry::Occupied(mut e) => Some(e.insert(loc)),
-                Entry::Vacant(e) => {
-                    e.insert(loc);
-                    None
-                }
-            }
-        } else if let Some(slot) = self.map.get_mut(key) {
-            Some(std::mem::replace(slot, loc))
-        } else {
-            self.map.insert(key.into(), loc);
-            None
-        };
+        let old = self.map.insert(key, loc);
         self.order_mut().on_write(key, loc, old.is_none());
         old
+    }
+
+    /// Hints the CPU to fetch what a write or lookup of `key` touches
+    /// first (a batch prefetches a few keys ahead).
+    #[inline]
+    pub fn prefetch(&self, key: &[u8]) {
+        self.map.prefetch(key);
     }
 
     /// Room for `additional` more keys without growing on the way.
@@ -211,7 +203,7 @@ impl KeyIndex {
     /// view, if built, becomes that list, with nothing added or deleted.
     pub fn relocate_all(&mut self, entries: Vec<(IndexKey, Location)>) {
         for (key, loc) in &entries {
-            if let Some(l) = self.map.get_mut(&**key) {
+            if let Some(l) = self.map.get_mut(key) {
                 *l = *loc;
             }
         }

@@ -18,6 +18,12 @@ pub(super) enum IndexKey {
 }
 
 impl IndexKey {
+    /// The empty key (what a vacant slot of the hash table holds).
+    pub const EMPTY: IndexKey = IndexKey::Inline {
+        len: 0,
+        bytes: [0; INLINE],
+    };
+
     /// The key as an inline `IndexKey`, if it is short enough: lookups with
     /// it compare words instead of calling `memcmp` per node entry.
     #[inline]

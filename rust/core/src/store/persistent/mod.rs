@@ -21,6 +21,7 @@ pub(crate) mod mmap;
 mod recovery;
 mod segment_log;
 mod snapshot;
+mod table;
 
 use std::fs;
 use std::ops::Bound;
@@ -32,14 +33,18 @@ use self::files::{
 };
 use self::index::KeyIndex;
 use self::recovery::COMMIT_HEADER;
-use self::segment_log::{SegmentLog, data_frame_size};
+use self::segment_log::{KEY_LEN_AT, SegmentLog, data_frame_size};
 use self::snapshot::SegmentStamp;
 use crate::error::{Error, Result};
-use crate::log::Header;
-use crate::log::format::MIN_FRAME;
+use crate::log::format::{self, BODY_AT, MIN_FRAME, OFFSET_AT};
+use crate::log::{Header, ReadBatch};
 
 /// The timestamp of records written without one (Kafka's `NO_TIMESTAMP`).
 pub const NO_TIMESTAMP: i64 = -1;
+
+/// Batch writes prefetch the index slots of the key this many writes ahead
+/// (their cache misses then overlap).
+const PREFETCH_AHEAD: usize = 8;
 
 /// Tuning of a [`PersistentKeyValueStore`].
 #[derive(Debug, Clone, PartialEq)]
@@ -333,8 +338,64 @@ impl PersistentKeyValueStore {
         &mut self,
         entries: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)>,
     ) -> Result<()> {
-        for (key, value, timestamp) in entries {
+        let entries: Vec<_> = entries.into_iter().collect();
+        for (i, &(key, value, timestamp)) in entries.iter().enumerate() {
+            if let Some(&(next, ..)) = entries.get(i + PREFETCH_AHEAD) {
+                self.index.prefetch(next);
+            }
             self.put_with_timestamp(key, value, timestamp)?;
+        }
+        Ok(())
+    }
+
+    /// Applies the first `n` records of a changelog batch read from the
+    /// embedded log, in order (a null value deletes the key), without
+    /// logging them again; each keeps its record timestamp.
+    ///
+    /// A changelog record's frame and a store frame have the same format, so
+    /// a record without headers is copied into the store as it is, under
+    /// the store's next sequence number, and its CRC (checked when the log
+    /// read it) is carried over instead of computed again. Records with
+    /// headers are written as puts.
+    pub fn restore_batch(&mut self, batch: &ReadBatch, n: usize) -> Result<()> {
+        for i in 0..n {
+            if i + PREFETCH_AHEAD < n
+                && let Some(next) = batch.key(i + PREFETCH_AHEAD)
+            {
+                self.index.prefetch(next);
+            }
+            let Some(key) = batch.key(i) else {
+                return Err(Error::Store(format!(
+                    "changelog record at offset {} has no key",
+                    batch.offsets[i]
+                )));
+            };
+            let value = batch.value(i);
+            let Some(frame) = changelog_frame(batch, i) else {
+                self.put_with_timestamp(key, value, batch.timestamps[i])?;
+                continue;
+            };
+            let old = if let Some(v) = value {
+                let (seg, pos) = self.log.append_copy(frame)?;
+                let loc = Location {
+                    seg,
+                    pos,
+                    value_len: v.len() as u32,
+                };
+                self.live_bytes += frame.len() as u64;
+                self.index.insert(key, loc)
+            } else {
+                // As in `put_with_timestamp`: no value, no tombstone needed.
+                if self.location(key).is_none() {
+                    continue;
+                }
+                self.log.append_copy(frame)?;
+                self.index.remove(key)
+            };
+            if let Some(old) = old {
+                self.live_bytes -= data_frame_size(key.len(), old.value_len as usize) as u64;
+            }
+            self.dirty = true;
         }
         Ok(())
     }
@@ -547,6 +608,26 @@ impl Drop for PersistentKeyValueStore {
     }
 }
 
+/// The frame of record `i` of a batch the embedded log read, when it is a
+/// data frame a store may hold as it is (no headers). The log reads whole
+/// frames into `batch.data` and points the key and value spans into them;
+/// the frame's own length, offset and timestamp fields are checked against
+/// the batch, so any other layout is only a missed shortcut.
+fn changelog_frame(batch: &ReadBatch, i: usize) -> Option<&[u8]> {
+    let key = batch.keys[i]?;
+    let start = key.start.checked_sub(KEY_LEN_AT + 4)?;
+    let value_len = batch.values[i].map_or(0, |v| v.len);
+    let size = data_frame_size(key.len, value_len);
+    let frame = batch.data.get(start..start.checked_add(size)?)?;
+    let value_at = start + KEY_LEN_AT + 8 + key.len;
+    let fits = batch.headers[i].is_empty()
+        && batch.values[i].is_none_or(|v| v.start == value_at)
+        && format::frame_size(format::u32_at(frame, 0)) == Some(size)
+        && format::u64_at(frame, OFFSET_AT) == batch.offsets[i]
+        && format::i64_at(frame, BODY_AT) == batch.timestamps[i];
+    fits.then_some(frame)
+}
+
 fn now_ms() -> i64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
@@ -569,6 +650,10 @@ impl super::KeyValueBytes for PersistentKeyValueStore {
         f: &mut dyn FnMut(usize, &[u8]),
     ) -> Result<()> {
         PersistentKeyValueStore::get_many_with(self, n, key, f)
+    }
+
+    fn prefetch(&self, key: &[u8]) {
+        self.index.prefetch(key);
     }
 
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
@@ -594,5 +679,41 @@ impl super::KeyValueBytes for PersistentKeyValueStore {
 
     fn flush(&mut self) -> Result<()> {
         PersistentKeyValueStore::flush(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::log::{Log, RecordBatchBuilder, TopicConfig};
+
+    /// Records without headers are copied (their frames found in the
+    /// batch); a record with headers is not.
+    #[test]
+    fn changelog_frames_are_found_for_records_without_headers() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let log = Log::open(dir.path()).unwrap();
+        log.create_topic("cl", TopicConfig::new(1)).unwrap();
+        let mut b = RecordBatchBuilder::new();
+        let header = [Header {
+            key: "h",
+            value: None,
+        }];
+        b.push(7, Some(b"a"), Some(b"value"), &[]);
+        b.push(8, Some(b"bb"), None, &[]);
+        b.push(9, Some(b"c"), Some(b""), &[]);
+        b.push(10, Some(b"d"), Some(b"v"), &header);
+        log.append("cl", 0, &b).unwrap();
+        let batch = log.read("cl", 0, 1, 10, usize::MAX).unwrap();
+        assert_eq!(batch.offsets, [1, 2, 3]);
+        let found: Vec<Option<&[u8]>> = (0..3).map(|i| changelog_frame(&batch, i)).collect();
+        for (i, frame) in found[..2].iter().enumerate() {
+            let frame = frame.expect("a frame without headers is found");
+            assert_eq!(format::u64_at(frame, OFFSET_AT), batch.offsets[i]);
+            assert!(format::crc_ok(frame));
+            let view = format::decode(frame).unwrap();
+            assert_eq!(view.key(frame), batch.key(i));
+        }
+        assert_eq!(found[2], None);
     }
 }
