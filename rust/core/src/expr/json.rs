@@ -37,6 +37,9 @@ pub struct FieldTree {
 struct Trie {
     children: Vec<(String, Trie)>,
     slot: Option<usize>,
+    /// The slot is only copied into output JSON: its cell is the value's
+    /// text ([`raw_cell`]), not decoded.
+    raw: bool,
 }
 
 impl Trie {
@@ -80,6 +83,21 @@ impl FieldTree {
             self.paths.push(path.to_vec());
             next
         })
+    }
+
+    /// Marks `slot` as only copied into output JSON: its cells are
+    /// [`raw_cell`]s of the value's text, whose writing is a copy when the
+    /// text is already in the writer's form.
+    pub fn set_raw(&mut self, slot: usize) {
+        let mut node = &mut self.root;
+        for segment in &self.paths[slot] {
+            node = node
+                .children
+                .iter_mut()
+                .find_map(|(n, t)| (n == segment).then_some(t))
+                .expect("a slot's path is in the tree");
+        }
+        node.raw = true;
     }
 
     pub fn len(&self) -> usize {
@@ -139,7 +157,11 @@ impl FieldTree {
             // The value itself is read (the empty path): keep its text.
             let raw: &'a RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
             text = raw.get();
-            row[slot] = leaf(text).map_err(|e| e.to_string())?;
+            row[slot] = if self.root.raw {
+                raw_cell(text)
+            } else {
+                leaf(text).map_err(|e| e.to_string())?
+            };
             if self.root.children.is_empty() {
                 return Ok(());
             }
@@ -284,7 +306,13 @@ impl<'a> Scanner<'a> {
                             row[slot] = Value::Json(Cow::Borrowed(self.text(start)), false);
                         }
                     } else if let Some(slot) = child.slot {
-                        self.cell(&mut row[slot])?;
+                        if child.raw {
+                            let start = self.i;
+                            self.skip()?;
+                            row[slot] = raw_cell(self.text(start));
+                        } else {
+                            self.cell(&mut row[slot])?;
+                        }
                     } else {
                         self.skip()?;
                     }
@@ -520,6 +548,23 @@ fn leaf(text: &str) -> Result<Value<'_>, serde_json::Error> {
     })
 }
 
+/// A copied field's cell: its text (valid JSON), marked normalized when
+/// [`write_value`] would write it as it is, so writing it is a copy. That
+/// is: a string with no escape and no character beyond the BMP (which
+/// Jackson writes as surrogate escapes), an integer but `-0`, a literal.
+/// Other texts (floats, `-0`, escaped strings, objects, arrays) are
+/// rewritten in the writer's form when written.
+fn raw_cell(text: &str) -> Value<'_> {
+    let b = text.as_bytes();
+    let normalized = match b[0] {
+        b'"' => !b.iter().any(|&c| c == b'\\' || c >= 0xF0),
+        b'{' | b'[' => false,
+        b't' | b'f' | b'n' => true,
+        _ => !text.starts_with("-0") && !b.iter().any(|&c| matches!(c, b'.' | b'e' | b'E')),
+    };
+    Value::Json(Cow::Borrowed(text), normalized)
+}
+
 /// Walks an object, keeping the fields under `trie` and skipping the rest.
 struct ObjectSeed<'t, 'r, 'a> {
     trie: &'t Trie,
@@ -556,7 +601,11 @@ impl<'de> Visitor<'de> for ObjectSeed<'_, '_, 'de> {
                 Some(slot) => {
                     let raw: &'de RawValue = map.next_value()?;
                     let text = raw.get();
-                    row[slot] = leaf(text).map_err(de::Error::custom)?;
+                    row[slot] = if child.raw {
+                        raw_cell(text)
+                    } else {
+                        leaf(text).map_err(de::Error::custom)?
+                    };
                     if !child.children.is_empty() && text.starts_with('{') {
                         // Both `a` and `a.b` are read: walk `a`'s text again.
                         let mut inner = serde_json::Deserializer::from_str(text);
@@ -848,10 +897,26 @@ mod tests {
         );
     }
 
-    /// The scanner and `serde_json` agree on what is JSON and on every cell.
+    /// `tree` with every slot copied rather than decoded.
+    fn raw_tree(paths: &[&str]) -> FieldTree {
+        let mut t = tree(paths);
+        for slot in 0..t.len() {
+            t.set_raw(slot);
+        }
+        t
+    }
+
+    /// The scanner and `serde_json` agree on what is JSON and on every cell
+    /// (decoded, and copied).
     #[test]
     fn the_scanner_agrees_with_serde_json() {
-        let t = tree(&["a", "b.c", "b", "s", "d.e.f"]);
+        let paths = ["a", "b.c", "b", "s", "d.e.f"];
+        for t in [tree(&paths), raw_tree(&paths)] {
+            scanner_agrees_with_serde_json(&t);
+        }
+    }
+
+    fn scanner_agrees_with_serde_json(t: &FieldTree) {
         let docs = [
             r#"{"a":1,"b":{"c":[1,{"x":"}"}],"z":null},"s":"x\"y"}"#,
             r#" { "a" : -0.5e+3 , "s" : "\u00e9\ud83d\ude00" , "q" : [ [ ] , { } , "\ud800" ] } "#,
@@ -918,11 +983,68 @@ mod tests {
         assert!(scan_object(checked[1].as_bytes(), &t.root, &mut row).is_some());
     }
 
+    /// A copied cell is written as the decoded cell is, and as it is read
+    /// when marked normalized: integers but `-0`, strings without escapes
+    /// or characters beyond the BMP, literals.
+    #[test]
+    fn copied_cells_are_written_as_decoded_ones() {
+        let texts = [
+            ("0", true),
+            ("-12", true),
+            ("1700000000000", true),
+            ("-9223372036854775808", true),
+            ("123456789012345678901234", true),
+            ("-9223372036854775809", true),
+            ("-0", false),
+            ("1.0e2", false),
+            ("1e2", false),
+            ("1E-7", false),
+            ("1.5", false),
+            ("-0.0", false),
+            ("1e400", false),
+            (r#""abc""#, true),
+            (r#""""#, true),
+            ("\"d\u{e9}j\u{e0} \u{7ff}\u{ffff}\"", true),
+            ("\"\u{1F600}\"", false),
+            (r#""\u0041""#, false),
+            (r#""\/""#, false),
+            (r#""\ud83d\ude00""#, false),
+            (r#""\"\\\n""#, false),
+            ("true", true),
+            ("false", true),
+            ("null", true),
+            (r#"{ "a" : 1 }"#, false),
+            ("[1, 2.0]", false),
+            ("[]", false),
+            ("{}", false),
+        ];
+        for (text, normalized) in texts {
+            let copied = raw_cell(text);
+            assert!(
+                matches!(copied, Value::Json(_, n) if n == normalized),
+                "{text}: {copied:?}"
+            );
+            let mut from_copy = String::new();
+            write_value(&mut from_copy, &copied);
+            let mut from_cell = String::new();
+            write_value(&mut from_cell, &leaf(text).unwrap());
+            assert_eq!(from_copy, from_cell, "{text}");
+            if normalized {
+                assert_eq!(from_copy, text);
+            }
+        }
+    }
+
     /// UTF-8 is checked in strings only, and long strings are scanned in
     /// chunks: both still agree with `from_utf8` + `serde_json` byte for byte.
     #[test]
     fn the_scanner_checks_utf8_and_long_strings() {
-        let t = tree(&["a", "s"]);
+        for t in [tree(&["a", "s"]), raw_tree(&["a", "s"])] {
+            scanner_checks_utf8_and_long_strings(&t);
+        }
+    }
+
+    fn scanner_checks_utf8_and_long_strings(t: &FieldTree) {
         let long = "abcdefghijklmnopqrstuvwxyz0123456789";
         let mut docs: Vec<Vec<u8>> = vec![
             b"{\"a\":\"ok\xff\"}".to_vec(),
