@@ -308,8 +308,8 @@ impl<'a> Scanner<'a> {
                     } else if let Some(slot) = child.slot {
                         if child.raw {
                             let start = self.i;
-                            self.skip()?;
-                            row[slot] = raw_cell(self.text(start));
+                            let normalized = self.raw()?;
+                            row[slot] = Value::Json(Cow::Borrowed(self.text(start)), normalized);
                         } else {
                             self.cell(&mut row[slot])?;
                         }
@@ -389,12 +389,41 @@ impl<'a> Scanner<'a> {
         Some(())
     }
 
+    /// A value (at its first byte), checked and skipped; whether its text is
+    /// in the writer's form, as [`raw_cell`] decides (without a second pass).
+    fn raw(&mut self) -> Option<bool> {
+        let start = self.i;
+        match self.peek()? {
+            b'"' => {
+                self.i += 1;
+                let (escaped, astral) = self.string_flags()?;
+                Some(!escaped && !astral)
+            }
+            b't' | b'f' | b'n' => {
+                self.skip()?;
+                Some(true)
+            }
+            b'{' | b'[' => {
+                self.skip()?;
+                Some(false)
+            }
+            _ => Some(!self.number()? && !self.b[start..].starts_with(b"-0")),
+        }
+    }
+
     /// The rest of a string after its opening quote; whether it has escapes.
     /// Non-ASCII content must be UTF-8.
     fn string(&mut self) -> Option<bool> {
+        self.string_flags().map(|(escaped, _)| escaped)
+    }
+
+    /// `string`, and whether the string has a character beyond the BMP
+    /// (a byte from 0xF0 up: a 4-byte sequence's lead).
+    fn string_flags(&mut self) -> Option<(bool, bool)> {
         let start = self.i;
         let mut escaped = false;
         let mut non_ascii = false;
+        let mut astral = false;
         loop {
             // Plain runs eight bytes at a time.
             while let Some(chunk) = self.b.get(self.i..self.i + 8) {
@@ -409,7 +438,8 @@ impl<'a> Scanner<'a> {
             match c {
                 b'"' => {
                     let content = &self.b[start..self.i - 1];
-                    return (!non_ascii || std::str::from_utf8(content).is_ok()).then_some(escaped);
+                    return (!non_ascii || std::str::from_utf8(content).is_ok())
+                        .then_some((escaped, astral));
                 }
                 b'\\' => {
                     escaped = true;
@@ -427,7 +457,10 @@ impl<'a> Scanner<'a> {
                     }
                 }
                 0..=0x1F => return None,
-                0x80.. => non_ascii = true,
+                0x80.. => {
+                    non_ascii = true;
+                    astral |= c >= 0xF0;
+                }
                 _ => {}
             }
         }
