@@ -40,6 +40,9 @@ struct Trie {
     /// The slot is only copied into output JSON: its cell is the value's
     /// text ([`raw_cell`]), not decoded.
     raw: bool,
+    /// This node's name, as a key, has nothing a JSON string escapes: the
+    /// same bytes in quotes are that key (`Scanner::expected_key`).
+    plain: bool,
 }
 
 impl Trie {
@@ -74,7 +77,12 @@ impl FieldTree {
             let at = if let Some(at) = node.children.iter().position(|(n, _)| n == segment) {
                 at
             } else {
-                node.children.push((segment.clone(), Trie::default()));
+                let plain = !segment.bytes().any(|c| c == b'"' || c == b'\\' || c < 0x20);
+                let child = Trie {
+                    plain,
+                    ..Trie::default()
+                };
+                node.children.push((segment.clone(), child));
                 node.children.len() - 1
             };
             node = &mut node.children[at].1;
@@ -287,11 +295,26 @@ impl<'a> Scanner<'a> {
         if self.eat(b'}').is_some() {
             return Some(());
         }
+        // Documents of a topic tend to have their keys in one order: the
+        // child after the last one found is tried first.
+        let mut hint = 0;
         loop {
-            let (key, escaped) = self.key()?;
+            let found = if self.expected_key(trie, hint) {
+                self.ws();
+                self.eat(b':')?;
+                Some(hint)
+            } else {
+                let (key, escaped) = self.key()?;
+                if escaped {
+                    return None;
+                }
+                trie.children.iter().position(|(n, _)| n.as_bytes() == key)
+            };
             self.ws();
-            match trie.child_bytes(key) {
-                _ if escaped => return None,
+            if let Some(at) = found {
+                hint = at + 1;
+            }
+            match found.map(|at| &trie.children[at].1) {
                 None => self.skip()?,
                 Some(child) => {
                     // A repeated key starts over: its last value counts (a
@@ -331,6 +354,23 @@ impl<'a> Scanner<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// Whether the text at the scanner is child `at`'s name in quotes (then
+    /// skipped): a key read with one comparison, not scanned as a string.
+    fn expected_key(&mut self, trie: &Trie, at: usize) -> bool {
+        let Some((name, child)) = trie.children.get(at) else {
+            return false;
+        };
+        let n = name.len();
+        let matched = child.plain
+            && self.b.get(self.i..self.i + n + 2).is_some_and(|text| {
+                text[0] == b'"' && text[n + 1] == b'"' && &text[1..=n] == name.as_bytes()
+            });
+        if matched {
+            self.i += n + 2;
+        }
+        matched
     }
 
     /// A key (at its quote) and the colon after it: its raw bytes, and
@@ -993,6 +1033,16 @@ mod tests {
             "",
             r#"{"a":NaN}"#,
             r#"{"a":Infinity}"#,
+            // Keys out of the tree's order, repeated, near misses, and a key
+            // found by its quoted name but not followed by a colon.
+            r#"{"s":"x","d":{"e":{"f":1}},"b":{"c":2},"a":3,"a":4}"#,
+            r#"{"ab":1,"a":2,"":3,"b":{"cc":1,"c":5}}"#,
+            r#"{"a" :1,"b" : {"c"	:	2}}"#,
+            r#"{"a" 1}"#,
+            r#"{"a"}"#,
+            r#"{"a""#,
+            r#"{"a"#,
+            r#"{"b":{"c""#,
         ];
         let deep = format!("{{\"z\":{}1{}}}", "[".repeat(5000), "]".repeat(5000));
         let mut checked = docs.map(str::to_owned).to_vec();
