@@ -213,3 +213,45 @@ def test_only_expression_chains_to_a_plain_sink_are_fused(tmp_path: Path) -> Non
     for i, topology in enumerate([fused, *others]):
         _, spy = run(tmp_path, topology, f"app-{i}")
         assert (spy.taken == 1) is (topology is fused)
+
+
+def test_copied_fields_are_byte_equal_to_the_json_serializer(tmp_path: Path) -> None:
+    """A struct that copies fields writes them as they were read only when
+    that is the serializer's form; numbers, strings and objects written in
+    other forms are rewritten, byte for byte as the Json serde writes the
+    same value from the lambda path."""
+    texts = [
+        b'{"i":1700000000000,"z":-0,"f":1.0e2,"s":"\\u0041\\/","e":"\xf0\x9f\x98\x80\xc3\xa9",'
+        b'"o":{ "k" : [1, 2.50, "\\u00e9", -0] },"t":true,"n":null,"p":7}',
+        b'{"i":-5,"z":0,"f":-0.0,"s":"plain","e":"x","o":[],"t":false,"n":7,"p":-3}',
+        b'{ "i" : 123456789012345678901234 , "z" : "-0" , "f" : 1E-7 , "s" : "" ,'
+        b' "e" : "\\ud83d\\ude00" , "o" : {} , "t" : "true" , "n" : "null" , "p" : 0 }',
+        b'{"i":9223372036854775807,"f":1e400,"s":"tab\\tquote\\"","o":[1.5e300,true],"p":1}',
+    ]
+    write_bids(tmp_path, [(b"k%d" % i, t, i) for i, t in enumerate(texts)])
+    names = ["i", "z", "f", "s", "e", "o", "t", "n", "m"]
+
+    def copies(b: StreamsBuilder, out: str) -> None:
+        members = {n: col(n) for n in names}
+        (
+            b.stream("bids", key_serde=S, value_serde=J)
+            .map_values(struct(**members, p=col("p") * 89 // 100))
+            .to(out, key_serde=S, value_serde=J)
+        )
+
+    def dicts(b: StreamsBuilder, out: str) -> None:
+        (
+            b.stream("bids", key_serde=S, value_serde=J)
+            .map_values(lambda v: {**{n: v.get(n) for n in names}, "p": v["p"] * 89 // 100})
+            .to(out, key_serde=S, value_serde=J)
+        )
+
+    _, spy = run(tmp_path, build(copies, "out"), "copies")
+    run(tmp_path, build(dicts, "out-lambdas"), "dicts")
+    assert spy.taken == 1
+    out = [r[3] for r in records(tmp_path, "out")]
+    assert out == [r[3] for r in records(tmp_path, "out-lambdas")]
+    assert out[0] == (
+        b'{"i":1700000000000,"z":0,"f":100.0,"s":"A/","e":"\\uD83D\\uDE00\xc3\xa9",'
+        b'"o":{"k":[1,2.5,"\xc3\xa9",0]},"t":true,"n":null,"m":null,"p":6}'
+    )

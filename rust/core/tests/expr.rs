@@ -260,3 +260,43 @@ fn a_field_read_twice() {
     let expr = bin(B::Add, col("a"), bin(B::Mul, col("a"), col("a")));
     assert_eq!(one(&expr, r#"{"a":3}"#), Value::Int(12));
 }
+
+/// Fields a struct only copies are copied as they were read when that is how
+/// they are written, and rewritten otherwise: the output equals that of the
+/// same fields decoded (here read by an operator too, which decodes them).
+#[test]
+fn copied_fields_are_written_as_decoded_ones() {
+    let names = ["i", "z", "f", "s", "e", "o", "t", "n", "m"];
+    let copied = Expr::Struct(names.iter().map(|&n| (n.into(), col(n))).collect());
+    // `x.is_null()` beside each field: every field decoded, none copied.
+    let decoded = Expr::Struct(
+        names
+            .iter()
+            .map(|&n| (n.into(), col(n)))
+            .chain(
+                names
+                    .iter()
+                    .map(|&n| (format!("{n}?"), un(U::IsNull, col(n)))),
+            )
+            .collect(),
+    );
+    let docs = [
+        r#"{"i":1700000000000,"z":-0,"f":1.0e2,"s":"\u0041\/","e":"😀é","o":{ "k" : [1, 2.50, "\u00e9"] },"t":true,"n":null}"#,
+        r#"{"i":-5,"z":0,"f":-0.0,"s":"plain","e":"x","o":[],"t":false,"n":7}"#,
+        r#"{"i":123456789012345678901234,"z":"-0","f":1E-7,"s":"","e":"\ud83d\ude00","o":{},"t":"true","n":"null"}"#,
+    ];
+    let text = |v: Value<'static>| match v {
+        Value::Json(t, true) => t.into_owned(),
+        other => panic!("{other:?}"),
+    };
+    for doc in docs {
+        let fast = text(one(&copied, doc));
+        let full = text(one(&decoded, doc));
+        let members = full.split_once(",\"i?\"").unwrap().0;
+        assert_eq!(fast, format!("{members}}}"), "{doc}");
+    }
+    assert_eq!(
+        text(one(&copied, docs[0])),
+        r#"{"i":1700000000000,"z":0,"f":100.0,"s":"A/","e":"\uD83D\uDE00é","o":{"k":[1,2.5,"é"]},"t":true,"n":null,"m":null}"#
+    );
+}

@@ -37,6 +37,12 @@ pub struct FieldTree {
 struct Trie {
     children: Vec<(String, Trie)>,
     slot: Option<usize>,
+    /// The slot is only copied into output JSON: its cell is the value's
+    /// text ([`raw_cell`]), not decoded.
+    raw: bool,
+    /// This node's name, as a key, has nothing a JSON string escapes: the
+    /// same bytes in quotes are that key (`Scanner::expected_key`).
+    plain: bool,
 }
 
 impl Trie {
@@ -71,7 +77,12 @@ impl FieldTree {
             let at = if let Some(at) = node.children.iter().position(|(n, _)| n == segment) {
                 at
             } else {
-                node.children.push((segment.clone(), Trie::default()));
+                let plain = !segment.bytes().any(|c| c == b'"' || c == b'\\' || c < 0x20);
+                let child = Trie {
+                    plain,
+                    ..Trie::default()
+                };
+                node.children.push((segment.clone(), child));
                 node.children.len() - 1
             };
             node = &mut node.children[at].1;
@@ -80,6 +91,21 @@ impl FieldTree {
             self.paths.push(path.to_vec());
             next
         })
+    }
+
+    /// Marks `slot` as only copied into output JSON: its cells are
+    /// [`raw_cell`]s of the value's text, whose writing is a copy when the
+    /// text is already in the writer's form.
+    pub fn set_raw(&mut self, slot: usize) {
+        let mut node = &mut self.root;
+        for segment in &self.paths[slot] {
+            node = node
+                .children
+                .iter_mut()
+                .find_map(|(n, t)| (n == segment).then_some(t))
+                .expect("a slot's path is in the tree");
+        }
+        node.raw = true;
     }
 
     pub fn len(&self) -> usize {
@@ -139,7 +165,11 @@ impl FieldTree {
             // The value itself is read (the empty path): keep its text.
             let raw: &'a RawValue = serde_json::from_str(text).map_err(|e| e.to_string())?;
             text = raw.get();
-            row[slot] = leaf(text).map_err(|e| e.to_string())?;
+            row[slot] = if self.root.raw {
+                raw_cell(text)
+            } else {
+                leaf(text).map_err(|e| e.to_string())?
+            };
             if self.root.children.is_empty() {
                 return Ok(());
             }
@@ -265,11 +295,26 @@ impl<'a> Scanner<'a> {
         if self.eat(b'}').is_some() {
             return Some(());
         }
+        // Documents of a topic tend to have their keys in one order: the
+        // child after the last one found is tried first.
+        let mut hint = 0;
         loop {
-            let (key, escaped) = self.key()?;
+            let found = if self.expected_key(trie, hint) {
+                self.ws();
+                self.eat(b':')?;
+                Some(hint)
+            } else {
+                let (key, escaped) = self.key()?;
+                if escaped {
+                    return None;
+                }
+                trie.children.iter().position(|(n, _)| n.as_bytes() == key)
+            };
             self.ws();
-            match trie.child_bytes(key) {
-                _ if escaped => return None,
+            if let Some(at) = found {
+                hint = at + 1;
+            }
+            match found.map(|at| &trie.children[at].1) {
                 None => self.skip()?,
                 Some(child) => {
                     // A repeated key starts over: its last value counts (a
@@ -284,7 +329,13 @@ impl<'a> Scanner<'a> {
                             row[slot] = Value::Json(Cow::Borrowed(self.text(start)), false);
                         }
                     } else if let Some(slot) = child.slot {
-                        self.cell(&mut row[slot])?;
+                        if child.raw {
+                            let start = self.i;
+                            let normalized = self.raw()?;
+                            row[slot] = Value::Json(Cow::Borrowed(self.text(start)), normalized);
+                        } else {
+                            self.cell(&mut row[slot])?;
+                        }
                     } else {
                         self.skip()?;
                     }
@@ -303,6 +354,23 @@ impl<'a> Scanner<'a> {
                 _ => return None,
             }
         }
+    }
+
+    /// Whether the text at the scanner is child `at`'s name in quotes (then
+    /// skipped): a key read with one comparison, not scanned as a string.
+    fn expected_key(&mut self, trie: &Trie, at: usize) -> bool {
+        let Some((name, child)) = trie.children.get(at) else {
+            return false;
+        };
+        let n = name.len();
+        let matched = child.plain
+            && self.b.get(self.i..self.i + n + 2).is_some_and(|text| {
+                text[0] == b'"' && text[n + 1] == b'"' && &text[1..=n] == name.as_bytes()
+            });
+        if matched {
+            self.i += n + 2;
+        }
+        matched
     }
 
     /// A key (at its quote) and the colon after it: its raw bytes, and
@@ -361,12 +429,41 @@ impl<'a> Scanner<'a> {
         Some(())
     }
 
+    /// A value (at its first byte), checked and skipped; whether its text is
+    /// in the writer's form, as [`raw_cell`] decides (without a second pass).
+    fn raw(&mut self) -> Option<bool> {
+        let start = self.i;
+        match self.peek()? {
+            b'"' => {
+                self.i += 1;
+                let (escaped, astral) = self.string_flags()?;
+                Some(!escaped && !astral)
+            }
+            b't' | b'f' | b'n' => {
+                self.skip()?;
+                Some(true)
+            }
+            b'{' | b'[' => {
+                self.skip()?;
+                Some(false)
+            }
+            _ => Some(!self.number()? && !self.b[start..].starts_with(b"-0")),
+        }
+    }
+
     /// The rest of a string after its opening quote; whether it has escapes.
     /// Non-ASCII content must be UTF-8.
     fn string(&mut self) -> Option<bool> {
+        self.string_flags().map(|(escaped, _)| escaped)
+    }
+
+    /// `string`, and whether the string has a character beyond the BMP
+    /// (a byte from 0xF0 up: a 4-byte sequence's lead).
+    fn string_flags(&mut self) -> Option<(bool, bool)> {
         let start = self.i;
         let mut escaped = false;
         let mut non_ascii = false;
+        let mut astral = false;
         loop {
             // Plain runs eight bytes at a time.
             while let Some(chunk) = self.b.get(self.i..self.i + 8) {
@@ -381,7 +478,8 @@ impl<'a> Scanner<'a> {
             match c {
                 b'"' => {
                     let content = &self.b[start..self.i - 1];
-                    return (!non_ascii || std::str::from_utf8(content).is_ok()).then_some(escaped);
+                    return (!non_ascii || std::str::from_utf8(content).is_ok())
+                        .then_some((escaped, astral));
                 }
                 b'\\' => {
                     escaped = true;
@@ -399,7 +497,10 @@ impl<'a> Scanner<'a> {
                     }
                 }
                 0..=0x1F => return None,
-                0x80.. => non_ascii = true,
+                0x80.. => {
+                    non_ascii = true;
+                    astral |= c >= 0xF0;
+                }
                 _ => {}
             }
         }
@@ -520,6 +621,23 @@ fn leaf(text: &str) -> Result<Value<'_>, serde_json::Error> {
     })
 }
 
+/// A copied field's cell: its text (valid JSON), marked normalized when
+/// [`write_value`] would write it as it is, so writing it is a copy. That
+/// is: a string with no escape and no character beyond the BMP (which
+/// Jackson writes as surrogate escapes), an integer but `-0`, a literal.
+/// Other texts (floats, `-0`, escaped strings, objects, arrays) are
+/// rewritten in the writer's form when written.
+fn raw_cell(text: &str) -> Value<'_> {
+    let b = text.as_bytes();
+    let normalized = match b[0] {
+        b'"' => !b.iter().any(|&c| c == b'\\' || c >= 0xF0),
+        b'{' | b'[' => false,
+        b't' | b'f' | b'n' => true,
+        _ => !text.starts_with("-0") && !b.iter().any(|&c| matches!(c, b'.' | b'e' | b'E')),
+    };
+    Value::Json(Cow::Borrowed(text), normalized)
+}
+
 /// Walks an object, keeping the fields under `trie` and skipping the rest.
 struct ObjectSeed<'t, 'r, 'a> {
     trie: &'t Trie,
@@ -556,7 +674,11 @@ impl<'de> Visitor<'de> for ObjectSeed<'_, '_, 'de> {
                 Some(slot) => {
                     let raw: &'de RawValue = map.next_value()?;
                     let text = raw.get();
-                    row[slot] = leaf(text).map_err(de::Error::custom)?;
+                    row[slot] = if child.raw {
+                        raw_cell(text)
+                    } else {
+                        leaf(text).map_err(de::Error::custom)?
+                    };
                     if !child.children.is_empty() && text.starts_with('{') {
                         // Both `a` and `a.b` are read: walk `a`'s text again.
                         let mut inner = serde_json::Deserializer::from_str(text);
@@ -848,10 +970,26 @@ mod tests {
         );
     }
 
-    /// The scanner and `serde_json` agree on what is JSON and on every cell.
+    /// `tree` with every slot copied rather than decoded.
+    fn raw_tree(paths: &[&str]) -> FieldTree {
+        let mut t = tree(paths);
+        for slot in 0..t.len() {
+            t.set_raw(slot);
+        }
+        t
+    }
+
+    /// The scanner and `serde_json` agree on what is JSON and on every cell
+    /// (decoded, and copied).
     #[test]
     fn the_scanner_agrees_with_serde_json() {
-        let t = tree(&["a", "b.c", "b", "s", "d.e.f"]);
+        let paths = ["a", "b.c", "b", "s", "d.e.f"];
+        for t in [tree(&paths), raw_tree(&paths)] {
+            scanner_agrees_with_serde_json(&t);
+        }
+    }
+
+    fn scanner_agrees_with_serde_json(t: &FieldTree) {
         let docs = [
             r#"{"a":1,"b":{"c":[1,{"x":"}"}],"z":null},"s":"x\"y"}"#,
             r#" { "a" : -0.5e+3 , "s" : "\u00e9\ud83d\ude00" , "q" : [ [ ] , { } , "\ud800" ] } "#,
@@ -895,6 +1033,16 @@ mod tests {
             "",
             r#"{"a":NaN}"#,
             r#"{"a":Infinity}"#,
+            // Keys out of the tree's order, repeated, near misses, and a key
+            // found by its quoted name but not followed by a colon.
+            r#"{"s":"x","d":{"e":{"f":1}},"b":{"c":2},"a":3,"a":4}"#,
+            r#"{"ab":1,"a":2,"":3,"b":{"cc":1,"c":5}}"#,
+            r#"{"a" :1,"b" : {"c"	:	2}}"#,
+            r#"{"a" 1}"#,
+            r#"{"a"}"#,
+            r#"{"a""#,
+            r#"{"a"#,
+            r#"{"b":{"c""#,
         ];
         let deep = format!("{{\"z\":{}1{}}}", "[".repeat(5000), "]".repeat(5000));
         let mut checked = docs.map(str::to_owned).to_vec();
@@ -918,11 +1066,68 @@ mod tests {
         assert!(scan_object(checked[1].as_bytes(), &t.root, &mut row).is_some());
     }
 
+    /// A copied cell is written as the decoded cell is, and as it is read
+    /// when marked normalized: integers but `-0`, strings without escapes
+    /// or characters beyond the BMP, literals.
+    #[test]
+    fn copied_cells_are_written_as_decoded_ones() {
+        let texts = [
+            ("0", true),
+            ("-12", true),
+            ("1700000000000", true),
+            ("-9223372036854775808", true),
+            ("123456789012345678901234", true),
+            ("-9223372036854775809", true),
+            ("-0", false),
+            ("1.0e2", false),
+            ("1e2", false),
+            ("1E-7", false),
+            ("1.5", false),
+            ("-0.0", false),
+            ("1e400", false),
+            (r#""abc""#, true),
+            (r#""""#, true),
+            ("\"d\u{e9}j\u{e0} \u{7ff}\u{ffff}\"", true),
+            ("\"\u{1F600}\"", false),
+            (r#""\u0041""#, false),
+            (r#""\/""#, false),
+            (r#""\ud83d\ude00""#, false),
+            (r#""\"\\\n""#, false),
+            ("true", true),
+            ("false", true),
+            ("null", true),
+            (r#"{ "a" : 1 }"#, false),
+            ("[1, 2.0]", false),
+            ("[]", false),
+            ("{}", false),
+        ];
+        for (text, normalized) in texts {
+            let copied = raw_cell(text);
+            assert!(
+                matches!(copied, Value::Json(_, n) if n == normalized),
+                "{text}: {copied:?}"
+            );
+            let mut from_copy = String::new();
+            write_value(&mut from_copy, &copied);
+            let mut from_cell = String::new();
+            write_value(&mut from_cell, &leaf(text).unwrap());
+            assert_eq!(from_copy, from_cell, "{text}");
+            if normalized {
+                assert_eq!(from_copy, text);
+            }
+        }
+    }
+
     /// UTF-8 is checked in strings only, and long strings are scanned in
     /// chunks: both still agree with `from_utf8` + `serde_json` byte for byte.
     #[test]
     fn the_scanner_checks_utf8_and_long_strings() {
-        let t = tree(&["a", "s"]);
+        for t in [tree(&["a", "s"]), raw_tree(&["a", "s"])] {
+            scanner_checks_utf8_and_long_strings(&t);
+        }
+    }
+
+    fn scanner_checks_utf8_and_long_strings(t: &FieldTree) {
         let long = "abcdefghijklmnopqrstuvwxyz0123456789";
         let mut docs: Vec<Vec<u8>> = vec![
             b"{\"a\":\"ok\xff\"}".to_vec(),

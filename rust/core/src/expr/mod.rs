@@ -45,6 +45,8 @@ pub enum Value<'a> {
     BigInt(Cow<'a, str>),
     /// A JSON object or array, as text; `normalized` once written by
     /// [`json::write_value`] (compact, Jackson's number and string forms).
+    /// Also any JSON value's text for a field a plan only copies into a
+    /// `struct` (never an operand), normalized when already in that form.
     Json(Cow<'a, str>, bool),
 }
 
@@ -311,6 +313,14 @@ impl Plan {
         let root = resolve(expr, &mut fields);
         let mut uses = vec![0; fields.len()];
         count_uses(&root, &mut uses);
+        let mut copies = vec![0; fields.len()];
+        count_copies(&root, &mut copies);
+        for (slot, (&used, &copied)) in uses.iter().zip(&copies).enumerate() {
+            if used == copied {
+                // Read only to be written out: its text is copied, not decoded.
+                fields.set_raw(slot);
+            }
+        }
         Plan { fields, uses, root }
     }
 
@@ -389,6 +399,26 @@ fn count_uses(node: &Node, uses: &mut [usize]) {
             count_uses(b, uses);
         }
         Node::Struct(members) => members.iter().for_each(|(_, e)| count_uses(e, uses)),
+    }
+}
+
+/// How often each slot is a member of a `struct` as it is (`struct(a=col("a"))`).
+fn count_copies(node: &Node, copies: &mut [usize]) {
+    match node {
+        Node::Field(_) | Node::Lit(_) => {}
+        Node::Unary(_, e) => count_copies(e, copies),
+        Node::Binary(_, a, b) => {
+            count_copies(a, copies);
+            count_copies(b, copies);
+        }
+        Node::Struct(members) => {
+            for (_, e) in members {
+                match e {
+                    Node::Field(slot) => copies[*slot] += 1,
+                    e => count_copies(e, copies),
+                }
+            }
+        }
     }
 }
 
