@@ -109,3 +109,24 @@ def test_partition_counts_come_from_the_tasks(spark: SparkSession) -> None:
     assert sized_counts  # partitions 0 and 1 were counted
     # The stage's job only: no job to size the source.
     assert in_place_jobs == 1 < sized_jobs
+
+
+ARROW_MAX_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+
+
+@pytest.mark.parametrize("setting", [None, "1048576"], ids=["unset", "set"])
+def test_the_sessions_arrow_byte_cap_is_left_as_it_was(
+    spark: SparkSession, setting: str | None
+) -> None:
+    # The stage's job runs with the cap off; the session gets its own back.
+    if setting is None:
+        spark.conf.unset(ARROW_MAX_BYTES)
+    else:
+        spark.conf.set(ARROW_MAX_BYTES, setting)
+    try:
+        frame = partitioned_frame(spark, scenario())
+        with replay(views(), spark, source=frame, config=CONFIG, source_partitioned=True) as result:
+            assert counts(result)
+        assert spark.conf.get(ARROW_MAX_BYTES, None) == setting
+    finally:
+        spark.conf.unset(ARROW_MAX_BYTES)

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -505,7 +506,8 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
     stage.output = output
     started = time.perf_counter()
     try:
-        tasks = output.filter(F.col("kind") == "task").select("value").collect()
+        with _no_arrow_byte_limit(frame.sparkSession):
+            tasks = output.filter(F.col("kind") == "task").select("value").collect()
     except Exception as exc:
         raise _strom_error(exc, stage.subtopology.id) from exc
     stage.job_seconds = time.perf_counter() - started
@@ -539,6 +541,29 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
         stage.job_seconds,
         slowest,
     )
+
+
+# Spark's cap on the bytes of an Arrow batch sent to a Python worker; at
+# Int.MaxValue it goes unchecked. Otherwise Spark sizes the batch after every
+# row it adds (a walk over all its vectors, a third of the stage's JVM time in
+# a profile); the rows per batch (maxRecordsPerBatch) still bound it.
+_ARROW_MAX_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+_UNCHECKED = str(2**31 - 1)
+
+
+@contextmanager
+def _no_arrow_byte_limit(spark: SparkSession) -> Iterator[None]:
+    """The session's Arrow batch byte cap off while a stage's job runs (its
+    tasks read the setting when they start), then as it was."""
+    before = spark.conf.get(_ARROW_MAX_BYTES, None)
+    spark.conf.set(_ARROW_MAX_BYTES, _UNCHECKED)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(_ARROW_MAX_BYTES)
+        else:
+            spark.conf.set(_ARROW_MAX_BYTES, before)
 
 
 # Spark's hash is fixed (Murmur3, seed 42): the buckets per count are too.
