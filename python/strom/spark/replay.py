@@ -496,8 +496,10 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
         # The input's way here: the shuffle's read and the Arrow transfer.
         timings = {"receive": time.perf_counter() - started}
         numbers = table.column("partition")
-        for partition in sorted(set(pc.unique(numbers).to_pylist())):
-            rows = table.filter(pc.equal(numbers, partition))
+        found = sorted(set(pc.unique(numbers).to_pylist()))
+        for partition in found:
+            # One stream task per Spark task (the usual case): no copy.
+            rows = table if len(found) == 1 else table.filter(pc.equal(numbers, partition))
             yield from run_task(plan, partition, rows, timings).to_batches()
             timings = {"receive": 0.0}
 
