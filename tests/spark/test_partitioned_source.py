@@ -57,6 +57,27 @@ def test_a_partitioned_frame_is_not_shuffled(spark: SparkSession, tmp_path: Path
     assert in_place == shuffled == streaming.tables["counts"]
 
 
+def test_a_table_comes_decoded_from_the_stages_tasks(spark: SparkSession, tmp_path: Path) -> None:
+    case = scenario()
+    streaming = run_streaming(case, write_log(case, tmp_path / "log"), CONFIG)
+    with replay(
+        views(),
+        spark,
+        source=partitioned_frame(spark, case),
+        config=CONFIG,
+        source_partitioned=True,
+    ) as result:
+        table = result.table("counts")
+        plan = str(table._jdf.queryExecution().executedPlan().toString())
+        # Read straight from the stage's persisted output (the plan goes on
+        # with the cached plan below its scan): no Python worker on the way.
+        above, scan, _cached = plan.partition("InMemoryTableScan")
+        assert scan
+        assert "MapInArrow" not in above
+        assert dict(table.dtypes) == {"key": "string", "value": "bigint"}
+        assert counts(result) == streaming.tables["counts"]
+
+
 def test_a_false_partitioning_claim_fails(spark: SparkSession) -> None:
     # Round-robin: every partition's records in both Spark partitions.
     frame = source_frame(spark, scenario()).repartition(2)
