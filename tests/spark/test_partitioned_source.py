@@ -57,6 +57,27 @@ def test_a_partitioned_frame_is_not_shuffled(spark: SparkSession, tmp_path: Path
     assert in_place == shuffled == streaming.tables["counts"]
 
 
+def test_a_table_comes_decoded_from_the_stages_tasks(spark: SparkSession, tmp_path: Path) -> None:
+    case = scenario()
+    streaming = run_streaming(case, write_log(case, tmp_path / "log"), CONFIG)
+    with replay(
+        views(),
+        spark,
+        source=partitioned_frame(spark, case),
+        config=CONFIG,
+        source_partitioned=True,
+    ) as result:
+        table = result.table("counts")
+        plan = str(table._jdf.queryExecution().executedPlan().toString())
+        # Read straight from the stage's persisted output (the plan goes on
+        # with the cached plan below its scan): no Python worker on the way.
+        above, scan, _cached = plan.partition("InMemoryTableScan")
+        assert scan
+        assert "MapInArrow" not in above
+        assert dict(table.dtypes) == {"key": "string", "value": "bigint"}
+        assert counts(result) == streaming.tables["counts"]
+
+
 def test_a_false_partitioning_claim_fails(spark: SparkSession) -> None:
     # Round-robin: every partition's records in both Spark partitions.
     frame = source_frame(spark, scenario()).repartition(2)
@@ -109,3 +130,24 @@ def test_partition_counts_come_from_the_tasks(spark: SparkSession) -> None:
     assert sized_counts  # partitions 0 and 1 were counted
     # The stage's job only: no job to size the source.
     assert in_place_jobs == 1 < sized_jobs
+
+
+ARROW_MAX_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+
+
+@pytest.mark.parametrize("setting", [None, "1048576"], ids=["unset", "set"])
+def test_the_sessions_arrow_byte_cap_is_left_as_it_was(
+    spark: SparkSession, setting: str | None
+) -> None:
+    # The stage's job runs with the cap off; the session gets its own back.
+    if setting is None:
+        spark.conf.unset(ARROW_MAX_BYTES)
+    else:
+        spark.conf.set(ARROW_MAX_BYTES, setting)
+    try:
+        frame = partitioned_frame(spark, scenario())
+        with replay(views(), spark, source=frame, config=CONFIG, source_partitioned=True) as result:
+            assert counts(result)
+        assert spark.conf.get(ARROW_MAX_BYTES, None) == setting
+    finally:
+        spark.conf.unset(ARROW_MAX_BYTES)

@@ -26,7 +26,7 @@ import pyarrow.compute as pc
 
 from strom import _core
 from strom.config import StreamsConfig
-from strom.errors import TopologyError
+from strom.errors import SerializationError, TopologyError
 from strom.processor.internals.task import (
     ListedRecords,
     RecordCollector,
@@ -38,6 +38,8 @@ from strom.processor.internals.topology_builder import (
     StoreDef,
     Subtopology,
 )
+from strom.serdes import Serde, Timestamped
+from strom.spark import _types
 from strom.state.internals.registry import store_kind
 
 # The records a task reads: external topics carry their offsets; records of
@@ -68,6 +70,10 @@ INPUT_SCHEMA = pa.schema(
 #   offset     input topic ``name``: the offset after the last record read and,
 #              as timestamp, the partition time
 #   task       the task's final times and metrics as JSON in ``value``
+# A stage's output adds two columns per store of its sub-topology (see
+# ``StagePlan.output_schema``): a store row's key and value decoded, null on
+# every other row, so that ``Replay.table`` is a projection of the stage's
+# persisted output, with no second trip through a Python worker.
 OUTPUT_SCHEMA = pa.schema(
     [
         ("kind", pa.string()),
@@ -128,6 +134,22 @@ class StagePlan:
     def topic_name(self, topic: str) -> str:
         app_id = StreamsConfig(self.props).application_id
         return self.builder.physical_topic(app_id, topic)
+
+    def table_columns(self, store: str) -> tuple[str, str]:
+        """The names of the columns that hold ``store``'s decoded keys and
+        values in the stage's output."""
+        index = self.subtopology.stores.index(store)
+        return f"table{index}_key", f"table{index}_value"
+
+    def output_schema(self) -> pa.Schema:
+        """``OUTPUT_SCHEMA`` and each store's decoded key and value columns."""
+        config = StreamsConfig(self.props)
+        fields = list(OUTPUT_SCHEMA)
+        for store in self.subtopology.stores:
+            key, value = self.table_columns(store)
+            key_type, value_type = table_types(*store_serdes(self.builder, config, store))
+            fields += [pa.field(key, key_type), pa.field(value, value_type)]
+        return pa.schema(fields)
 
     def external_topics(self) -> list[str]:
         """Physical names of the stage's input topics the replay does not feed."""
@@ -272,6 +294,54 @@ def _merge_order(tasks: list[int], seqs: list[int], stamps: list[int]) -> list[i
     return order
 
 
+def store_serdes(
+    builder: InternalTopologyBuilder, config: StreamsConfig, name: str
+) -> tuple[Serde[Any] | None, Serde[Any] | None, bool]:
+    """The serdes ``Replay.table`` decodes store ``name``'s keys and values
+    with (timestamped stores: the plain value), and whether it is windowed."""
+    store = builder.stores[name]
+    key_serde = store.key_serde if store.key_serde is not None else config["default.key.serde"]
+    value_serde = (
+        store.value_serde if store.value_serde is not None else config["default.value.serde"]
+    )
+    if store.timestamped and value_serde is not None:
+        value_serde = Timestamped(value_serde)
+    return key_serde, value_serde, store_kind(store).windowed
+
+
+def table_types(
+    key_serde: Serde[Any] | None, value_serde: Serde[Any] | None, window: bool
+) -> tuple[pa.DataType, pa.DataType]:
+    """The column types :func:`decode_entries` gives."""
+    key_type = _types.arrow_type(key_serde)
+    return (
+        _types.window_struct(key_type) if window else key_type,
+        _types.arrow_type(value_serde),
+    )
+
+
+def decode_entries(
+    name: str,
+    key_serde: Serde[Any] | None,
+    value_serde: Serde[Any] | None,
+    window: bool,
+    entries: pa.RecordBatch | pa.Table,
+) -> tuple[pa.Array, pa.Array]:
+    """A store's entries (``key, value`` bytes; windowed: the window's start
+    and end in ``timestamp, offset``) as typed key and value columns."""
+    raw_keys = _flat(entries.column("key"))
+    keys = _types.decode(key_serde, name, raw_keys)
+    if window:
+        keys = _types.windowed(
+            keys, _flat(entries.column("timestamp")), _flat(entries.column("offset")), raw_keys
+        )
+    return keys, _types.decode(value_serde, name, _flat(entries.column("value")))
+
+
+def _flat(column: pa.Array | pa.ChunkedArray) -> pa.Array:
+    return column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+
+
 def rebuilt_from_contents(store: StoreDef) -> bool:
     """Whether the replay rebuilds the store's compacted changelog from its
     final contents instead of capturing a record per update (see
@@ -395,7 +465,13 @@ def _result(
     their final contents), then the stores' entries, offsets and the
     task's times."""
     started = time.perf_counter()
+    schema = plan.output_schema()
     parts: list[pa.Table] = []
+    # Each store's decoded entries, by the index of the part holding them.
+    decoded: dict[int, tuple[str, pa.Array, pa.Array]] = {}
+    # Stores whose entries the built-in serdes cannot read: ``Replay.table``
+    # decodes them itself, and fails naming the bad value.
+    undecoded: list[str] = []
 
     def add(
         kind: str,
@@ -462,6 +538,15 @@ def _result(
         n = len(keys)
         # Window and session stores: timestamp and offset carry the window.
         add("store", name, partition, None, keys, values, starts or [-1] * n, ends)
+        if n and plan.table_columns(name)[0] in schema.names:
+            try:
+                typed = decode_entries(
+                    name, *store_serdes(plan.builder, task.config, name), parts[-1]
+                )
+            except SerializationError:
+                undecoded.append(name)
+            else:
+                decoded[len(parts) - 1] = (name, *typed)
         rebuild = opened.kind.changelog_from_contents(store_def) if plan.changelogs else None
         if rebuild is not None and store_def.logged:
             store_keys, changelog_values, stamps = rebuild(contents)
@@ -487,11 +572,21 @@ def _result(
         "records_processed": task.metrics.records_processed,
         "dropped_records": task.metrics.dropped_records,
         "skipped_records": task.metrics.skipped_records,
+        "undecoded": undecoded,
         # Seconds per phase: the whole of this function as "result".
         "timings": timings | {"result": time.perf_counter() - started},
     }
     add("task", "", partition, [0], [None], [json.dumps(meta).encode()], [task.stream_time])
-    return pa.concat_tables(parts) if parts else OUTPUT_SCHEMA.empty_table()
+    tables = []
+    for index, part in enumerate(parts):
+        store, keys, values = decoded.get(index, ("", None, None))
+        own = dict(zip(plan.table_columns(store), (keys, values), strict=True)) if store else {}
+        extra = [
+            own.get(column, pa.nulls(len(part), schema.field(column).type))
+            for column in schema.names[len(OUTPUT_SCHEMA) :]
+        ]
+        tables.append(pa.Table.from_arrays([*part.columns, *extra], schema=schema))
+    return pa.concat_tables(tables) if tables else schema.empty_table()
 
 
 def _column(values: Any, kind: pa.DataType) -> pa.Array:

@@ -20,6 +20,7 @@ import tempfile
 import time
 from collections import Counter
 from collections.abc import Callable, Iterator, Mapping
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -32,10 +33,18 @@ from strom.config import EMIT_INTERVAL_WINDOWED, StreamsConfig
 from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError, StromError, TopologyError
 from strom.processor.internals.topology_builder import InternalTopologyBuilder, SinkDef, Subtopology
-from strom.serdes import Serde, Timestamped
-from strom.spark import _types, bootstrap
-from strom.spark._task import INPUT_SCHEMA, OUTPUT_SCHEMA, StagePlan, check_replayable, run_task
-from strom.state.internals.registry import store_kind
+from strom.serdes import Serde
+from strom.spark import bootstrap
+from strom.spark._task import (
+    INPUT_SCHEMA,
+    OUTPUT_SCHEMA,
+    StagePlan,
+    check_replayable,
+    decode_entries,
+    run_task,
+    store_serdes,
+    table_types,
+)
 from strom.topology import Topology
 
 if TYPE_CHECKING:
@@ -495,17 +504,20 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
         # The input's way here: the shuffle's read and the Arrow transfer.
         timings = {"receive": time.perf_counter() - started}
         numbers = table.column("partition")
-        for partition in sorted(set(pc.unique(numbers).to_pylist())):
-            rows = table.filter(pc.equal(numbers, partition))
+        found = sorted(set(pc.unique(numbers).to_pylist()))
+        for partition in found:
+            # One stream task per Spark task (the usual case): no copy.
+            rows = table if len(found) == 1 else table.filter(pc.equal(numbers, partition))
             yield from run_task(plan, partition, rows, timings).to_batches()
             timings = {"receive": 0.0}
 
-    output = inputs.mapInArrow(run, _spark_schema(OUTPUT_SCHEMA))
+    output = inputs.mapInArrow(run, _spark_schema(plan.output_schema()))
     output = output.persist(StorageLevel.MEMORY_AND_DISK)
     stage.output = output
     started = time.perf_counter()
     try:
-        tasks = output.filter(F.col("kind") == "task").select("value").collect()
+        with _no_arrow_byte_limit(frame.sparkSession):
+            tasks = output.filter(F.col("kind") == "task").select("value").collect()
     except Exception as exc:
         raise _strom_error(exc, stage.subtopology.id) from exc
     stage.job_seconds = time.perf_counter() - started
@@ -539,6 +551,29 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
         stage.job_seconds,
         slowest,
     )
+
+
+# Spark's cap on the bytes of an Arrow batch sent to a Python worker; at
+# Int.MaxValue it goes unchecked. Otherwise Spark sizes the batch after every
+# row it adds (a walk over all its vectors, a third of the stage's JVM time in
+# a profile); the rows per batch (maxRecordsPerBatch) still bound it.
+_ARROW_MAX_BYTES = "spark.sql.execution.arrow.maxBytesPerBatch"
+_UNCHECKED = str(2**31 - 1)
+
+
+@contextmanager
+def _no_arrow_byte_limit(spark: SparkSession) -> Iterator[None]:
+    """The session's Arrow batch byte cap off while a stage's job runs (its
+    tasks read the setting when they start), then as it was."""
+    before = spark.conf.get(_ARROW_MAX_BYTES, None)
+    spark.conf.set(_ARROW_MAX_BYTES, _UNCHECKED)
+    try:
+        yield
+    finally:
+        if before is None:
+            spark.conf.unset(_ARROW_MAX_BYTES)
+        else:
+            spark.conf.set(_ARROW_MAX_BYTES, before)
 
 
 # Spark's hash is fixed (Murmur3, seed 42): the buckets per count are too.
@@ -609,7 +644,8 @@ class Replay:
     def _rows(self, kind: str, name: str | None = None) -> DataFrame:
         from pyspark.sql import functions as F  # noqa: PLC0415
 
-        frames = [s.output for s in self._stages if s.output is not None]
+        columns = OUTPUT_SCHEMA.names
+        frames = [s.output.select(*columns) for s in self._stages if s.output is not None]
         if not frames:
             raise StromError("the replay has no results")
         union = frames[0]
@@ -661,14 +697,25 @@ class Replay:
         (window and session stores: ``key`` is a struct of ``key, start,
         end``), deserialized with the store's serdes when they are built-in;
         timestamped stores give the plain value."""
-        store = self._builder.stores.get(store_name)
-        if store is None:
+        if store_name not in self._builder.stores:
             raise TopologyError(f"no state store named {store_name!r} in this topology")
-        key_serde = self._serde(store.key_serde, "default.key.serde")
-        value_serde = self._serde(store.value_serde, "default.value.serde")
-        if store.timestamped and value_serde is not None:
-            value_serde = Timestamped(value_serde)
-        windowed = store_kind(store).windowed
+        from pyspark.sql import functions as F  # noqa: PLC0415
+
+        stage = next((s for s in self._stages if store_name in s.subtopology.stores), None)
+        if (
+            stage is not None
+            and stage.output is not None
+            and stage.plan.table_columns(store_name)[0] in stage.output.columns
+            and not any(store_name in meta["undecoded"] for meta in stage.tasks)
+        ):
+            # Decoded by the stage's tasks: a projection of their output.
+            key, value = stage.plan.table_columns(store_name)
+            return stage.output.filter(
+                (F.col("kind") == "store") & (F.col("name") == store_name)
+            ).select(F.col(key).alias("key"), F.col(value).alias("value"))
+        # Some value the serdes cannot read: decoding it again here fails
+        # naming it when the table is read, as for any other bad value.
+        key_serde, value_serde, windowed = store_serdes(self._builder, self.config, store_name)
         columns = ["key", "value", "timestamp", "offset"] if windowed else ["key", "value"]
         rows = self._rows("store", store_name).select(*columns)
         return _decoded(rows, store_name, key_serde, value_serde, window=windowed)
@@ -719,10 +766,7 @@ def _decoded(
     """Rows with ``key`` and ``value`` bytes turned into typed columns. With
     ``window`` the result is ``key, value`` and ``key`` a struct of the key
     and the window's start and end (the rows' ``timestamp`` and ``offset``)."""
-    key_type = _types.arrow_type(key_serde)
-    if window:
-        key_type = _types.window_struct(key_type)
-    value_type = _types.arrow_type(value_serde)
+    key_type, value_type = table_types(key_serde, value_serde, window)
     extra = [] if window else [c for c in rows.columns if c not in ("key", "value")]
     schema = pa.schema(
         [
@@ -734,12 +778,8 @@ def _decoded(
 
     def convert(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         for batch in batches:
-            keys = _types.decode(key_serde, topic, batch.column("key"))
-            if window:
-                keys = _types.windowed(
-                    keys, batch.column("timestamp"), batch.column("offset"), batch.column("key")
-                )
-            out = {"key": keys, "value": _types.decode(value_serde, topic, batch.column("value"))}
+            keys, values = decode_entries(topic, key_serde, value_serde, window, batch)
+            out = {"key": keys, "value": values}
             for name in extra:
                 out[name] = batch.column(name).cast(schema.field(name).type)
             yield pa.RecordBatch.from_pydict(out, schema=schema)
