@@ -158,6 +158,19 @@ class RecordCollector:
         if keys:
             self.producer.produce_columns(topic, keys, values, timestamps, partitions)
 
+    def send_strings(
+        self,
+        topic: str,
+        keys: list[str | None],
+        values: list[str | None],
+        timestamps: list[int],
+    ) -> bool:
+        """``send`` of keys and values for the String serde, serialized by a
+        producer that can (the embedded log's); False, having sent nothing,
+        where it cannot or a key or value is not a ``str`` it can encode."""
+        produce = getattr(self.producer, "produce_strings", None)
+        return produce is not None and (not keys or produce(topic, keys, values, timestamps))
+
     def send_record(
         self,
         topic: str,
