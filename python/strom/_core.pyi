@@ -275,7 +275,10 @@ def decode_doubles(values: list[bytes | None]) -> list[float | None]: ...
 
 # --- native record loops for the DSL's Python nodes ------------------------------
 
-__all__ += ["flat_map_values", "produce_strings"]
+__all__ += ["any_none", "flat_map_values", "produce_strings"]
+
+def any_none(*columns: list[Any]) -> bool:
+    """Whether a column holds None, told by identity (no ``==`` per item)."""
 
 def flat_map_values(
     mapper: Any,

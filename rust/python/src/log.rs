@@ -511,13 +511,13 @@ fn from_committed(offsets: Vec<CommittedOffset>) -> Vec<OffsetTuple> {
 // --- the producer -----------------------------------------------------------------
 
 #[derive(Default)]
-struct PartitionBuffer {
-    builder: RecordBatchBuilder,
+pub(crate) struct PartitionBuffer {
+    pub(crate) builder: RecordBatchBuilder,
     bytes: usize,
 }
 
 pub(crate) struct TopicBuffers {
-    partitions: Vec<PartitionBuffer>,
+    pub(crate) partitions: Vec<PartitionBuffer>,
     /// Next partition for a record with a null key.
     round_robin: u32,
 }

@@ -5,7 +5,7 @@
 
 use pyo3::exceptions::{PyBaseException, PyException, PyValueError};
 use pyo3::prelude::*;
-use pyo3::types::{PyList, PyString};
+use pyo3::types::{PyList, PyString, PyTuple};
 
 use crate::log::NativeProducer;
 
@@ -118,14 +118,11 @@ fn produce_strings(
     }
     let producer = producer.get();
     producer.partition_count(py, topic)?;
-    // Held so that the UTF-8 borrowed from them stays valid.
-    let keys: Vec<_> = keys.iter().collect();
-    let values: Vec<_> = values.iter().collect();
     let mut rows = Vec::with_capacity(n);
-    for (key, value) in keys.iter().zip(&values) {
-        let (Ok(key), Ok(value)) = (utf8(key), utf8(value)) else {
+    for (key, value) in keys.iter().zip(values.iter()) {
+        if utf8(&key).is_err() || utf8(&value).is_err() {
             return Ok(false);
-        };
+        }
         rows.push((key, value));
     }
     let mut due = false;
@@ -134,8 +131,22 @@ fn produce_strings(
         let topic_buffers = buffers
             .get_mut(topic)
             .expect("registered by partition_count");
-        for ((key, value), timestamp) in rows.into_iter().zip(timestamps) {
+        let mut records = Vec::with_capacity(n);
+        // Room for the whole batch in each buffer, not regrown record by record.
+        let mut room = vec![(0, 0); topic_buffers.partitions.len()];
+        for ((key, value), timestamp) in rows.iter().zip(timestamps) {
+            // Checked above; a str's UTF-8 form does not change.
+            let (key, value) = (utf8(key).unwrap_or(None), utf8(value).unwrap_or(None));
             let partition = topic_buffers.partition_for(key);
+            let (count, bytes) = &mut room[partition as usize];
+            *count += 1;
+            *bytes += key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
+            records.push((partition, key, value, timestamp));
+        }
+        for (buffer, (count, bytes)) in topic_buffers.partitions.iter_mut().zip(room) {
+            buffer.builder.reserve(count, bytes);
+        }
+        for (partition, key, value, timestamp) in records {
             due |= topic_buffers.push(partition, timestamp, key, value, &[]);
         }
     }
@@ -145,7 +156,21 @@ fn produce_strings(
     Ok(true)
 }
 
+/// Whether any of `columns` (lists) holds None, told by identity: `None in
+/// list` compares each item with `==`, which costs a call per item.
+#[pyfunction]
+#[pyo3(signature = (*columns))]
+fn any_none(columns: &Bound<'_, PyTuple>) -> PyResult<bool> {
+    for column in columns.iter() {
+        if column.cast::<PyList>()?.iter().any(|item| item.is_none()) {
+            return Ok(true);
+        }
+    }
+    Ok(false)
+}
+
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
+    m.add_function(wrap_pyfunction!(any_none, m)?)?;
     m.add_function(wrap_pyfunction!(flat_map_values, m)?)?;
     m.add_function(wrap_pyfunction!(produce_strings, m)?)?;
     Ok(())

@@ -178,7 +178,7 @@ class DropNullKeys(Node):
 
     def process(self, batch: Batch) -> None:
         keys = batch.keys
-        if None in keys:
+        if _core.any_none(keys):
             self.forward(batch.select([i for i, k in enumerate(keys) if k is not None]))
         else:
             self.forward(batch)
@@ -202,7 +202,7 @@ class KStreamCount(Node):
                 self.raw_key_serde = self.store.key_serde
 
     def process(self, batch: Batch) -> None:
-        if None in batch.keys or None in batch.values:
+        if _core.any_none(batch.keys, batch.values):
             # Kafka's aggregations ignore records with a null key or value.
             keep = [
                 i
