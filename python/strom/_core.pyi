@@ -275,7 +275,14 @@ def decode_doubles(values: list[bytes | None]) -> list[float | None]: ...
 
 # --- native record loops for the DSL's Python nodes ------------------------------
 
-__all__ += ["any_none", "flat_map_values", "produce_strings"]
+__all__ += ["any_none", "flat_map_values", "produce_strings", "read_utf8", "timestamp_range"]
+
+def read_utf8(records: RecordBatch, keys: bool, values: bool) -> bool:
+    """Whether the keys (if asked) and values (if asked) of a batch read are
+    all UTF-8 (None is), checked where the batch holds them."""
+
+def timestamp_range(records: RecordBatch) -> tuple[int, int] | None:
+    """The smallest and largest timestamp of a batch read (None when empty)."""
 
 def any_none(*columns: list[Any]) -> bool:
     """Whether a column holds None, told by identity (no ``==`` per item)."""

@@ -7,7 +7,9 @@ use pyo3::exceptions::{PyBaseException, PyException, PyValueError};
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
-use crate::log::NativeProducer;
+use strom_core::log::Span;
+
+use crate::log::{NativeProducer, RecordBatch};
 
 /// The output columns of a flat-map: keys, values, timestamps, offsets.
 type Columns<'py> = (
@@ -156,6 +158,29 @@ fn produce_strings(
     Ok(true)
 }
 
+/// Whether every key (when `keys`) and every value (when `values`) of a
+/// batch read is UTF-8 (null is), read where the batch holds them: no
+/// `bytes` object per record to check.
+#[pyfunction]
+fn read_utf8(records: &RecordBatch, keys: bool, values: bool) -> bool {
+    let batch = &records.batch;
+    let utf8 = |spans: &[Option<Span>]| {
+        spans
+            .iter()
+            .flatten()
+            .all(|span| std::str::from_utf8(&batch.data[span.start..span.start + span.len]).is_ok())
+    };
+    (!keys || utf8(&batch.keys)) && (!values || utf8(&batch.values))
+}
+
+/// The smallest and largest timestamp of a batch read (None when empty),
+/// without a Python int per record to compare.
+#[pyfunction]
+fn timestamp_range(records: &RecordBatch) -> Option<(i64, i64)> {
+    let timestamps = &records.batch.timestamps;
+    Some((*timestamps.iter().min()?, *timestamps.iter().max()?))
+}
+
 /// Whether any of `columns` (lists) holds None, told by identity: `None in
 /// list` compares each item with `==`, which costs a call per item.
 #[pyfunction]
@@ -171,6 +196,8 @@ fn any_none(columns: &Bound<'_, PyTuple>) -> PyResult<bool> {
 
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(any_none, m)?)?;
+    m.add_function(wrap_pyfunction!(read_utf8, m)?)?;
+    m.add_function(wrap_pyfunction!(timestamp_range, m)?)?;
     m.add_function(wrap_pyfunction!(flat_map_values, m)?)?;
     m.add_function(wrap_pyfunction!(produce_strings, m)?)?;
     Ok(())
