@@ -143,3 +143,25 @@ def test_flat_map_values_returning_no_iterable_is_a_clear_error(
     build = _flat(lambda v: None if v == "none" else [v])
     with pytest.raises(TaskError, match=r"\(key='k1'\).*'NoneType' object is not iterable"):
         _run(log, log_path, build, records)
+
+
+def test_a_negative_timestamp_is_dropped_where_timestamps_are_read_natively(
+    log: EmbeddedLog, log_path: str
+) -> None:
+    # The count reads its keys as bytes: the batch's timestamps are compared
+    # where the batch holds them.
+    log.create_topic("words")
+    log.create_topic("out")
+    with log.producer() as producer:
+        for i, word in enumerate(["a", "b", "a", "c", "a"]):
+            producer.produce("words", word.encode(), b"x", timestamp=-1 if i == 3 else 10 + i)
+    builder = StreamsBuilder()
+    grouped = builder.stream("words", key_serde=S, value_serde=S).group_by_key()
+    grouped.count(materialized="c").to_stream().to("out", key_serde=S, value_serde=serdes.Long())
+    props = {"application.id": "negative", "bootstrap.servers": f"embedded:{log_path}"}
+    with KafkaStreams(builder.build(), props) as app:
+        app.run_until_end(timeout=60)
+        counts = {kv.key: kv.value for kv in app.store("c").all()}
+        metrics = app.metrics()
+    assert counts == {"a": 3, "b": 1}
+    assert metrics["dropped-records"] == 1
