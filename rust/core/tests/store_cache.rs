@@ -1168,6 +1168,9 @@ fn observe(cache: &mut ThreadCache, id: NamedCacheId) -> impl PartialEq + std::f
     )
 }
 
+/// A read-modify-write: key, the store's value below, the byte appended.
+type Step<'a> = (&'a [u8], Option<&'a [u8]>, u8);
+
 /// Scenario: with room for two entries, updates hit, miss, evict (a dirty
 /// eviction flushes in dirty order, a clean one is silent), re-insert an
 /// evicted key from the store's value and delete (a cached tombstone, dropped
@@ -1177,8 +1180,7 @@ fn update_into_is_a_get_then_a_put() {
     let budget = 2 * entry_size(b"a", Some(b"xy"));
     let (mut twin, mut cache) = (ThreadCache::new(budget), ThreadCache::new(budget));
     let (tid, id) = (twin.named("0_0-s"), cache.named("0_0-s"));
-    // (key, the store's value below, byte appended)
-    let script: [(&[u8], Option<&[u8]>, u8); 10] = [
+    let script: [Step<'_>; 10] = [
         (b"a", None, b'1'),        // miss, absent below: "1"
         (b"b", Some(b"q"), b'2'),  // miss, read below: "q2"
         (b"a", Some(b"zz"), b'3'), // hit, below not read: "13"; LRU b, a

@@ -21,18 +21,25 @@
 //!
 //! Data structure: each named cache is a slab of nodes threaded by two
 //! intrusive doubly linked lists (LRU order and dirty order), plus an ordered
-//! index for range scans. A `hashlink::LinkedHashMap` would give one of the two
-//! orders; we need both orders and the key order over the same entries, so a
-//! small slab keeps each key stored twice (slab + index) instead of three
-//! times, with O(1) touch/dirty-append and no extra dependency.
+//! index for range scans and a hash table of node numbers for point lookups
+//! (a get, a put or a count finds its node with one hash probe instead of a
+//! walk down the ordered index). A `hashlink::LinkedHashMap` would give one of
+//! the two orders; we need both orders and the key order over the same
+//! entries, so a small slab keeps each key stored twice (slab + ordered index)
+//! instead of three times, with O(1) touch/dirty-append; the hash table holds
+//! only node numbers and hashes the slab's keys.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::hash::BuildHasher;
 use std::ops::Bound;
+
+use hashbrown::HashTable;
 
 use super::KeyValueBytes;
 use crate::error::{Error, Result};
+use crate::window::keys::FastState;
 
 /// Bytes counted per cache entry on top of its key and value: Kafka's
 /// `LRUNode` (3 × 8) + `LRUCacheEntry` dirty flag (1) + record context
@@ -185,10 +192,13 @@ fn push_back(nodes: &mut [Node], ends: &mut Ends, i: usize, chain: Chain) {
 // ---------------------------------------------------------------------------
 // NamedCache
 
-#[derive(Debug)]
 struct NamedCache {
     name: String,
+    /// Node numbers in key order, for range scans.
     index: BTreeMap<Vec<u8>, usize>,
+    /// Node numbers hashed by their nodes' keys, for point lookups.
+    lookup: HashTable<usize>,
+    hasher: FastState,
     nodes: Vec<Node>,
     free: Vec<usize>,
     lru: Ends,
@@ -204,6 +214,8 @@ impl NamedCache {
         NamedCache {
             name: name.to_owned(),
             index: BTreeMap::new(),
+            lookup: HashTable::new(),
+            hasher: FastState::default(),
             nodes: Vec::new(),
             free: Vec::new(),
             lru: EMPTY,
@@ -215,12 +227,20 @@ impl NamedCache {
     }
 
     fn len(&self) -> usize {
-        self.index.len()
+        self.lookup.len()
+    }
+
+    /// The node holding `key`, if any.
+    fn find(&self, key: &[u8]) -> Option<usize> {
+        let nodes = &self.nodes;
+        self.lookup
+            .find(self.hasher.hash_one(key), |&i| nodes[i].key == key)
+            .copied()
     }
 
     /// Looks a key up, counting a hit or a miss, and marks it most recently used.
     fn get(&mut self, key: &[u8]) -> Option<usize> {
-        let Some(&i) = self.index.get(key) else {
+        let Some(i) = self.find(key) else {
             self.stats.misses += 1;
             return None;
         };
@@ -235,7 +255,7 @@ impl NamedCache {
     }
 
     fn put(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64, dirty: bool) -> Result<()> {
-        if let Some(&i) = self.index.get(key) {
+        if let Some(i) = self.find(key) {
             self.overwrite(i, timestamp, dirty, |slot| match (slot, value) {
                 (Some(buf), Some(v)) => {
                     buf.clear();
@@ -333,6 +353,10 @@ impl NamedCache {
             self.nodes.len() - 1
         };
         self.index.insert(key.to_vec(), i);
+        let (nodes, hasher) = (&self.nodes, self.hasher);
+        self.lookup.insert_unique(hasher.hash_one(key), i, |&j| {
+            hasher.hash_one(nodes[j].key.as_slice())
+        });
         push_back(&mut self.nodes, &mut self.lru, i, Chain::Lru);
         if dirty {
             push_back(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
@@ -344,6 +368,10 @@ impl NamedCache {
         unlink(&mut self.nodes, &mut self.lru, i, Chain::Lru);
         if self.nodes[i].dirty {
             unlink(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
+        }
+        let hash = self.hasher.hash_one(self.nodes[i].key.as_slice());
+        if let Ok(entry) = self.lookup.find_entry(hash, |&j| j == i) {
+            entry.remove();
         }
         let node = std::mem::replace(
             &mut self.nodes[i],
@@ -445,6 +473,7 @@ impl NamedCache {
 
     fn clear(&mut self) {
         self.index.clear();
+        self.lookup.clear();
         self.nodes.clear();
         self.free.clear();
         self.lru = EMPTY;
@@ -456,7 +485,6 @@ impl NamedCache {
 // ---------------------------------------------------------------------------
 // ThreadCache
 
-#[derive(Debug)]
 struct Slot {
     generation: u32,
     cache: Option<NamedCache>,
@@ -578,7 +606,7 @@ impl ThreadCache {
             .filter(|s| s.generation == id.generation)?
             .cache
             .as_ref()?;
-        let node = &cache.nodes[*cache.index.get(key)?];
+        let node = &cache.nodes[cache.find(key)?];
         Some(CachedEntry {
             value: node.value.as_deref(),
             timestamp: node.timestamp,
