@@ -1115,15 +1115,33 @@ fn grow(old: Option<&[u8]>, byte: u8, buf: &mut Vec<u8>) -> bool {
     true
 }
 
-/// The same read-modify-write as a get, a store read on a miss, and a put.
-fn get_then_put(
+/// A read-modify-write: key, the store's value below, the byte appended.
+type Step<'a> = (&'a [u8], Option<&'a [u8]>, u8);
+
+/// One read-modify-write of `key` (`grow` by `byte`) over `stored` below:
+/// with `update_into` when `fused`, else as a get, a store read on a miss,
+/// and a put. Returns what it flushed.
+fn rmw(
     cache: &mut ThreadCache,
     id: NamedCacheId,
-    key: &[u8],
-    stored: Option<&[u8]>,
-    byte: u8,
+    (key, stored, byte): Step<'_>,
     t: i64,
+    fused: bool,
 ) -> Vec<DirtyEntry> {
+    if fused {
+        let mut out = Vec::new();
+        cache
+            .update_into(
+                id,
+                key,
+                t,
+                || Ok(stored.map(<[u8]>::to_vec)),
+                |old, buf| Ok(grow(old, byte, buf)),
+                &mut out,
+            )
+            .unwrap();
+        return out;
+    }
     let old = match cache.get(id, key) {
         Some(hit) => hit.value.map(<[u8]>::to_vec),
         None => stored.map(<[u8]>::to_vec),
@@ -1133,28 +1151,6 @@ fn get_then_put(
     cache
         .put(id, key, keep.then_some(&buf[..]), t, true)
         .unwrap()
-}
-
-fn update_one(
-    cache: &mut ThreadCache,
-    id: NamedCacheId,
-    key: &[u8],
-    stored: Option<&[u8]>,
-    byte: u8,
-    t: i64,
-) -> Vec<DirtyEntry> {
-    let mut out = Vec::new();
-    cache
-        .update_into(
-            id,
-            key,
-            t,
-            || Ok(stored.map(<[u8]>::to_vec)),
-            |old, buf| Ok(grow(old, byte, buf)),
-            &mut out,
-        )
-        .unwrap();
-    out
 }
 
 /// Each cache's observable state: its entries in key order (each read
@@ -1167,9 +1163,6 @@ fn observe(cache: &mut ThreadCache, id: NamedCacheId) -> impl PartialEq + std::f
         cache.named_stats(id),
     )
 }
-
-/// A read-modify-write: key, the store's value below, the byte appended.
-type Step<'a> = (&'a [u8], Option<&'a [u8]>, u8);
 
 /// Scenario: with room for two entries, updates hit, miss, evict (a dirty
 /// eviction flushes in dirty order, a clean one is silent), re-insert an
@@ -1193,10 +1186,10 @@ fn update_into_is_a_get_then_a_put() {
         (b"a", None, b'0'),        // 5 bytes: a delete, cached as a tombstone
     ];
     let mut emitted = Vec::new();
-    for (t, (key, stored, byte)) in script.into_iter().enumerate() {
+    for (t, step) in script.into_iter().enumerate() {
         let t = t as i64;
-        let want = get_then_put(&mut twin, tid, key, stored, byte, t);
-        let got = update_one(&mut cache, id, key, stored, byte, t);
+        let want = rmw(&mut twin, tid, step, t, false);
+        let got = rmw(&mut cache, id, step, t, true);
         assert_eq!(got, want, "step {t}");
         assert_eq!(observe(&mut cache, id), observe(&mut twin, tid), "step {t}");
         emitted.extend(got);
@@ -1269,8 +1262,9 @@ fn random_updates_match_gets_then_puts() {
                 0..=59 => {
                     let stored = rng.pct(50).then(|| rng.value());
                     let byte = rng.next() as u8;
-                    let want = get_then_put(&mut twin, tid, &key, stored.as_deref(), byte, step);
-                    let got = update_one(&mut cache, id, &key, stored.as_deref(), byte, step);
+                    let op = (&key[..], stored.as_deref(), byte);
+                    let want = rmw(&mut twin, tid, op, step, false);
+                    let got = rmw(&mut cache, id, op, step, true);
                     assert_eq!(got, want, "{ctx}");
                 }
                 60..=74 => {

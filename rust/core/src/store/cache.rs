@@ -305,7 +305,7 @@ impl NamedCache {
         Ok(())
     }
 
-    /// A get then a dirty put of `key`, with one index lookup on a hit (see
+    /// A get then a dirty put of `key`, with one hash probe on a hit (see
     /// [`ThreadCache::update_into`]).
     fn update(
         &mut self,
@@ -363,7 +363,7 @@ impl NamedCache {
         }
     }
 
-    /// Takes node `i` out of the index, both lists and the size.
+    /// Takes node `i` out of both indexes, both lists and the size.
     fn remove(&mut self, i: usize) -> Node {
         unlink(&mut self.nodes, &mut self.lru, i, Chain::Lru);
         if self.nodes[i].dirty {
