@@ -53,6 +53,26 @@ def test_word_count_throughput(benchmark: Any) -> None:
     benchmark.extra_info["note"] = f"{LINES:,} lines, {words_per_s:,.0f} words/s"
 
 
+@pytest.mark.benchmark(group="runtime")
+def test_word_count_lambdas_alone(benchmark: Any) -> None:
+    """The floor under the throughput above: the README's two lambdas (as
+    ``word_count_topology`` has them) in a bare Python loop over the same
+    lines, once per line and once per word, nothing else."""
+    lines = generate_lines(LINES)
+    split = lambda line: line.lower().split()  # noqa: E731 - the README's lambdas
+    select = lambda _key, word: word  # noqa: E731
+
+    def run() -> int:
+        words: list[str] = []
+        for line in lines:
+            words.extend(split(line))
+        return len([select(None, word) for word in words])
+
+    words = benchmark.pedantic(run, rounds=5)
+    words_per_s = words / benchmark.stats.stats.median
+    benchmark.extra_info["note"] = f"{LINES:,} lines, {words_per_s:,.0f} words/s"
+
+
 @pytest.mark.benchmark(group="metrics")
 @pytest.mark.parametrize("level", ["INFO", "DEBUG"])
 def test_word_count_by_recording_level(benchmark: Any, level: str) -> None:

@@ -273,6 +273,45 @@ def decode_ints(values: list[bytes | None]) -> list[int | None]: ...
 def encode_doubles(values: list[float | None]) -> list[bytes | None]: ...
 def decode_doubles(values: list[bytes | None]) -> list[float | None]: ...
 
+# --- native record loops for the DSL's Python nodes ------------------------------
+
+__all__ += ["any_none", "flat_map_values", "produce_strings", "read_utf8", "timestamp_range"]
+
+def read_utf8(records: RecordBatch, keys: bool, values: bool) -> bool:
+    """Whether the keys (if asked) and values (if asked) of a batch read are
+    all UTF-8 (None is), checked where the batch holds them."""
+
+def timestamp_range(records: RecordBatch) -> tuple[int, int] | None:
+    """The smallest and largest timestamp of a batch read (None when empty)."""
+
+def any_none(*columns: list[Any]) -> bool:
+    """Whether a column holds None, told by identity (no ``==`` per item)."""
+
+def flat_map_values(
+    mapper: Any,
+    keys: list[Any],
+    values: list[Any],
+    timestamps: list[int],
+    offsets: list[int],
+    start: int,
+    out: tuple[list[Any], list[Any], list[int], list[int]],
+) -> tuple[int, Exception] | None:
+    """Appends what ``mapper(values[i])`` yields for each record from
+    ``start`` on to ``out`` (keys, values, timestamps, offsets); None when
+    all went through, else the first failing record's index and exception
+    (what it yielded before stays appended)."""
+
+def produce_strings(
+    producer: NativeProducer,
+    topic: str,
+    keys: list[str | None],
+    values: list[str | None],
+    timestamps: list[int],
+) -> bool:
+    """Buffers keys and values as the String serde writes them (UTF-8),
+    partitioned by the key's bytes; False, having buffered nothing, if one is
+    not a ``str`` with a UTF-8 form (or None)."""
+
 # --- state stores ---------------------------------------------------------------
 
 __all__ += [

@@ -6,6 +6,7 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any, Generic, TypeAlias, TypeVar
 
+from strom import _core
 from strom._core import ExprPipeline, NativeLog, NativeProducer, RecordBatch
 from strom.embedded._closeable import Closeable
 from strom.errors import ConfigError, SerializationError, StromError
@@ -133,6 +134,18 @@ class EmbeddedProducer(Closeable, Generic[K, V]):
         sequences of serialized keys and values (``bytes`` whatever the
         producer's serdes) and, optionally, timestamps and partitions."""
         self.native.produce_columns(topic, keys, values, timestamps, partitions)
+
+    def produce_strings(
+        self,
+        topic: str,
+        keys: list[str | None],
+        values: list[str | None],
+        timestamps: list[int],
+    ) -> bool:
+        """For strom's runtime: ``produce_columns`` of keys and values the
+        String serde would write, serialized natively as they are buffered;
+        False, having buffered nothing, if one is not a ``str`` (or None)."""
+        return _core.produce_strings(self.native, topic, keys, values, timestamps)
 
     def produce_fused(
         self, topic: str, records: RecordBatch, pipeline: ExprPipeline

@@ -979,7 +979,7 @@ fn apply(flushed_model: &mut Model, entries: &[FlushedEntry], ctx: &str) {
 }
 
 /// Two caching stores over in-memory stores sharing one tiny thread cache:
-/// reads always equal a plain map of everything written; the flushed
+/// reads (and the old values updates see) always equal a plain map of everything written; the flushed
 /// entries, applied in order, always reproduce the underlying store; after
 /// a final flush the underlying store equals the map.
 #[test]
@@ -1000,7 +1000,31 @@ fn random_caching_store_reads_like_a_map_and_flushes_reproduce_the_store() {
             let mut out = Vec::new();
             let mut resized = Vec::new();
             match rng.below(100) {
-                0..=39 => {
+                30..=39 => {
+                    let key = rng.key(30);
+                    let byte = rng.next() as u8;
+                    let mut seen = None;
+                    store
+                        .update(
+                            &key,
+                            step,
+                            |old, buf| {
+                                seen = Some(old.map(<[u8]>::to_vec));
+                                Ok(grow(old, byte, buf))
+                            },
+                            &mut out,
+                        )
+                        .unwrap();
+                    let old = model.get(&key).cloned();
+                    assert_eq!(seen, Some(old.clone()), "{ctx}");
+                    let mut buf = Vec::new();
+                    if grow(old.as_deref(), byte, &mut buf) {
+                        model.insert(key, buf);
+                    } else {
+                        model.remove(&key);
+                    }
+                }
+                0..=29 => {
                     let key = rng.key(30);
                     let value = rng.pct(85).then(|| rng.value());
                     store.put(&key, value.as_deref(), step, &mut out).unwrap();
@@ -1071,6 +1095,201 @@ fn random_caching_store_reads_like_a_map_and_flushes_reproduce_the_store() {
             apply(&mut flushed_models[n], &out, "final flush");
             assert_eq!(flushed_models[n], models[n], "seed {seed}");
             assert_eq!(contents(&inners[n]), models[n], "seed {seed}");
+        }
+    }
+}
+
+// ---------------------------------------------------------------------------
+// update_into: a get then a put with one lookup
+
+/// A read-modify-write as `update_into` takes it: the new value is the old
+/// one (or `stored` on a miss) with `byte` appended, and a delete once it
+/// reaches 6 bytes.
+fn grow(old: Option<&[u8]>, byte: u8, buf: &mut Vec<u8>) -> bool {
+    let old = old.unwrap_or_default();
+    if old.len() >= 5 {
+        return false;
+    }
+    buf.extend_from_slice(old);
+    buf.push(byte);
+    true
+}
+
+/// A read-modify-write: key, the store's value below, the byte appended.
+type Step<'a> = (&'a [u8], Option<&'a [u8]>, u8);
+
+/// One read-modify-write of `key` (`grow` by `byte`) over `stored` below:
+/// with `update_into` when `fused`, else as a get, a store read on a miss,
+/// and a put. Returns what it flushed.
+fn rmw(
+    cache: &mut ThreadCache,
+    id: NamedCacheId,
+    (key, stored, byte): Step<'_>,
+    t: i64,
+    fused: bool,
+) -> Vec<DirtyEntry> {
+    if fused {
+        let mut out = Vec::new();
+        cache
+            .update_into(
+                id,
+                key,
+                t,
+                || Ok(stored.map(<[u8]>::to_vec)),
+                |old, buf| Ok(grow(old, byte, buf)),
+                &mut out,
+            )
+            .unwrap();
+        return out;
+    }
+    let old = match cache.get(id, key) {
+        Some(hit) => hit.value.map(<[u8]>::to_vec),
+        None => stored.map(<[u8]>::to_vec),
+    };
+    let mut buf = Vec::new();
+    let keep = grow(old.as_deref(), byte, &mut buf);
+    cache
+        .put(id, key, keep.then_some(&buf[..]), t, true)
+        .unwrap()
+}
+
+/// Each cache's observable state: its entries in key order (each read
+/// counts as a use in both, in the same order) and its counters.
+fn observe(cache: &mut ThreadCache, id: NamedCacheId) -> impl PartialEq + std::fmt::Debug {
+    (
+        cache.size_bytes(),
+        cache.len(id),
+        cache.stats(),
+        cache.named_stats(id),
+    )
+}
+
+/// Scenario: with room for two entries, updates hit, miss, evict (a dirty
+/// eviction flushes in dirty order, a clean one is silent), re-insert an
+/// evicted key from the store's value and delete (a cached tombstone, dropped
+/// at flush), exactly as a get and a put each would.
+#[test]
+fn update_into_is_a_get_then_a_put() {
+    let budget = 2 * entry_size(b"a", Some(b"xy"));
+    let (mut twin, mut cache) = (ThreadCache::new(budget), ThreadCache::new(budget));
+    let (tid, id) = (twin.named("0_0-s"), cache.named("0_0-s"));
+    let script: [Step<'_>; 10] = [
+        (b"a", None, b'1'),        // miss, absent below: "1"
+        (b"b", Some(b"q"), b'2'),  // miss, read below: "q2"
+        (b"a", Some(b"zz"), b'3'), // hit, below not read: "13"; LRU b, a
+        (b"c", None, b'4'),        // evicts b (dirty): b, then a, c
+        (b"a", None, b'5'),        // hit on a clean entry: "135", dirty again
+        (b"b", Some(b"q2"), b'6'), // re-insert: evicts c (clean), a (dirty): a, b
+        (b"a", Some(b"zz"), b'7'), // evicted: read below again, "zz7"
+        (b"a", None, b'8'),        // evicts b (clean) silently
+        (b"a", None, b'9'),        // "zz789"
+        (b"a", None, b'0'),        // 5 bytes: a delete, cached as a tombstone
+    ];
+    let mut emitted = Vec::new();
+    for (t, step) in script.into_iter().enumerate() {
+        let t = t as i64;
+        let want = rmw(&mut twin, tid, step, t, false);
+        let got = rmw(&mut cache, id, step, t, true);
+        assert_eq!(got, want, "step {t}");
+        assert_eq!(observe(&mut cache, id), observe(&mut twin, tid), "step {t}");
+        emitted.extend(got);
+    }
+    assert_eq!(
+        emitted,
+        vec![
+            dirty(b"b", Some(b"q2"), 1),
+            dirty(b"a", Some(b"13"), 2),
+            dirty(b"c", Some(b"4"), 3),
+            dirty(b"a", Some(b"135"), 4),
+            dirty(b"b", Some(b"q26"), 5),
+        ]
+    );
+    assert_eq!(cache.len(id), 1);
+    let hit = cache.get(id, b"a").unwrap();
+    assert!(hit.is_tombstone() && hit.dirty);
+    twin.get(tid, b"a");
+    let flushed = cache.flush(id);
+    assert_eq!(flushed, twin.flush(tid));
+    assert_eq!(flushed, vec![dirty(b"a", None, 9)]);
+    assert!(
+        cache.get(id, b"a").is_none(),
+        "a flushed delete leaves the cache"
+    );
+    twin.get(tid, b"a");
+    assert_eq!(observe(&mut cache, id), observe(&mut twin, tid));
+    assert_eq!(cache.size_bytes(), 0);
+}
+
+/// A failing read below or a failing update leaves the entry's value and
+/// the sizes as they were, and reaches the caller.
+#[test]
+fn update_into_failures_change_no_value() {
+    let mut cache = ThreadCache::new(10_000);
+    let id = cache.named("0_0-s");
+    cache.put(id, b"a", Some(b"1"), 0, true).unwrap();
+    let size = cache.size_bytes();
+    let fail = || strom_core::Error::Store("boom".into());
+    let mut out = Vec::new();
+    let err = cache.update_into(id, b"a", 1, || Ok(None), |_, _| Err(fail()), &mut out);
+    assert!(err.is_err());
+    let err = cache.update_into(id, b"b", 1, || Err(fail()), |_, _| Ok(true), &mut out);
+    assert!(err.is_err());
+    assert_eq!(cache.get(id, b"a").unwrap().value, Some(&b"1"[..]));
+    assert!(cache.get(id, b"b").is_none());
+    assert_eq!((cache.size_bytes(), cache.len(id)), (size, 1));
+    cache.close(id);
+    let err = cache.update_into(id, b"a", 1, || Ok(None), |_, _| Ok(true), &mut out);
+    assert!(err.unwrap_err().to_string().contains("closed"));
+}
+
+/// Random updates, puts, gets and flushes on two named caches under a tiny
+/// budget, each applied to a cache with `update_into` and to its twin with a
+/// get and a put: every emitted entry, read and counter is the same.
+#[test]
+fn random_updates_match_gets_then_puts() {
+    for seed in 0..40u64 {
+        let mut rng = Rng(5000 + seed);
+        let budget = 120 + rng.below(400);
+        let (mut twin, mut cache) = (ThreadCache::new(budget), ThreadCache::new(budget));
+        let tids = [twin.named("0_0-s"), twin.named("0_1-s")];
+        let ids = [cache.named("0_0-s"), cache.named("0_1-s")];
+        for step in 0..3_000i64 {
+            let n = rng.below(2) as usize;
+            let (tid, id) = (tids[n], ids[n]);
+            let ctx = format!("seed {seed} step {step}");
+            let key = rng.key(24);
+            match rng.below(100) {
+                0..=59 => {
+                    let stored = rng.pct(50).then(|| rng.value());
+                    let byte = rng.next() as u8;
+                    let op = (&key[..], stored.as_deref(), byte);
+                    let want = rmw(&mut twin, tid, op, step, false);
+                    let got = rmw(&mut cache, id, op, step, true);
+                    assert_eq!(got, want, "{ctx}");
+                }
+                60..=74 => {
+                    let value = rng.pct(80).then(|| rng.value());
+                    let want = twin.put(tid, &key, value.as_deref(), step, true).unwrap();
+                    let got = cache.put(id, &key, value.as_deref(), step, true).unwrap();
+                    assert_eq!(got, want, "{ctx}");
+                }
+                75..=89 => {
+                    let want = twin
+                        .get(tid, &key)
+                        .map(|e| (e.value.map(<[u8]>::to_vec), e.timestamp, e.dirty));
+                    let got = cache
+                        .get(id, &key)
+                        .map(|e| (e.value.map(<[u8]>::to_vec), e.timestamp, e.dirty));
+                    assert_eq!(got, want, "{ctx}");
+                }
+                _ => assert_eq!(cache.flush(id), twin.flush(tid), "{ctx}"),
+            }
+            assert_eq!(observe(&mut cache, id), observe(&mut twin, tid), "{ctx}");
+            assert_eq!(
+                cache.range(id, None, None, false),
+                twin.range(tid, None, None, false),
+                "{ctx}"
+            );
         }
     }
 }

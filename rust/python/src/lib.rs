@@ -5,6 +5,7 @@ mod errors;
 mod expr;
 mod kafka;
 mod log;
+mod records;
 mod serde;
 mod store;
 mod window;
@@ -24,6 +25,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     arrow::register(m)?;
     kafka::register(m)?;
     expr::register(m)?;
+    records::register(m)?;
     serde::register(m)?;
     store::register(m)?;
     window::register(m)?;

@@ -511,13 +511,13 @@ fn from_committed(offsets: Vec<CommittedOffset>) -> Vec<OffsetTuple> {
 // --- the producer -----------------------------------------------------------------
 
 #[derive(Default)]
-struct PartitionBuffer {
-    builder: RecordBatchBuilder,
+pub(crate) struct PartitionBuffer {
+    pub(crate) builder: RecordBatchBuilder,
     bytes: usize,
 }
 
-struct TopicBuffers {
-    partitions: Vec<PartitionBuffer>,
+pub(crate) struct TopicBuffers {
+    pub(crate) partitions: Vec<PartitionBuffer>,
     /// Next partition for a record with a null key.
     round_robin: u32,
 }
@@ -536,7 +536,7 @@ impl TopicBuffers {
         self.partitions.len() as u32
     }
 
-    fn partition_for(&mut self, key: Option<&[u8]>) -> u32 {
+    pub(crate) fn partition_for(&mut self, key: Option<&[u8]>) -> u32 {
         if self.count() == 1 {
             return 0;
         }
@@ -550,7 +550,7 @@ impl TopicBuffers {
     }
 
     /// Buffers one record; returns whether its partition is due to be appended.
-    fn push(
+    pub(crate) fn push(
         &mut self,
         partition: u32,
         timestamp: i64,
@@ -634,7 +634,10 @@ fn check_partition(py: Python<'_>, topic: &str, partition: i64, count: u32) -> P
 }
 
 impl NativeProducer {
-    fn lock_buffers(&self, py: Python<'_>) -> MutexGuard<'_, HashMap<String, TopicBuffers>> {
+    pub(crate) fn lock_buffers(
+        &self,
+        py: Python<'_>,
+    ) -> MutexGuard<'_, HashMap<String, TopicBuffers>> {
         // Waits detached: another thread may hold the lock while it appends.
         self.buffers
             .lock_py_attached(py)
@@ -643,7 +646,7 @@ impl NativeProducer {
 
     /// The topic's partition count, fetched from the log the first time
     /// (partition counts never change).
-    fn partition_count(&self, py: Python<'_>, topic: &str) -> PyResult<u32> {
+    pub(crate) fn partition_count(&self, py: Python<'_>, topic: &str) -> PyResult<u32> {
         if let Some(buffers) = self.lock_buffers(py).get(topic) {
             return Ok(buffers.count());
         }
@@ -656,7 +659,7 @@ impl NativeProducer {
 
     /// Appends the buffers that reached the threshold (or all of them), then
     /// fsyncs when asked. Every batch is attempted; the first error is returned.
-    fn append_buffers(&self, py: Python<'_>, all: bool, sync: bool) -> PyResult<()> {
+    pub(crate) fn append_buffers(&self, py: Python<'_>, all: bool, sync: bool) -> PyResult<()> {
         py.detach(|| {
             let _appending = lock(&self.append_lock);
             let mut batches: Vec<(String, u32, RecordBatchBuilder)> = {

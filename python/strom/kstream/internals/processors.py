@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from operator import length_hint
 from typing import TYPE_CHECKING, Any
 
+from strom import _core
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, deliver, log, without
 
@@ -81,29 +81,15 @@ class KStreamFlatMap(Node):
         self.values_only = values_only
 
     def process(self, batch: Batch) -> None:
+        if self.values_only:
+            self._process_values(batch)
+            return
         fn = self.mapper
         keys, values, stamps, offsets = batch.keys, batch.values, batch.timestamps, batch.offsets
         out_k: list[Any] = []
         out_v: list[Any] = []
         out_t: list[int] = []
         out_o: list[int] = []
-
-        def run_values(indices: Iterator[int]) -> None:
-            if len(out_v) > len(out_k):
-                # Resuming after a failed record: the values it produced
-                # before it failed go on (Kafka forwards each as it comes).
-                i, n = len(batch) - length_hint(indices) - 1, len(out_v) - len(out_k)
-                out_k.extend([keys[i]] * n)
-                out_t.extend([stamps[i]] * n)
-                out_o.extend([offsets[i]] * n)
-            for i in indices:
-                before = len(out_v)
-                out_v.extend(fn(values[i]))
-                n = len(out_v) - before
-                if n:
-                    out_k.extend([keys[i]] * n)
-                    out_t.extend([stamps[i]] * n)
-                    out_o.extend([offsets[i]] * n)
 
         def run_pairs(indices: Iterator[int]) -> None:
             for i in indices:
@@ -113,8 +99,21 @@ class KStreamFlatMap(Node):
                     out_t.append(stamps[i])
                     out_o.append(offsets[i])
 
-        self.each_record(batch, run_values if self.values_only else run_pairs)
+        self.each_record(batch, run_pairs)
         self.forward(batch.derive(out_k, out_v, out_t, out_o))
+
+    def _process_values(self, batch: Batch) -> None:
+        """One native loop over the batch calls the mapper per record; a
+        record whose call raises goes to the handler, then the loop goes on
+        after it (what it yielded before failing goes on, as in Kafka)."""
+        out: tuple[list[Any], list[Any], list[int], list[int]] = ([], [], [], [])
+        columns = (batch.keys, batch.values, batch.timestamps, batch.offsets)
+        start = 0
+        while failed := _core.flat_map_values(self.mapper, *columns, start, out):
+            index, exc = failed
+            self.record_failed(batch, index, exc)
+            start = index + 1
+        self.forward(batch.derive(*out))
 
 
 class KStreamPeek(Node):
@@ -179,7 +178,7 @@ class DropNullKeys(Node):
 
     def process(self, batch: Batch) -> None:
         keys = batch.keys
-        if None in keys:
+        if _core.any_none(keys):
             self.forward(batch.select([i for i, k in enumerate(keys) if k is not None]))
         else:
             self.forward(batch)
@@ -203,7 +202,7 @@ class KStreamCount(Node):
                 self.raw_key_serde = self.store.key_serde
 
     def process(self, batch: Batch) -> None:
-        if None in batch.keys or None in batch.values:
+        if _core.any_none(batch.keys, batch.values):
             # Kafka's aggregations ignore records with a null key or value.
             keep = [
                 i

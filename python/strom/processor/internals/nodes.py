@@ -27,6 +27,7 @@ from strom.processor.internals.error_handling import (
     describe_source,
     processing_failed,
 )
+from strom.serdes import String
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
@@ -280,6 +281,11 @@ class SinkNode(Node):
         self.value_serde = value_serde
         self.partitioner = partitioner
         self.topic_extractor = topic_extractor
+        # String keys and values with the default partitioner: the producer
+        # may serialize them natively as it buffers them.
+        self.strings = (
+            type(key_serde) is String and type(value_serde) is String and partitioner is None
+        )
 
     def process(self, batch: Batch) -> None:
         if batch.encoded is not None and (
@@ -308,6 +314,12 @@ class SinkNode(Node):
             self._send(topic, batch.select(indices))
 
     def _send(self, topic: str, batch: Batch) -> None:
+        if (
+            self.strings
+            and batch.encoded is None
+            and self.task.collector.send_strings(topic, batch.keys, batch.values, batch.timestamps)
+        ):
+            return
         try:
             keys = self.key_serde.serialize_batch(topic, batch.keys)
             values = (

@@ -158,6 +158,19 @@ class RecordCollector:
         if keys:
             self.producer.produce_columns(topic, keys, values, timestamps, partitions)
 
+    def send_strings(
+        self,
+        topic: str,
+        keys: list[str | None],
+        values: list[str | None],
+        timestamps: list[int],
+    ) -> bool:
+        """``send`` of keys and values for the String serde, serialized by a
+        producer that can (the embedded log's); False, having sent nothing,
+        where it cannot or a key or value is not a ``str`` it can encode."""
+        produce = getattr(self.producer, "produce_strings", None)
+        return produce is not None and (not keys or produce(topic, keys, values, timestamps))
+
     def send_record(
         self,
         topic: str,
@@ -642,10 +655,16 @@ class StreamTask:
             and children[0].raw_key_serde == key_serde
             and type(key_serde) in (String, ByteArray)
             and type(value_serde) in (String, ByteArray)
-            and all(
-                _core.all_utf8(column)
-                for serde, column in ((key_serde, raw_keys), (value_serde, raw_values))
-                if isinstance(serde, String)
+            and (
+                _core.read_utf8(
+                    records, isinstance(key_serde, String), isinstance(value_serde, String)
+                )
+                if isinstance(records, _core.RecordBatch)
+                else all(
+                    _core.all_utf8(column)
+                    for serde, column in ((key_serde, raw_keys), (value_serde, raw_values))
+                    if isinstance(serde, String)
+                )
             )
         )
         try:
@@ -678,7 +697,12 @@ class StreamTask:
                 extracted.append(ts)
                 partition_time = max(partition_time, ts)
             timestamps = extracted
-        if timestamps and min(timestamps) < 0:
+        # While the timestamps are the batch's as read, compared natively.
+        if read is not None and isinstance(records, _core.RecordBatch):
+            low, high = _core.timestamp_range(records) or (0, -1)
+        else:
+            low, high = (min(timestamps), max(timestamps)) if timestamps else (0, -1)
+        if low < 0:
             keep = [i for i, ts in enumerate(timestamps) if ts >= 0]
             dropped = len(timestamps) - len(keep)
             self.metrics.dropped_records += dropped
@@ -694,9 +718,10 @@ class StreamTask:
             timestamps = [timestamps[i] for i in keep]
             offsets = [offsets[i] for i in keep]
             read = None
+            high = max(timestamps, default=-1)
         if not keys:
             return None
-        queue.partition_time = max(queue.partition_time, *timestamps)
+        queue.partition_time = max(queue.partition_time, high)
         # Packed keys are the raw ones, if no record was left out.
         packed = (
             records.packed_keys

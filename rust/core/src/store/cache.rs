@@ -21,18 +21,25 @@
 //!
 //! Data structure: each named cache is a slab of nodes threaded by two
 //! intrusive doubly linked lists (LRU order and dirty order), plus an ordered
-//! index for range scans. A `hashlink::LinkedHashMap` would give one of the two
-//! orders; we need both orders and the key order over the same entries, so a
-//! small slab keeps each key stored twice (slab + index) instead of three
-//! times, with O(1) touch/dirty-append and no extra dependency.
+//! index for range scans and a hash table of node numbers for point lookups
+//! (a get, a put or a count finds its node with one hash probe instead of a
+//! walk down the ordered index). A `hashlink::LinkedHashMap` would give one of
+//! the two orders; we need both orders and the key order over the same
+//! entries, so a small slab keeps each key stored twice (slab + ordered index)
+//! instead of three times, with O(1) touch/dirty-append; the hash table holds
+//! only node numbers and hashes the slab's keys.
 
 use std::cmp::Ordering;
 use std::collections::{BTreeMap, HashMap};
 use std::fmt;
+use std::hash::BuildHasher;
 use std::ops::Bound;
+
+use hashbrown::HashTable;
 
 use super::KeyValueBytes;
 use crate::error::{Error, Result};
+use crate::window::keys::FastState;
 
 /// Bytes counted per cache entry on top of its key and value: Kafka's
 /// `LRUNode` (3 × 8) + `LRUCacheEntry` dirty flag (1) + record context
@@ -185,16 +192,21 @@ fn push_back(nodes: &mut [Node], ends: &mut Ends, i: usize, chain: Chain) {
 // ---------------------------------------------------------------------------
 // NamedCache
 
-#[derive(Debug)]
 struct NamedCache {
     name: String,
+    /// Node numbers in key order, for range scans.
     index: BTreeMap<Vec<u8>, usize>,
+    /// Node numbers hashed by their nodes' keys, for point lookups.
+    lookup: HashTable<usize>,
+    hasher: FastState,
     nodes: Vec<Node>,
     free: Vec<usize>,
     lru: Ends,
     dirty: Ends,
     size_bytes: u64,
     stats: NamedCacheStats,
+    /// Where [`update`](Self::update) writes a new value, reused.
+    scratch: Vec<u8>,
 }
 
 impl NamedCache {
@@ -202,22 +214,33 @@ impl NamedCache {
         NamedCache {
             name: name.to_owned(),
             index: BTreeMap::new(),
+            lookup: HashTable::new(),
+            hasher: FastState::default(),
             nodes: Vec::new(),
             free: Vec::new(),
             lru: EMPTY,
             dirty: EMPTY,
             size_bytes: 0,
             stats: NamedCacheStats::default(),
+            scratch: Vec::new(),
         }
     }
 
     fn len(&self) -> usize {
-        self.index.len()
+        self.lookup.len()
+    }
+
+    /// The node holding `key`, if any.
+    fn find(&self, key: &[u8]) -> Option<usize> {
+        let nodes = &self.nodes;
+        self.lookup
+            .find(self.hasher.hash_one(key), |&i| nodes[i].key == key)
+            .copied()
     }
 
     /// Looks a key up, counting a hit or a miss, and marks it most recently used.
     fn get(&mut self, key: &[u8]) -> Option<usize> {
-        let Some(&i) = self.index.get(key) else {
+        let Some(i) = self.find(key) else {
             self.stats.misses += 1;
             return None;
         };
@@ -232,67 +255,123 @@ impl NamedCache {
     }
 
     fn put(&mut self, key: &[u8], value: Option<&[u8]>, timestamp: i64, dirty: bool) -> Result<()> {
-        if let Some(&i) = self.index.get(key) {
-            // A clean write over a dirty one would lose an update (Kafka throws too).
-            if !dirty && self.nodes[i].dirty {
-                return Err(Error::Store(format!(
-                    "clean entry put over a dirty entry for the same key in cache '{}'",
-                    self.name
-                )));
-            }
-            self.stats.overwrites += 1;
-            let node = &mut self.nodes[i];
-            self.size_bytes -= node.size();
-            match (&mut node.value, value) {
+        if let Some(i) = self.find(key) {
+            self.overwrite(i, timestamp, dirty, |slot| match (slot, value) {
                 (Some(buf), Some(v)) => {
                     buf.clear();
                     buf.extend_from_slice(v);
                 }
                 (slot, v) => *slot = v.map(<[u8]>::to_vec),
-            }
-            node.timestamp = timestamp;
-            let was_dirty = node.dirty;
-            node.dirty = dirty;
-            self.size_bytes += node.size();
-            self.touch(i);
-            if dirty {
-                // Remove then append: dirty order is last-update order.
-                if was_dirty {
-                    unlink(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
-                }
-                push_back(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
-            }
+            })
         } else {
-            let node = Node {
-                key: key.to_vec(),
-                value: value.map(<[u8]>::to_vec),
-                timestamp,
-                dirty,
-                lru: UNLINKED,
-                dirty_link: UNLINKED,
-            };
-            self.size_bytes += node.size();
-            let i = if let Some(i) = self.free.pop() {
-                self.nodes[i] = node;
-                i
-            } else {
-                self.nodes.push(node);
-                self.nodes.len() - 1
-            };
-            self.index.insert(key.to_vec(), i);
-            push_back(&mut self.nodes, &mut self.lru, i, Chain::Lru);
-            if dirty {
-                push_back(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
+            self.insert(key, value.map(<[u8]>::to_vec), timestamp, dirty);
+            Ok(())
+        }
+    }
+
+    /// Kafka's put over the existing node `i`: `write` sets its value in
+    /// place; the node becomes the most recently used and, when `dirty`, the
+    /// last of the dirty order.
+    fn overwrite(
+        &mut self,
+        i: usize,
+        timestamp: i64,
+        dirty: bool,
+        write: impl FnOnce(&mut Option<Vec<u8>>),
+    ) -> Result<()> {
+        // A clean write over a dirty one would lose an update (Kafka throws too).
+        if !dirty && self.nodes[i].dirty {
+            return Err(Error::Store(format!(
+                "clean entry put over a dirty entry for the same key in cache '{}'",
+                self.name
+            )));
+        }
+        self.stats.overwrites += 1;
+        let node = &mut self.nodes[i];
+        self.size_bytes -= node.size();
+        write(&mut node.value);
+        node.timestamp = timestamp;
+        let was_dirty = node.dirty;
+        node.dirty = dirty;
+        self.size_bytes += node.size();
+        self.touch(i);
+        if dirty {
+            // Remove then append: dirty order is last-update order.
+            if was_dirty {
+                unlink(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
             }
+            push_back(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
         }
         Ok(())
     }
 
-    /// Takes node `i` out of the index, both lists and the size.
+    /// A get then a dirty put of `key`, with one hash probe on a hit (see
+    /// [`ThreadCache::update_into`]).
+    fn update(
+        &mut self,
+        key: &[u8],
+        timestamp: i64,
+        missing: impl FnOnce() -> Result<Option<Vec<u8>>>,
+        update: impl FnOnce(Option<&[u8]>, &mut Vec<u8>) -> Result<bool>,
+    ) -> Result<()> {
+        let mut buf = std::mem::take(&mut self.scratch);
+        buf.clear();
+        let result = match self.get(key) {
+            Some(i) => update(self.nodes[i].value.as_deref(), &mut buf).and_then(|keep| {
+                self.overwrite(i, timestamp, true, |slot| match (slot, keep) {
+                    (Some(value), true) => {
+                        value.clear();
+                        value.extend_from_slice(&buf);
+                    }
+                    (slot, keep) => *slot = keep.then(|| buf.clone()),
+                })
+            }),
+            None => missing()
+                .and_then(|stored| update(stored.as_deref(), &mut buf))
+                .map(|keep| self.insert(key, keep.then(|| buf.clone()), timestamp, true)),
+        };
+        self.scratch = buf;
+        result
+    }
+
+    /// Adds a node for a key the cache does not hold.
+    fn insert(&mut self, key: &[u8], value: Option<Vec<u8>>, timestamp: i64, dirty: bool) {
+        let node = Node {
+            key: key.to_vec(),
+            value,
+            timestamp,
+            dirty,
+            lru: UNLINKED,
+            dirty_link: UNLINKED,
+        };
+        self.size_bytes += node.size();
+        let i = if let Some(i) = self.free.pop() {
+            self.nodes[i] = node;
+            i
+        } else {
+            self.nodes.push(node);
+            self.nodes.len() - 1
+        };
+        self.index.insert(key.to_vec(), i);
+        let (nodes, hasher) = (&self.nodes, self.hasher);
+        self.lookup.insert_unique(hasher.hash_one(key), i, |&j| {
+            hasher.hash_one(nodes[j].key.as_slice())
+        });
+        push_back(&mut self.nodes, &mut self.lru, i, Chain::Lru);
+        if dirty {
+            push_back(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
+        }
+    }
+
+    /// Takes node `i` out of both indexes, both lists and the size.
     fn remove(&mut self, i: usize) -> Node {
         unlink(&mut self.nodes, &mut self.lru, i, Chain::Lru);
         if self.nodes[i].dirty {
             unlink(&mut self.nodes, &mut self.dirty, i, Chain::Dirty);
+        }
+        let hash = self.hasher.hash_one(self.nodes[i].key.as_slice());
+        if let Ok(entry) = self.lookup.find_entry(hash, |&j| j == i) {
+            entry.remove();
         }
         let node = std::mem::replace(
             &mut self.nodes[i],
@@ -394,6 +473,7 @@ impl NamedCache {
 
     fn clear(&mut self) {
         self.index.clear();
+        self.lookup.clear();
         self.nodes.clear();
         self.free.clear();
         self.lru = EMPTY;
@@ -405,7 +485,6 @@ impl NamedCache {
 // ---------------------------------------------------------------------------
 // ThreadCache
 
-#[derive(Debug)]
 struct Slot {
     generation: u32,
     cache: Option<NamedCache>,
@@ -527,7 +606,7 @@ impl ThreadCache {
             .filter(|s| s.generation == id.generation)?
             .cache
             .as_ref()?;
-        let node = &cache.nodes[*cache.index.get(key)?];
+        let node = &cache.nodes[cache.find(key)?];
         Some(CachedEntry {
             value: node.value.as_deref(),
             timestamp: node.timestamp,
@@ -579,15 +658,52 @@ impl ThreadCache {
         let before = cache.size_bytes;
         cache.put(key, value, timestamp, dirty)?;
         self.size_bytes = self.size_bytes - before + cache.size_bytes;
-        // Evict from this cache only; once it is empty the budget may stay
-        // exceeded by other caches, which their own puts will shrink.
+        self.evict_over_budget(id, out);
+        Ok(())
+    }
+
+    /// A [`get`](Self::get) then a dirty [`put_into`](Self::put_into) of
+    /// `key` (a caching store's read-modify-write), finding the entry once:
+    /// `update(old, buf)` gets the cached value, or on a miss what
+    /// `missing()` reads from the store below (None: absent), writes the new
+    /// value into the empty `buf` and returns true, or returns false to
+    /// delete. Hits, misses, LRU and dirty order, sizes and evictions are
+    /// exactly those of the get and the put. Fails on a closed cache (before
+    /// `missing` runs) or with what `missing` or `update` fail with, leaving
+    /// the entry's value as it was.
+    pub fn update_into(
+        &mut self,
+        id: NamedCacheId,
+        key: &[u8],
+        timestamp: i64,
+        missing: impl FnOnce() -> Result<Option<Vec<u8>>>,
+        update: impl FnOnce(Option<&[u8]>, &mut Vec<u8>) -> Result<bool>,
+        out: &mut Vec<DirtyEntry>,
+    ) -> Result<()> {
+        let cache = named_mut(&mut self.slots, id).ok_or_else(|| closed(id))?;
+        self.stats.gets += 1;
+        self.stats.puts += 1;
+        let before = cache.size_bytes;
+        let updated = cache.update(key, timestamp, missing, update);
+        self.size_bytes = self.size_bytes - before + cache.size_bytes;
+        updated?;
+        self.evict_over_budget(id, out);
+        Ok(())
+    }
+
+    /// Evicts from the named cache `id` only, least recently used first,
+    /// until the budget holds or it is empty; once it is empty the budget may
+    /// stay exceeded by other caches, which their own puts will shrink.
+    fn evict_over_budget(&mut self, id: NamedCacheId, out: &mut Vec<DirtyEntry>) {
+        let Some(cache) = named_mut(&mut self.slots, id) else {
+            return;
+        };
         while self.size_bytes > self.max_bytes && cache.len() > 0 {
             let before = cache.size_bytes;
             cache.evict(out);
             self.size_bytes = self.size_bytes - before + cache.size_bytes;
             self.stats.evicts += 1;
         }
-        Ok(())
     }
 
     /// Flushes every dirty entry of the named cache, in dirty order, marking
@@ -914,6 +1030,30 @@ impl<'a> CachingKeyValueStore<'a> {
         let mut dirty = Vec::new();
         self.cache
             .put_into(self.id, key, value, timestamp, true, &mut dirty)?;
+        write_through(self.store, dirty, flushed)
+    }
+
+    /// A [`get`](Self::get) then a [`put`](Self::put) of `key` with one
+    /// cache lookup: `update(old, buf)` writes the new value into `buf` and
+    /// returns true, or returns false to delete (see
+    /// [`ThreadCache::update_into`]).
+    pub fn update(
+        &mut self,
+        key: &[u8],
+        timestamp: i64,
+        update: impl FnOnce(Option<&[u8]>, &mut Vec<u8>) -> Result<bool>,
+        flushed: &mut Vec<FlushedEntry>,
+    ) -> Result<()> {
+        let mut dirty = Vec::new();
+        let store = &*self.store;
+        self.cache.update_into(
+            self.id,
+            key,
+            timestamp,
+            || store.get(key),
+            update,
+            &mut dirty,
+        )?;
         write_through(self.store, dirty, flushed)
     }
 

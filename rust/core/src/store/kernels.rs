@@ -111,31 +111,32 @@ pub fn upsert<'k>(
 }
 
 /// Read-modify-write of a batch, one record after the other: for record `i`
-/// with `(key, timestamp)`, `update(i, old)` gets the key's current value
-/// (None when absent) and returns the value to write (None deletes). With a
-/// record cache the read is a get (a use) and the write a put of the
-/// [`CachingKeyValueStore`], exactly as a read and a put per record would
-/// be (see [`upsert`]). Without a cache both go to `store`, the write logged
-/// with the record's timestamp.
+/// with `(key, timestamp)`, `update(i, old, buf)` gets the key's current
+/// value (None when absent), writes the new value into the empty `buf` and
+/// returns true, or returns false to delete. With a record cache the read
+/// and the write are one [`CachingKeyValueStore::update`], exactly a get (a
+/// use) and a put per record (see [`upsert`]). Without a cache both go to
+/// `store`, the write logged with the record's timestamp.
 pub fn update_each<'k>(
     store: &mut dyn KeyValueBytes,
     cache: Option<(&mut ThreadCache, NamedCacheId)>,
     records: impl IntoIterator<Item = (&'k [u8], i64)>,
-    mut update: impl FnMut(usize, Option<&[u8]>) -> Result<Option<Vec<u8>>>,
+    mut update: impl FnMut(usize, Option<&[u8]>, &mut Vec<u8>) -> Result<bool>,
     flushed: &mut Vec<FlushedEntry>,
 ) -> Result<()> {
     let Some((cache, id)) = cache else {
+        let mut buf = Vec::new();
         for (i, (key, timestamp)) in records.into_iter().enumerate() {
-            let new = update(i, store.get(key)?.as_deref())?;
+            buf.clear();
+            let keep = update(i, store.get(key)?.as_deref(), &mut buf)?;
             store.set_record_timestamp(timestamp);
-            store.put(key, new.as_deref())?;
+            store.put(key, keep.then_some(&buf[..]))?;
         }
         return Ok(());
     };
     let mut caching = CachingKeyValueStore::new(store, cache, id);
     for (i, (key, timestamp)) in records.into_iter().enumerate() {
-        let new = update(i, caching.get(key)?.as_deref())?;
-        caching.put(key, new.as_deref(), timestamp, flushed)?;
+        caching.update(key, timestamp, |old, buf| update(i, old, buf), flushed)?;
     }
     Ok(())
 }
@@ -151,11 +152,10 @@ fn timestamped_long(bytes: &[u8]) -> Result<(i64, i64)> {
     Ok((decode_long(&bytes[8..])?, decode_long(&bytes[..8])?))
 }
 
-fn encode_timestamped_long(count: i64, timestamp: i64) -> Vec<u8> {
-    let mut value = Vec::with_capacity(16);
-    value.extend_from_slice(&timestamp.to_be_bytes());
-    value.extend_from_slice(&count.to_be_bytes());
-    value
+/// Appends a timestamped Long to `out`.
+fn write_timestamped_long(count: i64, timestamp: i64, out: &mut Vec<u8>) {
+    out.extend_from_slice(&timestamp.to_be_bytes());
+    out.extend_from_slice(&count.to_be_bytes());
 }
 
 /// What a count kernel did to one record: the count before and after (None:
@@ -187,7 +187,7 @@ pub fn table_count(
         records
             .iter()
             .map(|&(key, timestamp, _, _)| (key, timestamp)),
-        |i, stored| {
+        |i, stored, buf| {
             let (_, record_time, has_new, has_old) = records[i];
             let (old, timestamp) = match stored {
                 Some(bytes) => {
@@ -208,7 +208,10 @@ pub fn table_count(
                 new,
                 timestamp,
             });
-            Ok(new.map(|count| encode_timestamped_long(count, timestamp)))
+            if let Some(count) = new {
+                write_timestamped_long(count, timestamp, buf);
+            }
+            Ok(new.is_some())
         },
         flushed,
     )?;
@@ -227,7 +230,7 @@ pub fn count_timestamped_cached(
         store,
         Some(cache),
         records.iter().copied(),
-        |i, stored| {
+        |i, stored, buf| {
             let record_time = records[i].1;
             let (count, timestamp) = match stored {
                 Some(bytes) => {
@@ -236,7 +239,8 @@ pub fn count_timestamped_cached(
                 }
                 None => (1, record_time),
             };
-            Ok(Some(encode_timestamped_long(count, timestamp)))
+            write_timestamped_long(count, timestamp, buf);
+            Ok(true)
         },
         flushed,
     )
@@ -377,10 +381,9 @@ mod tests {
                 (None, Some(1), 4),
             ]
         );
-        assert_eq!(
-            store.get(b"a").unwrap(),
-            &encode_timestamped_long(1, 10)[..]
-        );
+        let mut one_at_10 = Vec::new();
+        write_timestamped_long(1, 10, &mut one_at_10);
+        assert_eq!(store.get(b"a").unwrap(), &one_at_10[..]);
     }
 
     #[test]
