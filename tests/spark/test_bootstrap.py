@@ -116,3 +116,42 @@ def test_bootstrap_needs_a_replay_that_kept_the_changelogs(
     log = EmbeddedLog(servers.removeprefix("embedded:"))
     assert log.committed_offsets("not-kept") == {}
     assert not [t for t in log.topics() if t.startswith("not-kept")]
+
+
+def test_a_partition_the_replay_read_nothing_of_continues_where_the_read_ended(
+    spark: SparkSession, tmp_path: Path
+) -> None:
+    """An empty input partition gets its end offset committed too: with none,
+    an app at auto.offset.reset=latest would skip what was written to it
+    between the replay and the app's start."""
+    log = EmbeddedLog(tmp_path / "log")
+    log.create_topic("events", 3)
+    log.create_topic("windowed-counts", 3)
+    with log.producer() as producer:
+        for i in range(40):
+            producer.produce(
+                "events", f"k{i % 4}".encode(), b"v", timestamp=1_000 * i, partition=i % 2
+            )
+    servers = f"embedded:{tmp_path / 'log'}"
+    config = {
+        "application.id": "empty-partition",
+        "bootstrap.servers": servers,
+        "auto.offset.reset": "latest",
+    }
+    topology = windowed(TimeWindows.of_size_and_grace(10_000, 2_000))
+    with replay(topology, spark, source=servers, config=config, changelogs=True) as result:
+        result.bootstrap(config)
+    committed = log.committed_offsets("empty-partition")
+    assert {key: c.offset for key, c in committed.items()} == {
+        ("events", 0): 20,
+        ("events", 1): 20,
+        ("events", 2): 0,
+    }
+
+    with log.producer() as producer:
+        producer.produce("events", b"late-arrival", b"v", timestamp=40_000, partition=2)
+    with KafkaStreams(windowed(TimeWindows.of_size_and_grace(10_000, 2_000)), config) as app:
+        app.run_until_end(timeout=120)
+        assert app.metrics()["records-processed"] == 1
+    counts = read_stream(log, "windowed-counts", WINDOWED)
+    assert any(key.key == "late-arrival" for _p, key in counts)

@@ -84,6 +84,13 @@ def _end_state(result: Replay) -> _EndState:
         for row in result._collect("offset")
         if row["name"] in result._external
     }
+    # A partition the replay read no record of (empty, or bounded at its
+    # start) still continues where the read ended: with no commit the app
+    # would start it by auto.offset.reset and, at "latest", skip records
+    # written since. No record, so no partition time.
+    for key, end in result._read_ends.items():
+        if key[0] in result._external and key not in offsets and end >= 0:
+            offsets[key] = (end, "")
     times = {
         f"{stage.subtopology.id}_{meta['partition']}": meta
         for stage in result._stages

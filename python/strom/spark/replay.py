@@ -131,7 +131,7 @@ def replay(
     }
     external = sorted({physical(t) for s in subs for t in s.source_topics} - fed)
     planning = time.monotonic()
-    frame, known_partitions, partitioned = _source_frame(
+    frame, known_partitions, partitioned, read_ends = _source_frame(
         spark, source, external, streams_config, start_offsets, end_offsets, source_partitioned
     )
     # A DataFrame's partition counts take a Spark job, unless the tasks can
@@ -172,7 +172,7 @@ def replay(
         shutil.rmtree(state_dir, ignore_errors=True)
     log.debug("replay %s: planned in %.2f s", app_id, time.monotonic() - planning)
 
-    result = Replay(builder, streams_config, partitions, external, stages, changelogs)
+    result = Replay(builder, streams_config, partitions, external, stages, changelogs, read_ends)
     for index, stage in enumerate(stages):
         started = time.monotonic()
         _run_stage(stage, frame, stages[:index], partitioned)
@@ -245,11 +245,13 @@ def _source_frame(
     start: Offsets | None,
     end: Offsets | None,
     partitioned: bool,
-) -> tuple[DataFrame, dict[str, int] | None, bool]:
+) -> tuple[DataFrame, dict[str, int] | None, bool, Offsets]:
     """The input records as a DataFrame of ``INPUT_SCHEMA`` (only the
     topology's external topics), the partition counts the source knows
-    (None for a DataFrame: :func:`_frame_partitions` counts them), and
-    whether each partition number's records are in one Spark partition."""
+    (None for a DataFrame: :func:`_frame_partitions` counts them), whether
+    each partition number's records are in one Spark partition, and the
+    offset each partition's read ends at where the source knows it (a
+    DataFrame: the ``end`` bounds given), empty partitions included."""
     from pyspark.sql import DataFrame  # noqa: PLC0415 - pyspark is optional
 
     if partitioned and not isinstance(source, DataFrame):
@@ -258,11 +260,14 @@ def _source_frame(
             "source is read partitioned always)"
         )
     if isinstance(source, DataFrame):
-        return _from_frame(source, topics), None, partitioned
+        return _from_frame(source, topics), None, partitioned, dict(end or {})
     if isinstance(source, str) and source.startswith("embedded:"):
-        return (*_from_embedded(spark, source.removeprefix("embedded:"), topics), False)
+        frame, counts, ends = _from_embedded(spark, source.removeprefix("embedded:"), topics)
+        bounded = {key: min(offset, (end or {}).get(key, offset)) for key, offset in ends.items()}
+        return frame, counts, False, bounded
     if isinstance(source, str) and source.strip():
-        return (*_from_kafka(spark, source, topics, config, start, end), True)
+        frame, counts, ends = _from_kafka(spark, source, topics, config, start, end)
+        return frame, counts, True, ends
     raise ConfigError(f"replay source must be 'embedded:PATH' or a DataFrame, not {source!r}")
 
 
@@ -321,9 +326,10 @@ def _frame_partitions(frame: DataFrame, topics: list[str]) -> dict[str, int]:
 
 def _from_embedded(
     spark: SparkSession, path: str, topics: list[str]
-) -> tuple[DataFrame, dict[str, int]]:
+) -> tuple[DataFrame, dict[str, int], Offsets]:
     """Reads the topics of an embedded log on the driver (the log is local
-    disk, open in this process) into a DataFrame."""
+    disk, open in this process) into a DataFrame; with each partition's end
+    offset."""
     log_ = EmbeddedLog(path)
     existing = set(log_.topics())
     missing = [t for t in topics if t not in existing]
@@ -334,8 +340,10 @@ def _from_embedded(
     # Every topic's count: output topics the log has keep theirs.
     counts = {topic: log_.partitions(topic) for topic in existing}
     tables = []
+    read_ends: dict[tuple[str, int], int] = {}
     for topic in topics:
         ends = log_.end_offsets(topic)
+        read_ends.update({(topic, partition): end for partition, end in ends.items()})
         for partition, start in log_.log_start_offsets(topic).items():
             offset = start
             while offset < ends[partition]:
@@ -361,7 +369,7 @@ def _from_embedded(
                 )
                 offset = batch.next_offset
     table = pa.concat_tables(tables) if tables else INPUT_SCHEMA.empty_table()
-    return spark.createDataFrame(table), counts
+    return spark.createDataFrame(table), counts, read_ends
 
 
 def _from_kafka(
@@ -371,9 +379,10 @@ def _from_kafka(
     config: StreamsConfig,
     start: Offsets | None,
     end: Offsets | None,
-) -> tuple[DataFrame, dict[str, int]]:
+) -> tuple[DataFrame, dict[str, int], Offsets]:
     """Offset ranges of a Kafka cluster, read in the Spark tasks (one per
-    topic-partition) by the ``strom-kafka`` Python Data Source."""
+    topic-partition) by the ``strom-kafka`` Python Data Source; with the
+    offset each range ends at."""
     # Imports pyspark's data source API and strom.kafka (confluent-kafka: optional).
     from strom.kafka.clients import Admin, admin_config  # noqa: PLC0415
     from strom.spark.kafka_source import KafkaRangeSource, offset_ranges  # noqa: PLC0415
@@ -393,7 +402,7 @@ def _from_kafka(
         .option("consumer", json.dumps(consumer))
         .load()
     )
-    return frame, counts
+    return frame, counts, {(bounds[0], bounds[1]): bounds[3] for bounds in ranges}
 
 
 def _bounded(frame: DataFrame, start: Offsets | None, end: Offsets | None) -> DataFrame:
@@ -633,8 +642,11 @@ class Replay:
         external: list[str],
         stages: list[_Stage],
         changelogs: bool = False,
+        read_ends: Offsets | None = None,
     ) -> None:
         self._builder = builder
+        # Where the read of each source partition ended, records or none.
+        self._read_ends = read_ends or {}
         self.changelogs = changelogs
         self.config = config
         self.partitions = partitions
