@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import itertools
-import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -32,9 +32,11 @@ def topology(kind: str) -> Any:
 
 @pytest.mark.benchmark(group="runtime")
 @pytest.mark.parametrize("kind", ["inner", "left", "outer"])
-def test_stream_stream_join_throughput(benchmark: Any, kind: str) -> None:
+def test_stream_stream_join_throughput(
+    benchmark: Any, fresh_dir: Callable[[str], str], kind: str
+) -> None:
     def setup() -> tuple[tuple[str], dict[str, Any]]:
-        path = tempfile.mkdtemp(prefix="strom-bench-join-")
+        path = fresh_dir("strom-bench-join-")
         log = EmbeddedLog(path)
         for topic in ("left", "right", "out"):
             log.create_topic(topic, partitions=2)

@@ -7,7 +7,7 @@ import array
 import itertools
 import json
 import random
-import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -106,7 +106,9 @@ def _json_records() -> list[tuple[bytes, bytes, int]]:
 
 @pytest.mark.benchmark(group="runtime")
 @pytest.mark.parametrize("path", ["native", "python"])
-def test_windowed_count_of_json_records(benchmark: Any, path: str) -> None:
+def test_windowed_count_of_json_records(
+    benchmark: Any, fresh_dir: Callable[[str], str], path: str
+) -> None:
     """KafkaStreams on the embedded log: JSON values, a Python filter
     lambda, a one-minute tumbling count per key (native count(), or the
     same count as a Python aggregator for comparison)."""
@@ -129,7 +131,7 @@ def test_windowed_count_of_json_records(benchmark: Any, path: str) -> None:
         return builder.build()
 
     def setup() -> tuple[tuple[str], dict[str, Any]]:
-        where = tempfile.mkdtemp(prefix="strom-bench-wcount-")
+        where = fresh_dir("strom-bench-wcount-")
         log = EmbeddedLog(where)
         log.create_topic("events")
         log.create_topic("counts")
@@ -156,7 +158,7 @@ def test_windowed_count_of_json_records(benchmark: Any, path: str) -> None:
 @pytest.mark.parametrize("path", ["native", "python"])
 @pytest.mark.parametrize("windows", ["sliding", "session"])
 def test_sliding_and_session_sum_of_json_records(
-    benchmark: Any, windows: str, path: str, caching: bool
+    benchmark: Any, fresh_dir: Callable[[str], str], windows: str, path: str, caching: bool
 ) -> None:
     """As above with 10 s sliding windows or 5 s-gap sessions summing a JSON
     field, behind the record cache or not: ``strom.agg.sum("amount")`` on
@@ -187,7 +189,7 @@ def test_sliding_and_session_sum_of_json_records(
         return builder.build()
 
     def setup() -> tuple[tuple[str], dict[str, Any]]:
-        where = tempfile.mkdtemp(prefix="strom-bench-swcount-")
+        where = fresh_dir("strom-bench-swcount-")
         log = EmbeddedLog(where)
         log.create_topic("events")
         log.create_topic("counts")

@@ -6,7 +6,7 @@ then ignored) to compare with no metrics."""
 from __future__ import annotations
 
 import itertools
-import tempfile
+from collections.abc import Callable
 from typing import Any
 
 import pytest
@@ -19,12 +19,12 @@ LINES = 100_000
 _runs = itertools.count()
 
 
-def _bench(benchmark: Any, rounds: int, **config: Any) -> float:
+def _bench(benchmark: Any, fresh_dir: Callable[[str], str], rounds: int, **config: Any) -> float:
     """Word count over ``LINES`` fresh lines per round; returns words per line."""
     lines = serdes.String().serialize_batch("t", generate_lines(LINES))
 
     def setup() -> tuple[tuple[str], dict[str, Any]]:
-        path = tempfile.mkdtemp(prefix="strom-bench-wc-")
+        path = fresh_dir("strom-bench-wc-")
         log = EmbeddedLog(path)
         log.create_topic("text-input", partitions=3)
         log.create_topic("word-counts", partitions=3)
@@ -47,8 +47,8 @@ def _bench(benchmark: Any, rounds: int, **config: Any) -> float:
 
 
 @pytest.mark.benchmark(group="runtime")
-def test_word_count_throughput(benchmark: Any) -> None:
-    words_per_line = _bench(benchmark, rounds=3)
+def test_word_count_throughput(benchmark: Any, fresh_dir: Callable[[str], str]) -> None:
+    words_per_line = _bench(benchmark, fresh_dir, rounds=3)
     words_per_s = LINES * words_per_line / benchmark.stats.stats.median
     benchmark.extra_info["note"] = f"{LINES:,} lines, {words_per_s:,.0f} words/s"
 
@@ -75,6 +75,8 @@ def test_word_count_lambdas_alone(benchmark: Any) -> None:
 
 @pytest.mark.benchmark(group="metrics")
 @pytest.mark.parametrize("level", ["INFO", "DEBUG"])
-def test_word_count_by_recording_level(benchmark: Any, level: str) -> None:
-    _bench(benchmark, rounds=5, **{"metrics.recording.level": level})
+def test_word_count_by_recording_level(
+    benchmark: Any, fresh_dir: Callable[[str], str], level: str
+) -> None:
+    _bench(benchmark, fresh_dir, rounds=5, **{"metrics.recording.level": level})
     benchmark.extra_info["note"] = f"{LINES:,} lines, metrics.recording.level={level}"
