@@ -7,6 +7,7 @@
 
 pub mod error;
 pub mod expr;
+mod fsutil;
 pub mod log;
 pub mod serde;
 pub mod store;

@@ -594,7 +594,7 @@ fn a_lock_held_a_moment_by_a_spawning_child_is_waited_for() {
     assert_eq!(meta, None);
     // A real second instance is still refused (at once: it is this process's).
     let err = open_err(dir.path(), opts());
-    assert!(err.to_string().contains("in this process"), "{err}");
+    assert!(err.to_string().contains("(this process, pid"), "{err}");
     drop(s);
 }
 
@@ -608,7 +608,7 @@ fn a_second_open_of_a_locked_directory_fails_clearly() {
     let msg = err.to_string();
     assert!(matches!(err, Error::Store(_)), "{msg}");
     assert!(
-        msg.contains("is locked by another instance in this process"),
+        msg.contains("is locked by another instance (this process, pid"),
         "{msg}"
     );
     assert!(msg.contains(&dir.path().display().to_string()), "{msg}");

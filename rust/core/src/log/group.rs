@@ -36,7 +36,7 @@ pub(crate) fn file_name(group: &str) -> String {
         }
     }
     if name.len() > MAX_NAME {
-        let hash = crate::log::fsutil::fnv1a(group.as_bytes());
+        let hash = crate::fsutil::fnv1a(group.as_bytes());
         name.truncate(MAX_NAME - 17);
         // Do not cut a %XX escape in half.
         if let Some(p) = name.rfind('%').filter(|&p| p + 3 > name.len()) {

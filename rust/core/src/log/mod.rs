@@ -9,21 +9,19 @@
 mod config;
 mod consumer;
 pub(crate) mod format;
-mod fsutil;
 mod group;
 mod partition;
 mod segment;
 
 use std::collections::{BTreeMap, HashMap};
-use std::fs::{self, File, OpenOptions};
-use std::os::unix::fs::FileExt;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Condvar, Mutex, RwLock, Weak};
 use std::time::{Duration, Instant};
 
 use crate::error::{Error, Result};
-use fsutil::io;
+use crate::fsutil::{self, DirLock, Refused, io};
 use group::GroupOffsets;
 use partition::{PartitionHandle, lock};
 
@@ -216,12 +214,11 @@ pub struct CompactionStats {
     pub tombstones_removed: u64,
 }
 
-const LOCK_FILE: &str = ".lock";
 const TOPICS_DIR: &str = ".topics";
 /// Short enough that a 249-character topic name still fits a file name.
 const TOPIC_SUFFIX: &str = ".conf";
 /// How long `open` waits for a handle of this process that is being dropped
-/// to release the lock file.
+/// (or a spawning child's copy of it) to release the lock file.
 const SELF_LOCK_WAIT: Duration = Duration::from_secs(10);
 
 /// Open logs of this process by canonical path: flock would conflict with
@@ -246,19 +243,12 @@ impl Topic {
     }
 }
 
-/// Why opening found the lock taken.
-enum Locked {
-    Err(Error),
-    /// By this process: a handle being dropped still holds it.
-    BySelf,
-}
-
 /// An open embedded log directory. Cheap to share: `open` returns the same
 /// `Arc<Log>` for the same directory within one process.
 pub struct Log {
     root: PathBuf,
-    /// Holds the exclusive lock while the log is open; taken in `drop`.
-    lock_file: Option<File>,
+    /// Held while the log is open; released in `drop`.
+    lock: Option<DirLock>,
     /// In `REGISTRY` (a log that failed to open never is).
     registered: bool,
     topics: RwLock<HashMap<String, Arc<Topic>>>,
@@ -296,26 +286,28 @@ impl Log {
                     registry.insert(root, Arc::downgrade(&log));
                     return Ok(log);
                 }
-                Err(Locked::BySelf) if Instant::now() < deadline => {
+                // Not waited for inside `acquire`: the handle being dropped
+                // needs the registry to release its lock.
+                Err(Refused::ThisProcess) if Instant::now() < deadline => {
                     drop(registry);
                     std::thread::sleep(Duration::from_millis(1));
                 }
-                Err(Locked::BySelf) => {
+                Err(Refused::Io(e)) => return Err(e),
+                Err(refused) => {
                     return Err(Error::LogInUse {
                         path: root,
-                        holder: format!(" (this process, pid {})", std::process::id()),
+                        holder: refused.holder(),
                     });
                 }
-                Err(Locked::Err(e)) => return Err(e),
             }
         }
     }
 
-    fn open_new(root: &Path) -> std::result::Result<Log, Locked> {
-        let lock_file = Self::take_lock(root)?;
+    fn open_new(root: &Path) -> std::result::Result<Log, Refused> {
+        let lock = DirLock::acquire(root, Duration::ZERO)?;
         let log = Log {
             root: root.to_path_buf(),
-            lock_file: Some(lock_file),
+            lock: Some(lock),
             registered: false,
             topics: RwLock::new(HashMap::new()),
             groups: Mutex::new(HashMap::new()),
@@ -324,43 +316,8 @@ impl Log {
             seq_lock: Mutex::new(()),
             seq_cond: Condvar::new(),
         };
-        log.load().map_err(Locked::Err)?;
+        log.load().map_err(Refused::Io)?;
         Ok(log)
-    }
-
-    fn take_lock(root: &Path) -> std::result::Result<File, Locked> {
-        let path = root.join(LOCK_FILE);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create(true)
-            .truncate(false)
-            .open(&path)
-            .map_err(|e| Locked::Err(Error::io(&path, e)))?;
-        match file.try_lock() {
-            Ok(()) => {}
-            Err(fs::TryLockError::WouldBlock) => {
-                let holder = fs::read_to_string(&path).unwrap_or_default();
-                let holder = holder.trim();
-                if holder == std::process::id().to_string() {
-                    return Err(Locked::BySelf);
-                }
-                return Err(Locked::Err(Error::LogInUse {
-                    path: root.to_path_buf(),
-                    holder: if holder.is_empty() {
-                        String::new()
-                    } else {
-                        format!(" (pid {holder})")
-                    },
-                }));
-            }
-            Err(fs::TryLockError::Error(e)) => return Err(Locked::Err(Error::io(&path, e))),
-        }
-        let pid = format!("{}\n", std::process::id());
-        file.set_len(0)
-            .and_then(|()| file.write_all_at(pid.as_bytes(), 0))
-            .map_err(|e| Locked::Err(Error::io(&path, e)))?;
-        Ok(file)
     }
 
     /// Recovers every topic listed in `.topics/`.
@@ -818,7 +775,7 @@ impl Drop for Log {
         // never sees this log gone from the registry but its lock still held
         // for longer than this.
         let mut registry = lock(&REGISTRY);
-        self.lock_file = None;
+        self.lock = None;
         let me: *const Log = self;
         if registry
             .get(&self.root)

@@ -8,8 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
 use crate::error::{Error, Result};
+use crate::fsutil::{self, io, remove_if_exists, sync_dir, system_time_ms};
 use crate::log::format::{self, LENGTH_SIZE};
-use crate::log::fsutil::{self, io, remove_if_exists, sync_dir, system_time_ms};
 use crate::log::segment::{
     self, CLEANED_LOG_SUFFIX, CLEANED_SUFFIX, INDEX_SUFFIX, IndexEntry, LOG_SUFFIX, SEGINFO_SUFFIX,
     Segment,

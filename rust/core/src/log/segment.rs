@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::fsutil::{io, remove_if_exists};
 use crate::log::format::{self, FrameView, LENGTH_SIZE};
-use crate::log::fsutil::{io, remove_if_exists};
 
 pub(crate) const LOG_SUFFIX: &str = ".log";
 pub(crate) const INDEX_SUFFIX: &str = ".index";

@@ -53,18 +53,16 @@
 //! One factory serves one segmented store.
 
 use std::collections::BTreeMap;
-use std::fs::{self, File, OpenOptions};
-use std::io::Write;
+use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
-use super::persistent::files::{DirLock, take_lock};
 use super::time_segments::{SegmentFactory, segment_name};
 use super::{KeyValueBytes, PersistentKeyValueStore, PersistentStoreOptions};
 use crate::error::{Error, Result};
+use crate::fsutil::{DirLock, io, remove_if_exists, sync_dir, write_atomic};
 
 const COMMIT_FILE: &str = "commit";
-const COMMIT_TMP: &str = ".commit.tmp";
 const RECORD_MAGIC: &[u8; 8] = b"STROMSG1";
 /// magic, generation, interval, stream time, segment count.
 const RECORD_HEADER: usize = 8 + 8 + 8 + 8 + 4;
@@ -262,7 +260,7 @@ impl PersistentSegmentFactory {
             })?
             .to_owned();
         io(&dir, fs::create_dir_all(&dir))?;
-        let lock_file = take_lock(&dir, "segmented store")?;
+        let lock_file = DirLock::acquire_store(&dir, "segmented store")?;
         let root = read_commit_file(&dir)?;
         if let Some(r) = &root
             && r.segment_interval != segment_interval_ms
@@ -303,7 +301,7 @@ impl PersistentSegmentFactory {
             Err(e) => return Err(Error::io(dir, e)),
             Ok(_) => {}
         }
-        let lock_file = take_lock(dir, "segmented store")?;
+        let lock_file = DirLock::acquire_store(dir, "segmented store")?;
         io(dir, fs::remove_dir_all(dir))?;
         drop(lock_file);
         Ok(())
@@ -542,44 +540,12 @@ fn read_commit_file(dir: &Path) -> Result<Option<Record>> {
         .ok_or_else(|| corrupt("not a segmented-store commit record"))
 }
 
-/// Replaces `<dir>/commit` atomically: temp file, fsync, rename, fsync of
-/// the directory.
+/// Replaces `<dir>/commit` atomically.
 fn write_commit_file(dir: &Path, record: &[u8]) -> Result<()> {
-    let tmp = dir.join(COMMIT_TMP);
-    let mut file = io(
-        &tmp,
-        OpenOptions::new()
-            .write(true)
-            .create(true)
-            .truncate(true)
-            .open(&tmp),
-    )?;
-    let crc = crc32c::crc32c(record).to_be_bytes();
-    io(
-        &tmp,
-        file.write_all(record)
-            .and_then(|()| file.write_all(&crc))
-            .and_then(|()| file.sync_all()),
-    )?;
-    drop(file);
-    let path = dir.join(COMMIT_FILE);
-    io(&path, fs::rename(&tmp, &path))?;
-    sync_dir(dir)
-}
-
-fn io<T>(path: &Path, r: std::io::Result<T>) -> Result<T> {
-    r.map_err(|e| Error::io(path, e))
-}
-
-fn sync_dir(dir: &Path) -> Result<()> {
-    io(dir, File::open(dir).and_then(|d| d.sync_all()))
-}
-
-fn remove_if_exists(path: &Path) -> Result<()> {
-    match fs::remove_file(path) {
-        Err(e) if e.kind() != std::io::ErrorKind::NotFound => Err(Error::io(path, e)),
-        _ => Ok(()),
-    }
+    let mut bytes = Vec::with_capacity(record.len() + 4);
+    bytes.extend_from_slice(record);
+    bytes.extend_from_slice(&crc32c::crc32c(record).to_be_bytes());
+    write_atomic(&dir.join(COMMIT_FILE), &bytes)
 }
 
 #[cfg(test)]

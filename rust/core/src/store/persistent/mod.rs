@@ -28,14 +28,13 @@ use std::ops::Bound;
 use std::path::{Path, PathBuf};
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
-use self::files::{
-    DirLock, io, list_segments, read_manifest, remove_if_exists, sync_dir, take_lock,
-};
+use self::files::{io, list_segments, read_manifest, remove_if_exists, sync_dir};
 use self::index::KeyIndex;
 use self::recovery::COMMIT_HEADER;
 use self::segment_log::{KEY_LEN_AT, SegmentLog, data_frame_size};
 use self::snapshot::SegmentStamp;
 use crate::error::{Error, Result};
+use crate::fsutil::DirLock;
 use crate::log::format::{self, BODY_AT, MIN_FRAME, OFFSET_AT};
 use crate::log::{Header, ReadBatch};
 
@@ -147,7 +146,7 @@ impl PersistentKeyValueStore {
         options.validate()?;
         let dir = dir.as_ref().to_path_buf();
         io(&dir, fs::create_dir_all(&dir))?;
-        let lock = take_lock(&dir, "state directory")?;
+        let lock = DirLock::acquire_store(&dir, "state directory")?;
         let started = Instant::now();
         let mut hint = snapshot::take(&dir)?;
         let recovered = loop {
@@ -224,7 +223,7 @@ impl PersistentKeyValueStore {
             Err(e) => return Err(Error::io(dir, e)),
             Ok(_) => {}
         }
-        let lock = take_lock(dir, "state directory")?;
+        let lock = DirLock::acquire_store(dir, "state directory")?;
         io(dir, fs::remove_dir_all(dir))?;
         drop(lock);
         Ok(())

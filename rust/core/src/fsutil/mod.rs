@@ -1,4 +1,9 @@
-//! Small durable-file helpers.
+//! Small durable-file helpers shared by the embedded log and the stores,
+//! and the lock that keeps one instance per directory ([`DirLock`]).
+
+mod lock;
+
+pub(crate) use lock::{DirLock, Refused};
 
 use std::fs::{self, File, OpenOptions};
 use std::io::Write;
