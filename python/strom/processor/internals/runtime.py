@@ -541,12 +541,16 @@ class Runtime(ABC):
             return False
         if not self._ready_to_end():
             return False
-        # Output may feed repartition topics: make it readable. A commit also
-        # flushes the record caches, whose output may feed them too.
-        if self._dirty:
+        # Output may feed repartition topics: make it readable (under
+        # exactly-once, only a commit does). Once what is readable is
+        # processed, a commit flushes the record caches, whose output may
+        # feed them too; commits in between would only add fsyncs.
+        if self._dirty and self.transactional:
             self.commit()
         else:
             self._flush_output()
+            if self._dirty and self._caught_up(end):
+                self.commit()
         return self._caught_up(end)
 
     def _bounded_poll_timeout(self, end: EndTargets) -> float:

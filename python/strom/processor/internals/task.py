@@ -677,9 +677,9 @@ class StreamTask:
         if raw and isinstance(records, _core.RecordBatch):
             low, high = _core.timestamp_range(records) or (0, -1)
             if low >= 0:
-                # Left as read: the child reads it natively.
+                # Left as read (not empty): the child reads it natively.
                 queue.partition_time = max(queue.partition_time, high)
-                return Batch.of_read(records, key_serde, value_serde) if len(records) else None
+                return Batch.of_read(records, key_serde, value_serde)
         raw_keys = records.keys()
         if raw_values is None:
             raw_values = records.values()
