@@ -6,6 +6,8 @@ then ignored) to compare with no metrics."""
 from __future__ import annotations
 
 import itertools
+import statistics
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -32,25 +34,36 @@ def _bench(benchmark: Any, fresh_dir: Callable[[str], str], rounds: int, **confi
             producer.produce_batch("text-input", [(None, v) for v in lines])
         return (path,), {}
 
+    cpu: list[float] = []
+
     def run(path: str) -> None:
         settings = {
             "application.id": f"bench-{next(_runs)}",
             "bootstrap.servers": f"embedded:{path}",
             **config,
         }
+        started = time.process_time()
         with KafkaStreams(word_count_topology(), settings) as app:
             app.run_until_end()
+        cpu.append(time.process_time() - started)
 
     benchmark.pedantic(run, setup=setup, rounds=rounds)
     benchmark.extra_info["records_per_s"] = LINES / benchmark.stats.stats.median
+    # On a loaded machine wall time mostly measures the neighbours: the CPU
+    # time this process spent (all its threads) is the figure to compare.
+    benchmark.extra_info["cpu_s_median"] = statistics.median(cpu)
     return sum(len(line.split()) for line in lines if line) / LINES
 
 
 @pytest.mark.benchmark(group="runtime")
 def test_word_count_throughput(benchmark: Any, fresh_dir: Callable[[str], str]) -> None:
     words_per_line = _bench(benchmark, fresh_dir, rounds=3)
-    words_per_s = LINES * words_per_line / benchmark.stats.stats.median
-    benchmark.extra_info["note"] = f"{LINES:,} lines, {words_per_s:,.0f} words/s"
+    words = LINES * words_per_line
+    words_per_s = words / benchmark.stats.stats.median
+    per_cpu_s = words / benchmark.extra_info["cpu_s_median"]
+    benchmark.extra_info["note"] = (
+        f"{LINES:,} lines, {words_per_s:,.0f} words/s ({per_cpu_s:,.0f} per CPU second)"
+    )
 
 
 @pytest.mark.benchmark(group="runtime")

@@ -275,11 +275,21 @@ def decode_doubles(values: list[bytes | None]) -> list[float | None]: ...
 
 # --- native record loops for the DSL's Python nodes ------------------------------
 
-__all__ += ["any_none", "flat_map_values", "produce_strings", "read_utf8", "timestamp_range"]
+__all__ += [
+    "any_none",
+    "flat_map_values",
+    "produce_strings",
+    "read_has_null",
+    "read_utf8",
+    "timestamp_range",
+]
 
 def read_utf8(records: RecordBatch, keys: bool, values: bool) -> bool:
     """Whether the keys (if asked) and values (if asked) of a batch read are
     all UTF-8 (None is), checked where the batch holds them."""
+
+def read_has_null(records: RecordBatch) -> bool:
+    """Whether a key or value of a batch read is null."""
 
 def timestamp_range(records: RecordBatch) -> tuple[int, int] | None:
     """The smallest and largest timestamp of a batch read (None when empty)."""
@@ -415,6 +425,11 @@ class NativeKeyValueStore:
     ) -> _FlushedColumns:
         """``count_timestamped`` through the named cache, as puts one by one;
         returns what evictions flushed."""
+    def count_read_cached(
+        self, records: RecordBatch, cache: NativeThreadCache, cache_id: int
+    ) -> _FlushedColumns:
+        """``count_timestamped_cached`` of a batch read's keys (none null)
+        and timestamps, read where the batch holds them."""
     def put(self, key: bytes, value: bytes | None, timestamp: int = 0) -> None: ...
     def put_if_absent(self, key: bytes, value: bytes, timestamp: int = 0) -> bytes | None: ...
     def delete(self, key: bytes, timestamp: int = 0) -> bytes | None:

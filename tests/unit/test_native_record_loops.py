@@ -165,3 +165,42 @@ def test_a_negative_timestamp_is_dropped_where_timestamps_are_read_natively(
         metrics = app.metrics()
     assert counts == {"a": 3, "b": 1}
     assert metrics["dropped-records"] == 1
+
+
+@pytest.mark.parametrize("topics", [["words"], ["words", "more"]])
+def test_a_count_reading_keys_where_the_batch_holds_them_counts_as_kafka(
+    log: EmbeddedLog, log_path: str, topics: list[str]
+) -> None:
+    # The count reads its keys and timestamps natively from the batch read;
+    # a batch with a null key or value goes the ordinary way (those skipped).
+    # With two topics, batches interleave by timestamp (and are split).
+    for topic in [*topics, "out"]:
+        log.create_topic(topic, partitions=2)
+    rows = [
+        (None if i in (17, 1500) else f"w{i * i % 11}", None if i == 900 else "x", 100 + i % 50)
+        for i in range(2_000)
+    ]
+    with log.producer(key_serde=S, value_serde=S) as producer:
+        for i, (key, value, timestamp) in enumerate(rows):
+            producer.produce(topics[i % len(topics)], key, value, timestamp=timestamp)
+    builder = StreamsBuilder()
+    grouped = builder.stream(topics, key_serde=S, value_serde=S).group_by_key()
+    grouped.count(materialized="c").to_stream().to("out", key_serde=S, value_serde=serdes.Long())
+    props = {"application.id": "native-count", "bootstrap.servers": f"embedded:{log_path}"}
+    with KafkaStreams(builder.build(), props | {"poll.max.records": 100}) as app:
+        app.run_until_end(timeout=60)
+        counts = {kv.key: kv.value for kv in app.store("c").all()}
+        metrics = app.metrics()
+    expected: dict[str, int] = {}
+    latest: dict[str, int] = {}
+    for key, value, timestamp in rows:
+        if key is not None and value is not None:
+            expected[key] = expected.get(key, 0) + 1
+            latest[key] = max(latest.get(key, -1), timestamp)
+    assert counts == expected
+    assert metrics["dropped-records"] == sum(k is None or v is None for k, v, _ in rows)
+    final = {}
+    for partition in _read(log, "out"):
+        for key, value, timestamp in partition:
+            final[key.decode()] = (serdes.Long().deserialize("out", value), timestamp)
+    assert final == {key: (count, latest[key]) for key, count in expected.items()}

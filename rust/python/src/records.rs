@@ -182,6 +182,14 @@ fn timestamp_range(records: &RecordBatch) -> Option<(i64, i64)> {
     Some((*timestamps.iter().min()?, *timestamps.iter().max()?))
 }
 
+/// Whether any key or value of a batch read is null, read where the batch
+/// holds them.
+#[pyfunction]
+fn read_has_null(records: &RecordBatch) -> bool {
+    let batch = &records.batch;
+    batch.keys.iter().chain(&batch.values).any(Option::is_none)
+}
+
 /// Whether any of `columns` (lists) holds None, told by identity: `None in
 /// list` compares each item with `==`, which costs a call per item.
 #[pyfunction]
@@ -198,6 +206,7 @@ fn any_none(columns: &Bound<'_, PyTuple>) -> PyResult<bool> {
 pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(any_none, m)?)?;
     m.add_function(wrap_pyfunction!(read_utf8, m)?)?;
+    m.add_function(wrap_pyfunction!(read_has_null, m)?)?;
     m.add_function(wrap_pyfunction!(timestamp_range, m)?)?;
     m.add_function(wrap_pyfunction!(flat_map_values, m)?)?;
     m.add_function(wrap_pyfunction!(produce_strings, m)?)?;

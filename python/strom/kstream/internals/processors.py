@@ -202,6 +202,11 @@ class KStreamCount(Node):
                 self.raw_key_serde = self.store.key_serde
 
     def process(self, batch: Batch) -> None:
+        # Keys as read, counted where the read holds them (no list made).
+        read = batch.read[0] if self.caching and batch.raw_keys and batch.read else None
+        if read is not None and not _core.read_has_null(read):
+            self.store.count_read(read)
+            return
         if _core.any_none(batch.keys, batch.values):
             # Kafka's aggregations ignore records with a null key or value.
             keep = [

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Any
 
+from strom import _core
 
-@dataclass(slots=True)
+
 class Batch:
     """Records of one input partition, columnar and in input order.
 
@@ -23,27 +23,111 @@ class Batch:
     then may hold the same keys as Arrow ``Binary`` buffers ``(data,
     offsets)``, which a native kernel reads without a Python object per key
     (a batch built from other columns has none).
+
+    A batch of raw rows made with :meth:`of_read` has no lists until one is
+    asked for: a native consumer (the cached count) reads the keys and
+    timestamps where the read holds them, with no Python object per record.
     """
 
-    topic: str
-    partition: int
-    keys: list[Any]
-    values: list[Any]
-    timestamps: list[int]
-    offsets: list[int]
-    # For KTable changes: the value each key had before (None when unknown).
-    old_values: list[Any] | None = None
-    headers: list[Any] | None = field(default=None)
-    encoded: Any = None
-    raw_keys: bool = False
-    # The batch read (``_core.RecordBatch``) these rows are, row for row, and
-    # its key and value serdes: batch functions export its columns to Arrow
-    # natively. None once rows change (``select``, ``derive``).
-    read: tuple[Any, Any, Any] | None = None
-    packed_keys: tuple[bytes, bytes] | None = None
+    __slots__ = (
+        "_keys",
+        "_offsets",
+        "_timestamps",
+        "_values",
+        "encoded",
+        "headers",
+        "old_values",
+        "packed_keys",
+        "partition",
+        "raw_keys",
+        "read",
+        "topic",
+    )
+
+    def __init__(
+        self,
+        topic: str,
+        partition: int,
+        keys: list[Any],
+        values: list[Any],
+        timestamps: list[int],
+        offsets: list[int],
+        # For KTable changes: the value each key had before (None when unknown).
+        old_values: list[Any] | None = None,
+        headers: list[Any] | None = None,
+        encoded: Any = None,
+        raw_keys: bool = False,
+        # The batch read (``_core.RecordBatch``) these rows are, row for row,
+        # and its key and value serdes: batch functions export its columns to
+        # Arrow natively. None once rows change (``select``, ``derive``).
+        read: tuple[Any, Any, Any] | None = None,
+        packed_keys: tuple[bytes, bytes] | None = None,
+    ) -> None:
+        self.topic = topic
+        self.partition = partition
+        self._keys: list[Any] | None = keys
+        self._values: list[Any] | None = values
+        self._timestamps: list[int] | None = timestamps
+        self._offsets: list[int] | None = offsets
+        self.old_values = old_values
+        self.headers = headers
+        self.encoded = encoded
+        self.raw_keys = raw_keys
+        self.read = read
+        self.packed_keys = packed_keys
+
+    @classmethod
+    def of_read(cls, records: _core.RecordBatch, key_serde: Any, value_serde: Any) -> Batch:
+        """The rows of ``records`` as read (``raw_keys``), their columns made
+        into lists only when asked for."""
+        batch = cls.__new__(cls)
+        batch.topic = records.topic
+        batch.partition = records.partition
+        batch._keys = batch._values = batch._timestamps = batch._offsets = None
+        batch.old_values = batch.headers = batch.encoded = batch.packed_keys = None
+        batch.raw_keys = True
+        batch.read = (records, key_serde, value_serde)
+        return batch
+
+    @property
+    def keys(self) -> list[Any]:
+        if self._keys is None:
+            self._keys = self._records().keys()
+        return self._keys
+
+    @property
+    def values(self) -> list[Any]:
+        if self._values is None:
+            self._values = self._records().values()
+        return self._values
+
+    @property
+    def timestamps(self) -> list[int]:
+        if self._timestamps is None:
+            self._timestamps = self._records().timestamps()
+        return self._timestamps
+
+    @property
+    def offsets(self) -> list[int]:
+        if self._offsets is None:
+            self._offsets = self._records().offsets()
+        return self._offsets
+
+    def max_timestamp(self) -> int:
+        """The largest timestamp (the batch is not empty)."""
+        if self._timestamps is not None:
+            return max(self._timestamps)
+        span = _core.timestamp_range(self._records())
+        assert span is not None  # not empty
+        return span[1]
+
+    def _records(self) -> _core.RecordBatch:
+        assert self.read is not None  # a batch without lists is a read's
+        records: _core.RecordBatch = self.read[0]
+        return records
 
     def __len__(self) -> int:
-        return len(self.keys)
+        return len(self._records()) if self._keys is None else len(self._keys)
 
     def derive(
         self,
@@ -77,7 +161,7 @@ class Batch:
 
     def select(self, indices: list[int]) -> Batch:
         """The records at ``indices`` (a filter's survivors)."""
-        if len(indices) == len(self.keys):
+        if len(indices) == len(self):
             return self
         keys, values, ts, offs = self.keys, self.values, self.timestamps, self.offsets
         return Batch(

@@ -89,6 +89,9 @@ class Runtime(ABC):
         self._closed_totals: dict[str, int] = {}
         # Whether records were fetched since the last commit.
         self._dirty = False
+        # Whether anything a commit writes may have changed since the last
+        # one: records fetched, a wall-clock punctuation, a task assigned.
+        self._uncommitted = True
         self.collector: RecordCollector  # set by ``_init_tasks``
         self.factory: TaskFactory
         # Kafka's thread-id tag (a transport with several threads names each).
@@ -333,6 +336,7 @@ class Runtime(ABC):
 
     def _add_task(self, task: StreamTask, sub: Subtopology) -> None:
         self.tasks[task.task_id] = task
+        self._uncommitted = True
         self.sensors.task_sensors(task)
         for name in self.task_inputs(sub, task.partition):
             self._task_by_input[name] = task
@@ -384,7 +388,7 @@ class Runtime(ABC):
         polled = time.perf_counter()
         sensors.poll.record((polled - started) * 1000)
         if batches:
-            self._dirty = True
+            self._dirty = self._uncommitted = True
             sensors.poll_records.record(sum(map(len, batches)))
         for records in batches:
             task = self._task_by_input.get((records.topic, records.partition))
@@ -406,6 +410,7 @@ class Runtime(ABC):
             sensors.process_latency.record(spent, count, peak=spent / count)
         for task in list(self.tasks.values()):
             if task.maybe_punctuate_wall_clock():
+                self._uncommitted = True
                 sensors.punctuate.record((time.perf_counter() - processed) * 1000)
         sensors.sync(self._metered_tasks())
         if any(task.commit_requested for task in self.tasks.values()):
@@ -470,7 +475,7 @@ class Runtime(ABC):
         self._commit_offsets(offsets)
         if self.transactional:
             self._commit_stores()
-        self._dirty = False
+        self._dirty = self._uncommitted = False
         self._last_commit = time.monotonic()
         self.sensors.commit.record((time.perf_counter() - started) * 1000)
         # A commit is rare enough to sample every task's counters: what a
@@ -536,12 +541,16 @@ class Runtime(ABC):
             return False
         if not self._ready_to_end():
             return False
-        # Output may feed repartition topics: make it readable. A commit also
-        # flushes the record caches, whose output may feed them too.
-        if self._dirty:
+        # Output may feed repartition topics: make it readable (under
+        # exactly-once, only a commit does). Once what is readable is
+        # processed, a commit flushes the record caches, whose output may
+        # feed them too; commits in between would only add fsyncs.
+        if self._dirty and self.transactional:
             self.commit()
         else:
             self._flush_output()
+            if self._dirty and self._caught_up(end):
+                self.commit()
         return self._caught_up(end)
 
     def _bounded_poll_timeout(self, end: EndTargets) -> float:
@@ -553,7 +562,8 @@ class Runtime(ABC):
         end = self.end_targets()
         while not self.step_until_end(end, deadline):
             continue
-        self.commit()
+        if self._commit_needed():
+            self.commit()
 
     # --- metrics ------------------------------------------------------------------
     def records_lag(self, topic: str, partition: int) -> int | None:
@@ -592,10 +602,15 @@ class Runtime(ABC):
     def _may_commit_on_close(self) -> bool:
         return True
 
+    def _commit_needed(self) -> bool:
+        """Whether a commit now may write anything the last one did not
+        (a transport whose commits can leave work pending says always)."""
+        return True
+
     def close(self) -> None:
         """Commits and releases everything."""
         try:
-            if self._may_commit_on_close():
+            if self._may_commit_on_close() and self._commit_needed():
                 self.commit()
         finally:
             self.abort(committed=True)

@@ -448,11 +448,14 @@ class StreamTask:
             queue = self.queues[key] = _Queue(self._restored_partition_time(key))
         if not queue.batches and self._run_fused(records, queue):
             return
-        offsets = records.offsets()
-        if not offsets:
+        if not len(records):
             return
+        end = (
+            records.next_offset
+            if isinstance(records, _core.RecordBatch)
+            else records.offsets()[-1] + 1
+        )
         batch = self._deserialize(records, self.sources[records.topic][1], queue)
-        end = offsets[-1] + 1
         if batch is None:
             queue.skipped_to = end  # every record dropped: still consumed
         else:
@@ -515,9 +518,11 @@ class StreamTask:
                 queue = self.queues.get((topic, partition))
                 if (queue is None or not queue.batches) and must_wait(topic, partition):
                     return processed
-            ready.sort(key=lambda kq: kq[1].head_timestamp())
+            bound = None
+            if len(ready) > 1:
+                ready.sort(key=lambda kq: kq[1].head_timestamp())
+                bound = ready[1][1].head_timestamp()
             (topic, _), queue = ready[0]
-            bound = ready[1][1].head_timestamp() if len(ready) > 1 else None
             self._processing = queue.batches[0].records
             run = queue.take_run(bound)
             node, _source = self.sources[topic]
@@ -526,7 +531,7 @@ class StreamTask:
             processed += len(run)
             if self.lateness is not None:
                 self._record_lateness(run.timestamps)
-            self.stream_time = max(self.stream_time, *run.timestamps)
+            self.stream_time = max(self.stream_time, run.max_timestamp())
             deliver(node, run)
             self._processing = None
             self.stream_time_punctuations.may_punctuate(self.stream_time)
@@ -624,8 +629,6 @@ class StreamTask:
         topic, partition = records.topic, records.partition
         key_serde = self._serde(source.key_serde, "default.key.serde", source.name)
         value_serde = self._serde(source.value_serde, "default.value.serde", source.name)
-        raw_keys, raw_values = records.keys(), records.values()
-        offsets, timestamps = records.offsets(), records.timestamps()
         extractor = source.timestamp_extractor
         # JSON values stay bytes when every child of the source takes them so
         # (native expression steps, a sink with the same serde, …).
@@ -638,8 +641,9 @@ class StreamTask:
             and all(c.takes_encoded for c in children)
             else None
         )
+        raw_values = records.values() if encoded is not None else None
         if (
-            encoded is not None
+            raw_values is not None
             and not all(getattr(c, "reads_json", False) for c in children)
             and _core.json_errors(raw_values)
         ):
@@ -662,11 +666,24 @@ class StreamTask:
                 if isinstance(records, _core.RecordBatch)
                 else all(
                     _core.all_utf8(column)
-                    for serde, column in ((key_serde, raw_keys), (value_serde, raw_values))
+                    for serde, column in (
+                        (key_serde, records.keys()),
+                        (value_serde, records.values()),
+                    )
                     if isinstance(serde, String)
                 )
             )
         )
+        if raw and isinstance(records, _core.RecordBatch):
+            low, high = _core.timestamp_range(records) or (0, -1)
+            if low >= 0:
+                # Left as read (not empty): the child reads it natively.
+                queue.partition_time = max(queue.partition_time, high)
+                return Batch.of_read(records, key_serde, value_serde)
+        raw_keys = records.keys()
+        if raw_values is None:
+            raw_values = records.values()
+        offsets, timestamps = records.offsets(), records.timestamps()
         try:
             keys = raw_keys if raw else key_serde.deserialize_batch(topic, raw_keys)
             values = (

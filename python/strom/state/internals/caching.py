@@ -135,6 +135,10 @@ class CachingKeyValueStore(KeyValueReads, Generic[K, V]):
             self.native.count_timestamped_cached(raw_keys, timestamps, self._cache, self._id)
         )
 
+    def count_read(self, records: _core.RecordBatch) -> None:
+        """``count_raw`` of a batch read's keys (none null) and timestamps."""
+        self._emit(self.native.count_read_cached(records, self._cache, self._id))
+
     def table_count(
         self, raw_keys: list[bytes], timestamps: list[int], has_new: list[bool], has_old: list[bool]
     ) -> None:

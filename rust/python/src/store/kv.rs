@@ -30,7 +30,7 @@ use strom_core::store::{
 };
 
 use crate::errors::{IntoPyResult, new_error};
-use crate::log::NativeLog;
+use crate::log::{NativeLog, RecordBatch};
 use crate::store::cache::NativeThreadCache;
 use crate::store::changelog::{self, ChangelogColumns, Logged};
 
@@ -202,6 +202,31 @@ impl NativeKeyValueStore {
             backend(&mut guard).and_then(f)
         })
         .py_err(py)
+    }
+
+    /// Counts `records` (key, timestamp) through the named cache `cache_id`
+    /// of `cache`; returns what evictions flushed.
+    fn count_cached<'py>(
+        &self,
+        records: &[(&[u8], i64)],
+        cache: &Bound<'py, NativeThreadCache>,
+        cache_id: i64,
+    ) -> PyResult<FlushedColumns<'py>> {
+        let py = cache.py();
+        let cache = cache.get();
+        let id = cache.with(py, |inner| inner.id(py, cache_id))?;
+        let flushed = self.detached(py, |b| {
+            let mut flushed = Vec::new();
+            let mut guard = cache.inner.lock().unwrap_or_else(PoisonError::into_inner);
+            kernels::count_timestamped_cached(
+                &mut b.logged(),
+                (&mut guard.cache, id),
+                records,
+                &mut flushed,
+            )?;
+            Ok(flushed)
+        })?;
+        flushed_columns(py, &flushed)
     }
 }
 
@@ -783,30 +808,39 @@ impl NativeKeyValueStore {
         cache: &Bound<'py, NativeThreadCache>,
         cache_id: i64,
     ) -> PyResult<FlushedColumns<'py>> {
-        let py = keys.py();
         if timestamps.len() != keys.len() {
             return Err(PyValueError::new_err(
                 "keys and timestamps must have the same length",
             ));
         }
         let keys = Packed::from_list(keys, false, "keys")?;
-        let cache = cache.get();
-        let id = cache.with(py, |inner| inner.id(py, cache_id))?;
-        let flushed = self.detached(py, |b| {
-            let records: Vec<_> = (0..keys.len())
-                .map(|i| (keys.get(i).unwrap_or_default(), timestamps[i]))
-                .collect();
-            let mut flushed = Vec::new();
-            let mut guard = cache.inner.lock().unwrap_or_else(PoisonError::into_inner);
-            kernels::count_timestamped_cached(
-                &mut b.logged(),
-                (&mut guard.cache, id),
-                &records,
-                &mut flushed,
-            )?;
-            Ok(flushed)
-        })?;
-        flushed_columns(py, &flushed)
+        let records: Vec<_> = (0..keys.len())
+            .map(|i| (keys.get(i).unwrap_or_default(), timestamps[i]))
+            .collect();
+        self.count_cached(&records, cache, cache_id)
+    }
+
+    /// `count_timestamped_cached` of the keys and timestamps of a batch read
+    /// from the log, read where the batch holds them (no `bytes` object per
+    /// key); a null key is a `ValueError` (the caller leaves those out).
+    fn count_read_cached<'py>(
+        &self,
+        records: &RecordBatch,
+        cache: &Bound<'py, NativeThreadCache>,
+        cache_id: i64,
+    ) -> PyResult<FlushedColumns<'py>> {
+        let batch = &records.batch;
+        let records = batch
+            .keys
+            .iter()
+            .zip(&batch.timestamps)
+            .enumerate()
+            .map(|(i, (key, &timestamp))| match key {
+                Some(span) => Ok((&batch.data[span.start..span.start + span.len], timestamp)),
+                None => Err(PyValueError::new_err(format!("keys[{i}] is None"))),
+            })
+            .collect::<PyResult<Vec<_>>>()?;
+        self.count_cached(&records, cache, cache_id)
     }
 
     /// Stores `value` (None deletes); a logged store logs it with `timestamp`.
