@@ -8,7 +8,14 @@ from typing import Any
 
 import pytest
 from pyspark.sql import DataFrame, SparkSession
-from tests.spark.support import Scenario, partitioned_frame, run_streaming, source_frame, write_log
+from tests.spark.support import (
+    SOURCE_SCHEMA,
+    Scenario,
+    partitioned_frame,
+    run_streaming,
+    source_frame,
+    write_log,
+)
 from tests.spark.test_replay import CONFIG, page_views, views
 
 from strom import StreamsBuilder, Topology, serdes
@@ -55,6 +62,33 @@ def test_a_partitioned_frame_is_not_shuffled(spark: SparkSession, tmp_path: Path
     assert "MapInArrow" in in_place_plan
     assert "Exchange" not in in_place_plan
     assert in_place == shuffled == streaming.tables["counts"]
+
+
+def test_records_of_other_topics_are_left_out(spark: SparkSession, tmp_path: Path) -> None:
+    # The stage's tasks drop them (Spark sends them along): records of a
+    # topic the topology does not read, and with no topic, in the Spark
+    # partitions of the topic read and in one of their own, with partition
+    # numbers it has and one it has not.
+    case = scenario()
+    streaming = run_streaming(case, write_log(case, tmp_path / "log"), CONFIG)
+    views_rows = case.rows()
+    numbers = sorted({row[1] for row in views_rows})
+    noise = [
+        (topic, number, offset, b"k", b"not a view", 0)
+        for topic in ("clicks", None)
+        for number in [*numbers, 7]
+        for offset in range(3)
+    ]
+    rows = [*views_rows, *noise]
+    split = spark.sparkContext.parallelize([*numbers, 7], len(numbers) + 1).flatMap(
+        lambda number: [row for row in rows if row[1] == number]
+    )
+    frame = spark.createDataFrame(split, SOURCE_SCHEMA)
+    with replay(views(), spark, source=frame, config=CONFIG, source_partitioned=True) as result:
+        assert "Exchange" not in stage_plan(result)
+        assert counts(result) == streaming.tables["counts"]
+        assert result.metrics()["records-processed"] == len(views_rows)
+        assert result.partitions["views"] == len(numbers)
 
 
 def test_a_table_comes_decoded_from_the_stages_tasks(spark: SparkSession, tmp_path: Path) -> None:

@@ -230,6 +230,15 @@ class _Capture(RecordCollector):
         """Nothing to flush: the rows are returned with the task's result."""
 
 
+def only_topic(table: pa.Table, topic: str) -> pa.Table:
+    """The rows of ``topic`` (a null topic is none), without the topic
+    column: what a stage reading one topic gets from Spark."""
+    keep = pc.fill_null(pc.equal(table.column("topic"), topic), False)
+    if not pc.all(keep).as_py():
+        table = table.filter(keep)
+    return table.drop_columns(["topic"])
+
+
 def _chunks(
     table: pa.Table, topic: str, partition: int, internal: bool, size: int
 ) -> Iterator[ListedRecords]:

@@ -41,6 +41,7 @@ from strom.spark._task import (
     StagePlan,
     check_replayable,
     decode_entries,
+    only_topic,
     run_task,
     store_serdes,
     table_types,
@@ -307,7 +308,8 @@ def _from_frame(frame: DataFrame, topics: list[str]) -> DataFrame:
         stamp.cast("long").alias("timestamp"),
         F.lit(-1).cast("int").alias("task"),
         F.col("offset").cast("long").alias("seq"),
-    ).filter(F.col("topic").isin(topics))
+    )
+    # Records of other topics are left out by each stage (_run_stage).
     return normalized
 
 
@@ -461,7 +463,17 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
 
     plan = stage.plan
     own = [plan.topic_name(t) for t in stage.subtopology.source_topics]
-    inputs = frame.filter(F.col("topic").isin([t for t in own if t not in plan.internal]))
+    # A source already split by partition number runs where it is (checked
+    # below: no stream task may come out of two Spark tasks).
+    in_place = partitioned and not plan.internal
+    # One external topic read in place: its tasks drop other topics' records
+    # themselves. Spark filtering on the topic makes every row be copied
+    # once more (into the projection after the filter), which costs the JVM
+    # more than sending the topic column along.
+    only = plan.external_topics()[0] if in_place and len(plan.external_topics()) == 1 else None
+    inputs = frame
+    if only is None:
+        inputs = frame.filter(F.col("topic").isin([t for t in own if t not in plan.internal]))
     for prior in earlier:
         assert prior.output is not None
         fed = prior.output.filter(
@@ -489,10 +501,9 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
         # One external topic: the topic name and the producer columns are
         # the same on every row; leaving them out is less to shuffle and send.
         columns = ["partition", "offset", "key", "value", "timestamp"]
-    # A source already split by partition number runs where it is (checked
-    # below: no stream task may come out of two Spark tasks).
-    in_place = partitioned and not plan.internal
-    if in_place:
+    if only is not None:
+        inputs = inputs.select("topic", *columns)
+    elif in_place:
         inputs = inputs.select(*columns)
     else:
         count = max((plan.partitions.get(t, 1) for t in own), default=1)
@@ -510,6 +521,10 @@ def _run_stage(stage: _Stage, frame: DataFrame, earlier: list[_Stage], partition
         if not received:
             return
         table = pa.Table.from_batches(received)
+        if only is not None:
+            table = only_topic(table, only)
+            if not len(table):
+                return
         # The input's way here: the shuffle's read and the Arrow transfer.
         timings = {"receive": time.perf_counter() - started}
         numbers = table.column("partition")

@@ -940,6 +940,122 @@ fn random_operations_match_a_brute_force_model() {
     }
 }
 
+/// Seeded puts (late, expired, deleting, jumping segments) made one at a
+/// time into one store and in batches of random sizes into another (`b`):
+/// the same outcomes, stream time, segments and contents after each batch.
+fn batched_puts_equal_single_puts<F: SegmentFactory>(
+    seed: u64,
+    batches: usize,
+    mut a: WindowStore<F>,
+    mut b: WindowStore<F>,
+) {
+    const KEYS: [&[u8]; 5] = [b"", b"a", b"aa", b"a\0", b"b"];
+    let mut rng = Rng(seed);
+    let mut clock = 0i64;
+    let mut step = 0;
+    for _ in 0..batches {
+        let n = rng.below(40) as usize;
+        let mut batch = Vec::with_capacity(n);
+        for _ in 0..n {
+            if rng.below(30) == 0 {
+                clock += rng.below(2_000) as i64;
+            }
+            let t = rng.time(clock, 1_200);
+            clock = clock.max(t);
+            let key = KEYS[rng.below(KEYS.len() as u64) as usize];
+            let value = (rng.below(8) != 0).then(|| format!("v{step}").into_bytes());
+            step += 1;
+            batch.push((key, value, t));
+        }
+        let entries = || batch.iter().map(|(k, v, t)| (*k, v.as_deref(), *t));
+        let single: Vec<PutOutcome> = entries().map(|(k, v, t)| a.put(k, v, t).unwrap()).collect();
+        let mut batched = Vec::new();
+        b.put_batch(entries(), &mut batched).unwrap();
+        assert_eq!(
+            batched, single,
+            "outcomes of the batch ending at put {step}"
+        );
+        assert_eq!(b.observed_stream_time(), a.observed_stream_time());
+        assert_eq!(b.segment_ids(), a.segment_ids());
+        assert_eq!(b.seqnum(), a.seqnum());
+        assert_eq!(
+            b.all().unwrap(),
+            a.all().unwrap(),
+            "contents after put {step}"
+        );
+    }
+}
+
+fn random_store(dups: bool) -> InMemoryWindowStore {
+    WindowStore::with_segment_interval(
+        strom_core::store::InMemorySegmentFactory,
+        1_000,
+        50,
+        dups,
+        300,
+    )
+    .unwrap()
+}
+
+#[test]
+fn batched_puts_equal_puts_one_at_a_time() {
+    for seed in 1..=4 {
+        for dups in [false, true] {
+            batched_puts_equal_single_puts(seed, 300, random_store(dups), random_store(dups));
+        }
+    }
+}
+
+// The persistent segments write a run as one batch (and size a new
+// segment's index after the newest one's).
+#[test]
+fn batched_puts_equal_puts_one_at_a_time_on_disk() {
+    for dups in [false, true] {
+        let dir = tempfile::tempdir().unwrap();
+        let open = |name: &str| {
+            let options = strom_core::store::PersistentStoreOptions::default();
+            let (factory, _) = strom_core::store::PersistentSegmentFactory::open(
+                dir.path().join(name),
+                300,
+                options,
+            )
+            .unwrap();
+            WindowStore::with_segment_interval(factory, 1_000, 50, dups, 300).unwrap()
+        };
+        batched_puts_equal_single_puts(7, 60, open("single"), open("batched"));
+    }
+}
+
+// A bad window start fails the batch there: the puts before it are made.
+#[test]
+fn a_negative_window_start_fails_a_batch_after_the_puts_before_it() {
+    let mut s = store(false);
+    let mut outcomes = Vec::new();
+    let keys = [k(1), k(2), k(3), k(4)];
+    let batch = [
+        (keys[0].as_slice(), Some(b"one".as_slice()), START),
+        (
+            keys[1].as_slice(),
+            Some(b"two".as_slice()),
+            START + SEGMENT_INTERVAL,
+        ),
+        (keys[2].as_slice(), Some(b"bad".as_slice()), -1),
+        (keys[3].as_slice(), Some(b"never".as_slice()), START),
+    ];
+    let err = s
+        .put_batch(batch.iter().copied(), &mut outcomes)
+        .unwrap_err();
+    assert!(matches!(err, strom_core::Error::Config(_)), "{err}");
+    assert_eq!(outcomes, [PutOutcome::Written, PutOutcome::Written]);
+    assert_eq!(
+        windows(&s.all().unwrap()),
+        [
+            (1, "one".into(), START),
+            (2, "two".into(), START + SEGMENT_INTERVAL)
+        ]
+    );
+}
+
 // The Python bindings hold stores across threads (the GIL is released).
 #[test]
 fn stores_are_send() {

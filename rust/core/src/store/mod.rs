@@ -77,6 +77,15 @@ pub trait KeyValueBytes: Send {
     /// Stores `value`, or deletes the key when `value` is None.
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()>;
 
+    /// `put` of each entry in order. A store may overlap the cache misses
+    /// of the batch's keys (the persistent store does).
+    fn put_batch(&mut self, entries: &[(&[u8], Option<&[u8]>)]) -> Result<()> {
+        for &(key, value) in entries {
+            self.put(key, value)?;
+        }
+        Ok(())
+    }
+
     /// Entries with `from <= key <= to` (either bound open when None), in key
     /// order, or in reverse key order when `reverse`.
     fn range(

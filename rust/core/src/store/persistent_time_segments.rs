@@ -57,6 +57,7 @@ use std::fs;
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, MutexGuard, PoisonError};
 
+use super::persistent::NO_TIMESTAMP;
 use super::time_segments::{SegmentFactory, segment_name};
 use super::{KeyValueBytes, PersistentKeyValueStore, PersistentStoreOptions};
 use crate::error::{Error, Result};
@@ -159,6 +160,10 @@ impl KeyValueBytes for PersistentSegment {
 
     fn put(&mut self, key: &[u8], value: Option<&[u8]>) -> Result<()> {
         lock(&self.store).put(key, value)
+    }
+
+    fn put_batch(&mut self, entries: &[(&[u8], Option<&[u8]>)]) -> Result<()> {
+        lock(&self.store).write_batch(entries.iter().map(|&(k, v)| (k, v, NO_TIMESTAMP)))
     }
 
     fn range(
@@ -390,7 +395,15 @@ impl SegmentFactory for PersistentSegmentFactory {
                 s.dir.display()
             )));
         }
-        let (store, _) = PersistentKeyValueStore::open(s.segment_dir(id), s.options.clone())?;
+        let (mut store, _) = PersistentKeyValueStore::open(s.segment_dir(id), s.options.clone())?;
+        // A new segment likely takes about as many keys as the newest one
+        // (a window store over a steady stream): room for them up front
+        // spares its index the growths (each moves every entry).
+        if store.approximate_num_entries() == 0
+            && let Some(newest) = s.open.values().next_back()
+        {
+            store.reserve(lock(&newest.store).approximate_num_entries());
+        }
         let store = Arc::new(Mutex::new(store));
         s.open.insert(
             id,

@@ -225,12 +225,17 @@ impl<F: SegmentFactory> Segments<F> {
         if self.is_expired(timestamp) {
             return Ok(None);
         }
-        let id = self.segment_id(timestamp);
-        let store = match self.by_id.entry(id) {
+        self.open_segment(self.segment_id(timestamp)).map(Some)
+    }
+
+    /// Segment `id`, created if needed. The caller knows it is live: it
+    /// holds a timestamp that was not expired, and observed stream time has
+    /// not moved past that segment since.
+    pub fn open_segment(&mut self, id: i64) -> Result<&mut F::Store> {
+        Ok(match self.by_id.entry(id) {
             std::collections::btree_map::Entry::Occupied(e) => e.into_mut(),
             std::collections::btree_map::Entry::Vacant(e) => e.insert(self.factory.open(id)?),
-        };
-        Ok(Some(store))
+        })
     }
 
     /// The existing segment holding `timestamp`, if any.

@@ -75,6 +75,15 @@ pub struct WindowEntry {
     pub value: Vec<u8>,
 }
 
+/// Consecutive puts into one segment, not written yet: their store keys
+/// back to back in `keys`, each entry's key span and value.
+#[derive(Default)]
+struct SegmentRun<'a> {
+    id: Option<i64>,
+    keys: Vec<u8>,
+    entries: Vec<(usize, usize, Option<&'a [u8]>)>,
+}
+
 /// A segmented window store; the same code runs on any [`SegmentFactory`].
 pub struct WindowStore<F: SegmentFactory = InMemorySegmentFactory> {
     segments: Segments<F>,
@@ -236,6 +245,68 @@ impl<F: SegmentFactory> WindowStore<F> {
             }
             None => Ok(PutOutcome::Expired),
         }
+    }
+
+    /// [`put`](Self::put) of each `(key, value, window start)` in order,
+    /// with the same outcomes (pushed onto `outcomes`), but each run of
+    /// entries for one segment written to it as one batch: one store key
+    /// buffer, one segment lookup, and the segment's index misses
+    /// overlapped. On an error the entries before it are written.
+    pub fn put_batch<'a>(
+        &mut self,
+        entries: impl IntoIterator<Item = (&'a [u8], Option<&'a [u8]>, i64)>,
+        outcomes: &mut Vec<PutOutcome>,
+    ) -> Result<()> {
+        if self.retain_duplicates {
+            // Every put takes the next seqnum: one at a time.
+            for (key, value, start) in entries {
+                outcomes.push(self.put(key, value, start)?);
+            }
+            return Ok(());
+        }
+        let mut run = SegmentRun::default();
+        for (key, value, start) in entries {
+            if let Err(e) = check_window_start(start) {
+                self.write_run(&mut run)?;
+                return Err(e);
+            }
+            let id = self.segments.segment_id(start);
+            if run.id != Some(id) {
+                // Written before stream time moves on: a later segment's
+                // window may expire this one.
+                self.write_run(&mut run)?;
+            }
+            // Within one segment, observing a window drops only earlier
+            // segments, so the run's segment stays live until it is written.
+            self.segments.observe(start);
+            if self.segments.is_expired(start) {
+                outcomes.push(PutOutcome::Expired);
+                continue;
+            }
+            run.id = Some(id);
+            let from = run.keys.len();
+            run.keys.extend_from_slice(key);
+            run.keys.extend_from_slice(&start.to_be_bytes());
+            run.keys.extend_from_slice(&self.seqnum.to_be_bytes());
+            run.entries.push((from, run.keys.len(), value));
+            outcomes.push(PutOutcome::Written);
+        }
+        self.write_run(&mut run)
+    }
+
+    fn write_run(&mut self, run: &mut SegmentRun<'_>) -> Result<()> {
+        let Some(id) = run.id.take() else {
+            return Ok(());
+        };
+        let entries: Vec<(&[u8], Option<&[u8]>)> = run
+            .entries
+            .iter()
+            .map(|&(from, to, value)| (&run.keys[from..to], value))
+            .collect();
+        self.segments.open_segment(id)?.put_batch(&entries)?;
+        run.keys.clear();
+        run.entries.clear();
+        Ok(())
     }
 
     /// Writes changelog records (store key, value or tombstone) during

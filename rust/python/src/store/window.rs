@@ -274,14 +274,31 @@ impl NativeWindowStore {
         window_starts: &[i64],
         timestamps: &[i64],
     ) -> PyResult<()> {
+        let value = |i: usize| present[i].then(|| values.get(i));
         detached(py, &self.inner, |b| {
-            for (i, &start) in window_starts.iter().enumerate() {
-                let value = present[i].then(|| values.get(i));
-                let logged = on_store!(b, s => {
-                    let outcome = s.put(keys.get(i), value, start)?;
-                    changelog_key(s, keys.get(i), start, outcome)
-                });
-                b.log(logged.as_deref(), value, timestamps[i]);
+            if on_store!(b, s => s.retain_duplicates()) {
+                // Each put takes the next seqnum, which its changelog key holds.
+                for (i, &start) in window_starts.iter().enumerate() {
+                    let logged = on_store!(b, s => {
+                        let outcome = s.put(keys.get(i), value(i), start)?;
+                        changelog_key(s, keys.get(i), start, outcome)
+                    });
+                    b.log(logged.as_deref(), value(i), timestamps[i]);
+                }
+                return Ok(());
+            }
+            let entries =
+                (window_starts.iter().enumerate()).map(|(i, &s)| (keys.get(i), value(i), s));
+            let mut outcomes = Vec::with_capacity(window_starts.len());
+            on_store!(b, s => s.put_batch(entries, &mut outcomes))?;
+            if b.changelog.is_some() {
+                for (i, outcome) in outcomes.into_iter().enumerate() {
+                    if outcome == PutOutcome::Written {
+                        // Without duplicates every seqnum is 0.
+                        let key = window::store_key(keys.get(i), window_starts[i], 0);
+                        b.log(Some(&key), value(i), timestamps[i]);
+                    }
+                }
             }
             Ok(())
         })

@@ -332,6 +332,12 @@ impl PersistentKeyValueStore {
         Ok(())
     }
 
+    /// Room in the index for `additional` more keys without growing on the
+    /// way (each growth moves every entry).
+    pub fn reserve(&mut self, additional: usize) {
+        self.index.reserve(additional);
+    }
+
     /// Writes `(key, value or None to delete, timestamp)` entries in order.
     pub fn write_batch<'a>(
         &mut self,
