@@ -510,7 +510,7 @@ pub(crate) struct Tables<S> {
     seed: u64,
     /// Tables created or reused so far: the high half of a new table's
     /// generation (growth counts in the low half).
-    tables_made: u64,
+    created: u64,
 }
 
 impl<S: Copy + Default> Tables<S> {
@@ -519,7 +519,7 @@ impl<S: Copy + Default> Tables<S> {
             live: Vec::new(),
             pool: Vec::new(),
             seed: FastState::default().hash_one(0x7ab1e_u64),
-            tables_made: 0,
+            created: 0,
         }
     }
 
@@ -617,8 +617,8 @@ impl<S: Copy + Default> Tables<S> {
             }
             _ => StartTable::with_capacity(start, capacity),
         };
-        self.tables_made += 1;
-        table.generation = self.tables_made << 32;
+        self.created += 1;
+        table.generation = self.created << 32;
         self.live.insert(at, table);
         at
     }
@@ -797,7 +797,7 @@ mod tests {
         let tables: Tables<i64> = Tables::new();
         let mut t: StartTable<i64> = StartTable::with_capacity(0, 16);
         let key = |k: u64| {
-            if k % 5 == 0 {
+            if k.is_multiple_of(5) {
                 format!("a long key of more than sixteen bytes {k}").into_bytes()
             } else {
                 format!("k{k}").into_bytes()
@@ -805,14 +805,14 @@ mod tests {
         };
         // Every third key shares one tag, the others take their own hash.
         let probe = |k: u64, bytes: &[u8]| {
-            if k % 3 == 0 {
+            if k.is_multiple_of(3) {
                 Probe::with_tag(bytes, LIVE | (9 << 48) | 5)
             } else {
                 tables.probe(bytes)
             }
         };
         let mut model = std::collections::HashMap::new();
-        let mut pending: std::collections::VecDeque<(u64, Hint)> = Default::default();
+        let mut pending = std::collections::VecDeque::<(u64, Hint)>::new();
         for step in 0..20_000 {
             let k = next(400 + step / 20);
             let bytes = key(k);

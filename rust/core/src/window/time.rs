@@ -416,15 +416,15 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         let mut start = p.firsts[j];
         let advance = self.windows.advance();
         let last = ts.min(start.saturating_add((PREFETCHED_WINDOWS as i64 - 1) * advance));
-        let mut w = 0;
+        let mut nth = 0;
         while start <= last {
             if ctrl_only {
                 self.tables.prefetch_ctrl(start, p.tags[j]);
             } else {
-                p.hints[j % HINT_ROWS][w] = self.tables.prefetch(start, p.tags[j]);
+                p.hints[j % HINT_ROWS][nth] = self.tables.prefetch(start, p.tags[j]);
             }
             start += advance;
-            w += 1;
+            nth += 1;
         }
     }
 
@@ -499,13 +499,16 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
             }
             let probe = p.probe(j);
             let mut start = p.firsts[j];
-            let mut w = 0;
+            let mut nth = 0;
             while start <= ts {
                 let end = start.saturating_add(size);
                 if end > close {
                     let agg = &self.agg;
                     let table = self.tables.get_or_create(start);
-                    let hint = p.hints[j % HINT_ROWS].get(w).copied().unwrap_or(Hint::NONE);
+                    let hint = p.hints[j % HINT_ROWS]
+                        .get(nth)
+                        .copied()
+                        .unwrap_or(Hint::NONE);
                     let (state, new_ts, old) = match table.upsert_hinted(key, &probe, hint) {
                         Upsert::Found(i) => {
                             let slot = table.slot_mut(i);
@@ -538,7 +541,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
                 } else {
                     expired += 1;
                 }
-                w += 1;
+                nth += 1;
                 match start.checked_add(advance) {
                     Some(next) => start = next,
                     None => break,
