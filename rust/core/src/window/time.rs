@@ -30,7 +30,7 @@ use super::column::{Batch, ValueColumn};
 use super::results::{BatchStats, StoreChanges, WindowedResults};
 
 use super::spec::{DEFAULT_EMIT_INTERVAL_MS, EmitStrategy, NO_TIMESTAMP, TimeWindows};
-use super::table::{Probe, Tables, Upsert};
+use super::table::{Hint, Probe, Tables, Upsert};
 use crate::error::{Error, Result};
 use crate::store::{SegmentFactory, WindowStore};
 
@@ -43,6 +43,16 @@ const CHUNK: usize = 256;
 /// How many rows ahead the aggregation loop prefetches window slots; the
 /// control bytes that find them are prefetched twice as far ahead.
 const LOOKAHEAD: usize = 16;
+
+/// Windows of a row prefetched (and hinted, see [`Hint`]); a hopping
+/// window's others are looked up without.
+const PREFETCHED_WINDOWS: usize = 8;
+
+/// Rows whose hints are kept: a row's hints are used [`LOOKAHEAD`] rows
+/// after they are taken, so a small ring (4 KiB, not a chunk's worth that
+/// would crowd the L1 cache) holds them.
+const HINT_ROWS: usize = 32;
+const _: () = assert!(LOOKAHEAD < HINT_ROWS && HINT_ROWS.is_power_of_two());
 
 /// Why a prepared row is skipped.
 const KEEP: u8 = 0;
@@ -62,6 +72,9 @@ struct Prepared {
     words0: [u64; CHUNK],
     words1: [u64; CHUNK],
     firsts: [i64; CHUNK],
+    /// Where the prefetches of row `j`'s windows found their slots, at
+    /// `j % HINT_ROWS`.
+    hints: [[Hint; PREFETCHED_WINDOWS]; HINT_ROWS],
 }
 
 impl Prepared {
@@ -75,6 +88,7 @@ impl Prepared {
             words0: [0; CHUNK],
             words1: [0; CHUNK],
             firsts: [0; CHUNK],
+            hints: [[Hint::NONE; PREFETCHED_WINDOWS]; HINT_ROWS],
         })
     }
 
@@ -342,7 +356,15 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         while base < batch.len() {
             let n = CHUNK.min(batch.len() - base);
             self.prepare(batch, base, n, &mut prepared);
-            self.aggregate(batch, base, n, &prepared, wall_clock_ms, out, &mut stats);
+            self.aggregate(
+                batch,
+                base,
+                n,
+                &mut prepared,
+                wall_clock_ms,
+                out,
+                &mut stats,
+            );
             base += n;
         }
         self.prepared = Some(prepared);
@@ -383,22 +405,26 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         }
     }
 
-    /// Prefetches the window slots of prepared row `j` (of its first 8
-    /// windows), or only the control bytes that find them.
+    /// Prefetches the window slots of prepared row `j` (of its first
+    /// [`PREFETCHED_WINDOWS`] windows) and notes where they are, or only
+    /// the control bytes that find them.
     #[inline]
-    fn prefetch(&self, ts: i64, p: &Prepared, j: usize, ctrl_only: bool) {
+    fn prefetch(&self, ts: i64, p: &mut Prepared, j: usize, ctrl_only: bool) {
         if p.skip[j] != KEEP {
             return;
         }
         let mut start = p.firsts[j];
-        let last = ts.min(start.saturating_add(7 * self.windows.advance()));
+        let advance = self.windows.advance();
+        let last = ts.min(start.saturating_add((PREFETCHED_WINDOWS as i64 - 1) * advance));
+        let mut nth = 0;
         while start <= last {
             if ctrl_only {
                 self.tables.prefetch_ctrl(start, p.tags[j]);
             } else {
-                self.tables.prefetch(start, p.tags[j]);
+                p.hints[j % HINT_ROWS][nth] = self.tables.prefetch(start, p.tags[j]);
             }
-            start += self.windows.advance();
+            start += advance;
+            nth += 1;
         }
     }
 
@@ -412,7 +438,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         batch: &Batch<'_, C>,
         base: usize,
         n: usize,
-        p: &Prepared,
+        p: &mut Prepared,
         wall_clock_ms: i64,
         out: &mut WindowedResults<A::Output>,
         stats: &mut BatchStats,
@@ -473,12 +499,17 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
             }
             let probe = p.probe(j);
             let mut start = p.firsts[j];
+            let mut nth = 0;
             while start <= ts {
                 let end = start.saturating_add(size);
                 if end > close {
                     let agg = &self.agg;
                     let table = self.tables.get_or_create(start);
-                    let (state, new_ts, old) = match table.upsert(key, &probe) {
+                    let hint = p.hints[j % HINT_ROWS]
+                        .get(nth)
+                        .copied()
+                        .unwrap_or(Hint::NONE);
+                    let (state, new_ts, old) = match table.upsert_hinted(key, &probe, hint) {
                         Upsert::Found(i) => {
                             let slot = table.slot_mut(i);
                             let old = slot.state;
@@ -510,6 +541,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
                 } else {
                     expired += 1;
                 }
+                nth += 1;
                 match start.checked_add(advance) {
                     Some(next) => start = next,
                     None => break,
