@@ -16,6 +16,7 @@
 //! append time by extending that CRC over 8 bytes.
 
 use crate::log::Header;
+use crate::log::crc;
 
 pub(crate) const LENGTH_SIZE: usize = 4;
 pub(crate) const CRC_AT: usize = 4;
@@ -56,10 +57,17 @@ pub(crate) fn frame_size(length: u32) -> Option<usize> {
 /// The CRC stored in a finished frame.
 #[inline]
 pub(crate) fn frame_crc(frame: &[u8]) -> u32 {
-    crc32c::crc32c_append(
-        crc32c::crc32c(&frame[BODY_AT..]),
+    crc::append(
+        crc::append(0, &frame[BODY_AT..]),
         &frame[OFFSET_AT..BODY_AT],
     )
+}
+
+/// The CRCs of three finished frames, computed interleaved.
+#[inline]
+pub(crate) fn frame_crc3(frames: [&[u8]; 3]) -> [u32; 3] {
+    let bodies = crc::append3([0; 3], frames.map(|f| &f[BODY_AT..]));
+    [0, 1, 2].map(|i| crc::append(bodies[i], &frames[i][OFFSET_AT..BODY_AT]))
 }
 
 #[inline]
@@ -74,7 +82,7 @@ pub(crate) fn finish_frame(frame: &mut [u8], offset: u64) {
     let bytes = offset.to_be_bytes();
     frame[OFFSET_AT..BODY_AT].copy_from_slice(&bytes);
     let body_crc = u32_at(frame, CRC_AT);
-    let crc = crc32c::crc32c_append(body_crc, &bytes);
+    let crc = crc::append(body_crc, &bytes);
     frame[CRC_AT..OFFSET_AT].copy_from_slice(&crc.to_be_bytes());
 }
 
@@ -109,7 +117,7 @@ pub(crate) fn encode_frame(
         put_bytes(buf, h.value);
     }
     debug_assert_eq!(buf.len() - start, total);
-    let body_crc = crc32c::crc32c(&buf[start + BODY_AT..]);
+    let body_crc = crc::append(0, &buf[start + BODY_AT..]);
     buf[start + CRC_AT..start + OFFSET_AT].copy_from_slice(&body_crc.to_be_bytes());
 }
 

@@ -8,6 +8,7 @@
 
 mod config;
 mod consumer;
+mod crc;
 pub(crate) mod format;
 mod fsutil;
 mod group;
