@@ -649,13 +649,14 @@ impl Partition {
             if seg_size > 0
                 && (seg_size + total as u64 > segment_bytes || relative > u64::from(u32::MAX))
             {
-                self.commit_chunk(&buf[chunk_start..pos], &mut pending)?;
+                self.commit_chunk(&mut buf[chunk_start..pos], &mut pending)?;
                 self.roll()?;
                 chunk_start = pos;
                 pending = Pending::of(self.active());
                 continue;
             }
-            format::finish_frame(&mut buf[pos..pos + total], offset);
+            buf[pos + format::OFFSET_AT..pos + format::BODY_AT]
+                .copy_from_slice(&offset.to_be_bytes());
             if pending.bytes_since_index >= interval {
                 pending.index.push(IndexEntry {
                     relative_offset: relative as u32,
@@ -671,15 +672,17 @@ impl Partition {
             offset += 1;
             pos += total;
         }
-        self.commit_chunk(&buf[chunk_start..], &mut pending)
+        self.commit_chunk(&mut buf[chunk_start..], &mut pending)
     }
 
-    /// Writes frames to the active segment with one positional write, then
-    /// makes them visible (size, index, log end offset).
-    fn commit_chunk(&mut self, bytes: &[u8], pending: &mut Pending) -> Result<()> {
+    /// Finishes the CRCs of frames whose offsets are set, writes them to the
+    /// active segment with one positional write, then makes them visible
+    /// (size, index, log end offset).
+    fn commit_chunk(&mut self, bytes: &mut [u8], pending: &mut Pending) -> Result<()> {
         if bytes.is_empty() {
             return Ok(());
         }
+        format::seal_frames(bytes);
         let seg = self.segments.last_mut().expect("a partition has a segment");
         if let Err(e) = seg.file.write_all_at(bytes, seg.size) {
             // Leave no partial frames behind for a later append to follow.
