@@ -193,6 +193,74 @@ fn a_flipped_byte_in_a_closed_segment_fails_the_read_naming_the_file() {
     assert!(msg.contains(&closed.display().to_string()), "{msg}");
 }
 
+/// A read checks its frames' CRCs a few at a time: a damaged frame is found
+/// wherever it falls among them, and the frames before it still read.
+#[test]
+fn a_damaged_frame_is_found_at_any_place_in_a_read() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path(), 100);
+    let closed = segments(dir.path())[1].clone();
+    let base: u64 = closed
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap();
+    let good = fs::read(&closed).unwrap();
+    let in_segment = (good.len() / REC) as u64;
+    // A byte of the value, then one of the key's length (a frame that no
+    // longer parses is reported as damaged, not as malformed).
+    for (k, at) in (0..7).map(|k| (k, k * REC + 40)).chain([(4, 4 * REC + 26)]) {
+        let mut bytes = good.clone();
+        bytes[at] ^= 0x10;
+        fs::write(&closed, &bytes).unwrap();
+        let log = Log::open(dir.path()).unwrap();
+        let before = log.read("t", 0, base, k, usize::MAX).unwrap();
+        assert_eq!(before.offsets, (base..base + k as u64).collect::<Vec<_>>());
+        // The damaged frame last in the read, or followed by others.
+        let last = log.read("t", 0, base, k + 1, usize::MAX).unwrap_err();
+        assert!(matches!(last, Error::CorruptLog { position, .. } if position == (k * REC) as u64));
+        match log.read("t", 0, base, in_segment as usize, usize::MAX) {
+            Err(Error::CorruptLog {
+                path,
+                position,
+                offset,
+                reason,
+            }) => {
+                assert_eq!(path, closed);
+                assert_eq!(position, (k * REC) as u64, "byte {at}");
+                assert_eq!(offset, Some(base + k as u64));
+                assert_eq!(reason, "CRC mismatch");
+            }
+            other => panic!("byte {at}: {other:?}"),
+        }
+    }
+}
+
+/// The frame format is unchanged: each frame's CRC is the `crc32c` crate's
+/// CRC-32C of the bytes after the offset, then the offset.
+#[test]
+fn frames_carry_the_crc32c_of_their_body_then_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    setup(dir.path(), 100);
+    let mut frames = 0;
+    for seg in segments(dir.path()) {
+        let bytes = fs::read(&seg).unwrap();
+        let mut at = 0;
+        while at < bytes.len() {
+            let len = u32::from_be_bytes(bytes[at..at + 4].try_into().unwrap()) as usize;
+            let frame = &bytes[at..at + 4 + len];
+            let stored = u32::from_be_bytes(frame[4..8].try_into().unwrap());
+            let body = crc32c::crc32c(&frame[16..]);
+            assert_eq!(stored, crc32c::crc32c_append(body, &frame[8..16]));
+            frames += 1;
+            at += 4 + len;
+        }
+    }
+    assert_eq!(frames, 100);
+}
+
 #[test]
 fn a_closed_segment_rescanned_on_open_reports_corruption() {
     let dir = tempfile::tempdir().unwrap();

@@ -254,7 +254,7 @@ impl<'a> Evaluated<'a> {
     /// Every row's result as JSON (as Jackson writes it).
     pub fn to_json(&self) -> JsonRows {
         let mut out = JsonRows {
-            text: String::with_capacity(self.rows * 64),
+            text: String::with_capacity(64),
             spans: Vec::with_capacity(self.rows),
         };
         // A struct's member names, escaped once per batch: `{"a":`, `,"b":`, …
@@ -293,6 +293,12 @@ impl<'a> Evaluated<'a> {
                 },
             }
             out.spans.push(Some((start, out.text.len())));
+            if row == 0 {
+                // Room for the rest at about the first row's size, so the
+                // text is not copied as it grows.
+                let len = out.text.len();
+                out.text.reserve((self.rows - 1) * (len + len / 8 + 8));
+            }
         }
         out
     }

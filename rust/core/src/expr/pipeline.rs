@@ -46,7 +46,8 @@ impl Passed {
 pub struct FusedBatch<'b> {
     batch: &'b ReadBatch,
     values: Vec<Option<&'b [u8]>>,
-    passed: Passed,
+    /// Each chunk's first row and what came through it.
+    parts: Vec<(usize, Passed)>,
     pub max_timestamp: i64,
     /// The offset after the batch's last record.
     pub end_offset: u64,
@@ -55,9 +56,13 @@ pub struct FusedBatch<'b> {
 impl FusedBatch<'_> {
     /// Each output record's key, value and timestamp, in order.
     pub fn records(&self) -> impl Iterator<Item = (Option<&[u8]>, Option<&[u8]>, i64)> + '_ {
-        self.passed.rows.iter().enumerate().map(|(i, &row)| {
-            let value = self.passed.value(i, &self.values);
-            (self.batch.key(row), value, self.batch.timestamps[row])
+        self.parts.iter().flat_map(move |(base, passed)| {
+            let values = &self.values[*base..];
+            passed.rows.iter().enumerate().map(move |(i, &row)| {
+                let value = passed.value(i, values);
+                let row = base + row;
+                (self.batch.key(row), value, self.batch.timestamps[row])
+            })
         })
     }
 }
@@ -96,11 +101,11 @@ impl Pipeline {
             return None;
         }
         let values: Vec<Option<&[u8]>> = (0..batch.len()).map(|i| batch.value(i)).collect();
-        let passed = self.run(&values)?;
+        let parts = self.run_parts(&values)?;
         Some(FusedBatch {
             batch,
             values,
-            passed,
+            parts,
             max_timestamp,
             end_offset,
         })
@@ -108,25 +113,18 @@ impl Pipeline {
 
     /// Runs every step over `values` (None: a null value); None when a value
     /// is not JSON or a step fails on a row.
-    ///
-    /// A chunk of rows at a time: its columns stay in the CPU's cache from
-    /// one step to the next, and are small enough for the allocator to reuse
-    /// (a whole batch's are mapped and page-faulted in afresh each time).
     pub fn run(&self, values: &[Option<&[u8]>]) -> Option<Passed> {
         if values.len() <= CHUNK_ROWS {
             return self.run_chunk(values);
         }
+        let parts = self.run_parts(values)?;
         let mut passed = Passed {
             rows: Vec::with_capacity(values.len()),
             mapped: None,
         };
-        for (base, chunk) in (0..).step_by(CHUNK_ROWS).zip(values.chunks(CHUNK_ROWS)) {
-            let part = self.run_chunk(chunk)?;
+        for (base, part) in parts {
             if let Some(m) = part.mapped {
-                let out = passed.mapped.get_or_insert_with(|| JsonRows {
-                    text: String::with_capacity(m.text.len() * values.len() / chunk.len()),
-                    spans: Vec::with_capacity(values.len()),
-                });
+                let out = passed.mapped.get_or_insert_with(JsonRows::default);
                 let at = out.text.len();
                 out.text.push_str(&m.text);
                 out.spans
@@ -135,6 +133,19 @@ impl Pipeline {
             passed.rows.extend(part.rows.iter().map(|r| r + base));
         }
         Some(passed)
+    }
+
+    /// [`Pipeline::run`] a chunk of rows at a time, each chunk's result
+    /// apart (with its first row): its columns stay in the CPU's cache from
+    /// one step to the next, and are small enough for the allocator to reuse
+    /// (a whole batch's are mapped and page-faulted in afresh each time);
+    /// its output is not copied into one buffer.
+    fn run_parts(&self, values: &[Option<&[u8]>]) -> Option<Vec<(usize, Passed)>> {
+        (0..)
+            .step_by(CHUNK_ROWS)
+            .zip(values.chunks(CHUNK_ROWS))
+            .map(|(base, chunk)| Some((base, self.run_chunk(chunk)?)))
+            .collect()
     }
 
     fn run_chunk(&self, values: &[Option<&[u8]>]) -> Option<Passed> {

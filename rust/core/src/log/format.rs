@@ -13,9 +13,13 @@
 //!
 //! The CRC takes the body first and the offset last, so a frame encoded
 //! before its offset is known carries the body's CRC and is finished at
-//! append time by extending that CRC over 8 bytes.
+//! append time by extending that CRC over 8 bytes ([`encode_frame`],
+//! [`finish_frame`]); a batch's frames are rather left without a CRC
+//! ([`put_frame`]) and given theirs together once offsets are set
+//! ([`seal_frames`]).
 
 use crate::log::Header;
+use crate::log::crc;
 
 pub(crate) const LENGTH_SIZE: usize = 4;
 pub(crate) const CRC_AT: usize = 4;
@@ -56,10 +60,17 @@ pub(crate) fn frame_size(length: u32) -> Option<usize> {
 /// The CRC stored in a finished frame.
 #[inline]
 pub(crate) fn frame_crc(frame: &[u8]) -> u32 {
-    crc32c::crc32c_append(
-        crc32c::crc32c(&frame[BODY_AT..]),
+    crc::append(
+        crc::append(0, &frame[BODY_AT..]),
         &frame[OFFSET_AT..BODY_AT],
     )
+}
+
+/// The CRCs of three finished frames, computed interleaved.
+#[inline]
+pub(crate) fn frame_crc3(frames: [&[u8]; 3]) -> [u32; 3] {
+    let bodies = crc::append3([0; 3], frames.map(|f| &f[BODY_AT..]));
+    [0, 1, 2].map(|i| crc::append(bodies[i], &frames[i][OFFSET_AT..BODY_AT]))
 }
 
 #[inline]
@@ -74,12 +85,26 @@ pub(crate) fn finish_frame(frame: &mut [u8], offset: u64) {
     let bytes = offset.to_be_bytes();
     frame[OFFSET_AT..BODY_AT].copy_from_slice(&bytes);
     let body_crc = u32_at(frame, CRC_AT);
-    let crc = crc32c::crc32c_append(body_crc, &bytes);
+    let crc = crc::append(body_crc, &bytes);
     frame[CRC_AT..OFFSET_AT].copy_from_slice(&crc.to_be_bytes());
 }
 
 /// Appends one frame (offset 0, crc = body CRC) to `buf`.
 pub(crate) fn encode_frame(
+    buf: &mut Vec<u8>,
+    timestamp: i64,
+    key: Option<&[u8]>,
+    value: Option<&[u8]>,
+    headers: &[Header<'_>],
+) {
+    let start = buf.len();
+    put_frame(buf, timestamp, key, value, headers);
+    let body_crc = crc::append(0, &buf[start + BODY_AT..]);
+    buf[start + CRC_AT..start + OFFSET_AT].copy_from_slice(&body_crc.to_be_bytes());
+}
+
+/// Appends one frame with offset 0 and crc 0, for [`seal_frames`] to finish.
+pub(crate) fn put_frame(
     buf: &mut Vec<u8>,
     timestamp: i64,
     key: Option<&[u8]>,
@@ -109,8 +134,32 @@ pub(crate) fn encode_frame(
         put_bytes(buf, h.value);
     }
     debug_assert_eq!(buf.len() - start, total);
-    let body_crc = crc32c::crc32c(&buf[start + BODY_AT..]);
-    buf[start + CRC_AT..start + OFFSET_AT].copy_from_slice(&body_crc.to_be_bytes());
+}
+
+/// Writes the CRC of every frame in `frames` (whole frames, their offsets
+/// set), three frames at a time: one CRC's steps wait for each other, three
+/// interleaved keep the instruction busy.
+pub(crate) fn seal_frames(frames: &mut [u8]) {
+    let mut group = [(0, 0); 3];
+    let mut len = 0;
+    let mut at = 0;
+    while at < frames.len() {
+        let total = LENGTH_SIZE + u32_at(frames, at) as usize;
+        group[len] = (at, total);
+        len += 1;
+        at += total;
+        if len == 3 {
+            len = 0;
+            let crcs = frame_crc3(group.map(|(s, t)| &frames[s..s + t]));
+            for ((s, _), crc) in group.into_iter().zip(crcs) {
+                frames[s + CRC_AT..s + OFFSET_AT].copy_from_slice(&crc.to_be_bytes());
+            }
+        }
+    }
+    for &(s, t) in &group[..len] {
+        let crc = frame_crc(&frames[s..s + t]);
+        frames[s + CRC_AT..s + OFFSET_AT].copy_from_slice(&crc.to_be_bytes());
+    }
 }
 
 #[inline]

@@ -8,6 +8,7 @@
 
 mod config;
 mod consumer;
+mod crc;
 pub(crate) mod format;
 mod group;
 mod partition;
@@ -38,7 +39,8 @@ pub struct Header<'a> {
 /// so that appending a batch is one write. Offsets are assigned on append.
 #[derive(Debug, Clone)]
 pub struct RecordBatchBuilder {
-    /// Frames with offset 0 and the body's CRC in the crc field (see `format`).
+    /// Frames with offset 0 and crc 0: both are set when they are appended
+    /// (`format::seal_frames`).
     pub(crate) buf: Vec<u8>,
     count: usize,
     pub(crate) has_null_key: bool,
@@ -82,7 +84,7 @@ impl RecordBatchBuilder {
         value: Option<&[u8]>,
         headers: &[Header<'_>],
     ) {
-        format::encode_frame(&mut self.buf, timestamp, key, value, headers);
+        format::put_frame(&mut self.buf, timestamp, key, value, headers);
         self.count += 1;
         self.has_null_key |= key.is_none();
         self.max_timestamp = self.max_timestamp.max(timestamp);

@@ -649,13 +649,14 @@ impl Partition {
             if seg_size > 0
                 && (seg_size + total as u64 > segment_bytes || relative > u64::from(u32::MAX))
             {
-                self.commit_chunk(&buf[chunk_start..pos], &mut pending)?;
+                self.commit_chunk(&mut buf[chunk_start..pos], &mut pending)?;
                 self.roll()?;
                 chunk_start = pos;
                 pending = Pending::of(self.active());
                 continue;
             }
-            format::finish_frame(&mut buf[pos..pos + total], offset);
+            buf[pos + format::OFFSET_AT..pos + format::BODY_AT]
+                .copy_from_slice(&offset.to_be_bytes());
             if pending.bytes_since_index >= interval {
                 pending.index.push(IndexEntry {
                     relative_offset: relative as u32,
@@ -671,15 +672,17 @@ impl Partition {
             offset += 1;
             pos += total;
         }
-        self.commit_chunk(&buf[chunk_start..], &mut pending)
+        self.commit_chunk(&mut buf[chunk_start..], &mut pending)
     }
 
-    /// Writes frames to the active segment with one positional write, then
-    /// makes them visible (size, index, log end offset).
-    fn commit_chunk(&mut self, bytes: &[u8], pending: &mut Pending) -> Result<()> {
+    /// Finishes the CRCs of frames whose offsets are set, writes them to the
+    /// active segment with one positional write, then makes them visible
+    /// (size, index, log end offset).
+    fn commit_chunk(&mut self, bytes: &mut [u8], pending: &mut Pending) -> Result<()> {
         if bytes.is_empty() {
             return Ok(());
         }
+        format::seal_frames(bytes);
         let seg = self.segments.last_mut().expect("a partition has a segment");
         if let Err(e) = seg.file.write_all_at(bytes, seg.size) {
             // Leave no partial frames behind for a later append to follow.
@@ -729,10 +732,69 @@ impl Pending {
 }
 
 /// Reads frames of one segment view into `batch` from `view.start` on.
+/// Every frame returned has its CRC checked, three at a time (interleaved);
+/// a mismatch among them wins over whatever else ended the read.
 fn read_segment(
     view: &SegmentView,
     batch: &mut ReadBatch,
     st: &mut ReadState,
+) -> Result<SegmentRead> {
+    let mut unchecked = Unchecked::default();
+    let result = read_frames(view, batch, st, &mut unchecked);
+    unchecked.check(view, &batch.data)?;
+    result
+}
+
+/// Frames taken into a read whose CRCs are not checked yet.
+#[derive(Default)]
+struct Unchecked {
+    /// Per frame: its start in the batch data, size, segment position and offset.
+    frames: [(usize, usize, u64, u64); 3],
+    len: usize,
+}
+
+impl Unchecked {
+    /// Adds a frame; checks the three when it is the third.
+    fn push(
+        &mut self,
+        view: &SegmentView,
+        data: &[u8],
+        frame: (usize, usize, u64, u64),
+    ) -> Result<()> {
+        self.frames[self.len] = frame;
+        self.len += 1;
+        if self.len < self.frames.len() {
+            return Ok(());
+        }
+        self.len = 0;
+        let [a, b, c] = self
+            .frames
+            .map(|(start, total, _, _)| &data[start..start + total]);
+        let crcs = format::frame_crc3([a, b, c]);
+        for (i, &(start, _, pos, offset)) in self.frames.iter().enumerate() {
+            if format::u32_at(data, start + format::CRC_AT) != crcs[i] {
+                return Err(corrupt(&view.path, pos, Some(offset), "CRC mismatch"));
+            }
+        }
+        Ok(())
+    }
+
+    /// Checks the frames left, in order.
+    fn check(&mut self, view: &SegmentView, data: &[u8]) -> Result<()> {
+        for &(start, total, pos, offset) in &self.frames[..std::mem::take(&mut self.len)] {
+            if !format::crc_ok(&data[start..start + total]) {
+                return Err(corrupt(&view.path, pos, Some(offset), "CRC mismatch"));
+            }
+        }
+        Ok(())
+    }
+}
+
+fn read_frames(
+    view: &SegmentView,
+    batch: &mut ReadBatch,
+    st: &mut ReadState,
+    unchecked: &mut Unchecked,
 ) -> Result<SegmentRead> {
     batch.data.truncate(st.data_end);
     let data_base = batch.data.len();
@@ -793,10 +855,16 @@ fn read_segment(
             if st.returned > 0 && total > st.bytes_left {
                 return Ok(SegmentRead::Full);
             }
-            if !format::crc_ok(frame) {
-                return Err(corrupt(&view.path, pos, Some(offset), "CRC mismatch"));
-            }
-            let f = format::decode(frame).map_err(|r| corrupt(&view.path, pos, Some(offset), r))?;
+            // A damaged frame is reported as such before what it seems to hold.
+            let bad = |r: &str| {
+                let reason = if format::crc_ok(frame) {
+                    r
+                } else {
+                    "CRC mismatch"
+                };
+                corrupt(&view.path, pos, Some(offset), reason)
+            };
+            let f = format::decode(frame).map_err(bad)?;
             let span = |r: Option<(usize, usize)>| {
                 r.map(|(s, len)| Span {
                     start: start + s,
@@ -810,9 +878,9 @@ fn read_segment(
             batch.headers.push(if f.header_count == 0 {
                 Vec::new()
             } else {
-                format::decode_headers(frame, &f)
-                    .map_err(|r| corrupt(&view.path, pos, Some(offset), r))?
+                format::decode_headers(frame, &f).map_err(bad)?
             });
+            unchecked.push(view, &batch.data, (start, total, pos, offset))?;
             st.returned += 1;
             st.returned_bytes += total;
             st.records_left -= 1;
