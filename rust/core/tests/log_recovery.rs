@@ -66,6 +66,17 @@ fn segments(dir: &Path) -> Vec<PathBuf> {
     files
 }
 
+/// The base offset a segment file is named by.
+fn base_offset(segment: &Path) -> u64 {
+    segment
+        .file_stem()
+        .unwrap()
+        .to_str()
+        .unwrap()
+        .parse()
+        .unwrap()
+}
+
 fn append_bytes(path: &Path, bytes: &[u8]) {
     OpenOptions::new()
         .append(true)
@@ -167,13 +178,7 @@ fn a_flipped_byte_in_a_closed_segment_fails_the_read_naming_the_file() {
     bytes[3 * REC + 40] ^= 0x01; // the fourth record of the segment
     fs::write(&closed, &bytes).unwrap();
     let log = Log::open(dir.path()).unwrap();
-    let base: u64 = closed
-        .file_stem()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let base = base_offset(&closed);
     // Records before it read fine.
     assert_eq!(log.read("t", 0, base, 3, usize::MAX).unwrap().len(), 3);
     match log.read("t", 0, base, 10, usize::MAX) {
@@ -200,13 +205,7 @@ fn a_damaged_frame_is_found_at_any_place_in_a_read() {
     let dir = tempfile::tempdir().unwrap();
     setup(dir.path(), 100);
     let closed = segments(dir.path())[1].clone();
-    let base: u64 = closed
-        .file_stem()
-        .unwrap()
-        .to_str()
-        .unwrap()
-        .parse()
-        .unwrap();
+    let base = base_offset(&closed);
     let good = fs::read(&closed).unwrap();
     let in_segment = (good.len() / REC) as u64;
     // A byte of the value, then one of the key's length (a frame that no
