@@ -15,6 +15,7 @@ Spark replay on the secured broker: test_kafka_security_spark.py.
 
 from __future__ import annotations
 
+import logging
 import re
 import shutil
 import time
@@ -283,6 +284,40 @@ def test_mode1_the_documented_acls_are_enough(
     assert wc.counts() == wc.expected()
     denied = [r.getMessage() for r in caplog.records if re.search("authoriz", r.getMessage(), re.I)]
     assert not denied, denied
+
+
+def test_a_denied_purge_warns_once_and_counts_on(
+    kafka_secured: KafkaCluster, tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """Without Delete on the internal topics the app runs on and counts
+    exactly; the denied purge of the repartition topic is a warning once,
+    naming the topic and the grant, and a debug line on each later interval."""
+    caplog.set_level(logging.DEBUG, logger="strom.kafka")
+    wc = WordCount(kafka_secured)
+    wc.grant("streams", without=["internal-delete"])
+
+    def failures() -> list[logging.LogRecord]:
+        return [r for r in caplog.records if r.getMessage().startswith("purging ")]
+
+    purge: dict[str, Any] = {"repartition.purge.interval.ms": 0}
+    with wc.app(tmp_path, **purge) as app:
+        for seed in (30, 31, 32):  # three commits past new repartition records
+            wc.produce(text(200, seed=seed))
+            run_to_end(app)
+        wait_for(
+            lambda: len(failures()) >= 3,
+            "three denied purges of the repartition topic to be logged",
+            lambda: f"logged: {[r.getMessage() for r in failures()]}",
+            timeout=FAIL_WITHIN_S,
+        )
+    assert wc.counts() == wc.expected()
+    logged = failures()
+    warned = [r.getMessage() for r in logged if r.levelno == logging.WARNING]
+    assert len(warned) == 1, warned
+    assert wc.repartition_topic in warned[0] and "Delete" in warned[0], warned[0]
+    assert re.search("authoriz", warned[0], re.I), warned[0]
+    assert all(r.levelno == logging.DEBUG for r in logged if r.getMessage() not in warned)
+    assert all(low == 0 for low, _ in wc.watermarks(wc.repartition_topic))
 
 
 def test_mode2_a_task_that_cannot_restore_stops_the_app(

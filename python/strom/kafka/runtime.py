@@ -198,6 +198,7 @@ class KafkaRuntime(Runtime):
         self._changelog_ends: dict[tuple[str, int], int] = {}
         self._repartition = {self.topic_name(t) for t in builder.repartition_topics}
         self._purged: dict[tuple[str, int], int] = {}
+        self._purge_failures: set[tuple[str, str]] = set()
         self._last_purge = time.monotonic()
         self.assigned_once = False
         self.rebalancing = False
@@ -740,7 +741,34 @@ class KafkaRuntime(Runtime):
         for tp in purge:
             self._purged[(tp.topic, tp.partition)] = tp.offset
         for tp, future in self.admin.delete_records(purge).items():
-            future.add_done_callback(_log_failure(f"purging {tp.topic}-{tp.partition}"))
+            future.add_done_callback(self._purge_done(tp))
+
+    def _purge_done(self, tp: TopicPartition) -> Callable[[Future[Any]], None]:
+        """Logs a failed purge at warning the first time per topic and kind of
+        error, then at debug: the next interval tries again (Kafka Streams
+        logs every failure at debug; a denied Delete should be seen once, not
+        every interval for the app's lifetime)."""
+
+        def done(future: Future[Any]) -> None:
+            failure = future.exception()
+            if failure is None:
+                return
+            error = failure.args[0] if failure.args else None
+            code = error.code() if isinstance(error, KafkaError) else None
+            kind = error.name() if isinstance(error, KafkaError) else type(failure).__name__
+            first = (tp.topic, kind) not in self._purge_failures
+            self._purge_failures.add((tp.topic, kind))
+            if code == KafkaError.TOPIC_AUTHORIZATION_FAILED:
+                hint = (
+                    f"; its consumed records are kept until Delete on {tp.topic} is granted"
+                    " (the repartition topic grows without bound meanwhile)"
+                )
+            else:
+                hint = "; retried every repartition.purge.interval.ms"
+            level = logging.WARNING if first else logging.DEBUG
+            log.log(level, "purging %s-%d failed: %s%s", tp.topic, tp.partition, failure, hint)
+
+        return done
 
     def _note_committed(self, offsets: list[TopicPartition]) -> None:
         for tp in offsets:
@@ -879,14 +907,6 @@ class KafkaRuntime(Runtime):
             except (KafkaException, RuntimeError):
                 log.debug("closing a consumer failed", exc_info=True)
         self.producer.close()
-
-
-def _log_failure(what: str) -> Callable[[Future[Any]], None]:
-    def done(future: Future[Any]) -> None:
-        if future.exception() is not None:
-            log.warning("%s failed: %s", what, future.exception())
-
-    return done
 
 
 def process_id() -> str:
