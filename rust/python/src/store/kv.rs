@@ -423,7 +423,15 @@ fn restore(
         }
         match store {
             // Copies the changelog's frames as they are (no CRC computed).
-            Backend::Persistent(store) => store.restore_batch(&batch, n)?,
+            Backend::Persistent(store) => {
+                let keys_before = store.approximate_num_entries();
+                store.restore_batch(&batch, n)?;
+                if offset == from_offset {
+                    let new_keys = store.approximate_num_entries() - keys_before;
+                    let rest = end.saturating_sub(batch.next_offset);
+                    store.reserve_for_restore(new_keys, n, rest);
+                }
+            }
             Backend::Memory(store) => apply_in_key_order(
                 store,
                 n,

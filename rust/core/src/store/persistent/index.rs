@@ -168,6 +168,12 @@ impl KeyIndex {
         self.map.reserve(additional);
     }
 
+    /// How many keys fit before the next growth.
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.map.capacity()
+    }
+
     pub fn remove(&mut self, key: &[u8]) -> Option<Location> {
         let old = self.map.remove(key)?;
         self.order_mut().on_remove(key);

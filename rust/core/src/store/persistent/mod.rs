@@ -338,6 +338,23 @@ impl PersistentKeyValueStore {
         self.index.reserve(additional);
     }
 
+    /// After a restore's first batch, which brought `new_keys` keys in
+    /// `applied` records: room in the index for the `rest` records still to
+    /// come at that rate (all of them for a compacted changelog, few for a
+    /// hot key's updates), so the index grows once instead of doubling its
+    /// way up, each time moving every entry.
+    pub fn reserve_for_restore(&mut self, new_keys: usize, applied: usize, rest: u64) {
+        if applied > 0 {
+            let expected = rest as f64 * new_keys.min(applied) as f64 / applied as f64;
+            self.index.reserve(expected as usize);
+        }
+    }
+
+    #[cfg(test)]
+    fn index_capacity(&self) -> usize {
+        self.index.capacity()
+    }
+
     /// Writes `(key, value or None to delete, timestamp)` entries in order.
     pub fn write_batch<'a>(
         &mut self,
@@ -691,6 +708,46 @@ impl super::KeyValueBytes for PersistentKeyValueStore {
 mod tests {
     use super::*;
     use crate::log::{Log, RecordBatchBuilder, TopicConfig};
+
+    /// A restore reserves index room at its first batch's rate of new keys:
+    /// all of the rest for unique keys, little for a hot key's updates.
+    #[test]
+    fn restore_reserves_at_the_first_batchs_rate_of_new_keys() {
+        let dir = tempfile::TempDir::new().unwrap();
+        let log = Log::open(dir.path().join("log")).unwrap();
+        log.create_topic("cl", TopicConfig::new(1)).unwrap();
+        let mut b = RecordBatchBuilder::new();
+        for i in 0..1000u32 {
+            b.push(i64::from(i), Some(&i.to_be_bytes()), Some(b"v"), &[]);
+        }
+        for i in 0..1000u32 {
+            b.push(i64::from(i), Some(&(i % 10).to_be_bytes()), Some(b"v"), &[]);
+        }
+        log.append("cl", 0, &b).unwrap();
+        let (unique, hot) = (
+            log.read("cl", 0, 0, 1000, usize::MAX).unwrap(),
+            log.read("cl", 0, 1000, 1000, usize::MAX).unwrap(),
+        );
+        for (batch, dir_name, want_at_least, want_below) in
+            [(&unique, "u", 100_000, usize::MAX), (&hot, "h", 0, 8192)]
+        {
+            let (mut store, _) = PersistentKeyValueStore::open(
+                dir.path().join(dir_name),
+                PersistentStoreOptions::default(),
+            )
+            .unwrap();
+            let before = store.approximate_num_entries();
+            store.restore_batch(batch, batch.len()).unwrap();
+            let new_keys = store.approximate_num_entries() - before;
+            store.reserve_for_restore(new_keys, batch.len(), 100_000);
+            let capacity = store.index_capacity();
+            assert!(
+                (want_at_least..want_below).contains(&capacity),
+                "{dir_name}: {new_keys} new keys in {} records, capacity {capacity}",
+                batch.len()
+            );
+        }
+    }
 
     /// Records without headers are copied (their frames found in the
     /// batch); a record with headers is not.

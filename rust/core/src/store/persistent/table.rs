@@ -153,6 +153,12 @@ impl KeyTable {
         }
     }
 
+    /// How many keys fit before the next growth.
+    #[cfg(test)]
+    pub fn capacity(&self) -> usize {
+        self.slots.len() * MAX_LOAD_EIGHTHS / 8
+    }
+
     /// Room for `additional` more keys without growing on the way.
     pub fn reserve(&mut self, additional: usize) {
         let want = self.len + additional;
