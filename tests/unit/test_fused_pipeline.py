@@ -189,6 +189,27 @@ def test_a_batch_with_bad_records_routes_exactly_those(tmp_path: Path) -> None:
     assert committed(tmp_path, "routed")[("bids", 0)][0] == len(rows)
 
 
+def test_a_batch_failing_after_its_first_chunks_leaves_no_output_behind(tmp_path: Path) -> None:
+    # Batches of 3,000 run 1,024 rows at a time and write their output as
+    # they go: the batch whose third chunk holds a bad value must take back
+    # what its first two wrote before the ordinary path runs it.
+    rows: list[tuple[bytes | None, bytes | None, int]] = [
+        (b"k%d" % i, b'{"auction": %d, "price": %d}' % (i, i), i) for i in range(6_000)
+    ]
+    rows[2_500] = (b"bad", b'{"auction": 3, "price": ', 2_500)
+    write_bids(tmp_path, rows)
+    handlers = {"deserialization.exception.handler": "log_and_continue"}
+    native, spy = run(
+        tmp_path, build(expressions, "out"), "native", **{"poll.max.records": 3_000, **handlers}
+    )
+    python, _ = run(tmp_path, build(lambdas, "out-lambdas"), "python", **handlers)
+    out = [(k, v, ts) for _, _, k, v, ts in records(tmp_path, "out")]
+    assert out == [(k, v, ts) for _, _, k, v, ts in records(tmp_path, "out-lambdas")]
+    assert len(out) == len([i for i in range(6_000) if i != 2_500 and i % MODULUS == 0])
+    assert (spy.taken, spy.declined) == (1, 1)
+    assert native["skipped-records"] == python["skipped-records"] == 1
+
+
 def test_only_expression_chains_to_a_plain_sink_are_fused(tmp_path: Path) -> None:
     write_bids(tmp_path, [(b"k", b'{"auction": 3, "price": 1}', 1)])
     b = StreamsBuilder()

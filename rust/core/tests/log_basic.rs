@@ -8,6 +8,8 @@ use strom_core::Error;
 use strom_core::log::{Header, Log, RecordBatchBuilder, TopicConfig};
 
 type Rec = (u64, i64, Option<Vec<u8>>, Option<Vec<u8>>);
+/// A timestamp, key and value to push.
+type Pushed<'a> = (i64, Option<&'a [u8]>, Option<&'a [u8]>);
 
 fn config(partitions: u32, pairs: &[(&str, &str)]) -> TopicConfig {
     let mut c = TopicConfig::new(partitions);
@@ -174,6 +176,75 @@ fn append_and_clear_matches_append() {
         read_all(&log, "copied", 0, 0)
     );
     assert!(segment_files(&dir.path().join("in-place-0"), "log").len() > 2);
+}
+
+/// Values written straight into the batch (`push_with`) give the segment
+/// the bytes `push` gives it; records pushed after a mark and rewound leave
+/// nothing behind; a damaged byte in such a value is still a CRC mismatch.
+#[test]
+fn values_written_in_place_frame_as_pushed_ones() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    log.create_topic("pushed", config(1, &[])).unwrap();
+    log.create_topic("written", config(1, &[])).unwrap();
+    let long = "x".repeat(5000);
+    let records: [Pushed<'_>; 5] = [
+        (1, Some(b"k1"), Some(b"{\"a\":1}")),
+        (2, None, Some(b"v")),
+        (3, Some(b"k3"), None),
+        (4, Some(b""), Some(b"")),
+        (5, Some(b"k5"), Some(long.as_bytes())),
+    ];
+    let mut pushed = RecordBatchBuilder::new();
+    let mut written = RecordBatchBuilder::new();
+    for (i, &(ts, key, value)) in records.iter().enumerate() {
+        pushed.push(ts, key, value, &[]);
+        let len = written.push_with(ts, key, |buf| {
+            value.inspect(|v| buf.extend_from_slice(v)).is_some()
+        });
+        assert_eq!(len, value.map(<[u8]>::len));
+        if i == 2 {
+            // Records pushed past a mark and rewound are gone.
+            let mark = written.mark();
+            written.push_with(99, None, |buf| {
+                buf.extend_from_slice(b"dropped");
+                true
+            });
+            written.push(98, Some(b"k"), Some(b"dropped too"), &[]);
+            written.rewind(mark);
+        }
+    }
+    assert_eq!(written.len(), records.len());
+    assert_eq!(written.size_in_bytes(), pushed.size_in_bytes());
+    log.append("pushed", 0, &pushed).unwrap();
+    log.append_and_clear("written", 0, &mut written).unwrap();
+    log.flush().unwrap();
+    let file = |topic: &str| {
+        dir.path()
+            .join(format!("{topic}-0/00000000000000000000.log"))
+    };
+    assert_eq!(
+        fs::read(file("written")).unwrap(),
+        fs::read(file("pushed")).unwrap()
+    );
+    let expected: Vec<Rec> = records
+        .iter()
+        .enumerate()
+        .map(|(i, &(ts, k, v))| (i as u64, ts, k.map(<[u8]>::to_vec), v.map(<[u8]>::to_vec)))
+        .collect();
+    assert_eq!(read_all(&log, "written", 0, 0), expected);
+    drop(log);
+    let mut bytes = fs::read(file("written")).unwrap();
+    let at = bytes.len() - 100; // inside the long value
+    bytes[at] ^= 1;
+    fs::write(file("written"), &bytes).unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    match log.read("written", 0, 0, 10, usize::MAX) {
+        Err(Error::CorruptLog { offset, reason, .. }) => {
+            assert_eq!((offset, reason.as_str()), (Some(4), "CRC mismatch"));
+        }
+        other => panic!("{other:?}"),
+    }
 }
 
 #[test]

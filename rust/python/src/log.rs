@@ -20,6 +20,7 @@ use pyo3::sync::MutexExt;
 use pyo3::types::{PyBytes, PyDict, PyList, PySequence, PyString};
 
 use strom_core::Error;
+use strom_core::expr::pipeline::FrameSink;
 use strom_core::log::{
     CommittedOffset, Consumer, Header, Log, OffsetReset, PolledBatch, ReadBatch,
     RecordBatchBuilder, Span, TopicConfig,
@@ -571,6 +572,37 @@ impl TopicBuffers {
     }
 }
 
+/// A topic's buffers as the output of a fused pipeline.
+struct FusedSink<'b> {
+    buffers: &'b mut TopicBuffers,
+    /// Whether a partition is due to be appended.
+    due: bool,
+}
+
+impl FrameSink for FusedSink<'_> {
+    fn reserve(&mut self, records: usize, bytes: usize) {
+        let n = self.buffers.partitions.len();
+        for buffer in &mut self.buffers.partitions {
+            buffer
+                .builder
+                .reserve(records.div_ceil(n), bytes.div_ceil(n));
+        }
+    }
+
+    fn push(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: impl FnOnce(&mut Vec<u8>) -> bool,
+    ) {
+        let partition = self.buffers.partition_for(key);
+        let buffer = &mut self.buffers.partitions[partition as usize];
+        let len = buffer.builder.push_with(timestamp, key, value);
+        buffer.bytes += RECORD_OVERHEAD_BYTES + key.map_or(0, <[u8]>::len) + len.unwrap_or(0);
+        self.due |= buffer.bytes >= APPEND_THRESHOLD_BYTES;
+    }
+}
+
 /// Buffers records per partition and appends them in batches.
 ///
 /// Thread-safe. Records of one partition reach the log in the order they were
@@ -859,32 +891,34 @@ impl NativeProducer {
     ) -> PyResult<Option<(i64, u64)>> {
         self.partition_count(py, topic)?;
         let outcome = py.detach(|| {
-            let fused = pipeline.pipeline.run_batch(&records.batch)?;
+            // Held for the batch: its values are written into the partition
+            // buffers as they are made (the stream thread owns this producer).
             let mut buffers = lock(&self.buffers);
             let topic_buffers = buffers
                 .get_mut(topic)
                 .expect("registered by partition_count");
-            let records: Vec<_> = fused
-                .records()
-                .map(|(key, value, timestamp)| {
-                    (topic_buffers.partition_for(key), key, value, timestamp)
-                })
+            let marks: Vec<_> = topic_buffers
+                .partitions
+                .iter()
+                .map(|b| (b.builder.mark(), b.bytes))
                 .collect();
-            // Room for the whole batch in each buffer, not regrown record by record.
-            let mut room = vec![(0, 0); topic_buffers.partitions.len()];
-            for &(partition, key, value, _) in &records {
-                let (count, bytes) = &mut room[partition as usize];
-                *count += 1;
-                *bytes += key.map_or(0, <[u8]>::len) + value.map_or(0, <[u8]>::len);
-            }
-            for (buffer, (count, bytes)) in topic_buffers.partitions.iter_mut().zip(room) {
-                buffer.builder.reserve(count, bytes);
-            }
-            let mut due = false;
-            for (partition, key, value, timestamp) in records {
-                due |= topic_buffers.push(partition, timestamp, key, value, &[]);
-            }
-            Some((fused.max_timestamp, fused.end_offset, due))
+            let round_robin = topic_buffers.round_robin;
+            let mut sink = FusedSink {
+                buffers: topic_buffers,
+                due: false,
+            };
+            let Some((max_timestamp, end)) =
+                pipeline.pipeline.run_batch_into(&records.batch, &mut sink)
+            else {
+                // The ordinary path takes the batch: drop what it pushed.
+                for (buffer, (mark, bytes)) in topic_buffers.partitions.iter_mut().zip(marks) {
+                    buffer.builder.rewind(mark);
+                    buffer.bytes = bytes;
+                }
+                topic_buffers.round_robin = round_robin;
+                return None;
+            };
+            Some((max_timestamp, end, sink.due))
         });
         let Some((max_timestamp, end, due)) = outcome else {
             return Ok(None);

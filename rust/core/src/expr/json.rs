@@ -40,9 +40,9 @@ struct Trie {
     /// The slot is only copied into output JSON: its cell is the value's
     /// text ([`raw_cell`]), not decoded.
     raw: bool,
-    /// This node's name, as a key, has nothing a JSON string escapes: the
-    /// same bytes in quotes are that key (`Scanner::expected_key`).
-    plain: bool,
+    /// This node's name in quotes, when it has nothing a JSON string
+    /// escapes: then those bytes are that key (`Scanner::expected_key`).
+    quoted: Option<Box<[u8]>>,
 }
 
 impl Trie {
@@ -79,7 +79,7 @@ impl FieldTree {
             } else {
                 let plain = !segment.bytes().any(|c| c == b'"' || c == b'\\' || c < 0x20);
                 let child = Trie {
-                    plain,
+                    quoted: plain.then(|| format!("\"{segment}\"").into_bytes().into()),
                     ..Trie::default()
                 };
                 node.children.push((segment.clone(), child));
@@ -245,6 +245,38 @@ fn first_special(x: u64) -> usize {
     ((quote | backslash | control | (x & HIGH)).trailing_zeros() / 8) as usize
 }
 
+/// How many of the 8 bytes in `x` (little-endian) are ASCII digits before
+/// the first that is not. A byte is a digit when its high nibble is 3 and
+/// stays 3 with 6 added (`0x3A`..`0x3F` carry into 4); an add carrying out
+/// of a byte (from `0xFA` up, not a digit) only disturbs the bytes after it.
+#[inline]
+fn digit_run(x: u64) -> usize {
+    const HIGH: u64 = 0xF0F0_F0F0_F0F0_F0F0;
+    const THREES: u64 = 0x3030_3030_3030_3030;
+    let not_digit =
+        ((x & HIGH) ^ THREES) | ((x.wrapping_add(0x0606_0606_0606_0606) & HIGH) ^ THREES);
+    (not_digit.trailing_zeros() / 8) as usize
+}
+
+/// Whether two slices of the same length hold the same bytes, compared a
+/// word at a time inline (a key is a few bytes: `memcmp`'s call and set-up
+/// cost more than the comparison).
+#[inline]
+fn same_bytes(a: &[u8], b: &[u8]) -> bool {
+    debug_assert_eq!(a.len(), b.len());
+    let n = a.len();
+    let word = |s: &[u8], at: usize| u64::from_le_bytes(s[at..at + 8].try_into().expect("8 bytes"));
+    let half = |s: &[u8], at: usize| u32::from_le_bytes(s[at..at + 4].try_into().expect("4 bytes"));
+    if n >= 8 {
+        // Whole words, then the last word (overlapping the one before).
+        (0..n / 8).all(|k| word(a, 8 * k) == word(b, 8 * k)) && word(a, n - 8) == word(b, n - 8)
+    } else if n >= 4 {
+        half(a, 0) == half(b, 0) && half(a, n - 4) == half(b, n - 4)
+    } else {
+        a.iter().zip(b).all(|(x, y)| x == y)
+    }
+}
+
 /// The value of an integer's JSON text (`-`? digits) if it fits an `i64`.
 #[inline]
 fn integer(text: &[u8]) -> Option<i64> {
@@ -376,16 +408,15 @@ impl<'a> Scanner<'a> {
     /// Whether the text at the scanner is child `at`'s name in quotes (then
     /// skipped): a key read with one comparison, not scanned as a string.
     fn expected_key(&mut self, trie: &Trie, at: usize) -> bool {
-        let Some((name, child)) = trie.children.get(at) else {
+        let Some(quoted) = trie.children.get(at).and_then(|(_, c)| c.quoted.as_deref()) else {
             return false;
         };
-        let n = name.len();
-        let matched = child.plain
-            && self.b.get(self.i..self.i + n + 2).is_some_and(|text| {
-                text[0] == b'"' && text[n + 1] == b'"' && &text[1..=n] == name.as_bytes()
-            });
+        let matched = self
+            .b
+            .get(self.i..self.i + quoted.len())
+            .is_some_and(|text| same_bytes(text, quoted));
         if matched {
-            self.i += n + 2;
+            self.i += quoted.len();
         }
         matched
     }
@@ -524,13 +555,22 @@ impl<'a> Scanner<'a> {
         }
     }
 
+    /// A run of at least one digit.
     fn digits(&mut self) -> Option<()> {
-        let run = self.b[self.i..]
+        let start = self.i;
+        // Eight bytes at a time while there are eight to read.
+        while let Some(chunk) = self.b.get(self.i..self.i + 8) {
+            let run = digit_run(u64::from_le_bytes(chunk.try_into().expect("8 bytes")));
+            self.i += run;
+            if run < 8 {
+                return (self.i > start).then_some(());
+            }
+        }
+        self.i += self.b[self.i..]
             .iter()
             .take_while(|d| d.is_ascii_digit())
             .count();
-        self.i += run;
-        (run > 0).then_some(())
+        (self.i > start).then_some(())
     }
 
     /// A number; whether it has a fraction or an exponent.
@@ -764,45 +804,77 @@ impl<'de> Visitor<'de> for KeySeed {
 
 // --- writing -----------------------------------------------------------------
 
+/// Where JSON text is written: a `String`, or the byte buffer of a log
+/// frame being built (so a record's value is written where it is framed, not
+/// copied there).
+pub trait JsonOut {
+    fn put(&mut self, s: &str);
+    /// An ASCII byte.
+    fn put_ascii(&mut self, b: u8);
+}
+
+impl JsonOut for String {
+    #[inline]
+    fn put(&mut self, s: &str) {
+        self.push_str(s);
+    }
+    #[inline]
+    fn put_ascii(&mut self, b: u8) {
+        debug_assert!(b.is_ascii());
+        self.push(char::from(b));
+    }
+}
+
+impl JsonOut for Vec<u8> {
+    #[inline]
+    fn put(&mut self, s: &str) {
+        self.extend_from_slice(s.as_bytes());
+    }
+    #[inline]
+    fn put_ascii(&mut self, b: u8) {
+        self.push(b);
+    }
+}
+
 /// Writes `v` as Jackson writes the same value.
-pub fn write_value(out: &mut String, v: &Value<'_>) {
+pub fn write_value<O: JsonOut + ?Sized>(out: &mut O, v: &Value<'_>) {
     match v {
-        Value::Null => out.push_str("null"),
-        Value::Bool(b) => out.push_str(if *b { "true" } else { "false" }),
-        Value::Int(i) => out.push_str(itoa::Buffer::new().format(*i)),
-        Value::BigInt(digits) => out.push_str(digits),
+        Value::Null => out.put("null"),
+        Value::Bool(b) => out.put(if *b { "true" } else { "false" }),
+        Value::Int(i) => out.put(itoa::Buffer::new().format(*i)),
+        Value::BigInt(digits) => out.put(digits),
         Value::Float(f) => write_double(out, *f),
         Value::Str(s) => write_str(out, s),
-        Value::Json(text, true) => out.push_str(text),
+        Value::Json(text, true) => out.put(text),
         Value::Json(text, false) => transcode(out, text),
     }
 }
 
 /// An object with these members, in order.
-pub fn write_object<'v, 'a: 'v>(
-    out: &mut String,
+pub fn write_object<'v, 'a: 'v, O: JsonOut + ?Sized>(
+    out: &mut O,
     members: impl Iterator<Item = (&'v str, &'v Value<'a>)>,
 ) {
-    out.push('{');
+    out.put_ascii(b'{');
     for (i, (name, value)) in members.enumerate() {
         if i > 0 {
-            out.push(',');
+            out.put_ascii(b',');
         }
         write_str(out, name);
-        out.push(':');
+        out.put_ascii(b':');
         write_value(out, value);
     }
-    out.push('}');
+    out.put_ascii(b'}');
 }
 
 /// Jackson writes a non-finite double as a string (`WRITE_NAN_AS_STRINGS`).
-pub fn write_double(out: &mut String, f: f64) {
+pub fn write_double<O: JsonOut + ?Sized>(out: &mut O, f: f64) {
     if f.is_finite() {
-        out.push_str(&java_double(f));
+        out.put(&java_double(f));
     } else {
-        out.push('"');
-        out.push_str(&java_double(f));
-        out.push('"');
+        out.put_ascii(b'"');
+        out.put(&java_double(f));
+        out.put_ascii(b'"');
     }
 }
 
@@ -811,8 +883,8 @@ const HEX: &[u8; 16] = b"0123456789ABCDEF";
 /// A JSON string with Jackson's escapes: also a character beyond the Basic
 /// Multilingual Plane (an emoji), which Jackson's UTF-8 writer puts out as
 /// its two UTF-16 surrogates, `\uD83D\uDE00`.
-pub fn write_str(out: &mut String, s: &str) {
-    out.push('"');
+pub fn write_str<O: JsonOut + ?Sized>(out: &mut O, s: &str) {
+    out.put_ascii(b'"');
     let bytes = s.as_bytes();
     let mut start = 0;
     let mut i = 0;
@@ -822,7 +894,7 @@ pub fn write_str(out: &mut String, s: &str) {
             i += 1;
             continue;
         }
-        out.push_str(&s[start..i]);
+        out.put(&s[start..i]);
         let b = bytes[i];
         let short = match b {
             b'"' => "\\\"",
@@ -835,7 +907,7 @@ pub fn write_str(out: &mut String, s: &str) {
             _ => "",
         };
         if !short.is_empty() {
-            out.push_str(short);
+            out.put(short);
             i += 1;
         } else if b < 0x20 {
             push_u(out, u16::from(b));
@@ -850,8 +922,8 @@ pub fn write_str(out: &mut String, s: &str) {
         }
         start = i;
     }
-    out.push_str(&s[start..]);
-    out.push('"');
+    out.put(&s[start..]);
+    out.put_ascii(b'"');
 }
 
 /// The bytes `write_str` does not copy as they are: `"`, `\`, the control
@@ -866,10 +938,10 @@ const NEEDS_ESCAPE: [bool; 256] = {
     table
 };
 
-fn push_u(out: &mut String, unit: u16) {
-    out.push_str("\\u");
+fn push_u<O: JsonOut + ?Sized>(out: &mut O, unit: u16) {
+    out.put("\\u");
     for shift in [12, 8, 4, 0] {
-        out.push(HEX[usize::from((unit >> shift) & 0xF)] as char);
+        out.put_ascii(HEX[usize::from((unit >> shift) & 0xF)]);
     }
 }
 
@@ -877,14 +949,14 @@ fn push_u(out: &mut String, unit: u16) {
 /// strings re-escaped, integers as written (`-0` as `0`; beyond 64 bits
 /// the digits as they are, as Jackson's `BigInteger` nodes), other numbers
 /// as Java doubles.
-fn transcode(out: &mut String, text: &str) {
+fn transcode<O: JsonOut + ?Sized>(out: &mut O, text: &str) {
     let b = text.as_bytes();
     let mut i = 0;
     while i < b.len() {
         match b[i] {
             b' ' | b'\t' | b'\n' | b'\r' => i += 1,
             c @ (b'{' | b'}' | b'[' | b']' | b':' | b',') => {
-                out.push(c as char);
+                out.put_ascii(c);
                 i += 1;
             }
             b'"' => {
@@ -908,15 +980,15 @@ fn transcode(out: &mut String, text: &str) {
                 i = end;
             }
             b't' => {
-                out.push_str("true");
+                out.put("true");
                 i += 4;
             }
             b'f' => {
-                out.push_str("false");
+                out.put("false");
                 i += 5;
             }
             b'n' => {
-                out.push_str("null");
+                out.put("null");
                 i += 4;
             }
             _ => {
@@ -931,13 +1003,13 @@ fn transcode(out: &mut String, text: &str) {
     }
 }
 
-fn write_number(out: &mut String, number: &str) {
+fn write_number<O: JsonOut + ?Sized>(out: &mut O, number: &str) {
     if number.contains(['.', 'e', 'E']) {
         write_double(out, number.parse().expect("validated when it was read"));
     } else if let Ok(i) = number.parse::<i64>() {
-        out.push_str(itoa::Buffer::new().format(i));
+        out.put(itoa::Buffer::new().format(i));
     } else {
-        out.push_str(number);
+        out.put(number);
     }
 }
 
@@ -1178,6 +1250,39 @@ mod tests {
             let shown = String::from_utf8_lossy(doc);
             assert_eq!(fast_result, slow_result, "{shown}");
             assert_eq!(fast, slow, "{shown}");
+        }
+    }
+
+    /// Every byte value in every place of a word: the run of digits found
+    /// is the one a byte-at-a-time count finds.
+    #[test]
+    fn digit_runs_are_counted_exactly() {
+        let words = (0..=255u8).flat_map(|b| {
+            (0..8).flat_map(move |at| {
+                [b'7', 0xFF, b'0', b'9', 0x00].map(move |fill| {
+                    let mut w = [b'5'; 8];
+                    w[at] = b;
+                    w[(at + 3) % 8] = fill;
+                    w
+                })
+            })
+        });
+        for w in words {
+            let expected = w.iter().take_while(|d| d.is_ascii_digit()).count();
+            assert_eq!(digit_run(u64::from_le_bytes(w)), expected, "{w:?}");
+        }
+    }
+
+    #[test]
+    fn same_bytes_compares_every_byte() {
+        for n in 0..=24 {
+            let a: Vec<u8> = (0..n as u8).map(|i| b'a' + i).collect();
+            assert!(same_bytes(&a, &a.clone()), "length {n}");
+            for at in 0..n {
+                let mut b = a.clone();
+                b[at] ^= 0x20;
+                assert!(!same_bytes(&a, &b), "length {n}, differing at {at}");
+            }
         }
     }
 

@@ -253,12 +253,32 @@ impl<'a> Evaluated<'a> {
 
     /// Every row's result as JSON (as Jackson writes it).
     pub fn to_json(&self) -> JsonRows {
+        let writer = self.writer();
         let mut out = JsonRows {
             text: String::with_capacity(64),
             spans: Vec::with_capacity(self.rows),
         };
-        // A struct's member names, escaped once per batch: `{"a":`, `,"b":`, …
-        let heads: Vec<String> = match &self.result {
+        for row in 0..self.rows {
+            let start = out.text.len();
+            out.spans.push(
+                writer
+                    .write(row, &mut out.text)
+                    .then_some((start, out.text.len())),
+            );
+            if row == 0 {
+                // Room for the rest at about the first row's size, so the
+                // text is not copied as it grows.
+                let len = out.text.len();
+                out.text.reserve((self.rows - 1) * (len + len / 8 + 8));
+            }
+        }
+        out
+    }
+
+    /// Writes rows' results as JSON wherever the caller wants them.
+    pub fn writer(&self) -> RowWriter<'_, 'a> {
+        // A struct's member names, escaped once: `{"a":`, `,"b":`, …
+        let heads = match &self.result {
             Outcome::Struct(members) => members
                 .iter()
                 .enumerate()
@@ -271,36 +291,45 @@ impl<'a> Evaluated<'a> {
                 .collect(),
             Outcome::Column(_) => Vec::new(),
         };
-        for row in 0..self.rows {
-            let start = out.text.len();
-            match &self.result {
-                Outcome::Struct(members) => {
-                    if members.is_empty() {
-                        out.text.push('{');
-                    }
-                    for (head, (_, column)) in heads.iter().zip(members) {
-                        out.text.push_str(head);
-                        json::write_value(&mut out.text, column.get(row));
-                    }
-                    out.text.push('}');
-                }
-                Outcome::Column(column) => match column.get(row) {
-                    Value::Null => {
-                        out.spans.push(None);
-                        continue;
-                    }
-                    v => json::write_value(&mut out.text, v),
-                },
-            }
-            out.spans.push(Some((start, out.text.len())));
-            if row == 0 {
-                // Room for the rest at about the first row's size, so the
-                // text is not copied as it grows.
-                let len = out.text.len();
-                out.text.reserve((self.rows - 1) * (len + len / 8 + 8));
-            }
+        RowWriter {
+            result: &self.result,
+            heads,
         }
-        out
+    }
+}
+
+/// Writes an evaluation's rows as JSON (as Jackson writes them).
+#[derive(Debug)]
+pub struct RowWriter<'e, 'a> {
+    result: &'e Outcome<'a>,
+    /// A struct's member names with what precedes and follows them.
+    heads: Vec<String>,
+}
+
+impl RowWriter<'_, '_> {
+    /// Writes row `row`'s result to `out`; false (nothing written) for a
+    /// null result.
+    pub fn write<O: json::JsonOut + ?Sized>(&self, row: usize, out: &mut O) -> bool {
+        match self.result {
+            Outcome::Struct(members) => {
+                if members.is_empty() {
+                    out.put_ascii(b'{');
+                }
+                for (head, (_, column)) in self.heads.iter().zip(members) {
+                    out.put(head);
+                    json::write_value(out, column.get(row));
+                }
+                out.put_ascii(b'}');
+                true
+            }
+            Outcome::Column(column) => match column.get(row) {
+                Value::Null => false,
+                v => {
+                    json::write_value(out, v);
+                    true
+                }
+            },
+        }
     }
 }
 

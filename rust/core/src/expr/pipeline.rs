@@ -32,6 +32,13 @@ pub struct Passed {
 }
 
 impl Passed {
+    /// Every output record's value, given the input values.
+    fn values<'a>(&'a self, values: &[Option<&'a [u8]>]) -> Vec<Option<&'a [u8]>> {
+        (0..self.rows.len())
+            .map(|i| self.value(i, values))
+            .collect()
+    }
+
     /// Output record `i`'s value, given the input values.
     pub fn value<'a>(&'a self, i: usize, values: &[Option<&'a [u8]>]) -> Option<&'a [u8]> {
         match &self.mapped {
@@ -86,6 +93,66 @@ impl Pipeline {
     /// JSON or a step failing on a record (which the ordinary path hands
     /// to the handlers).
     pub fn run_batch<'b>(&self, batch: &'b ReadBatch) -> Option<FusedBatch<'b>> {
+        let (max_timestamp, end_offset) = self.check_batch(batch)?;
+        let values: Vec<Option<&[u8]>> = (0..batch.len()).map(|i| batch.value(i)).collect();
+        let parts = self.run_parts(&values)?;
+        Some(FusedBatch {
+            batch,
+            values,
+            parts,
+            max_timestamp,
+            end_offset,
+        })
+    }
+
+    /// [`Pipeline::run_batch`] with each output record pushed to `sink` as
+    /// it comes, a mapped value written straight into the sink's buffer.
+    /// Returns the batch's largest timestamp and the offset after its last
+    /// record; None when the batch must take the ordinary path, having
+    /// perhaps pushed some of its records first: the caller drops them
+    /// ([`crate::log::RecordBatchBuilder::rewind`]).
+    pub fn run_batch_into(
+        &self,
+        batch: &ReadBatch,
+        sink: &mut impl FrameSink,
+    ) -> Option<(i64, u64)> {
+        let checked = self.check_batch(batch)?;
+        let values: Vec<Option<&[u8]>> = (0..batch.len()).map(|i| batch.value(i)).collect();
+        for (base, chunk) in (0..).step_by(CHUNK_ROWS).zip(values.chunks(CHUNK_ROWS)) {
+            let key = |row: usize| batch.key(base + row);
+            let timestamp = |row: usize| batch.timestamps[base + row];
+            if let Some((Step::MapStruct(plan), before)) = self.steps.split_last() {
+                // The last step's values are written where they are framed.
+                let passed = run_steps(before, chunk)?;
+                if passed.rows.is_empty() {
+                    continue;
+                }
+                let current = passed.values(chunk);
+                let evaluated = clean(plan.eval_json(&current))?;
+                let writer = evaluated.writer();
+                sink.reserve(
+                    passed.rows.len(),
+                    current.iter().flatten().map(|v| v.len()).sum(),
+                );
+                for (i, &row) in passed.rows.iter().enumerate() {
+                    sink.push(timestamp(row), key(row), |buf| writer.write(i, buf));
+                }
+            } else {
+                let passed = self.run_chunk(chunk)?;
+                for (i, &row) in passed.rows.iter().enumerate() {
+                    let value = passed.value(i, chunk);
+                    sink.push(timestamp(row), key(row), |buf| {
+                        value.inspect(|v| buf.extend_from_slice(v)).is_some()
+                    });
+                }
+            }
+        }
+        Some(checked)
+    }
+
+    /// The batch's largest timestamp and the offset after its last record,
+    /// if it can run fused (see [`Pipeline::run_batch`]).
+    fn check_batch(&self, batch: &ReadBatch) -> Option<(i64, u64)> {
         let stamps = &batch.timestamps;
         if stamps.iter().any(|&t| t < 0) {
             return None;
@@ -100,15 +167,7 @@ impl Pipeline {
         if self.utf8_keys && !(0..batch.len()).all(utf8) {
             return None;
         }
-        let values: Vec<Option<&[u8]>> = (0..batch.len()).map(|i| batch.value(i)).collect();
-        let parts = self.run_parts(&values)?;
-        Some(FusedBatch {
-            batch,
-            values,
-            parts,
-            max_timestamp,
-            end_offset,
-        })
+        Some((max_timestamp, end_offset))
     }
 
     /// Runs every step over `values` (None: a null value); None when a value
@@ -157,47 +216,64 @@ impl Pipeline {
                 mapped: None,
             });
         }
-        let mut passed = Passed {
-            rows: (0..values.len()).collect(),
-            mapped: None,
+        run_steps(&self.steps, values)
+    }
+}
+
+/// Runs `steps` over a chunk's values (without steps: every row, unread).
+fn run_steps(steps: &[Step], values: &[Option<&[u8]>]) -> Option<Passed> {
+    let mut passed = Passed {
+        rows: (0..values.len()).collect(),
+        mapped: None,
+    };
+    for step in steps {
+        if passed.rows.is_empty() {
+            break;
+        }
+        let (kept, mapped) = {
+            let current = passed.values(values);
+            match step {
+                Step::Filter { plan, negate } => {
+                    let evaluated = clean(plan.eval_json(&current))?;
+                    let true_rows = evaluated.true_rows();
+                    let kept = if *negate {
+                        complement(&true_rows, current.len())
+                    } else {
+                        true_rows
+                    };
+                    (Some(kept), None)
+                }
+                Step::MapStruct(plan) => {
+                    let evaluated = clean(plan.eval_json(&current))?;
+                    (None, Some(evaluated.to_json()))
+                }
+            }
         };
-        for step in &self.steps {
-            let (kept, mapped) = {
-                let current: Vec<Option<&[u8]>> = (0..passed.rows.len())
-                    .map(|i| passed.value(i, values))
-                    .collect();
-                match step {
-                    Step::Filter { plan, negate } => {
-                        let evaluated = clean(plan.eval_json(&current))?;
-                        let true_rows = evaluated.true_rows();
-                        let kept = if *negate {
-                            complement(&true_rows, current.len())
-                        } else {
-                            true_rows
-                        };
-                        (Some(kept), None)
-                    }
-                    Step::MapStruct(plan) => {
-                        let evaluated = clean(plan.eval_json(&current))?;
-                        (None, Some(evaluated.to_json()))
-                    }
-                }
-            };
-            if let Some(kept) = kept {
-                passed.rows = kept.iter().map(|&i| passed.rows[i]).collect();
-                if let Some(m) = &mut passed.mapped {
-                    m.spans = kept.iter().map(|&i| m.spans[i]).collect();
-                }
-            }
-            if mapped.is_some() {
-                passed.mapped = mapped;
-            }
-            if passed.rows.is_empty() {
-                break;
+        if let Some(kept) = kept {
+            passed.rows = kept.iter().map(|&i| passed.rows[i]).collect();
+            if let Some(m) = &mut passed.mapped {
+                m.spans = kept.iter().map(|&i| m.spans[i]).collect();
             }
         }
-        Some(passed)
+        if mapped.is_some() {
+            passed.mapped = mapped;
+        }
     }
+    Some(passed)
+}
+
+/// Where [`Pipeline::run_batch_into`] puts its output records.
+pub trait FrameSink {
+    /// Room for about `records` more records with `bytes` of keys and values.
+    fn reserve(&mut self, records: usize, bytes: usize);
+    /// One output record, whose value `value` writes into the buffer it is
+    /// framed in (false: a null value, nothing written).
+    fn push(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: impl FnOnce(&mut Vec<u8>) -> bool,
+    );
 }
 
 /// Rows run through the steps together (`Pipeline::run`).
@@ -224,6 +300,7 @@ fn complement(sorted: &[usize], n: usize) -> Vec<usize> {
 mod tests {
     use super::*;
     use crate::expr::{BinaryOp, Expr, Value};
+    use crate::log::{RecordBatchBuilder, Span};
 
     fn bin(op: BinaryOp, a: Expr, b: Expr) -> Expr {
         Expr::Binary(op, Box::new(a), Box::new(b))
@@ -318,6 +395,97 @@ mod tests {
         let mut bad = values.clone();
         bad[n - 1] = Some(b"{");
         assert!(Pipeline::new(vec![map()], false).run(&bad).is_none());
+    }
+
+    /// A batch read from the log with these values; every third key null.
+    fn read_batch(values: &[Option<String>]) -> ReadBatch {
+        let mut b = ReadBatch::default();
+        let mut put = |bytes: &[u8]| {
+            let start = b.data.len();
+            b.data.extend_from_slice(bytes);
+            Some(Span {
+                start,
+                len: bytes.len(),
+            })
+        };
+        let spans: Vec<_> = values
+            .iter()
+            .enumerate()
+            .map(|(i, v)| {
+                let key = (i % 3 != 0)
+                    .then(|| put(format!("k{i}").as_bytes()))
+                    .flatten();
+                (key, v.as_ref().and_then(|v| put(v.as_bytes())))
+            })
+            .collect();
+        for (i, (key, value)) in spans.into_iter().enumerate() {
+            b.offsets.push(100 + i as u64);
+            b.timestamps.push(i as i64 * 7);
+            b.keys.push(key);
+            b.values.push(value);
+            b.headers.push(Vec::new());
+        }
+        b
+    }
+
+    impl FrameSink for RecordBatchBuilder {
+        fn reserve(&mut self, records: usize, bytes: usize) {
+            RecordBatchBuilder::reserve(self, records, bytes);
+        }
+        fn push(
+            &mut self,
+            timestamp: i64,
+            key: Option<&[u8]>,
+            value: impl FnOnce(&mut Vec<u8>) -> bool,
+        ) {
+            self.push_with(timestamp, key, value);
+        }
+    }
+
+    /// Output written straight into frames is, frame for frame, what
+    /// `run_batch`'s records give pushed; a batch that fails in its last
+    /// chunk has pushed its first chunks, which a rewind drops exactly.
+    #[test]
+    fn run_into_frames_what_run_batch_gives() {
+        let n = 2 * CHUNK_ROWS + 100;
+        let values: Vec<Option<String>> = (0..n)
+            .map(|i| (i % 11 != 5).then(|| format!(r#"{{"a":{i},"s":"\u00e9{i}"}}"#)))
+            .collect();
+        let batch = read_batch(&values);
+        let pipelines = [
+            vec![map()],
+            vec![filter(false), map()],
+            vec![map(), filter(true)],
+            vec![filter(true)],
+            vec![],
+        ];
+        for steps in pipelines {
+            let p = Pipeline::new(steps.clone(), true);
+            let fused = p.run_batch(&batch).unwrap();
+            let mut expected = RecordBatchBuilder::new();
+            for (key, value, ts) in fused.records() {
+                expected.push(ts, key, value, &[]);
+            }
+            let mut written = RecordBatchBuilder::new();
+            let done = p.run_batch_into(&batch, &mut written);
+            assert_eq!(done, Some((fused.max_timestamp, fused.end_offset)));
+            assert_eq!(written.len(), expected.len(), "{steps:?}");
+            assert!(written.buf == expected.buf, "{steps:?}");
+        }
+        // A row failing in the last chunk: the first two chunks were pushed.
+        let mut bad = values.clone();
+        bad[n - 1] = Some(r#"{"a":"x"}"#.to_owned());
+        let batch = read_batch(&bad);
+        let mut sink = RecordBatchBuilder::new();
+        sink.push(1, Some(b"before"), Some(b"{}"), &[]);
+        let before = sink.clone();
+        let mark = sink.mark();
+        let p = Pipeline::new(vec![map()], true);
+        assert_eq!(p.run_batch_into(&batch, &mut sink), None);
+        assert_eq!(sink.len(), 1 + 2 * CHUNK_ROWS);
+        sink.rewind(mark);
+        assert_eq!(sink.len(), 1);
+        assert!(sink.buf == before.buf);
     }
 
     #[test]

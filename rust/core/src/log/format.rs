@@ -123,10 +123,7 @@ pub(crate) fn put_frame(
     );
     buf.reserve(total);
     let start = buf.len();
-    buf.extend_from_slice(&((total - LENGTH_SIZE) as u32).to_be_bytes());
-    buf.extend_from_slice(&[0u8; 12]);
-    buf.extend_from_slice(&timestamp.to_be_bytes());
-    put_bytes(buf, key);
+    put_head(buf, total, timestamp, key);
     put_bytes(buf, value);
     buf.extend_from_slice(&(headers.len() as i32).to_be_bytes());
     for h in headers {
@@ -134,6 +131,52 @@ pub(crate) fn put_frame(
         put_bytes(buf, h.value);
     }
     debug_assert_eq!(buf.len() - start, total);
+}
+
+/// A frame's length, offset and crc (0, set on append), timestamp and key.
+#[inline]
+fn put_head(buf: &mut Vec<u8>, total: usize, timestamp: i64, key: Option<&[u8]>) {
+    buf.extend_from_slice(&((total - LENGTH_SIZE) as u32).to_be_bytes());
+    buf.extend_from_slice(&[0u8; 12]);
+    buf.extend_from_slice(&timestamp.to_be_bytes());
+    put_bytes(buf, key);
+}
+
+/// [`put_frame`] of a record without headers whose value `value` writes
+/// straight into `buf` (returning false for a null value, having written
+/// nothing): the value is not built apart and copied in. Returns the
+/// value's length (None: null).
+///
+/// # Panics
+/// If the record exceeds the 2 GiB frame limit (`buf` is then left as it was).
+pub(crate) fn put_frame_with(
+    buf: &mut Vec<u8>,
+    timestamp: i64,
+    key: Option<&[u8]>,
+    value: impl FnOnce(&mut Vec<u8>) -> bool,
+) -> Option<usize> {
+    let start = buf.len();
+    // The length is patched once the value is written.
+    put_head(buf, MIN_FRAME, timestamp, key);
+    let length_at = buf.len();
+    buf.extend_from_slice(&[0u8; 4]);
+    let value_at = buf.len();
+    let len = if value(buf) {
+        Some(buf.len() - value_at)
+    } else {
+        buf.truncate(value_at);
+        None
+    };
+    buf.extend_from_slice(&0i32.to_be_bytes()); // no headers
+    let total = buf.len() - start;
+    if total > MAX_FRAME {
+        buf.truncate(start);
+        panic!("record of {total} bytes exceeds the 2 GiB frame limit");
+    }
+    let field = len.map_or(-1, |l| l as i32);
+    buf[length_at..value_at].copy_from_slice(&field.to_be_bytes());
+    buf[start..start + LENGTH_SIZE].copy_from_slice(&((total - LENGTH_SIZE) as u32).to_be_bytes());
+    len
 }
 
 /// Writes the CRC of every frame in `frames` (whole frames, their offsets

@@ -89,6 +89,41 @@ impl RecordBatchBuilder {
         self.has_null_key |= key.is_none();
         self.max_timestamp = self.max_timestamp.max(timestamp);
     }
+    /// Encodes one record without headers whose value `value` writes
+    /// straight into the batch's buffer (false: a null value, nothing
+    /// written); returns the value's length (None: null).
+    ///
+    /// # Panics
+    /// If the record would exceed the 2 GiB frame limit.
+    pub fn push_with(
+        &mut self,
+        timestamp: i64,
+        key: Option<&[u8]>,
+        value: impl FnOnce(&mut Vec<u8>) -> bool,
+    ) -> Option<usize> {
+        let len = format::put_frame_with(&mut self.buf, timestamp, key, value);
+        self.count += 1;
+        self.has_null_key |= key.is_none();
+        self.max_timestamp = self.max_timestamp.max(timestamp);
+        len
+    }
+    /// Where the batch stands, for [`RecordBatchBuilder::rewind`].
+    pub fn mark(&self) -> BuilderMark {
+        BuilderMark {
+            len: self.buf.len(),
+            count: self.count,
+            has_null_key: self.has_null_key,
+            max_timestamp: self.max_timestamp,
+        }
+    }
+    /// Drops every record pushed since `mark` was taken.
+    pub fn rewind(&mut self, mark: BuilderMark) {
+        debug_assert!(mark.len <= self.buf.len() && mark.count <= self.count);
+        self.buf.truncate(mark.len);
+        self.count = mark.count;
+        self.has_null_key = mark.has_null_key;
+        self.max_timestamp = mark.max_timestamp;
+    }
     pub fn len(&self) -> usize {
         self.count
     }
@@ -110,6 +145,15 @@ impl RecordBatchBuilder {
         self.has_null_key = false;
         self.max_timestamp = i64::MIN;
     }
+}
+
+/// A [`RecordBatchBuilder`]'s state at some point ([`RecordBatchBuilder::mark`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct BuilderMark {
+    len: usize,
+    count: usize,
+    has_null_key: bool,
+    max_timestamp: i64,
 }
 
 /// A byte range inside [`ReadBatch::data`].
