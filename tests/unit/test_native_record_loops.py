@@ -5,6 +5,7 @@ them. Each must give what the ordinary path gives, bad records included."""
 
 from __future__ import annotations
 
+import random
 from collections.abc import Callable, Iterator
 from typing import Any
 
@@ -373,3 +374,37 @@ def test_fused_failure_names_the_node_and_the_record(
     kind, message, cause = failure
     assert kind in (TaskError, ProductionError) and cause is error
     assert "in-" in message and "@" in message  # the input record named
+
+
+def _is_utf8(data: bytes | None) -> bool:
+    try:
+        data is None or data.decode("utf-8")
+    except UnicodeDecodeError:
+        return False
+    return True
+
+
+@pytest.mark.parametrize("side", ["key", "value"])
+@pytest.mark.parametrize("odd", [b"\xc3\xa9", b"\xe6\x9d\xb1", b"\xff", b"\xc3"])
+def test_read_utf8_tells_what_decoding_tells(log: EmbeddedLog, odd: bytes, side: str) -> None:
+    # Spans of every length around the 16-byte word it reads short ones in,
+    # the last record's ending the batch, one non-ASCII (valid or not) anywhere.
+    rng = random.Random(odd + side.encode())
+    log.create_topic("t")
+    rows: list[tuple[bytes | None, bytes | None]] = []
+    for n in range(40):
+        key = bytes(rng.randrange(32, 127) for _ in range(n % 20))
+        rows.append((key if n % 7 else None, b"v" * (n % 33)))
+    at = rng.choice([i for i in range(len(rows)) if rows[i][0] is not None])
+    key, value = rows[at]
+    rows[at] = (key + odd, value) if side == "key" else (key, (value or b"") + odd)
+    with log.producer() as producer:
+        producer.produce_batch("t", rows)
+    consumer = log.consumer("g", ["t"])
+    (records,) = consumer.native.poll_batches(1000, 1.0)
+    consumer.close()
+    keys_ok = all(_is_utf8(k) for k, _ in rows)
+    values_ok = all(_is_utf8(v) for _, v in rows)
+    assert _core.read_utf8(records, True, False) == keys_ok
+    assert _core.read_utf8(records, False, True) == values_ok
+    assert _core.read_utf8(records, True, True) == (keys_ok and values_ok)

@@ -4,6 +4,7 @@
 //! record, as the user wrote it).
 
 use pyo3::exceptions::{PyBaseException, PyException, PyValueError};
+use pyo3::ffi;
 use pyo3::prelude::*;
 use pyo3::types::{PyList, PyString, PyTuple};
 
@@ -172,6 +173,51 @@ fn produce_strings(
     Ok(true)
 }
 
+/// The argument tuple of a function called once per record, reused from
+/// call to call: under the stable ABI a call takes a tuple, and making and
+/// freeing one per call cost more than the rest of the loop around it.
+struct Args<'py> {
+    tuple: Bound<'py, PyTuple>,
+}
+
+impl<'py> Args<'py> {
+    fn new(py: Python<'py>, arity: usize) -> PyResult<Self> {
+        let tuple = PyTuple::new(py, (0..arity).map(|_| py.None()))?;
+        Ok(Self { tuple })
+    }
+
+    /// `function(*items)`, `items` being as many as the tuple holds.
+    fn call(
+        &mut self,
+        function: &Bound<'py, PyAny>,
+        items: &[&Bound<'py, PyAny>],
+    ) -> PyResult<Bound<'py, PyAny>> {
+        let py = function.py();
+        debug_assert_eq!(items.len(), self.tuple.len());
+        // SAFETY: the tuple is filled in place only while this is its only
+        // reference (a callee may keep the tuple it was called with: then
+        // it gets a new one), which is what PyTuple_SetItem requires; each
+        // SetItem takes a new reference to its item and drops the old one.
+        unsafe {
+            if ffi::Py_REFCNT(self.tuple.as_ptr()) == 1 {
+                for (i, item) in items.iter().enumerate() {
+                    let i = ffi::Py_ssize_t::try_from(i).expect("a handful of arguments");
+                    if ffi::PyTuple_SetItem(self.tuple.as_ptr(), i, (*item).clone().into_ptr()) != 0
+                    {
+                        return Err(PyErr::fetch(py));
+                    }
+                }
+            } else {
+                self.tuple = PyTuple::new(py, items)?;
+            }
+            Bound::from_owned_ptr_or_err(
+                py,
+                ffi::PyObject_Call(function.as_ptr(), self.tuple.as_ptr(), std::ptr::null_mut()),
+            )
+        }
+    }
+}
+
 /// Where `flat_map_select_strings` stopped: what stopped it (`"map"`: the
 /// mapper raised for record `line`, `words` being what it yielded first;
 /// `"select"`: the selector raised for word `word` of `words`, the values of
@@ -241,25 +287,25 @@ fn flat_map_select_strings<'py>(
     let mut stop: Option<Stop<'py>> = None;
     let mut line = start;
     let mut next = pending.map(|words| (words, pending_from));
+    let (mut map_args, mut select_args) = (Args::new(py, 1)?, Args::new(py, 2)?);
     'lines: while line < n {
-        let (words, from) = match next.take() {
-            Some(resumed) => resumed,
-            None => {
-                let words = PyList::empty(py);
-                let collected = mapper
-                    .call1((values.get_item(line)?,))
-                    .and_then(|produced| collect_words(&produced, &words));
-                match collected {
-                    Ok(Some(list)) => (list, 0),
-                    Ok(None) => (words, 0),
-                    // A record's failure; KeyboardInterrupt and the like stop the loop.
-                    Err(e) if e.is_instance_of::<PyException>(py) => {
-                        let exception = e.into_value(py).into_bound(py).into_any();
-                        stop = Some(("map", line, 0, words, exception));
-                        break;
-                    }
-                    Err(e) => return Err(e),
+        let (words, from) = if let Some(resumed) = next.take() {
+            resumed
+        } else {
+            let words = PyList::empty(py);
+            let collected = map_args
+                .call(mapper, &[&values.get_item(line)?])
+                .and_then(|produced| collect_words(&produced, &words));
+            match collected {
+                Ok(Some(list)) => (list, 0),
+                Ok(None) => (words, 0),
+                // A record's failure; KeyboardInterrupt and the like stop the loop.
+                Err(e) if e.is_instance_of::<PyException>(py) => {
+                    let exception = e.into_value(py).into_bound(py).into_any();
+                    stop = Some(("map", line, 0, words, exception));
+                    break;
                 }
+                Err(e) => return Err(e),
             }
         };
         if from < words.len() {
@@ -268,7 +314,7 @@ fn flat_map_select_strings<'py>(
             for word in from..words.len() {
                 let value = words.get_item(word)?;
                 calls += 1;
-                let selected_key = match selector.call1((&key, &value)) {
+                let selected_key = match select_args.call(selector, &[&key, &value]) {
                     Ok(selected_key) => selected_key,
                     Err(e) if e.is_instance_of::<PyException>(py) => {
                         let exception = e.into_value(py).into_bound(py).into_any();
@@ -294,18 +340,41 @@ fn flat_map_select_strings<'py>(
     Ok((calls, selected, rows.len(), stop))
 }
 
+/// The high bit of each byte of `data[span]`, somewhere in the result (0
+/// when they are all ASCII). A short span is read as one 16-byte word, the
+/// bytes past it masked off.
+fn high_bits(data: &[u8], span: &Span) -> u128 {
+    const HIGH: u128 = u128::from_ne_bytes([0x80; 16]);
+    if span.len < 16
+        && let Some(word) = data.get(span.start..span.start + 16)
+    {
+        let word = u128::from_le_bytes(word.try_into().expect("16 bytes"));
+        return word & ((1 << (8 * span.len)) - 1) & HIGH;
+    }
+    let bytes = &data[span.start..span.start + span.len];
+    u128::from(bytes.iter().fold(0, |high, byte| high | byte) & 0x80)
+}
+
 /// Whether every key (when `keys`) and every value (when `values`) of a
 /// batch read is UTF-8 (null is), read where the batch holds them: no
 /// `bytes` object per record to check.
 #[pyfunction]
 fn read_utf8(records: &RecordBatch, keys: bool, values: bool) -> bool {
     let batch = &records.batch;
+    let data = batch.data.as_slice();
     let utf8 = |spans: &[Option<Span>]| {
-        spans.iter().flatten().all(|span| {
-            let bytes = &batch.data[span.start..span.start + span.len];
-            // Most keys are ASCII: a cheaper test than decoding a short string.
-            bytes.is_ascii() || std::str::from_utf8(bytes).is_ok()
-        })
+        // Most keys and values are ASCII: their high bits ORed together tell
+        // (no branch on each one's length); only a batch with other bytes is
+        // decoded.
+        let high = spans
+            .iter()
+            .flatten()
+            .fold(0, |high, span| high | high_bits(data, span));
+        high == 0
+            || spans
+                .iter()
+                .flatten()
+                .all(|span| std::str::from_utf8(&data[span.start..span.start + span.len]).is_ok())
     };
     (!keys || utf8(&batch.keys)) && (!values || utf8(&batch.values))
 }
