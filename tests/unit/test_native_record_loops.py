@@ -320,7 +320,7 @@ def test_fused_generator_split_failing_mid_record_keeps_what_it_yielded(
             yield word
 
     config = {"processing.exception.handler": "log_and_continue"}
-    repartitioned, counts, dropped, _ = _both_paths(
+    _, counts, dropped, _ = _both_paths(
         tmp_path, monkeypatch, split, lambda _k, w: w, LINES, **config
     )
     assert dropped == 3
