@@ -277,6 +277,7 @@ def decode_doubles(values: list[bytes | None]) -> list[float | None]: ...
 
 __all__ += [
     "any_none",
+    "flat_map_select_strings",
     "flat_map_values",
     "produce_strings",
     "read_has_null",
@@ -321,6 +322,28 @@ def produce_strings(
     """Buffers keys and values as the String serde writes them (UTF-8),
     partitioned by the key's bytes; False, having buffered nothing, if one is
     not a ``str`` with a UTF-8 form (or None)."""
+
+def flat_map_select_strings(
+    mapper: Any,
+    selector: Any,
+    producer: NativeProducer,
+    topic: str,
+    keys: list[Any],
+    values: list[Any],
+    timestamps: list[int],
+    start: int,
+    pending: list[Any] | None = None,
+    pending_from: int = 0,
+) -> tuple[int, int, int, tuple[str, int, int, list[Any], Any] | None]:
+    """``flat_map_values(mapper)``, ``group_by(selector)``'s key selection,
+    its null-key filter and a String/String sink for ``topic`` in one pass
+    from record ``start`` on (``pending``: record ``start``'s values when
+    resuming, done up to ``pending_from``). Returns the values that reached
+    the selector, those it selected a key for, those buffered, and None or
+    where it stopped: ``(kind, record, value index, values, payload)`` with
+    kind ``"map"`` or ``"select"`` (payload: the exception) or
+    ``"serialize"`` (payload: the key; it or the value is not a ``str``
+    with a UTF-8 form)."""
 
 # --- state stores ---------------------------------------------------------------
 

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Any
 
 from strom import _core
 from strom.processor.internals.batch import Batch
-from strom.processor.internals.nodes import Node, deliver, log, without
+from strom.processor.internals.nodes import Node, SinkNode, deliver, log, without
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
@@ -79,8 +79,30 @@ class KStreamFlatMap(Node):
         super().__init__()
         self.mapper = mapper
         self.values_only = values_only
+        self.into_sink: tuple[KStreamMap, DropNullKeys, SinkNode, Any] | None = None
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        # group_by(fn) right after flat_map_values, String keys and values
+        # repartitioned on the embedded log (the README's word count): the
+        # four nodes run as one native pass, no Python list between them.
+        producer = task.collector.native_string_producer()
+        if not self.values_only or producer is None or len(self.children) != 1:
+            return
+        select = self.children[0]
+        if type(select) is not KStreamMap or not select.key_only or len(select.children) != 1:
+            return
+        drop = select.children[0]
+        if type(drop) is not DropNullKeys or len(drop.children) != 1:
+            return
+        sink = drop.children[0]
+        if type(sink) is SinkNode and sink.strings and sink.topic_extractor is None:
+            self.into_sink = (select, drop, sink, producer)
 
     def process(self, batch: Batch) -> None:
+        if self.into_sink is not None:
+            self._process_into_sink(batch, *self.into_sink)
+            return
         if self.values_only:
             self._process_values(batch)
             return
@@ -114,6 +136,55 @@ class KStreamFlatMap(Node):
             self.record_failed(batch, index, exc)
             start = index + 1
         self.forward(batch.derive(*out))
+
+    def _process_into_sink(
+        self, batch: Batch, select: KStreamMap, drop: DropNullKeys, sink: SinkNode, producer: Any
+    ) -> None:
+        """The mapper, then the key selector on each value it yields, each
+        record with a key buffered for the sink, in one native loop. Where a
+        function raises, the record goes to that node's handler; a key or
+        value the sink's serde cannot write goes through the sink's ordinary
+        path (the production handler); the loop then goes on after it."""
+        keys, values, stamps = batch.keys, batch.values, batch.timestamps
+        start, pending, pending_from = 0, None, 0
+        while True:
+            calls, selected, sent, stop = _core.flat_map_select_strings(
+                self.mapper,
+                select.mapper,
+                producer,
+                sink.topic,
+                keys,
+                values,
+                stamps,
+                start,
+                pending,
+                pending_from,
+            )
+            select.records_in += calls
+            drop.records_in += selected
+            sink.records_in += sent
+            if stop is None:
+                return
+            kind, start, index, pending, payload = stop
+            if kind == "map":
+                self.record_failed(batch, start, payload)
+                pending_from = 0  # what it yielded before failing goes on
+                continue
+            pending_from = index + 1
+            # The one record, as the node at fault would have had it.
+            key = keys[start] if kind == "select" else payload
+            one = Batch(
+                batch.topic,
+                batch.partition,
+                [key],
+                [pending[index]],
+                [stamps[start]],
+                [batch.offsets[start]],
+            )
+            if kind == "select":
+                select.record_failed(one, 0, payload)
+            else:
+                deliver(sink, one)
 
 
 class KStreamPeek(Node):

@@ -171,6 +171,13 @@ class RecordCollector:
         produce = getattr(self.producer, "produce_strings", None)
         return produce is not None and (not keys or produce(topic, keys, values, timestamps))
 
+    def native_string_producer(self) -> Any:
+        """The producer ``_core.flat_map_select_strings`` buffers into (the
+        embedded log's native one, which ``send_strings`` uses), or None."""
+        if not hasattr(self.producer, "produce_strings"):
+            return None
+        return self.producer.native
+
     def send_record(
         self,
         topic: str,
