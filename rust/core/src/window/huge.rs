@@ -1,7 +1,7 @@
 //! Arrays of window slots large enough to span many pages, backed by huge
 //! pages where the system allows it.
 //!
-//! A window table of 100,000 keys is about 8 MiB of 64-byte slots read in
+//! A window table of 100,000 keys is about 4 MiB of 32-byte slots read in
 //! random order: with 4 KiB pages nearly every probe also misses the TLB
 //! (a hopping window keeps several such tables live). Linux hands out
 //! 2 MiB pages to a mapping advised with `MADV_HUGEPAGE` (the default

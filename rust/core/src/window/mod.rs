@@ -24,8 +24,9 @@
 //!   Time windows leave memory as soon as they close (in final mode, once
 //!   emitted); the store keeps them for its retention.
 //! - **Time windows** live in one hash table per window start
-//!   ([`time`]): closing a window drops its table whole; a slot is one cache
-//!   line with short keys inline, found through a byte array of tag
+//!   ([`time`]): closing a window drops its table whole; a slot is half a
+//!   cache line (a whole one for states over 8 bytes) with keys of up to 15
+//!   bytes inline and no hash, found through a byte array of tag
 //!   fingerprints compared 16 at a time, and the exact slot is prefetched a
 //!   few rows ahead (its fingerprints twice as far ahead); large slot arrays
 //!   sit on huge pages. Measured with `tests/window_perf.rs`
