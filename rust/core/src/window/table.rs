@@ -109,7 +109,8 @@ impl Group {
 
 /// One window of one key: 32 bytes (two per cache line) with a state of
 /// up to 8 bytes, 64 with up to 40 (the slot arrays of large tables start
-/// on a page, so no slot straddles two lines). No hash is kept: the
+/// on a page, so none of their slots straddles two lines; a small table's
+/// array on the heap is only 32-byte aligned). No hash is kept: the
 /// fingerprint rejects most other keys, and growth hashes the keys again.
 #[derive(Clone, Copy, Default)]
 #[repr(C, align(32))]
