@@ -977,7 +977,7 @@ mod tests {
 
     #[test]
     fn short_keys_become_padded_words() {
-        for n in 0..=16 {
+        for n in 0..=INLINE_KEY {
             let key: Vec<u8> = (1..=n as u8).collect();
             let words = short_key_words(&key);
             let mut bytes = [0u8; 16];
@@ -989,6 +989,7 @@ mod tests {
         let t: Tables<i64> = Tables::new();
         // Keys that pad alike still differ by length.
         assert_ne!(t.probe(b"a").tag, t.probe(b"a\0").tag);
+        assert_ne!(t.probe(&[7; 15]).tag, t.probe(&[7; 16]).tag);
         assert_ne!(t.probe(&[7; 17]).tag, t.probe(&[7; 18]).tag);
         assert_eq!(t.probe(&[7; 40]).tag, t.probe(&[7; 40]).tag);
     }
