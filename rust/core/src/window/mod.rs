@@ -74,7 +74,9 @@
 //!   the length byte) halve the tables for states of up to 8 bytes:
 //!   through the binding (100 calls of 100k over 100k keys, thread CPU,
 //!   alternated with the previous build at load 7-9) tumbling count
-//!   18.7-22.4M -> 23.6-26.2M records/s, hopping x4 5.1-5.8M -> 5.8-6.4M.
+//!   18.7-22.4M -> 23.6-26.2M records/s, hopping x4 5.1-5.8M -> 5.8-6.4M
+//!   (with the change below; at load 4: 21.6-23.2M -> 23.0-25.3M and
+//!   5.4-5.7M -> 6.0-6.6M).
 //!   Indexing the slot arrays without a branch on where they live (heap
 //!   or mapping) took the in-cache case (1,000 keys, `window_perf`) from
 //!   40M to 43-45M and 13M to 15-16M; at 100k keys it is within the noise.
