@@ -14,7 +14,9 @@
 //! single runs noisy; times are the thread's CPU time where Linux reports
 //! it. `STROM_WINDOW_PERF_CALLS=100` splits the records
 //! into 100 batches, as `benches/test_window_kernels.py` calls the binding
-//! (its results then fit in cache and are not page-faulted in afresh).
+//! (its results then fit in cache and are not page-faulted in afresh);
+//! `STROM_WINDOW_PERF_KEYS=1000` draws the keys from fewer (all in cache:
+//! the kernels' work without the slot misses).
 
 use std::time::Instant;
 
@@ -24,7 +26,6 @@ use strom_core::window::{
 };
 
 const RECORDS: usize = 10_000_000;
-const KEYS: u64 = 100_000;
 const RUNS: usize = 3;
 
 struct Input {
@@ -34,7 +35,7 @@ struct Input {
 }
 
 /// The records, their keys cut into `calls` batches.
-fn input(calls: usize) -> Input {
+fn input(calls: usize, n_keys: u64) -> Input {
     let mut state = 0x2545_f491_4f6c_dd1du64;
     let mut next = || {
         state ^= state << 13;
@@ -46,7 +47,7 @@ fn input(calls: usize) -> Input {
     let mut timestamps = Vec::with_capacity(RECORDS);
     let mut values = Vec::with_capacity(RECORDS);
     for i in 0..RECORDS {
-        keys[i * calls / RECORDS].push(format!("key-{}", next() % KEYS).as_bytes());
+        keys[i * calls / RECORDS].push(format!("key-{}", next() % n_keys).as_bytes());
         let disorder = (next() % 2_000) as i64;
         timestamps.push((i as i64 / 10 - disorder).max(0));
         values.push((next() % 1_000) as i64);
@@ -113,7 +114,10 @@ fn windowed_count_and_sum_throughput() {
     let calls: usize = std::env::var("STROM_WINDOW_PERF_CALLS").map_or(1, |c| {
         c.parse().expect("STROM_WINDOW_PERF_CALLS is a number")
     });
-    let input = input(calls);
+    let n_keys: u64 = std::env::var("STROM_WINDOW_PERF_KEYS").map_or(100_000, |k| {
+        k.parse().expect("STROM_WINDOW_PERF_KEYS is a number")
+    });
+    let input = input(calls, n_keys);
     let tumbling = TimeWindows::of_size_and_grace(60_000, 5_000).unwrap();
     let hopping = tumbling.advance_by(15_000).unwrap();
     let step = RECORDS / calls;
@@ -134,7 +138,7 @@ fn windowed_count_and_sum_throughput() {
             .unwrap()
         })
         .collect();
-    println!("{RECORDS} records, {KEYS} keys, {calls} batch(es), emit on window update:");
+    println!("{RECORDS} records, {n_keys} keys, {calls} batch(es), emit on window update:");
     run("tumbling count", &Count, tumbling, &counts);
     run("tumbling sum", &Sum::<i64>::new(), tumbling, &values);
     run("hopping (4 windows) count", &Count, hopping, &counts);

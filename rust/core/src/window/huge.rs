@@ -1,7 +1,7 @@
 //! Arrays of window slots large enough to span many pages, backed by huge
 //! pages where the system allows it.
 //!
-//! A window table of 100,000 keys is about 8 MiB of 64-byte slots read in
+//! A window table of 100,000 keys is about 4 MiB of 32-byte slots read in
 //! random order: with 4 KiB pages nearly every probe also misses the TLB
 //! (a hopping window keeps several such tables live). Linux hands out
 //! 2 MiB pages to a mapping advised with `MADV_HUGEPAGE` (the default
@@ -10,20 +10,33 @@
 //! touched. Elsewhere, and for small arrays, a plain `Vec`.
 
 use std::ops::{Deref, DerefMut};
+use std::ptr::NonNull;
 
 /// Arrays of at least this many bytes get their own mapping.
 #[cfg(target_os = "linux")]
 const HUGE_PAGE: usize = 2 << 20;
 
 pub(crate) struct HugeArray<T> {
-    inner: Inner<T>,
+    /// The elements of `_owner`, kept apart so that indexing does not
+    /// branch on where they live (it did, on every slot access).
+    ptr: NonNull<T>,
+    len: usize,
+    /// Owns the elements; never resized.
+    _owner: Inner<T>,
 }
 
+#[allow(dead_code, reason = "only owns the elements that `ptr` points to")]
 enum Inner<T> {
     Heap(Vec<T>),
     #[cfg(target_os = "linux")]
     Mapped(mapped::Mapped<T>),
 }
+
+// SAFETY: `ptr` points into `_owner`, which owns the elements like a
+// `Box<[T]>`; shared access only reads.
+unsafe impl<T: Send> Send for HugeArray<T> {}
+// SAFETY: as above.
+unsafe impl<T: Sync> Sync for HugeArray<T> {}
 
 impl<T: Copy> HugeArray<T> {
     /// `len` copies of `value`.
@@ -34,11 +47,16 @@ impl<T: Copy> HugeArray<T> {
             && let Some(m) = mapped::Mapped::new(len, value)
         {
             return HugeArray {
-                inner: Inner::Mapped(m),
+                ptr: m.ptr(),
+                len,
+                _owner: Inner::Mapped(m),
             };
         }
+        let mut v = vec![value; len];
         HugeArray {
-            inner: Inner::Heap(vec![value; len]),
+            ptr: NonNull::new(v.as_mut_ptr()).expect("a Vec's pointer is not null"),
+            len,
+            _owner: Inner::Heap(v),
         }
     }
 }
@@ -48,22 +66,17 @@ impl<T: Copy> Deref for HugeArray<T> {
 
     #[inline]
     fn deref(&self) -> &[T] {
-        match &self.inner {
-            Inner::Heap(v) => v,
-            #[cfg(target_os = "linux")]
-            Inner::Mapped(m) => m.as_slice(),
-        }
+        // SAFETY: `len` initialized elements, owned by `_owner`, which is
+        // never resized and lives as long as `self`.
+        unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
     }
 }
 
 impl<T: Copy> DerefMut for HugeArray<T> {
     #[inline]
     fn deref_mut(&mut self) -> &mut [T] {
-        match &mut self.inner {
-            Inner::Heap(v) => v,
-            #[cfg(target_os = "linux")]
-            Inner::Mapped(m) => m.as_mut_slice(),
-        }
+        // SAFETY: as above, and `&mut self` makes the access exclusive.
+        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
     }
 }
 
@@ -92,7 +105,6 @@ mod mapped {
     /// number of huge pages, which Linux also aligns to one).
     pub(super) struct Mapped<T> {
         ptr: NonNull<T>,
-        len: usize,
         bytes: usize,
     }
 
@@ -131,19 +143,12 @@ mod mapped {
                 // mapping is page-aligned, so aligned for T.
                 unsafe { ptr.as_ptr().add(i).write(value) };
             }
-            Some(Mapped { ptr, len, bytes })
+            Some(Mapped { ptr, bytes })
         }
 
-        #[inline]
-        pub fn as_slice(&self) -> &[T] {
-            // SAFETY: `len` initialized elements live until drop.
-            unsafe { std::slice::from_raw_parts(self.ptr.as_ptr(), self.len) }
-        }
-
-        #[inline]
-        pub fn as_mut_slice(&mut self) -> &mut [T] {
-            // SAFETY: as above, and `&mut self` makes the access exclusive.
-            unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), self.len) }
+        /// The first element.
+        pub fn ptr(&self) -> NonNull<T> {
+            self.ptr
         }
     }
 

@@ -24,8 +24,9 @@
 //!   Time windows leave memory as soon as they close (in final mode, once
 //!   emitted); the store keeps them for its retention.
 //! - **Time windows** live in one hash table per window start
-//!   ([`time`]): closing a window drops its table whole; a slot is one cache
-//!   line with short keys inline, found through a byte array of tag
+//!   ([`time`]): closing a window drops its table whole; a slot is half a
+//!   cache line (a whole one for states over 8 bytes) with keys of up to 15
+//!   bytes inline and no hash, found through a byte array of tag
 //!   fingerprints compared 16 at a time, and the exact slot is prefetched a
 //!   few rows ahead (its fingerprints twice as far ahead); large slot arrays
 //!   sit on huge pages. Measured with `tests/window_perf.rs`
@@ -66,6 +67,27 @@
 //!   growable ring or an overflow), and fewer instructions per update
 //!   for tumbling (its in-cache cost alone is 24 of the 25 ns that 40M
 //!   records/s allows).
+//!   The slot cost follows the table's size against the 2 MiB L2 cache:
+//!   with 64-byte slots, tumbling ran at 31.5M records/s over 25k keys (2
+//!   MiB tables), 28.8M over 50k, 21.5M over 100k (8 MiB). Slots of 32
+//!   bytes (no hash kept, keys of up to 15 bytes inline, the dirty flag in
+//!   the length byte) halve the tables for states of up to 8 bytes:
+//!   through the binding (100 calls of 100k over 100k keys, thread CPU,
+//!   alternated with the previous build at load 7-9) tumbling count
+//!   18.7-22.4M -> 23.6-26.2M records/s, hopping x4 5.1-5.8M -> 5.8-6.4M
+//!   (with the change below; at load 4: 21.6-23.2M -> 23.0-25.3M and
+//!   5.4-5.7M -> 6.0-6.6M).
+//!   Indexing the slot arrays without a branch on where they live (heap
+//!   or mapping) took the in-cache case (1,000 keys, `window_perf`) from
+//!   40M to 43-45M and 13M to 15-16M; at 100k keys it is within the noise.
+//!   Tried and dropped: looking a record's next window up at the next
+//!   table position first (hopping 20% slower in `window_perf`); no
+//!   fingerprint prefetch (tumbling unchanged, hopping 13% slower). Where
+//!   a 100k-key record waits now (perf): on the prefetches themselves and
+//!   the fingerprint group load behind them, i.e. on memory parallelism,
+//!   with a 4 MiB table still twice the L2 cache; hopping's four tables
+//!   make four such misses per record, which only the per-key ring above
+//!   would fold into one or two lines.
 //! - **Store visibility is Kafka's.** Kafka reads windows back through its
 //!   store, whose retention hides old windows; the kernels emulate what the
 //!   default stores show, so that, as in Kafka, final results of windows the

@@ -5,9 +5,10 @@
 //! window a matter of dropping its whole table (recycled for a later start):
 //! no deletions, no tombstones, no long probe sequences. A record looks up
 //! the table of each of its windows (a short list searched from the
-//! newest), then its key there. A slot is one cache line holding the tag,
-//! the key (inline when at most [`INLINE_KEY`] bytes), the state and the
-//! result timestamp. Probes walk a byte array of tag fingerprints, small
+//! newest), then its key there. A slot holds the key (inline when at most
+//! [`INLINE_KEY`] bytes), the state and the result timestamp: half a cache
+//! line for states of up to 8 bytes (count, sum, min, max), a whole one
+//! for larger ones. Probes walk a byte array of tag fingerprints, small
 //! enough to stay in cache, 16 bytes at a time ([`Group`]), and read the
 //! one slot whose fingerprint matches; that slot is prefetched a few
 //! records ahead, which is what makes a batch over many keys run at
@@ -19,8 +20,19 @@ use std::hash::BuildHasher;
 use super::huge::HugeArray;
 use super::keys::FastState;
 
-/// Keys up to this many bytes are stored in the slot itself.
-pub(crate) const INLINE_KEY: usize = 16;
+/// Keys up to this many bytes are stored in the slot itself (the 16th byte
+/// holds the key's length and the slot's dirty flag).
+pub(crate) const INLINE_KEY: usize = 15;
+
+/// The last key byte of a slot, and of a probe's second word: the key's
+/// length, or [`LONG`]; in a slot, [`DIRTY`] as well.
+const META: usize = 15;
+/// The length byte of a key longer than [`INLINE_KEY`] (kept in the
+/// table's long keys, the slot's first word its index).
+const LONG: u8 = 0x40;
+/// Set in a slot's length byte while its window changed since the last
+/// drain of store changes.
+const DIRTY: u8 = 0x80;
 
 /// Control bytes compared at once: a probe reads the 16 bytes from its
 /// position (the first 16 are mirrored past the end, so a group never wraps).
@@ -95,24 +107,40 @@ impl Group {
     }
 }
 
+/// One window of one key: 32 bytes (two per cache line) with a state of
+/// up to 8 bytes, 64 with up to 40 (the slot arrays of large tables start
+/// on a page, so none of their slots straddles two lines; a small table's
+/// array on the heap is only 32-byte aligned). No hash is kept: the
+/// fingerprint rejects most other keys, and growth hashes the keys again.
 #[derive(Clone, Copy, Default)]
-struct SlotKey {
-    len: u32,
-    /// Index into the table's long keys when `len > INLINE_KEY`.
-    long: u32,
-    inline: [u8; INLINE_KEY],
-}
-
-/// One window of one key, in one cache line (states of up to 16 bytes).
-#[derive(Clone, Copy, Default)]
-#[repr(C, align(64))]
+#[repr(C, align(32))]
 pub(crate) struct Slot<S> {
-    tag: u64,
+    /// The key's bytes zero-padded (a long key: its index in the table's
+    /// long keys), then its length byte (see [`META`]).
+    key: [u8; 16],
     pub timestamp: i64,
     pub state: S,
-    key: SlotKey,
+}
+
+impl<S> Slot<S> {
     /// Changed since the last drain of store changes.
-    pub dirty: bool,
+    #[inline]
+    pub fn is_dirty(&self) -> bool {
+        self.key[META] & DIRTY != 0
+    }
+
+    #[inline]
+    pub fn clear_dirty(&mut self) {
+        self.key[META] &= !DIRTY;
+    }
+
+    #[inline]
+    fn words(&self) -> [u64; 2] {
+        [
+            load8(&self.key, 0),
+            load8(&self.key, 8) & !(u64::from(DIRTY) << 56),
+        ]
+    }
 }
 
 /// The keys of one window start.
@@ -137,6 +165,10 @@ pub(crate) struct StartTable<S> {
     /// Changes whenever slots move or empty (growth, reuse for another
     /// start): a [`Hint`] taken under another generation is ignored.
     generation: u64,
+    /// The keys' tags, for growth: [`key_tag`] with the tables' seed (tests
+    /// give colliding keys tags of their own).
+    tag_of: fn(u64, &[u8]) -> u64,
+    seed: u64,
 }
 
 /// Where a prefetch found a key's probe to end: the first slot on its path
@@ -158,33 +190,44 @@ impl Hint {
     };
 }
 
-/// A key prepared for probing: its tag, and its bytes zero-padded as two
-/// little-endian words when short, so slots compare it in two steps.
+/// A key prepared for probing: its tag, and the first 16 bytes of its
+/// slot as two little-endian words (a short key's bytes zero-padded and
+/// its length), so slots compare it in two steps.
 #[derive(Clone, Copy, Default)]
 pub(crate) struct Probe {
     pub tag: u64,
-    pub len: u32,
     pub words: [u64; 2],
 }
 
 impl Probe {
-    /// `key` prepared for probing, its tag known.
-    #[inline(always)]
-    #[allow(
-        clippy::inline_always,
-        reason = "hot per-record path: measured, the calls were not inlined"
-    )]
+    /// `key` prepared for probing under a tag of the caller's.
+    #[cfg(test)]
     pub fn with_tag(key: &[u8], tag: u64) -> Self {
-        let words = if key.len() <= INLINE_KEY {
-            short_key_words(key)
-        } else {
-            [0; 2]
-        };
         Self {
             tag,
-            len: u32::try_from(key.len()).expect("a key is shorter than 4 GiB"),
-            words,
+            words: slot_words(key),
         }
+    }
+
+    #[inline]
+    fn is_long(&self) -> bool {
+        self.words[1] >> 56 == u64::from(LONG)
+    }
+}
+
+/// The first 16 bytes of `key`'s slot as two words, the index of a long
+/// key left 0.
+#[inline(always)]
+#[allow(
+    clippy::inline_always,
+    reason = "hot per-record path: measured, the calls were not inlined"
+)]
+fn slot_words(key: &[u8]) -> [u64; 2] {
+    if key.len() <= INLINE_KEY {
+        let [low, high] = short_key_words(key);
+        [low, high | (key.len() as u64) << 56]
+    } else {
+        [0, u64::from(LONG) << 56]
     }
 }
 
@@ -200,7 +243,7 @@ fn load4(b: &[u8], at: usize) -> u64 {
     ))
 }
 
-/// The bytes of a key of at most 16 bytes as two zero-padded little-endian
+/// The bytes of a key of at most 15 bytes as two zero-padded little-endian
 /// words, read with (overlapping) whole-word loads rather than a byte copy:
 /// the copy's narrow stores would stall the wide loads that follow.
 #[inline(always)]
@@ -242,6 +285,38 @@ fn finish(h: u64) -> u64 {
     (h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ (h >> 32)
 }
 
+/// The tag of `key` under `seed`: its hash with the live bit set. A short
+/// key hashes its slot words (its length among them) in one pass.
+#[inline(always)]
+#[allow(
+    clippy::inline_always,
+    reason = "hot per-record path: measured, the calls were not inlined"
+)]
+fn tag_with(seed: u64, key: &[u8], words: [u64; 2]) -> u64 {
+    let n = key.len();
+    let h = if n <= INLINE_KEY {
+        mix(mix(seed, words[0]), words[1])
+    } else {
+        let mut h = seed;
+        let mut at = 0;
+        while at + 8 <= n {
+            h = mix(h, load8(key, at));
+            at += 8;
+        }
+        if at < n {
+            // The last word overlaps the one before.
+            h = mix(h, load8(key, n - 8));
+        }
+        mix(h, n as u64)
+    };
+    finish(h) | LIVE
+}
+
+/// The tag of `key` under `seed` (see [`Tables::probe`]).
+fn key_tag(seed: u64, key: &[u8]) -> u64 {
+    tag_with(seed, key, slot_words(key))
+}
+
 /// What [`StartTable::upsert`] found.
 pub(crate) enum Upsert {
     Found(u32),
@@ -249,7 +324,7 @@ pub(crate) enum Upsert {
 }
 
 impl<S: Copy + Default> StartTable<S> {
-    fn with_capacity(start: i64, capacity: usize) -> Self {
+    fn with_capacity(start: i64, capacity: usize, seed: u64) -> Self {
         let capacity = capacity.next_power_of_two().max(GROUP);
         Self {
             start,
@@ -261,6 +336,8 @@ impl<S: Copy + Default> StartTable<S> {
             grow_at: capacity / 5 * 4,
             dirty: Vec::new(),
             generation: 0,
+            tag_of: key_tag,
+            seed,
         }
     }
 
@@ -323,14 +400,15 @@ impl<S: Copy + Default> StartTable<S> {
     }
 
     #[inline]
-    fn key_eq(&self, k: &SlotKey, key: &[u8], probe: &Probe) -> bool {
-        if k.len != probe.len {
+    fn key_eq(&self, slot: &Slot<S>, key: &[u8], probe: &Probe) -> bool {
+        let [low, high] = slot.words();
+        if high != probe.words[1] {
             return false;
         }
-        if key.len() <= INLINE_KEY {
-            load8(&k.inline, 0) == probe.words[0] && load8(&k.inline, 8) == probe.words[1]
+        if probe.is_long() {
+            *self.long_keys[low as usize] == *key
         } else {
-            *self.long_keys[k.long as usize] == *key
+            low == probe.words[0]
         }
     }
 
@@ -364,8 +442,7 @@ impl<S: Copy + Default> StartTable<S> {
             if c == EMPTY_BYTE {
                 return self.insert_at(at, key, probe);
             }
-            let slot = &self.slots[at];
-            if c == fp && slot.tag == tag && self.key_eq(&slot.key, key, probe) {
+            if c == fp && self.key_eq(&self.slots[at], key, probe) {
                 return Upsert::Found(hint.at);
             }
         }
@@ -375,8 +452,7 @@ impl<S: Copy + Default> StartTable<S> {
             let mut candidates = g.candidates();
             while candidates != 0 {
                 let at = (i + candidates.trailing_zeros() as usize) & self.mask;
-                let slot = &self.slots[at];
-                if slot.tag == tag && self.key_eq(&slot.key, key, probe) {
+                if self.key_eq(&self.slots[at], key, probe) {
                     return Upsert::Found(at as u32);
                 }
                 candidates &= candidates - 1;
@@ -393,30 +469,21 @@ impl<S: Copy + Default> StartTable<S> {
     /// Puts `key` in empty slot `i`, the end of its probe.
     #[inline]
     fn insert_at(&mut self, i: usize, key: &[u8], probe: &Probe) -> Upsert {
-        let slot_key = self.make_key(key, probe);
+        let mut low = probe.words[0];
+        if probe.is_long() {
+            low = self.long_keys.len() as u64;
+            self.long_keys.push(key.into());
+        }
+        let mut slot_key = [0; 16];
+        slot_key[..8].copy_from_slice(&low.to_le_bytes());
+        slot_key[8..].copy_from_slice(&probe.words[1].to_le_bytes());
         self.set_ctrl(i, fingerprint(probe.tag));
         self.slots[i] = Slot {
-            tag: probe.tag,
             key: slot_key,
             ..Slot::default()
         };
         self.len += 1;
         Upsert::Created(i as u32)
-    }
-
-    fn make_key(&mut self, key: &[u8], probe: &Probe) -> SlotKey {
-        let mut k = SlotKey {
-            len: probe.len,
-            ..SlotKey::default()
-        };
-        if key.len() <= INLINE_KEY {
-            k.inline[..8].copy_from_slice(&probe.words[0].to_le_bytes());
-            k.inline[8..].copy_from_slice(&probe.words[1].to_le_bytes());
-        } else {
-            k.long = u32::try_from(self.long_keys.len()).expect("fewer than 2^32 keys");
-            self.long_keys.push(key.into());
-        }
-        k
     }
 
     /// Doubles the table; slot indices change, so the dirty list is rebuilt.
@@ -432,13 +499,14 @@ impl<S: Copy + Default> StartTable<S> {
         self.generation += 1;
         self.dirty.clear();
         for (&slot, _) in slots.iter().zip(&ctrl).filter(|(_, c)| **c != EMPTY_BYTE) {
-            let mut i = slot.tag as usize & self.mask;
+            let tag = (self.tag_of)(self.seed, self.slot_key(&slot));
+            let mut i = tag as usize & self.mask;
             while self.ctrl[i] != EMPTY_BYTE {
                 i = (i + 1) & self.mask;
             }
-            self.set_ctrl(i, fingerprint(slot.tag));
+            self.set_ctrl(i, fingerprint(tag));
             self.slots[i] = slot;
-            if slot.dirty {
+            if slot.is_dirty() {
                 self.dirty.push(i as u32);
             }
         }
@@ -455,11 +523,15 @@ impl<S: Copy + Default> StartTable<S> {
     }
 
     pub fn key(&self, i: u32) -> &[u8] {
-        let k = &self.slots[i as usize].key;
-        if k.len as usize <= INLINE_KEY {
-            &k.inline[..k.len as usize]
+        self.slot_key(&self.slots[i as usize])
+    }
+
+    fn slot_key<'a>(&'a self, slot: &'a Slot<S>) -> &'a [u8] {
+        let len = slot.key[META] & !DIRTY;
+        if len == LONG {
+            &self.long_keys[slot.words()[0] as usize]
         } else {
-            &self.long_keys[k.long as usize]
+            &slot.key[..len as usize]
         }
     }
 
@@ -483,7 +555,7 @@ impl<S: Copy + Default> StartTable<S> {
             .iter()
             .zip(&self.ctrl)
             .enumerate()
-            .filter(|(_, (s, c))| **c != EMPTY_BYTE && s.dirty)
+            .filter(|(_, (s, c))| **c != EMPTY_BYTE && s.is_dirty())
             .map(|(i, _)| i as u32)
             .collect()
     }
@@ -492,8 +564,8 @@ impl<S: Copy + Default> StartTable<S> {
     #[inline]
     pub fn touch(&mut self, i: u32) {
         let slot = &mut self.slots[i as usize];
-        if !slot.dirty {
-            slot.dirty = true;
+        if !slot.is_dirty() {
+            slot.key[META] |= DIRTY;
             self.dirty.push(i);
         }
     }
@@ -524,57 +596,18 @@ impl<S: Copy + Default> Tables<S> {
     }
 
     /// Prepares `key` for probing: its tag (its hash with the live bit set)
-    /// and its padded bytes.
-    #[inline]
-    pub fn probe(&self, key: &[u8]) -> Probe {
-        Probe::with_tag(key, self.tag(key))
-    }
-
-    /// [`Tables::probe`] with the key's hash computed from the padded words
-    /// (one pass over a short key).
+    /// and its slot words.
     #[inline(always)]
     #[allow(
         clippy::inline_always,
         reason = "hot per-record path: measured, the calls were not inlined"
     )]
-    pub fn probe_fast(&self, key: &[u8]) -> Probe {
-        if key.len() > INLINE_KEY {
-            return self.probe(key);
-        }
-        let words = short_key_words(key);
-        let h = mix(mix(self.seed, words[0]), words[1]);
+    pub fn probe(&self, key: &[u8]) -> Probe {
+        let words = slot_words(key);
         Probe {
-            tag: finish(mix(h, key.len() as u64)) | LIVE,
-            len: key.len() as u32,
+            tag: tag_with(self.seed, key, words),
             words,
         }
-    }
-
-    /// The tag of `key` (its hash with the live bit set).
-    #[inline(always)]
-    #[allow(
-        clippy::inline_always,
-        reason = "hot per-record path: measured, the calls were not inlined"
-    )]
-    pub fn tag(&self, key: &[u8]) -> u64 {
-        let n = key.len();
-        let h = if n <= INLINE_KEY {
-            let words = short_key_words(key);
-            mix(mix(self.seed, words[0]), words[1])
-        } else {
-            let mut h = self.seed;
-            let mut at = 0;
-            while at + 8 <= n {
-                h = mix(h, load8(key, at));
-                at += 8;
-            }
-            if at < n {
-                // The last word overlaps the one before.
-                h = mix(h, load8(key, n - 8));
-            }
-            h
-        };
-        finish(mix(h, n as u64)) | LIVE
     }
 
     /// The position of `start`'s table in `live`, if any; records mostly
@@ -615,7 +648,7 @@ impl<S: Copy + Default> Tables<S> {
                 t.reset(start);
                 t
             }
-            _ => StartTable::with_capacity(start, capacity),
+            _ => StartTable::with_capacity(start, capacity, self.seed),
         };
         self.created += 1;
         table.generation = self.created << 32;
@@ -697,6 +730,60 @@ pub(crate) fn prefetch_read(p: *const i8) {
 mod tests {
     use super::*;
 
+    /// The number a test key ends with.
+    fn number(key: &[u8]) -> u64 {
+        let digits = key.iter().rev().take_while(|b| b.is_ascii_digit()).count();
+        std::str::from_utf8(&key[key.len() - digits..])
+            .unwrap()
+            .parse()
+            .unwrap()
+    }
+
+    #[test]
+    fn slots_take_half_a_line_or_a_line() {
+        use crate::window::MeanState;
+        assert_eq!(size_of::<Slot<i64>>(), 32);
+        assert_eq!(size_of::<Slot<f64>>(), 32);
+        assert_eq!(size_of::<Slot<MeanState>>(), 64);
+    }
+
+    /// Keys of every length around the inline limit, all-zero ones among
+    /// them (so only the length tells them apart), are found again with
+    /// their exact bytes, marked dirty or not, across growth.
+    #[test]
+    fn keys_of_every_length_round_trip() {
+        let mut tables: Tables<i64> = Tables::new();
+        let mut keys: Vec<Vec<u8>> = Vec::new();
+        for n in 0..=40u8 {
+            keys.push(vec![0; n as usize]);
+            keys.push(vec![0xff; n as usize]);
+            keys.push((1..=n).collect());
+        }
+        keys.dedup();
+        for (n, k) in keys.iter().enumerate() {
+            let probe = tables.probe(k);
+            let t = tables.get_or_create(0);
+            let Upsert::Created(i) = t.upsert(k, &probe) else {
+                panic!("{k:?} found before it was added")
+            };
+            t.slot_mut(i).state = n as i64;
+            if n % 2 == 1 {
+                t.touch(i);
+            }
+            for (m, seen) in keys[..=n].iter().enumerate() {
+                let probe = tables.probe(seen);
+                let t = tables.get_or_create(0);
+                let Upsert::Found(i) = t.upsert(seen, &probe) else {
+                    panic!("{seen:?} lost after adding {k:?}")
+                };
+                assert_eq!(t.key(i), &seen[..]);
+                assert_eq!(t.slot(i).state, m as i64);
+                assert_eq!(t.slot(i).is_dirty(), m % 2 == 1, "{seen:?}");
+            }
+        }
+        assert!(tables.first().unwrap().generation & 0xffff_ffff > 1, "grew");
+    }
+
     #[test]
     fn upsert_grows_and_keeps_keys_and_dirty_slots() {
         let mut tables: Tables<i64> = Tables::new();
@@ -727,7 +814,7 @@ mod tests {
         assert_eq!(t.key(i), &long[..]);
         assert_eq!(t.len(), 101);
         assert_eq!(t.dirty.len(), 51);
-        assert!(t.dirty.iter().all(|&i| t.slot(i).dirty));
+        assert!(t.dirty.iter().all(|&i| t.slot(i).is_dirty()));
         let mut seen: Vec<Vec<u8>> = t.occupied().map(|i| t.key(i).to_vec()).collect();
         seen.sort();
         let mut want = keys.clone();
@@ -740,19 +827,21 @@ mod tests {
     /// bytes, and across growth; each is found again in its own slot.
     #[test]
     fn colliding_keys_wrap_and_survive_growth() {
-        let mut t: StartTable<i64> = StartTable::with_capacity(0, 32);
-        let last = t.mask as u64;
+        let mut t: StartTable<i64> = StartTable::with_capacity(0, 32, 0);
+        assert_eq!(t.mask, 31);
         let keys: Vec<Vec<u8>> = (0..60).map(|i| format!("k{i}").into_bytes()).collect();
         // Half the keys share the last slot as home, the rest start at slot
-        // 0 with another fingerprint, so the two runs interleave.
-        let probe = |n: usize, k: &[u8]| {
-            let tag = if n.is_multiple_of(2) {
-                LIVE | last
+        // 0 with another fingerprint, so the two runs interleave; growth
+        // gives them the same tags.
+        t.tag_of = |_, k| {
+            if number(k).is_multiple_of(2) {
+                LIVE | 31
             } else {
                 LIVE | (7 << 48)
-            };
-            Probe::with_tag(k, tag)
+            }
         };
+        let tag_of = t.tag_of;
+        let probe = |_: usize, k: &[u8]| Probe::with_tag(k, tag_of(0, k));
         for (n, k) in keys.iter().enumerate() {
             let Upsert::Created(i) = t.upsert(k, &probe(n, k)) else {
                 panic!("key {n} found before it was added")
@@ -795,7 +884,16 @@ mod tests {
             rng % n
         };
         let tables: Tables<i64> = Tables::new();
-        let mut t: StartTable<i64> = StartTable::with_capacity(0, 16);
+        let mut t: StartTable<i64> = StartTable::with_capacity(0, 16, tables.seed);
+        // Every third key shares one tag, the others take their own hash.
+        t.tag_of = |seed, k| {
+            if number(k).is_multiple_of(3) {
+                LIVE | (9 << 48) | 5
+            } else {
+                key_tag(seed, k)
+            }
+        };
+        let tag_of = t.tag_of;
         let key = |k: u64| {
             if k.is_multiple_of(5) {
                 format!("a long key of more than sixteen bytes {k}").into_bytes()
@@ -803,13 +901,13 @@ mod tests {
                 format!("k{k}").into_bytes()
             }
         };
-        // Every third key shares one tag, the others take their own hash.
-        let probe = |k: u64, bytes: &[u8]| {
-            if k.is_multiple_of(3) {
-                Probe::with_tag(bytes, LIVE | (9 << 48) | 5)
-            } else {
-                tables.probe(bytes)
-            }
+        let probe = |_: u64, bytes: &[u8]| {
+            let p = tables.probe(bytes);
+            assert_eq!(
+                Probe::with_tag(bytes, key_tag(tables.seed, bytes)).words,
+                p.words
+            );
+            Probe::with_tag(bytes, tag_of(tables.seed, bytes))
         };
         let mut model = std::collections::HashMap::new();
         let mut pending = std::collections::VecDeque::<(u64, Hint)>::new();
@@ -879,7 +977,7 @@ mod tests {
 
     #[test]
     fn short_keys_become_padded_words() {
-        for n in 0..=16 {
+        for n in 0..=INLINE_KEY {
             let key: Vec<u8> = (1..=n as u8).collect();
             let words = short_key_words(&key);
             let mut bytes = [0u8; 16];
@@ -891,6 +989,7 @@ mod tests {
         let t: Tables<i64> = Tables::new();
         // Keys that pad alike still differ by length.
         assert_ne!(t.probe(b"a").tag, t.probe(b"a\0").tag);
+        assert_ne!(t.probe(&[7; 15]).tag, t.probe(&[7; 16]).tag);
         assert_ne!(t.probe(&[7; 17]).tag, t.probe(&[7; 18]).tag);
         assert_eq!(t.probe(&[7; 40]).tag, t.probe(&[7; 40]).tag);
     }

@@ -68,7 +68,6 @@ struct Prepared {
     key_from: [usize; CHUNK],
     key_to: [usize; CHUNK],
     tags: [u64; CHUNK],
-    lens: [u32; CHUNK],
     words0: [u64; CHUNK],
     words1: [u64; CHUNK],
     firsts: [i64; CHUNK],
@@ -84,7 +83,6 @@ impl Prepared {
             key_from: [0; CHUNK],
             key_to: [0; CHUNK],
             tags: [0; CHUNK],
-            lens: [0; CHUNK],
             words0: [0; CHUNK],
             words1: [0; CHUNK],
             firsts: [0; CHUNK],
@@ -96,7 +94,6 @@ impl Prepared {
     fn probe(&self, j: usize) -> Probe {
         Probe {
             tag: self.tags[j],
-            len: self.lens[j],
             words: [self.words0[j], self.words1[j]],
         }
     }
@@ -393,13 +390,12 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
                 p.skip[j] = NEGATIVE_TS;
                 continue;
             }
-            let probe = self.tables.probe_fast(batch.keys.bytes(from, to));
+            let probe = self.tables.probe(batch.keys.bytes(from, to));
             p.skip[j] = KEEP;
             p.key_from[j] = from;
             p.key_to[j] = to;
             p.firsts[j] = self.first_start(ts);
             p.tags[j] = probe.tag;
-            p.lens[j] = probe.len;
             p.words0[j] = probe.words[0];
             p.words1[j] = probe.words[1];
         }
@@ -591,7 +587,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
         let end = self.windows.window_end(table.start);
         for i in table.take_dirty() {
             let slot = table.slot(i);
-            if slot.dirty {
+            if slot.is_dirty() {
                 self.pending.push(
                     table.key(i),
                     table.start,
@@ -682,10 +678,10 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
             let end = self.windows.window_end(table.start);
             for i in table.take_dirty() {
                 let slot = table.slot_mut(i);
-                if !slot.dirty {
+                if !slot.is_dirty() {
                     continue;
                 }
-                slot.dirty = false;
+                slot.clear_dirty();
                 let (state, ts) = (slot.state, slot.timestamp);
                 changes.push(table.key(i), table.start, end, Some(state), ts);
             }
