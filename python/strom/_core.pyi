@@ -946,5 +946,5 @@ def replay_batch(
     topic: str, partition: int, keys: Any, values: Any, timestamps: Any, offsets: Any
 ) -> RecordBatch:
     """Records of ``topic``-``partition`` from Arrow arrays (``keys`` and
-    ``values`` binary, ``timestamps`` and ``offsets`` int64, equal lengths),
-    as a native batch read."""
+    ``values`` binary or large binary, ``timestamps`` and ``offsets`` int64,
+    equal lengths), as a native batch read."""

@@ -25,6 +25,18 @@ def test_columns_come_back_as_given() -> None:
     assert batch.headers() == [[], [], []]
 
 
+def test_large_binary_columns() -> None:
+    batch = _core.replay_batch(
+        "events",
+        0,
+        pa.array([b"k", None], pa.large_binary()),
+        pa.array([None, b"v"], pa.large_binary()),
+        pa.array([1, 2], pa.int64()),
+        pa.array([0, 1], pa.int64()),
+    )
+    assert (batch.keys(), batch.values()) == ([b"k", None], [None, b"v"])
+
+
 def test_an_empty_batch() -> None:
     empty = [pa.array([], pa.binary())] * 2 + [pa.array([], pa.int64())] * 2
     batch = _core.replay_batch("events", 0, *empty)

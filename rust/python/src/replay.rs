@@ -13,7 +13,7 @@ use strom_core::log::{PolledBatch, ReadBatch, Span};
 use crate::arrow::import;
 use crate::log::{RecordBatch, record_batch};
 
-/// `binary` (32-bit offsets) or `int64` column `name`, or a ValueError naming it.
+/// A ValueError naming the column and what it must be.
 fn column_error(name: &str, want: &str, array: &dyn Array) -> PyErr {
     PyValueError::new_err(format!(
         "replay batch: the {name} column must be {want}, not {}",
@@ -21,14 +21,12 @@ fn column_error(name: &str, want: &str, array: &dyn Array) -> PyErr {
     ))
 }
 
-/// Appends the bytes of a `binary` column to `data`; its spans (None: null).
+/// Appends the bytes of a `binary` (or `large_binary`) column to `data`;
+/// its spans (None: null).
 fn spans_of(name: &str, obj: &Bound<'_, PyAny>, data: &mut Vec<u8>) -> PyResult<Vec<Option<Span>>> {
     let array = import(obj)?;
-    let Some(bytes) = array.as_binary_opt::<i32>() else {
-        return Err(column_error(name, "binary", &array));
-    };
-    let mut spans = Vec::with_capacity(bytes.len());
-    for item in bytes.iter() {
+    let mut spans = Vec::with_capacity(array.len());
+    let mut push = |item: Option<&[u8]>| {
         spans.push(item.map(|b| {
             let start = data.len();
             data.extend_from_slice(b);
@@ -37,6 +35,13 @@ fn spans_of(name: &str, obj: &Bound<'_, PyAny>, data: &mut Vec<u8>) -> PyResult<
                 len: b.len(),
             }
         }));
+    };
+    if let Some(bytes) = array.as_binary_opt::<i32>() {
+        bytes.iter().for_each(&mut push);
+    } else if let Some(bytes) = array.as_binary_opt::<i64>() {
+        bytes.iter().for_each(&mut push);
+    } else {
+        return Err(column_error(name, "binary", &array));
     }
     Ok(spans)
 }
