@@ -13,7 +13,7 @@ use strom_core::log::{PolledBatch, ReadBatch, Span};
 use crate::arrow::import;
 use crate::log::{RecordBatch, record_batch};
 
-/// A ValueError naming the column and what it must be.
+/// A `ValueError` naming the column and what it must be.
 fn column_error(name: &str, want: &str, array: &dyn Array) -> PyErr {
     PyValueError::new_err(format!(
         "replay batch: the {name} column must be {want}, not {}",
