@@ -961,3 +961,13 @@ def arrow_json_fields(
 
 def arrow_mask_rows(mask: Any) -> tuple[int, list[int]]:
     """A boolean Arrow mask's length and the rows it keeps (true)."""
+
+# --- the Spark replay's input batches (rust/python/src/replay.rs) ---
+__all__ += ["replay_batch"]
+
+def replay_batch(
+    topic: str, partition: int, keys: Any, values: Any, timestamps: Any, offsets: Any
+) -> RecordBatch:
+    """Records of ``topic``-``partition`` from Arrow arrays (``keys`` and
+    ``values`` binary or large binary, ``timestamps`` and ``offsets`` int64,
+    equal lengths), as a native batch read."""

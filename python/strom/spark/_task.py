@@ -28,7 +28,6 @@ from strom import _core
 from strom.config import StreamsConfig
 from strom.errors import SerializationError, TopologyError
 from strom.processor.internals.task import (
-    ListedRecords,
     RecordCollector,
     StreamTask,
     TaskFactory,
@@ -241,13 +240,15 @@ def only_topic(table: pa.Table, topic: str) -> pa.Table:
 
 def _chunks(
     table: pa.Table, topic: str, partition: int, internal: bool, size: int
-) -> Iterator[ListedRecords]:
-    """One input partition's records in log order, in chunks."""
+) -> Iterator[_core.RecordBatch]:
+    """One input partition's records in log order, in chunks: native
+    batches, which the task reads as it reads the log (no Python object per
+    record where its nodes take the bytes)."""
     if internal:
         rows = table.select(["task", "seq", "timestamp"]).to_pydict()
         order = pa.array(_merge_order(rows["task"], rows["seq"], rows["timestamp"]), pa.int64())
         table = table.take(order)
-        offsets = pa.array(range(len(table)), pa.int64())
+        offsets = pa.chunked_array([pa.array(range(len(table)), pa.int64())])
     else:
         offsets = table.column("offset")
         ordered = offsets.to_numpy()
@@ -257,30 +258,14 @@ def _chunks(
             offsets = table.column("offset")
     keys, values, stamps = (table.column(c) for c in ("key", "value", "timestamp"))
     for start in range(0, len(table), size):
-        chunk_keys = keys.slice(start, size).combine_chunks()
-        yield ListedRecords(
+        yield _core.replay_batch(
             topic,
             partition,
-            chunk_keys.to_pylist(),
-            values.slice(start, size).to_pylist(),
-            stamps.slice(start, size).to_numpy().tolist(),
-            offsets.slice(start, size).to_numpy().tolist(),
-            _packed(chunk_keys),
+            *(
+                column.slice(start, size).combine_chunks()
+                for column in (keys, values, stamps, offsets)
+            ),
         )
-
-
-def _packed(keys: pa.Array) -> tuple[bytes, bytes] | None:
-    """A binary column's Arrow buffers ``(data, offsets)``, offsets from 0,
-    for the native kernels (None if it has nulls: they read the list)."""
-    if keys.null_count:
-        return None
-    _validity, offsets, data = keys.buffers()
-    bounds = np.frombuffer(offsets, np.int32)[keys.offset : keys.offset + len(keys) + 1]
-    first = int(bounds[0])
-    return (
-        data.slice(first, int(bounds[-1]) - first).to_pybytes(),
-        (bounds - first).astype(np.int32).tobytes(),
-    )
 
 
 def _merge_order(tasks: list[int], seqs: list[int], stamps: list[int]) -> list[int]:
@@ -432,7 +417,7 @@ def _feed(plan: StagePlan, task: StreamTask, partition: int, table: pa.Table) ->
     order across its partitions, waiting for a partition that has records
     still to come (the default ``max.task.idle.ms`` with every record already
     in the log)."""
-    pending: dict[tuple[str, int], Iterator[ListedRecords]] = {}
+    pending: dict[tuple[str, int], Iterator[_core.RecordBatch]] = {}
     if "topic" not in table.column_names:
         # The stage reads one external topic: Spark leaves the column out.
         (only,) = plan.external_topics()

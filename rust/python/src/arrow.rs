@@ -359,7 +359,7 @@ fn arrow_json_fields(
 }
 
 /// An array handed over by `obj.__arrow_c_array__()` (a pyarrow Array, …).
-fn import(obj: &Bound<'_, PyAny>) -> PyResult<ArrayRef> {
+pub(crate) fn import(obj: &Bound<'_, PyAny>) -> PyResult<ArrayRef> {
     let pair = obj.call_method0("__arrow_c_array__")?;
     let (schema, array): (Bound<'_, PyCapsule>, Bound<'_, PyCapsule>) = pair.extract()?;
     let schema = schema

@@ -6,6 +6,7 @@ mod expr;
 mod kafka;
 mod log;
 mod records;
+mod replay;
 mod serde;
 mod store;
 mod window;
@@ -26,6 +27,7 @@ fn _core(m: &Bound<'_, PyModule>) -> PyResult<()> {
     kafka::register(m)?;
     expr::register(m)?;
     records::register(m)?;
+    replay::register(m)?;
     serde::register(m)?;
     store::register(m)?;
     window::register(m)?;

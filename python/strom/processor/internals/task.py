@@ -56,8 +56,8 @@ class InputRecords(Protocol):
 
 @dataclass
 class ListedRecords:
-    """``InputRecords`` held in Python lists: what the test driver pipes and
-    a Spark replay reads, where no native ``RecordBatch`` exists."""
+    """``InputRecords`` held in Python lists: what the test driver pipes,
+    where no native ``RecordBatch`` exists (a Spark replay builds those)."""
 
     topic: str
     partition: int
