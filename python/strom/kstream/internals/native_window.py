@@ -156,7 +156,7 @@ class NativeTimeWindowAggregate(Node):
         if not self.loaded:
             self._load()
         task = self.task
-        raw, packed = batch.raw_keys, batch.packed_keys
+        raw = batch.raw_keys
         batch, field = _kernel_input(self, self.aggregation, batch)
         keys, values = batch.keys, batch.values
         raw_keys = keys if raw else self.store.key_serde.serialize_batch(self.store_name, keys)
@@ -165,10 +165,9 @@ class NativeTimeWindowAggregate(Node):
             # hands them to the aggregator; an aggregation of the value skips
             # them before they count towards stream time, as a null key is.
             raw_keys = [None if v is None else k for k, v in zip(raw_keys, values, strict=True)]
-            packed = None
         try:
             results = self.kernel.process(
-                raw_keys if packed is None else packed,
+                raw_keys,
                 batch.timestamps,
                 None if self.aggregation.kind == "count" else values,
                 field=field,

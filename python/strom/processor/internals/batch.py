@@ -19,10 +19,7 @@ class Batch:
     writes (a native expression step reads and writes JSON bytes itself);
     :meth:`decoded` turns them into objects for the nodes that need them.
     ``raw_keys``: the keys (and values) are still the bytes read, for the
-    one node that takes them so (``Node.raw_key_serde``); ``packed_keys``
-    then may hold the same keys as Arrow ``Binary`` buffers ``(data,
-    offsets)``, which a native kernel reads without a Python object per key
-    (a batch built from other columns has none).
+    one node that takes them so (``Node.raw_key_serde``).
 
     A batch of raw rows made with :meth:`of_read` has no lists until one is
     asked for: a native consumer (the cached count) reads the keys and
@@ -37,7 +34,6 @@ class Batch:
         "encoded",
         "headers",
         "old_values",
-        "packed_keys",
         "partition",
         "raw_keys",
         "read",
@@ -61,7 +57,6 @@ class Batch:
         # and its key and value serdes: batch functions export its columns to
         # Arrow natively. None once rows change (``select``, ``derive``).
         read: tuple[Any, Any, Any] | None = None,
-        packed_keys: tuple[bytes, bytes] | None = None,
     ) -> None:
         self.topic = topic
         self.partition = partition
@@ -74,7 +69,6 @@ class Batch:
         self.encoded = encoded
         self.raw_keys = raw_keys
         self.read = read
-        self.packed_keys = packed_keys
 
     @classmethod
     def of_read(cls, records: _core.RecordBatch, key_serde: Any, value_serde: Any) -> Batch:
@@ -84,7 +78,7 @@ class Batch:
         batch.topic = records.topic
         batch.partition = records.partition
         batch._keys = batch._values = batch._timestamps = batch._offsets = None
-        batch.old_values = batch.headers = batch.encoded = batch.packed_keys = None
+        batch.old_values = batch.headers = batch.encoded = None
         batch.raw_keys = True
         batch.read = (records, key_serde, value_serde)
         return batch
@@ -156,7 +150,6 @@ class Batch:
             self.headers,
             raw_keys=self.raw_keys,
             read=self.read,
-            packed_keys=self.packed_keys,
         )
 
     def select(self, indices: list[int]) -> Batch:

@@ -65,8 +65,6 @@ class ListedRecords:
     _values: list[bytes | None]
     _timestamps: list[int]
     _offsets: list[int]
-    # The keys as Arrow ``Binary`` buffers (``Batch.packed_keys``), if known.
-    packed_keys: tuple[bytes, bytes] | None = None
 
     def __len__(self) -> int:
         return len(self._keys)
@@ -746,12 +744,6 @@ class StreamTask:
         if not keys:
             return None
         queue.partition_time = max(queue.partition_time, high)
-        # Packed keys are the raw ones, if no record was left out.
-        packed = (
-            records.packed_keys
-            if raw and isinstance(records, ListedRecords) and len(keys) == len(raw_keys)
-            else None
-        )
         return Batch(
             topic,
             partition,
@@ -762,7 +754,6 @@ class StreamTask:
             encoded=encoded,
             raw_keys=raw,
             read=read,
-            packed_keys=packed,
         )
 
     def _deserialize_one_by_one(
