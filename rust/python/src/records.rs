@@ -23,12 +23,9 @@ type Columns<'py> = (
 /// Appends everything `produced` (a `mapper` result) yields to `out`; on an
 /// error the items before it stay appended.
 fn extend(out: &Bound<'_, PyList>, produced: &Bound<'_, PyAny>) -> PyResult<()> {
-    if let Ok(list) = produced.cast::<PyList>() {
+    if let Some(list) = collect_words(produced, out)? {
         let end = out.len();
-        return out.set_slice(end, end, list);
-    }
-    for item in produced.try_iter()? {
-        out.append(item?)?;
+        out.set_slice(end, end, &list)?;
     }
     Ok(())
 }
@@ -57,10 +54,11 @@ fn flat_map_values<'py>(
         ));
     }
     let (out_keys, out_values, out_timestamps, out_offsets) = out;
+    let mut args = Args::new(py, 1)?;
     for i in start..n {
         let before = out_values.len();
-        let outcome = mapper
-            .call1((values.get_item(i)?,))
+        let outcome = args
+            .call(mapper, &[&values.get_item(i)?])
             .and_then(|produced| extend(&out_values, &produced));
         let produced = out_values.len() - before;
         if produced > 0 {
@@ -232,7 +230,8 @@ type Stop<'py> = (
     Bound<'py, PyAny>,
 );
 
-/// The records a mapper call yielded, as a list (its own when it returned one).
+/// The records a mapper call yielded: its own list when it returned one,
+/// else None once they are appended to `words`.
 fn collect_words<'py>(
     produced: &Bound<'py, PyAny>,
     words: &Bound<'py, PyList>,
