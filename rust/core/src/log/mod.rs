@@ -13,6 +13,7 @@ pub(crate) mod format;
 mod group;
 mod partition;
 mod segment;
+mod writeback;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;

@@ -14,6 +14,7 @@ use crate::log::segment::{
     self, CLEANED_LOG_SUFFIX, CLEANED_SUFFIX, INDEX_SUFFIX, IndexEntry, LOG_SUFFIX, SEGINFO_SUFFIX,
     Segment,
 };
+use crate::log::writeback::Writeback;
 use crate::log::{CompactionStats, ReadBatch, RecordBatchBuilder, Span, TopicConfig};
 
 /// A batch buffer bigger than this is not kept for the next append.
@@ -52,6 +53,8 @@ pub(crate) struct Partition {
     unflushed: bool,
     /// Segment files were created since the directory was last fsynced.
     dir_dirty: bool,
+    /// The active segment's early writeback.
+    writeback: Writeback,
     scratch: Vec<u8>,
 }
 
@@ -168,12 +171,14 @@ impl PartitionHandle {
     pub fn flush(&self) -> Result<()> {
         let _flusher = lock(&self.flusher);
         let (dir, log_file, log_path, index_file, index_path, dir_dirty) = {
-            let mut p = lock(&self.state);
+            let mut guard = lock(&self.state);
+            let p = &mut *guard;
             if !p.unflushed && !p.dir_dirty {
                 return Ok(());
             }
             let seg = p.segments.last_mut().expect("a partition has a segment");
             let index_file = seg.persist_index()?;
+            p.writeback.flushed_to(seg.size);
             let index_path = seg.sibling(INDEX_SUFFIX);
             let (log_file, log_path) = (Arc::clone(&seg.file), Arc::clone(&seg.path));
             p.unflushed = false;
@@ -465,6 +470,7 @@ impl Partition {
         }
         let active = segments.last().expect("at least one segment");
         let next_offset = active.last_offset.map_or(active.base, |o| o + 1);
+        let writeback = Writeback::from(active.size);
         Ok(Partition {
             topic: Arc::clone(topic),
             id,
@@ -474,6 +480,7 @@ impl Partition {
             next_offset,
             unflushed: false,
             dir_dirty,
+            writeback,
             scratch: Vec::new(),
         })
     }
@@ -576,6 +583,7 @@ impl Partition {
         let seg = Segment::create(&self.dir, self.next_offset)?;
         self.segments.push(seg);
         self.dir_dirty = true;
+        self.writeback = Writeback::from(0);
         Ok(())
     }
 
@@ -633,6 +641,8 @@ impl Partition {
         }
         let result = self.write_frames(buf, first);
         self.unflushed = true;
+        let active = self.segments.last().expect("a partition has a segment");
+        self.writeback.after_append(&active.file, active.size);
         result.map(|()| first)
     }
 
