@@ -462,6 +462,10 @@ class NativeKeyValueStore:
         applied in order. Equal-length lists; releases the GIL for the writes."""
     def restore(self, keys: list[bytes], values: list[bytes | None]) -> int:
         """Applies changelog records without logging them; returns how many."""
+    def restore_records(self, records: RecordBatch, remaining: int = 0) -> int:
+        """Applies a batch of changelog records as read, natively, without
+        logging them; ``remaining``: records still to come after these (a
+        persistent store sizes its index by it). Returns how many."""
     def restore_from_log(
         self,
         log: NativeLog,
@@ -571,6 +575,8 @@ class NativeWindowStore:
         timestamps: Sequence[int] | None = None,
     ) -> list[bytes | None]: ...
     def restore(self, store_keys: Sequence[bytes], values: Sequence[bytes | None]) -> int: ...
+    def restore_records(self, records: RecordBatch) -> int:
+        """``restore`` over a batch of changelog records as read."""
     def fetch_one(self, key: bytes, window_start: int) -> bytes | None: ...
     def fetch(self, key: bytes, time_from: int, time_to: int) -> tuple[list[int], list[bytes]]: ...
     def backward_fetch(
@@ -634,6 +640,8 @@ class NativeSessionStore:
     ) -> list[bytes | None]: ...
     def remove(self, key: bytes, start: int, end: int, timestamp: int = 0) -> bytes: ...
     def restore(self, store_keys: Sequence[bytes], values: Sequence[bytes | None]) -> int: ...
+    def restore_records(self, records: RecordBatch) -> int:
+        """``restore`` over a batch of changelog records as read."""
     def fetch_session(self, key: bytes, start: int, end: int) -> bytes | None: ...
     def find_sessions(
         self, key: bytes, earliest_session_end: int, latest_session_start: int

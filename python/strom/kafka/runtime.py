@@ -429,6 +429,7 @@ class KafkaRuntime(Runtime):
         consumer = self.restore_consumer
         consumer.assign(assign)
         pending = set(plan)
+        started_keys: set[tuple[str, int]] = set()
         restored = 0
         try:
             while pending:
@@ -437,7 +438,10 @@ class KafkaRuntime(Runtime):
                 for batch in batches:
                     key = (batch.topic, batch.partition)
                     task, store = plan[key]
-                    task.state.restore_batch(store, batch.keys(), batch.values())
+                    # A partition's first batch tells the store what is to come.
+                    remaining = 0 if key in started_keys else self._changelog_ends[key]
+                    started_keys.add(key)
+                    task.state.restore_batch(store, batch, max(0, remaining - batch.next_offset))
                     restored += len(batch)
                     if batch.next_offset >= self._changelog_ends[key]:
                         pending.discard(key)

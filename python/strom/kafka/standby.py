@@ -154,7 +154,7 @@ class StandbyTasks:
             if key not in self._plan:
                 continue  # a standby closed since the fetch
             task, store = self._plan[key]
-            task.state.restore_batch(store, batch.keys(), batch.values())
+            task.state.restore_batch(store, batch)
             self._positions[key] = batch.next_offset
             applied += len(batch)
         self.records += applied

@@ -247,7 +247,7 @@ fn records_of(
 /// when asked for, one call per column.
 #[pyclass(module = "strom._core", frozen)]
 pub struct RecordBatch {
-    topic: Py<PyString>,
+    pub(crate) topic: Py<PyString>,
     pub(crate) partition: u32,
     pub(crate) batch: ReadBatch,
 }

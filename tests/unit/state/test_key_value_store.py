@@ -508,6 +508,39 @@ def test_restore_from_log_refuses_a_record_without_a_key(store: Store, log: Embe
         store.restore_from_log(log.native, "cl", 0, 0)
 
 
+def test_restore_records_applies_a_read_batch_as_restore_from_log_does(
+    store: Store, make: Make, log: EmbeddedLog
+) -> None:
+    log.create_topic("cl", 1)
+    records: list[tuple[bytes | None, bytes | None]] = [
+        (b"k%d" % (i % 7), None if i % 5 == 4 else b"v%d" % i) for i in range(40)
+    ]
+    fill_changelog(log, "cl", records)
+    batch = log.read_batch("cl", 0, 0, 100)
+    # With and without what is still to come (the index sizing is invisible).
+    assert store.restore_records(batch, 1000) == 40
+    other = make()
+    assert other.restore_records(batch) == 40
+    reference = make()
+    reference.restore_from_log(log.native, "cl", 0, 0)
+    model: dict[bytes, bytes] = {}
+    for k, v in records:
+        assert k is not None
+        model.pop(k, None) if v is None else model.__setitem__(k, v)
+    assert contents(store) == contents(other) == contents(reference) == model
+
+
+def test_restore_records_refuses_a_record_without_a_key(store: Store, log: EmbeddedLog) -> None:
+    log.create_topic("cl", 1)
+    fill_changelog(log, "cl", [(b"a", b"1"), (None, b"2")])
+    batch = log.read_batch("cl", 0, 0, 100)
+    with pytest.raises(
+        StoreError, match=r"changelog cl-0 holds a record without a key at offset 1"
+    ):
+        store.restore_records(batch)
+    assert contents(store) == {}  # nothing applied from a refused batch
+
+
 def test_restore_from_log_errors(store: Store, log: EmbeddedLog) -> None:
     log.create_topic("cl", 1)
     fill_changelog(log, "cl", [(b"a", b"1")])

@@ -15,6 +15,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strom import _core, serdes
+from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError, StoreError
 from strom.keyvalue import KeyValue
 from strom.kstream import Window, Windowed
@@ -172,7 +173,7 @@ def test_bad_arguments(make: Make) -> None:
         s.native.put(b"a", -1, 5, b"x")
 
 
-def test_changelog_gets_kafkas_session_keys(make: Make) -> None:
+def test_changelog_gets_kafkas_session_keys(make: Make, tmp_path: Path) -> None:
     s = make(logged=True, name="logged", clock=lambda: 77)
     s.put(session("a", 100, 120), 1)
     s.put_all([(session("b", 130, 140), 2), (session("c", 0, 10), 3)])  # the last is expired
@@ -192,6 +193,22 @@ def test_changelog_gets_kafkas_session_keys(make: Make) -> None:
     assert copy.restore([k for k, _, _ in logged], [v for _, v, _ in logged]) == 0
     assert list(copy.fetch_range(None, None)) == list(s.fetch_range(None, None))
     assert copy.observed_stream_time == 140
+
+    # The same records as a batch read from a log.
+    with EmbeddedLog(str(tmp_path / "log")) as log:
+        log.create_topic("cl", 1)
+        with log.producer() as producer:
+            producer.produce_columns(
+                "cl",
+                [k for k, _, _ in logged],
+                [v for _, v, _ in logged],
+                [t for _, _, t in logged],
+                partitions=[0] * len(logged),
+            )
+        from_log = make(name="from-log")
+        assert from_log.native.restore_records(log.read_batch("cl", 0, 0, 100)) == 0
+        assert list(from_log.fetch_range(None, None)) == list(s.fetch_range(None, None))
+        assert from_log.observed_stream_time == 140
 
 
 def test_closed_store_raises(make: Make) -> None:

@@ -16,6 +16,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from strom import _core, serdes
+from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError, StoreError
 from strom.keyvalue import KeyValue
 from strom.kstream import Window, Windowed
@@ -254,6 +255,29 @@ def test_a_changelog_restores_the_same_state(make: Make) -> None:
     assert dropped == 3  # starts 0, 30, 30 are expired at stream time 170
     assert list(copy.all()) == list(s.all())
     assert copy.observed_stream_time == s.observed_stream_time == 170
+
+
+def test_a_changelog_read_from_the_log_restores_the_same_state(make: Make, tmp_path: Path) -> None:
+    s = make(dups=True, logged=True)
+    for i, t in enumerate((0, 30, 30, 90, 150, 170)):
+        s.put(f"k{i % 2}", f"v{i}", t)
+    keys, values, stamps = s.native.take_changelog()
+    with EmbeddedLog(str(tmp_path / "log")) as log:
+        log.create_topic("cl", 1)
+        with log.producer() as producer:
+            producer.produce_columns("cl", keys, values, stamps, partitions=[0] * len(keys))
+        batch = log.read_batch("cl", 0, 0, 100)
+        copy = make(dups=True, name="copy")
+        assert copy.native.restore_records(batch) == 3  # expired at stream time 170
+        assert list(copy.all()) == list(s.all())
+        assert copy.observed_stream_time == 170
+        with log.producer() as producer:
+            producer.produce_columns("cl", [None], [b"x"], [0], partitions=[0])
+        keyless = log.read_batch("cl", 0, len(keys), 100)
+        with pytest.raises(
+            StoreError, match=rf"cl-0 holds a record without a key at offset {len(keys)}"
+        ):
+            copy.native.restore_records(keyless)
 
 
 def test_closed_store_raises(make: Make) -> None:

@@ -25,6 +25,7 @@ from strom.errors import CorruptLogError, StoreError
 from strom.state.internals.registry import NativeStore, StoreKind, store_kind
 
 if TYPE_CHECKING:
+    from strom import _core
     from strom.embedded import EmbeddedLog
     from strom.processor.internals.topology_builder import StoreDef
 
@@ -187,15 +188,15 @@ class StateManager:
             if store.changelog is not None
         }
 
-    def restore_batch(
-        self, name: str, keys: list[bytes | None], values: list[bytes | None]
-    ) -> None:
-        """Applies changelog records to store ``name`` without logging them again."""
+    def restore_batch(self, name: str, records: _core.RecordBatch, remaining: int = 0) -> None:
+        """Applies a batch of store ``name``'s changelog records, as read,
+        without logging them again; ``remaining``: the changelog's records
+        still to come after these, when known."""
         store = self.stores[name]
         assert store.changelog is not None, f"store {name} has no changelog"
-        store.kind.apply_changelog(store.native, store.changelog, keys, values)
-        self.restored_records += len(keys)
-        self.restore_remaining = max(0, self.restore_remaining - len(keys))
+        store.kind.restore_records(store.native, records, remaining)
+        self.restored_records += len(records)
+        self.restore_remaining = max(0, self.restore_remaining - len(records))
 
     def commit(self, changelog_ends: dict[str, int]) -> None:
         """Commits every persistent store with the changelog end offset its

@@ -102,19 +102,17 @@ class StoreKind(ABC):
             records = log.read_batch(topic, partition, offset, RESTORE_BATCH)
             if not len(records):
                 break
-            self.apply_changelog(native, topic, records.keys(), records.values())
+            self.restore_records(native, records)
             restored += len(records)
             offset = records.next_offset
         return restored
 
-    def apply_changelog(
-        self, native: Any, topic: str, keys: list[bytes | None], values: list[bytes | None]
-    ) -> None:
-        """Applies changelog records (a None value deletes) without logging
-        them again."""
-        if None in keys:
-            raise StoreError(f"the changelog {topic} holds a record without a key")
-        native.restore(keys, values)
+    def restore_records(self, native: Any, records: _core.RecordBatch, remaining: int = 0) -> None:
+        """Applies a batch of changelog records as read (a None value
+        deletes) natively, without logging them again; ``remaining``: the
+        records still to come after these, when known (a persistent
+        key-value store sizes its index by it)."""
+        native.restore_records(records)
 
     @abstractmethod
     def contents(self, native: Any) -> Contents:
@@ -146,6 +144,9 @@ class KeyValueKind(StoreKind):
         # Natively, without a Python object per record.
         restored, _ = native.restore_from_log(log.native, topic, partition, offset, end)
         return int(restored)
+
+    def restore_records(self, native: Any, records: _core.RecordBatch, remaining: int = 0) -> None:
+        native.restore_records(records, remaining)
 
     def contents(self, native: Any) -> Contents:
         entries = native.range(None, None)

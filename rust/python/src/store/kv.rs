@@ -22,7 +22,7 @@ use pyo3::sync::MutexExt;
 use pyo3::types::{PyBytes, PyList, PyString, PyTuple};
 
 use strom_core::Error;
-use strom_core::log::Log;
+use strom_core::log::{Log, ReadBatch};
 use strom_core::store::cache::{CachingKeyValueStore, FlushedEntry};
 use strom_core::store::{
     ChangeLogging, InMemoryKeyValueStore, KeyValueBytes, PersistentKeyValueStore,
@@ -33,6 +33,7 @@ use crate::errors::{IntoPyResult, new_error};
 use crate::log::{NativeLog, RecordBatch};
 use crate::store::cache::NativeThreadCache;
 use crate::store::changelog::{self, ChangelogColumns, Logged};
+use crate::store::check_changelog_keys;
 
 /// `restore_from_log` reads the changelog in batches of at most this many
 /// records (small enough that a batch stays in cache while it is sorted and
@@ -415,30 +416,12 @@ fn restore(
         // Records at or past `end` are not applied; no record lies between
         // the last one applied and `end`.
         let n = batch.offsets.partition_point(|&o| o < end);
-        if let Some(i) = (0..n).find(|&i| batch.keys[i].is_none()) {
-            return Err(Error::Store(format!(
-                "changelog {topic}-{partition} holds a record without a key at offset {}",
-                batch.offsets[i]
-            )));
-        }
-        match store {
-            // Copies the changelog's frames as they are (no CRC computed).
-            Backend::Persistent(store) => {
-                let keys_before = store.approximate_num_entries();
-                store.restore_batch(&batch, n)?;
-                if offset == from_offset {
-                    let new_keys = store.approximate_num_entries() - keys_before;
-                    let rest = end.saturating_sub(batch.next_offset);
-                    store.reserve_for_restore(new_keys, n, rest);
-                }
-            }
-            Backend::Memory(store) => apply_in_key_order(
-                store,
-                n,
-                |i| batch.key(i).unwrap_or_default(),
-                |i| batch.value(i),
-            )?,
-        }
+        let rest = if offset == from_offset {
+            end.saturating_sub(batch.next_offset)
+        } else {
+            0
+        };
+        apply_changelog(store, &batch, n, rest, &format!("{topic}-{partition}"))?;
         applied += n as u64;
         if n < batch.len() {
             return Ok((applied, end));
@@ -446,6 +429,39 @@ fn restore(
         offset = batch.next_offset;
     }
     Ok((applied, offset))
+}
+
+/// Applies the first `n` records of a changelog batch (None value =
+/// delete) without logging them again. `rest`: records still to come after
+/// these, for a persistent store to size its index once at this batch's
+/// rate of new keys (0: no reserving).
+fn apply_changelog(
+    store: &mut Backend,
+    batch: &ReadBatch,
+    n: usize,
+    rest: u64,
+    changelog: &str,
+) -> strom_core::Result<()> {
+    check_changelog_keys(batch, n, changelog)?;
+    match store {
+        // Copies the changelog's frames as they are when they are log
+        // frames (no CRC computed), else puts keeping record timestamps.
+        Backend::Persistent(store) => {
+            let keys_before = store.approximate_num_entries();
+            store.restore_batch(batch, n)?;
+            if rest > 0 {
+                let new_keys = store.approximate_num_entries() - keys_before;
+                store.reserve_for_restore(new_keys, n, rest);
+            }
+        }
+        Backend::Memory(store) => apply_in_key_order(
+            store,
+            n,
+            |i| batch.key(i).unwrap_or_default(),
+            |i| batch.value(i),
+        )?,
+    }
+    Ok(())
 }
 
 #[pymethods]
@@ -928,6 +944,24 @@ impl NativeKeyValueStore {
     /// them again; returns how many were applied.
     fn restore(&self, keys: &Bound<'_, PyList>, values: &Bound<'_, PyList>) -> PyResult<usize> {
         self.write_pairs(keys, values, None, "restore")
+    }
+
+    /// Applies a batch of changelog records as read (from the embedded log
+    /// or a Kafka consumer; a None value deletes) without logging them again,
+    /// natively; returns how many were applied. `remaining`: the changelog's
+    /// records still to come after these (give it with a partition's first
+    /// batch: a persistent store then sizes its index once, at this batch's
+    /// rate of new keys).
+    #[pyo3(signature = (records, remaining=0))]
+    fn restore_records(&self, records: &Bound<'_, RecordBatch>, remaining: u64) -> PyResult<usize> {
+        let py = records.py();
+        let records = records.get();
+        let changelog = format!("{}-{}", records.topic.bind(py), records.partition);
+        let n = records.batch.len();
+        self.detached(py, |b| {
+            apply_changelog(&mut b.store, &records.batch, n, remaining, &changelog)
+        })?;
+        Ok(n)
     }
 
     /// From now on every write is also kept for the store's changelog (Kafka's

@@ -21,7 +21,9 @@ use strom_core::store::{
 };
 
 use crate::errors::IntoPyResult;
+use crate::log::RecordBatch;
 use crate::store::changelog::{self, ChangelogColumns, Logged};
+use crate::store::changelog_pairs;
 use crate::store::window::{Packed, attached, check_lengths, close, detached, opt_bytes_list};
 
 enum Backend {
@@ -266,6 +268,15 @@ impl NativeSessionStore {
             Ok(())
         })?;
         Ok(PyBytes::new(py, &store_key))
+    }
+
+    /// `restore` over a batch of changelog records as read (from the
+    /// embedded log or a Kafka consumer), natively; returns how many were
+    /// dropped as expired.
+    fn restore_records(&self, records: &Bound<'_, RecordBatch>) -> PyResult<u64> {
+        let py = records.py();
+        let pairs = changelog_pairs(py, records.get()).py_err(py)?;
+        detached(py, &self.inner, |b| on_store!(b, s => s.restore(pairs)))
     }
 
     /// Applies changelog records (session store key, value or None) as

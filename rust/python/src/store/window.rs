@@ -29,7 +29,9 @@ use strom_core::store::{
 use strom_core::window::BinaryBuffer;
 
 use crate::errors::IntoPyResult;
+use crate::log::RecordBatch;
 use crate::store::changelog::{self, ChangelogColumns, Logged};
+use crate::store::changelog_pairs;
 
 pub(crate) fn closed() -> Error {
     Error::Store("the store is closed".into())
@@ -486,6 +488,15 @@ impl NativeWindowStore {
             Ok(out)
         })?;
         opt_bytes_list(py, written)
+    }
+
+    /// `restore` over a batch of changelog records as read (from the
+    /// embedded log or a Kafka consumer), natively; returns how many were
+    /// dropped as expired.
+    fn restore_records(&self, records: &Bound<'_, RecordBatch>) -> PyResult<u64> {
+        let py = records.py();
+        let pairs = changelog_pairs(py, records.get()).py_err(py)?;
+        detached(py, &self.inner, |b| on_store!(b, s => s.restore(pairs)))
     }
 
     /// Applies changelog records (windowed store key, value or None) as
