@@ -166,6 +166,17 @@ impl PartitionHandle {
         Ok(batch)
     }
 
+    /// Whether [`Self::flush`] has anything to do now: appends not yet
+    /// flushed, or another thread's flush still making them durable (which
+    /// a flush waits for).
+    pub fn needs_flush(&self) -> bool {
+        let Ok(_flusher) = self.flusher.try_lock() else {
+            return true;
+        };
+        let p = lock(&self.state);
+        p.unflushed || p.dir_dirty
+    }
+
     /// fsyncs the active segment and its index if anything was appended
     /// since the last flush, and the directory if segments were created.
     pub fn flush(&self) -> Result<()> {
@@ -984,6 +995,29 @@ mod tests {
             Some(42)
         );
         assert_eq!(segment::parse_base("42.log", LOG_SUFFIX), None);
+    }
+
+    /// A partition needs a flush after appends (and when new), not after
+    /// a flush; and it does while another thread's flush is under way, so
+    /// that a flush waits for that one to make its data durable.
+    #[test]
+    fn needs_flush_until_flushed_and_while_a_flush_runs() {
+        let dir = tempfile::tempdir().unwrap();
+        let config = Arc::new(TopicConfig::new(1));
+        let p = PartitionHandle::open(dir.path(), &Arc::from("t"), 0, &config).unwrap();
+        assert!(p.needs_flush(), "a new segment's directory entry");
+        p.flush().unwrap();
+        assert!(!p.needs_flush());
+        let mut batch = RecordBatchBuilder::new();
+        batch.push(1, Some(b"k"), Some(b"v"), &[]);
+        lock(&p.state).append(&batch).unwrap();
+        assert!(p.needs_flush());
+        p.flush().unwrap();
+        assert!(!p.needs_flush());
+        let running = lock(&p.flusher);
+        assert!(p.needs_flush(), "another flush is under way");
+        drop(running);
+        assert!(!p.needs_flush());
     }
 
     /// Reads into spare capacity give the file's bytes at any offset and
