@@ -21,6 +21,10 @@ use std::sync::atomic::{AtomicBool, Ordering};
 /// flush waits on at most about this much.
 pub(crate) const WRITEBACK_BYTES: u64 = 4 << 20;
 
+/// The page size writeback works in (4 KiB on the systems we run on; a
+/// larger page only makes a request's last page partial).
+const PAGE: u64 = 4096;
+
 /// One partition's writeback state, for its active segment.
 #[derive(Debug, Default)]
 pub(crate) struct Writeback {
@@ -50,10 +54,16 @@ impl Writeback {
             // The segment was cut back (a failed write); start over there.
             self.requested = size;
         }
-        if size - self.requested < WRITEBACK_BYTES || self.busy.swap(true, Ordering::AcqRel) {
+        // Whole pages only: a page under writeback cannot be written to
+        // until its write ends (on devices that need stable pages), and the
+        // next append goes on filling the last, partial one.
+        let end = size & !(PAGE - 1);
+        if end.saturating_sub(self.requested) < WRITEBACK_BYTES
+            || self.busy.swap(true, Ordering::AcqRel)
+        {
             return false;
         }
-        let (start, len) = (self.requested, size - self.requested);
+        let (start, len) = (self.requested, end - self.requested);
         let (file, busy) = (Arc::clone(file), Arc::clone(&self.busy));
         let spawned = std::thread::Builder::new()
             .name("strom-writeback".into())
@@ -66,7 +76,7 @@ impl Writeback {
             self.busy.store(false, Ordering::Release);
             return false;
         }
-        self.requested = size;
+        self.requested = end;
         true
     }
 
@@ -146,7 +156,10 @@ mod tests {
         let mut w = Writeback::from(10 * WRITEBACK_BYTES);
         assert!(!w.after_append(&file, 100));
         assert_eq!(w.requested, 100);
-        assert!(w.after_append(&file, 100 + WRITEBACK_BYTES));
+        // Whole pages: the partial page at the end waits for the next request.
+        assert!(!w.after_append(&file, 100 + WRITEBACK_BYTES));
+        assert!(w.after_append(&file, 100 + WRITEBACK_BYTES + PAGE));
+        assert_eq!(w.requested, WRITEBACK_BYTES + PAGE);
         wait_idle(&w);
     }
 }
