@@ -107,16 +107,16 @@ fn append_and_read_every_field() {
     assert_eq!(r.key(1), None);
     assert_eq!(r.value(1), None);
     assert_eq!(r.key(2), Some(&b""[..]));
-    assert!(r.headers[0].is_empty());
+    assert!(r.headers(0).is_empty());
     assert_eq!(
-        r.headers[2],
+        r.headers(2),
         vec![
             ("h1".to_owned(), Some(b"x".to_vec())),
             ("ü".to_owned(), None),
             (String::new(), Some(Vec::new())),
         ]
     );
-    assert_eq!(r.headers[5], r.headers[2]);
+    assert_eq!(r.headers(5), r.headers(2));
 
     b.clear();
     assert!(b.is_empty());

@@ -614,11 +614,9 @@ unsafe fn take_message(
     let mut kind = rdsys::rd_kafka_timestamp_type_t::RD_KAFKA_TIMESTAMP_NOT_AVAILABLE;
     let timestamp = unsafe { rdsys::rd_kafka_message_timestamp(message, &raw mut kind) };
     batch.timestamps.push(timestamp);
-    batch.headers.push(if headers {
-        unsafe { headers_of(message) }
-    } else {
-        Vec::new()
-    });
+    if headers {
+        batch.push_headers(unsafe { headers_of(message) });
+    }
     1
 }
 

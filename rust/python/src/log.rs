@@ -55,7 +55,10 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn headers_list<'py>(py: Python<'py>, headers: &OwnedHeaders) -> PyResult<Bound<'py, PyList>> {
+fn headers_list<'py>(
+    py: Python<'py>,
+    headers: &[(String, Option<Vec<u8>>)],
+) -> PyResult<Bound<'py, PyList>> {
     PyList::new(
         py,
         headers
@@ -295,27 +298,20 @@ impl RecordBatch {
     fn headers<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let _pause = GcPause::new(py, self.batch.len())?;
         let out = PyList::empty(py);
-        for h in &self.batch.headers {
-            out.append(headers_list(py, h)?)?;
+        for i in 0..self.batch.len() {
+            out.append(headers_list(py, self.batch.headers(i))?)?;
         }
         Ok(out)
     }
     fn records<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
-        let headers = &self.batch.headers;
+        let batch = &self.batch;
         records_of(
             py,
             self.topic.bind(py),
             self.partition,
-            &self.batch,
-            // Most records have no headers; skip even the empty clone.
-            |i| {
-                if headers[i].is_empty() {
-                    Vec::new()
-                } else {
-                    headers[i].clone()
-                }
-            },
+            batch,
+            |i| batch.headers(i).to_vec(),
             &out,
         )?;
         Ok(out)
@@ -1066,7 +1062,7 @@ impl NativeConsumer {
                 &topic,
                 p.partition,
                 &p.batch,
-                |i| std::mem::take(&mut headers[i]),
+                |i| headers.get_mut(i).map(std::mem::take).unwrap_or_default(),
                 &out,
             )?;
         }

@@ -91,7 +91,7 @@ fn replay_batch(
         timestamps,
         keys,
         values,
-        headers: vec![Vec::new(); n],
+        headers: Vec::new(),
         data,
         next_offset,
     };

@@ -423,7 +423,6 @@ mod tests {
             b.timestamps.push(i as i64 * 7);
             b.keys.push(key);
             b.values.push(value);
-            b.headers.push(Vec::new());
         }
         b
     }

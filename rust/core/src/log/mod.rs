@@ -175,7 +175,10 @@ pub struct ReadBatch {
     pub timestamps: Vec<i64>,
     pub keys: Vec<Option<Span>>,
     pub values: Vec<Option<Span>>,
-    /// Per record; an empty Vec (no allocation) for records without headers.
+    /// Per record up to the last one that has headers (so empty when none
+    /// has, as is usual: a column of empty Vecs cost a write of 24 bytes
+    /// per record); read with [`ReadBatch::headers`], add with
+    /// [`ReadBatch::push_headers`].
     pub headers: Vec<Vec<(String, Option<Vec<u8>>)>>,
     pub data: Vec<u8>,
     /// The offset to read from next (last offset + 1, or the offset asked for when empty).
@@ -194,6 +197,18 @@ impl ReadBatch {
     }
     pub fn value(&self, i: usize) -> Option<&[u8]> {
         self.values[i].map(|s| &self.data[s.start..s.start + s.len])
+    }
+    /// Record `i`'s headers (none for most records).
+    pub fn headers(&self, i: usize) -> &[(String, Option<Vec<u8>>)] {
+        self.headers.get(i).map_or(&[], Vec::as_slice)
+    }
+    /// Sets the headers of the record just pushed (the last of `offsets`).
+    pub fn push_headers(&mut self, headers: Vec<(String, Option<Vec<u8>>)>) {
+        if !headers.is_empty() {
+            let i = self.offsets.len() - 1;
+            self.headers.resize_with(i, Vec::new);
+            self.headers.push(headers);
+        }
     }
 }
 

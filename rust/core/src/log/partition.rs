@@ -124,7 +124,6 @@ impl PartitionHandle {
         batch.timestamps.reserve(capacity);
         batch.keys.reserve(capacity);
         batch.values.reserve(capacity);
-        batch.headers.reserve(capacity);
         let mut st = ReadState {
             target: offset,
             records_left: max_records,
@@ -901,11 +900,9 @@ fn read_frames(
             batch.timestamps.push(f.timestamp);
             batch.keys.push(span(f.key));
             batch.values.push(span(f.value));
-            batch.headers.push(if f.header_count == 0 {
-                Vec::new()
-            } else {
-                format::decode_headers(frame, &f).map_err(bad)?
-            });
+            if f.header_count > 0 {
+                batch.push_headers(format::decode_headers(frame, &f).map_err(bad)?);
+            }
             unchecked.push(view, &batch.data, (start, total, pos, offset))?;
             st.returned += 1;
             st.returned_bytes += total;

@@ -642,7 +642,7 @@ fn changelog_frame(batch: &ReadBatch, i: usize) -> Option<&[u8]> {
     let size = data_frame_size(key.len, value_len);
     let frame = batch.data.get(start..start.checked_add(size)?)?;
     let value_at = start + KEY_LEN_AT + 8 + key.len;
-    let fits = batch.headers[i].is_empty()
+    let fits = batch.headers(i).is_empty()
         && batch.values[i].is_none_or(|v| v.start == value_at)
         && format::frame_size(format::u32_at(frame, 0)) == Some(size)
         && format::u64_at(frame, OFFSET_AT) == batch.offsets[i]
