@@ -5,6 +5,7 @@
 //! - [`expr`]: column expressions over JSON values (the DSL's native fast paths).
 //! - [`serde`]: Kafka-compatible built-in serdes and the murmur2 partitioner.
 
+mod bytes;
 pub mod error;
 pub mod expr;
 mod fsutil;

@@ -828,7 +828,7 @@ impl JsonOut for String {
 impl JsonOut for Vec<u8> {
     #[inline]
     fn put(&mut self, s: &str) {
-        self.extend_from_slice(s.as_bytes());
+        crate::bytes::extend_small(self, s.as_bytes());
     }
     #[inline]
     fn put_ascii(&mut self, b: u8) {

@@ -210,7 +210,7 @@ fn put_bytes(buf: &mut Vec<u8>, bytes: Option<&[u8]>) {
     match bytes {
         Some(b) => {
             buf.extend_from_slice(&(b.len() as i32).to_be_bytes());
-            buf.extend_from_slice(b);
+            crate::bytes::extend_small(buf, b);
         }
         None => buf.extend_from_slice(&(-1i32).to_be_bytes()),
     }
