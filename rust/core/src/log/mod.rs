@@ -650,16 +650,25 @@ impl Log {
             .collect();
         let mut first_error = None;
         for wave in dirty.chunks(FLUSH_PARALLELISM) {
-            let results: Vec<Result<()>> = match wave {
-                [one] => vec![one.flush()],
-                _ => std::thread::scope(|s| {
-                    let handles: Vec<_> = wave.iter().map(|p| s.spawn(|| p.flush())).collect();
-                    handles
-                        .into_iter()
-                        .map(|h| h.join().expect("a flush does not panic"))
-                        .collect()
-                }),
-            };
+            let results: Vec<Result<()>> = std::thread::scope(|s| {
+                // A partition no thread could be started for is flushed here.
+                let started: Vec<_> = wave
+                    .iter()
+                    .map(|p| {
+                        let thread = (wave.len() > 1)
+                            .then(|| std::thread::Builder::new().spawn_scoped(s, || p.flush()))
+                            .and_then(std::io::Result::ok);
+                        (p, thread)
+                    })
+                    .collect();
+                started
+                    .into_iter()
+                    .map(|(p, thread)| match thread {
+                        Some(t) => t.join().expect("a flush does not panic"),
+                        None => p.flush(),
+                    })
+                    .collect()
+            });
             for result in results {
                 if let Err(e) = result {
                     first_error.get_or_insert(e);

@@ -206,9 +206,14 @@ impl PartitionHandle {
         // index at once (each fsync waits mostly on the device: two in flight
         // overlap those waits).
         let result = std::thread::scope(|s| {
-            let index = s.spawn(|| io(&index_path, index_file.sync_data()));
+            let sync_index = || io(&index_path, index_file.sync_data());
+            let index = std::thread::Builder::new().spawn_scoped(s, sync_index);
             let log = io(&log_path, log_file.sync_data());
-            log.and(index.join().expect("an fsync does not panic"))
+            // Without a thread to spare, the index is synced after the log.
+            log.and(index.map_or_else(
+                |_| sync_index(),
+                |t| t.join().expect("an fsync does not panic"),
+            ))
         })
         .and_then(|()| if dir_dirty { sync_dir(&dir) } else { Ok(()) });
         if result.is_err() {
