@@ -485,7 +485,7 @@ impl Partition {
         }
         let active = segments.last().expect("at least one segment");
         let next_offset = active.last_offset.map_or(active.base, |o| o + 1);
-        let writeback = Writeback::from(active.size);
+        let writeback = Writeback::starting_at(active.size);
         Ok(Partition {
             topic: Arc::clone(topic),
             id,
@@ -598,7 +598,7 @@ impl Partition {
         let seg = Segment::create(&self.dir, self.next_offset)?;
         self.segments.push(seg);
         self.dir_dirty = true;
-        self.writeback = Writeback::from(0);
+        self.writeback = Writeback::starting_at(0);
         Ok(())
     }
 
