@@ -94,6 +94,7 @@ fn replay_batch(
         headers: Vec::new(),
         data,
         next_offset,
+        log_frames: false,
     };
     Ok(record_batch(
         py,

@@ -183,6 +183,9 @@ pub struct ReadBatch {
     pub data: Vec<u8>,
     /// The offset to read from next (last offset + 1, or the offset asked for when empty).
     pub next_offset: u64,
+    /// `data` holds the records' whole frames as the embedded log stores
+    /// them (a read of the log), not only their keys and values.
+    pub log_frames: bool,
 }
 
 impl ReadBatch {

@@ -109,6 +109,7 @@ impl PartitionHandle {
     pub fn read(&self, offset: u64, max_records: usize, max_bytes: usize) -> Result<ReadBatch> {
         let mut batch = ReadBatch {
             next_offset: offset,
+            log_frames: true,
             ..ReadBatch::default()
         };
         let mut view = {

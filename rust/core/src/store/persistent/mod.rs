@@ -370,15 +370,15 @@ impl PersistentKeyValueStore {
         Ok(())
     }
 
-    /// Applies the first `n` records of a changelog batch read from the
-    /// embedded log, in order (a null value deletes the key), without
-    /// logging them again; each keeps its record timestamp.
+    /// Applies the first `n` records of a changelog batch (read from the
+    /// embedded log or a Kafka consumer), in order (a null value deletes the
+    /// key), without logging them again; each keeps its record timestamp.
     ///
     /// A changelog record's frame and a store frame have the same format, so
-    /// a record without headers is copied into the store as it is, under
-    /// the store's next sequence number, and its CRC (checked when the log
-    /// read it) is carried over instead of computed again. Records with
-    /// headers are written as puts.
+    /// a record the embedded log read without headers is copied into the
+    /// store as it is, under the store's next sequence number, and its CRC
+    /// (checked when the log read it) is carried over instead of computed
+    /// again. Other records are written as puts.
     pub fn restore_batch(&mut self, batch: &ReadBatch, n: usize) -> Result<()> {
         for i in 0..n {
             if i + PREFETCH_AHEAD < n
@@ -636,6 +636,11 @@ impl Drop for PersistentKeyValueStore {
 /// the frame's own length, offset and timestamp fields are checked against
 /// the batch, so any other layout is only a missed shortcut.
 fn changelog_frame(batch: &ReadBatch, i: usize) -> Option<&[u8]> {
+    // Only a read of the embedded log has frames around its keys (a Kafka
+    // consumer's batch holds bare keys and values).
+    if !batch.log_frames {
+        return None;
+    }
     let key = batch.keys[i]?;
     let start = key.start.checked_sub(KEY_LEN_AT + 4)?;
     let value_len = batch.values[i].map_or(0, |v| v.len);
@@ -777,5 +782,12 @@ mod tests {
             assert_eq!(view.key(frame), batch.key(i));
         }
         assert_eq!(found[2], None);
+        // The same bytes not from a read of the log (a Kafka consumer's
+        // batch holds bare keys and values): no frame is trusted.
+        let foreign = ReadBatch {
+            log_frames: false,
+            ..batch
+        };
+        assert!((0..3).all(|i| changelog_frame(&foreign, i).is_none()));
     }
 }
