@@ -13,7 +13,7 @@ pub(crate) mod format;
 mod group;
 mod partition;
 mod segment;
-mod writeback;
+pub(crate) mod writeback;
 
 use std::collections::{BTreeMap, HashMap};
 use std::fs;

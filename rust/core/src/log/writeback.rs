@@ -50,17 +50,26 @@ impl Writeback {
     /// and this partition's previous request is done. Returns whether it
     /// did.
     pub fn after_append(&mut self, file: &Arc<File>, size: u64) -> bool {
+        // Whole pages only: a page under writeback cannot be written to
+        // until its write ends (on devices that need stable pages), and the
+        // next append goes on filling the last, partial one.
+        self.request(file, size, size & !(PAGE - 1), WRITEBACK_BYTES)
+    }
+
+    /// A segment that takes no more appends (closed): starts writing out
+    /// whatever of it no request covered yet, unless a request still runs.
+    pub fn closing(&mut self, file: &Arc<File>, size: u64) -> bool {
+        self.request(file, size, size, 1)
+    }
+
+    /// Requests `[requested, end)` if that is at least `min` bytes and no
+    /// request of this partition runs; `size` is the segment's size.
+    fn request(&mut self, file: &Arc<File>, size: u64, end: u64, min: u64) -> bool {
         if size < self.requested {
             // The segment was cut back (a failed write); start over there.
             self.requested = size;
         }
-        // Whole pages only: a page under writeback cannot be written to
-        // until its write ends (on devices that need stable pages), and the
-        // next append goes on filling the last, partial one.
-        let end = size & !(PAGE - 1);
-        if end.saturating_sub(self.requested) < WRITEBACK_BYTES
-            || self.busy.swap(true, Ordering::AcqRel)
-        {
+        if end.saturating_sub(self.requested) < min || self.busy.swap(true, Ordering::AcqRel) {
             return false;
         }
         let (start, len) = (self.requested, end - self.requested);
@@ -147,6 +156,21 @@ mod tests {
         assert!(w.after_append(&file, 3 * WRITEBACK_BYTES));
         wait_idle(&w);
         assert_eq!(w.requested, 3 * WRITEBACK_BYTES);
+    }
+
+    #[test]
+    fn a_closing_segment_requests_all_its_rest() {
+        let dir = tempfile::tempdir().unwrap();
+        let file = Arc::new(File::create(dir.path().join("seg")).unwrap());
+        let mut w = Writeback::starting_at(0);
+        assert!(
+            !w.after_append(&file, 100),
+            "too little for an open segment"
+        );
+        assert!(w.closing(&file, 100), "a closed segment's every byte");
+        wait_idle(&w);
+        assert_eq!(w.requested, 100);
+        assert!(!w.closing(&file, 100), "nothing left");
     }
 
     #[test]

@@ -4,6 +4,7 @@
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::FileExt;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use super::Location;
 use super::files::{io, segment_name, sync_dir};
@@ -11,6 +12,7 @@ use super::mmap::Map;
 use crate::error::{Error, Result};
 use crate::log::Header;
 use crate::log::format::{self, BODY_AT, CRC_AT, MAX_FRAME, MIN_FRAME, OFFSET_AT};
+use crate::log::writeback::Writeback;
 
 /// Where the key length field of a frame is; the key follows it.
 pub(super) const KEY_LEN_AT: usize = BODY_AT + 8;
@@ -25,7 +27,7 @@ pub(super) struct Segment {
     /// The sequence number of the segment's first frame, which names the file.
     pub base: u64,
     pub path: PathBuf,
-    pub file: File,
+    pub file: Arc<File>,
     /// Bytes in the file (the write buffer comes after them).
     pub len: u64,
     /// Closed segments are read through a memory map.
@@ -39,7 +41,7 @@ impl Segment {
         Ok(Segment {
             base,
             path,
-            file,
+            file: Arc::new(file),
             len,
             map: None,
         })
@@ -61,7 +63,7 @@ impl Segment {
         Ok(Segment {
             base,
             path,
-            file,
+            file: Arc::new(file),
             len: 0,
             map: None,
         })
@@ -83,6 +85,9 @@ pub(super) struct SegmentLog {
     pub total_bytes: u64,
     /// The first segment written since the last fsync.
     unsynced_from: Option<usize>,
+    /// The active segment's early writeback (`crate::log::writeback`): a
+    /// commit's fsync then finds little left to write.
+    writeback: Writeback,
     /// Segment files were created since the directory was last fsynced.
     dir_unsynced: bool,
 }
@@ -107,6 +112,7 @@ impl SegmentLog {
             s.map = Map::new(&s.file, s.len);
         }
         let total_bytes = segments.iter().map(|s| s.len).sum();
+        let writeback = Writeback::starting_at(segments[closed].len);
         Ok(SegmentLog {
             dir: dir.to_path_buf(),
             segment_bytes,
@@ -117,6 +123,7 @@ impl SegmentLog {
             next_seq,
             total_bytes,
             unsynced_from: None,
+            writeback,
             dir_unsynced,
         })
     }
@@ -209,9 +216,11 @@ impl SegmentLog {
         self.write_buffer()?;
         let closing = self.segments.last_mut().expect("an active segment");
         closing.map = Map::new(&closing.file, closing.len);
+        self.writeback.closing(&closing.file, closing.len);
         let segment = Segment::create(&self.dir, self.next_seq)?;
         self.segments.push(segment);
         self.dir_unsynced = true;
+        self.writeback = Writeback::starting_at(0);
         Ok(())
     }
 
@@ -227,6 +236,7 @@ impl SegmentLog {
         )?;
         active.len += self.buf.len() as u64;
         self.buf.clear();
+        self.writeback.after_append(&active.file, active.len);
         Ok(())
     }
 
@@ -240,6 +250,7 @@ impl SegmentLog {
             for s in &self.segments[from..] {
                 io(&s.path, s.file.sync_data())?;
             }
+            self.writeback.flushed_to(self.active().len);
         }
         if self.dir_unsynced {
             sync_dir(&self.dir)?;
