@@ -98,14 +98,27 @@ def test_every_key_from_either_instance_and_after_a_move(
     with first, second:
         first.start()
         second.start()
-        wait_until(
-            lambda: (
-                all(a.state is State.RUNNING for a in apps)
-                and all(len(a.metadata_for_all_streams_clients()) == 2 for a in apps)
-            ),
-            TIMEOUT,
-            "both instances running, each seeing the other",
-        )
+
+        def settled() -> bool:
+            """Both running and seeing each other, and each key's partition
+            is local to the instance both name for it. (A rebalance can
+            follow the first one at once, as the instances place standbys;
+            while it runs, metadata may name an instance that does not yet
+            hold the task, as in Kafka Streams.)"""
+            if not all(a.state is State.RUNNING for a in apps) or not all(
+                len(a.metadata_for_all_streams_clients()) == 2 for a in apps
+            ):
+                return False
+            for key in KEYS:
+                metas = [a.query_metadata_for_key("counts", key, S) for a in apps]
+                owner = apps[hosts.index(metas[0].active_host.endpoint())]
+                if metas[0] != metas[1] or (
+                    metas[0].partition not in owner._local_store_partitions("counts")
+                ):
+                    return False
+            return True
+
+        wait_until(settled, TIMEOUT, "both instances running, agreeing where each key lives")
         # Both instances agree where each key lives, and it is where the
         # key's count is: that instance runs the task of its partition.
         for key in KEYS:
