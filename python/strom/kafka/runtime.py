@@ -439,9 +439,11 @@ class KafkaRuntime(Runtime):
                     key = (batch.topic, batch.partition)
                     task, store = plan[key]
                     # A partition's first batch tells the store what is to come.
-                    remaining = 0 if key in started_keys else self._changelog_ends[key]
-                    started_keys.add(key)
-                    task.state.restore_batch(store, batch, max(0, remaining - batch.next_offset))
+                    remaining = 0
+                    if key not in started_keys:
+                        started_keys.add(key)
+                        remaining = max(0, self._changelog_ends[key] - batch.next_offset)
+                    task.state.restore_batch(store, batch, remaining)
                     restored += len(batch)
                     if batch.next_offset >= self._changelog_ends[key]:
                         pending.discard(key)
