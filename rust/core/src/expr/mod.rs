@@ -548,18 +548,33 @@ fn eval_node<'a>(
                     Value::Null
                 }
             };
-            if let (Column::Const(x), Column::Const(y)) = (&left, &right) {
-                return match binary(*op, x, y) {
+            // The results overwrite an operand's own rows: no column is
+            // allocated per operator (`price * 89 // 100` is two).
+            match (left, right) {
+                (Column::Const(x), Column::Const(y)) => match binary(*op, &x, &y) {
                     Ok(v) => Column::Const(v),
                     // A constant failure fails every row.
-                    Err(_) => Column::Rows((0..rows).map(|row| apply(row, x, y)).collect()),
-                };
+                    Err(_) => Column::Rows((0..rows).map(|row| apply(row, &x, &y)).collect()),
+                },
+                (Column::Rows(mut xs), Column::Const(y)) => {
+                    for (row, x) in xs.iter_mut().enumerate() {
+                        *x = apply(row, x, &y);
+                    }
+                    Column::Rows(xs)
+                }
+                (Column::Const(x), Column::Rows(mut ys)) => {
+                    for (row, y) in ys.iter_mut().enumerate() {
+                        *y = apply(row, &x, y);
+                    }
+                    Column::Rows(ys)
+                }
+                (Column::Rows(mut xs), Column::Rows(ys)) => {
+                    for (row, (x, y)) in xs.iter_mut().zip(&ys).enumerate() {
+                        *x = apply(row, x, y);
+                    }
+                    Column::Rows(xs)
+                }
             }
-            Column::Rows(
-                (0..rows)
-                    .map(|row| apply(row, left.get(row), right.get(row)))
-                    .collect(),
-            )
         }
         Node::Struct(members) => {
             let values: Vec<(&str, Column<'a>)> = members
