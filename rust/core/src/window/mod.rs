@@ -60,13 +60,9 @@
 //!   hopping at 14M (18 ns per window update); 100k keys add about 18 ns
 //!   per tumbling record and 25 ns per hopping window in slot misses,
 //!   which prefetch distance (8 to 28 rows) does not change. What would
-//!   go further: one entry per key holding a small ring of its live
-//!   windows (hopping's four updates on one or two cache lines, one
-//!   lookup and one probe instead of four; in final mode the closed
-//!   windows awaiting their emit make the ring unbounded, so it needs a
-//!   growable ring or an overflow), and fewer instructions per update
-//!   for tumbling (its in-cache cost alone is 24 of the 25 ns that 40M
-//!   records/s allows).
+//!   go further: fewer instructions per update (tumbling's in-cache cost
+//!   alone is 24 of the 25 ns that 40M records/s allows; a ring of each
+//!   key's windows did not help hopping, see below).
 //!   The slot cost follows the table's size against the 2 MiB L2 cache:
 //!   with 64-byte slots, tumbling ran at 31.5M records/s over 25k keys (2
 //!   MiB tables), 28.8M over 50k, 21.5M over 100k (8 MiB). Slots of 32
@@ -86,8 +82,21 @@
 //!   a 100k-key record waits now (perf): on the prefetches themselves and
 //!   the fingerprint group load behind them, i.e. on memory parallelism,
 //!   with a 4 MiB table still twice the L2 cache; hopping's four tables
-//!   make four such misses per record, which only the per-key ring above
-//!   would fold into one or two lines.
+//!   make four such misses per record.
+//!   The per-key ring was built and measured (2026-11-26, not kept): in
+//!   update mode with windows that fit, one table keyed once per key whose
+//!   192-byte slot holds six windows (start, timestamp, state; a dirty bit
+//!   each), a list of changed slots per live start (drained in slot
+//!   order), keys without a live window dropped when the table would
+//!   grow. All the Rust window tests passed on it. Hopping x4 at 100k keys
+//!   (`window_perf`, 100 batches, alternated with the tables): 6.2-6.6M
+//!   against 4.8-6.5M records/s, the same within the noise; at 1,000 keys
+//!   10.6-13.2M against 8.2-12.1M. A record still reads three lines of its
+//!   slot (the key's and those of its four cells), and the time went to
+//!   the prefetches waiting for free fill buffers as before: the tables'
+//!   four 32-byte slots and the ring's 192 bytes cost alike. What is left
+//!   for hopping is per window update (about 20 ns in cache: four results
+//!   of five columns per record and the change tracking), not the lookups.
 //! - **Store visibility is Kafka's.** Kafka reads windows back through its
 //!   store, whose retention hides old windows; the kernels emulate what the
 //!   default stores show, so that, as in Kafka, final results of windows the
