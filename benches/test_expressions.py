@@ -7,7 +7,9 @@ Targets (issue 19): expressions >= 3,000,000 records/s on one core for q1
 and q2, and >= 10x the lambda version of the same app.
 
 Only the app's run is timed: the input log is written, the topology built
-and garbage collected before each round. The inputs are kept as columns
+and garbage collected before each round. ``test_fast_path_ratio`` measures
+the ratio itself from rounds run in pairs (lambdas, then expressions), so
+that both apps of a pair see the machine in the same minutes. The inputs are kept as columns
 (lists of bytes and ints, which the garbage collector does not track), so a
 collection the app triggers does not walk the benchmark's own data. Each
 round also records the process CPU time it took (``cpu_records_per_s``):
@@ -124,39 +126,89 @@ def topology(app: Callable[[StreamsBuilder], None]) -> Topology:
     return b.build()
 
 
+def _input_log(topic: str, columns: InputColumns) -> str:
+    """A fresh log holding ``columns`` in ``topic``, and an empty ``out``."""
+    path = tempfile.mkdtemp(prefix="strom-bench-expr-")
+    with EmbeddedLog(path) as log:
+        log.create_topic(topic)
+        log.create_topic("out")
+        with log.producer() as producer:
+            producer.produce_columns(topic, *columns)
+    return path
+
+
+def _run_app(built: Topology, path: str) -> float:
+    """Runs the app to the end of its input; the process CPU seconds it took."""
+    started = time.process_time()
+    config = {"application.id": f"bench-{next(_runs)}", "bootstrap.servers": f"embedded:{path}"}
+    with KafkaStreams(built, config) as app:
+        app.run_until_end()
+    return time.process_time() - started
+
+
+def _median(xs: list[float]) -> float:
+    return sorted(xs)[len(xs) // 2]
+
+
 @pytest.mark.parametrize("name", list(APPS))
 def test_fast_paths(benchmark: Any, inputs: dict[str, InputColumns], name: str) -> None:
     topic = "lines" if name.startswith("filter_map") else "bid"
-    keys, values, stamps = inputs[topic]
     paths: list[str] = []
     cpu_seconds: list[float] = []
 
     def setup() -> tuple[tuple[Topology, str], dict[str, Any]]:
-        path = tempfile.mkdtemp(prefix="strom-bench-expr-")
-        paths.append(path)
-        with EmbeddedLog(path) as log:
-            log.create_topic(topic)
-            log.create_topic("out")
-            with log.producer() as producer:
-                producer.produce_columns(topic, keys, values, stamps)
+        paths.append(_input_log(topic, inputs[topic]))
         built = topology(APPS[name])
         gc.collect()
-        return (built, path), {}
+        return (built, paths[-1]), {}
 
     def run(built: Topology, path: str) -> None:
-        started = time.process_time()
-        config = {"application.id": f"bench-{next(_runs)}", "bootstrap.servers": f"embedded:{path}"}
-        with KafkaStreams(built, config) as app:
-            app.run_until_end()
-        cpu_seconds.append(time.process_time() - started)
+        cpu_seconds.append(_run_app(built, path))
 
     benchmark.pedantic(run, setup=setup, rounds=5)
     for path in paths:
         shutil.rmtree(path, ignore_errors=True)
     if benchmark.stats is None:
         return  # benchmarks disabled: a plain pytest run executes each body once
-    records = len(keys)
-    cpu_seconds.sort()
+    records = len(inputs[topic][0])
     benchmark.extra_info["records_per_s"] = records / benchmark.stats.stats.median
-    benchmark.extra_info["cpu_records_per_s"] = records / cpu_seconds[len(cpu_seconds) // 2]
+    benchmark.extra_info["cpu_records_per_s"] = records / _median(cpu_seconds)
     benchmark.extra_info["note"] = f"{records:,} records in, one partition, one thread"
+
+
+@pytest.mark.parametrize("app", ["q1", "q2"])
+def test_fast_path_ratio(benchmark: Any, inputs: dict[str, InputColumns], app: str) -> None:
+    """The expression app's speed over its lambda version's, from rounds run
+    in pairs (lambdas, then expressions, on the same input): both see the
+    machine in the same minutes, where separate runs minutes apart move
+    the ratio with the machine's load. Reports the median of the pairs'
+    ratios, by wall time and by CPU time."""
+    ratios: list[float] = []
+    cpu_ratios: list[float] = []
+
+    def one(name: str) -> tuple[float, float]:
+        path = _input_log("bid", inputs["bid"])
+        built = topology(APPS[name])
+        gc.collect()
+        try:
+            started = time.perf_counter()
+            cpu = _run_app(built, path)
+            return time.perf_counter() - started, cpu
+        finally:
+            shutil.rmtree(path, ignore_errors=True)
+
+    def pair() -> None:
+        wall_lambdas, cpu_lambdas = one(f"{app}-lambdas")
+        wall_expressions, cpu_expressions = one(f"{app}-expressions")
+        ratios.append(wall_lambdas / wall_expressions)
+        cpu_ratios.append(cpu_lambdas / cpu_expressions)
+
+    benchmark.pedantic(pair, rounds=5)
+    if benchmark.stats is None:
+        return
+    benchmark.extra_info["ratio"] = _median(ratios)
+    benchmark.extra_info["cpu_ratio"] = _median(cpu_ratios)
+    benchmark.extra_info["note"] = (
+        f"expressions / lambdas, 5 alternated pairs: median {_median(ratios):.2f}x "
+        f"(pairs {min(ratios):.2f}-{max(ratios):.2f}x), CPU {_median(cpu_ratios):.2f}x"
+    )
