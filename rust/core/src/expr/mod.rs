@@ -538,9 +538,9 @@ fn eval_node<'a>(
                     .collect(),
             ),
         },
-        Node::Binary(op, a, b) => {
-            let left = eval_node(a, columns, rows, errors);
-            let right = eval_node(b, columns, rows, errors);
+        Node::Binary(op, lhs, rhs) => {
+            let left = eval_node(lhs, columns, rows, errors);
+            let right = eval_node(rhs, columns, rows, errors);
             let mut apply = |row: usize, x: &Value<'a>, y: &Value<'a>| match binary(*op, x, y) {
                 Ok(out) => out,
                 Err(message) => {
