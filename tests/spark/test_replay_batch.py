@@ -1,12 +1,52 @@
-"""A replay task's input chunks: native batches built from the Arrow columns
-Spark hands the worker (``_core.replay_batch``)."""
+"""A replay's input: the embedded log read into the source DataFrame, and a
+task's input chunks, native batches built from the Arrow columns Spark hands
+the worker (``_core.replay_batch``)."""
 
 from __future__ import annotations
 
+import importlib
+from pathlib import Path
+
 import pyarrow as pa
 import pytest
+from pyspark.sql import SparkSession
 
 from strom import _core
+from strom.embedded import EmbeddedLog
+from strom.spark._task import INPUT_SCHEMA
+
+# The module, not the function of the same name that strom.spark exports.
+replay_module = importlib.import_module("strom.spark.replay")
+
+
+def test_the_embedded_source_holds_the_logs_records(spark: SparkSession, tmp_path: Path) -> None:
+    """Every record of the topics asked for, null keys and values included,
+    from each partition's start, in the input schema; other topics left out."""
+    log = EmbeddedLog(tmp_path / "log")
+    log.create_topic("in", 3)
+    log.create_topic("other")
+    with log.producer() as producer:
+        for i in range(500):
+            key = None if i % 7 == 0 else b"k%d" % i
+            value = None if i % 5 == 0 else b"v" * (i % 40)
+            producer.produce("in", key, value, timestamp=10 * i, partition=i % 3)
+        producer.produce("other", b"a", b"b")
+    frame, counts, ends = replay_module._from_embedded(spark, str(tmp_path / "log"), ["in"])
+    assert counts == {"in": 3, "other": 1}
+    assert ends == {("in", p): n for p, n in log.end_offsets("in").items()}
+    got = sorted(
+        (r["partition"], r["offset"], r["key"], r["value"], r["timestamp"], r["task"], r["seq"])
+        for r in frame.collect()
+        if r["topic"] == "in"
+    )
+    expected = sorted(
+        (p, r.offset, r.key, r.value, r.timestamp, -1, r.offset)
+        for p in range(3)
+        for r in log.read("in", p, 0, 1_000)
+    )
+    assert got == expected
+    assert len(got) == frame.count() == 500
+    assert [f.name for f in frame.schema.fields] == INPUT_SCHEMA.names
 
 
 def test_columns_come_back_as_given() -> None:

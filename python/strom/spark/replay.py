@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from strom import errors
+from strom import _core, errors
 from strom.config import EMIT_INTERVAL_WINDOWED, StreamsConfig
 from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError, StromError, TopologyError
@@ -330,8 +330,8 @@ def _from_embedded(
     spark: SparkSession, path: str, topics: list[str]
 ) -> tuple[DataFrame, dict[str, int], Offsets]:
     """Reads the topics of an embedded log on the driver (the log is local
-    disk, open in this process) into a DataFrame; with each partition's end
-    offset."""
+    disk, open in this process) into a DataFrame, each batch read made into
+    Arrow columns natively; with each partition's end offset."""
     log_ = EmbeddedLog(path)
     existing = set(log_.topics())
     missing = [t for t in topics if t not in existing]
@@ -352,19 +352,24 @@ def _from_embedded(
                 batch = log_.read_batch(topic, partition, offset, 100_000)
                 if not len(batch):
                     break
-                offsets = batch.offsets()
-                n = len(offsets)
+                # The batch's columns as Arrow arrays natively: no Python
+                # object per record.
+                key, value, timestamp, part, offsets = (
+                    pa.array(column)
+                    for column in _core.arrow_columns(batch, key="binary", value="binary")
+                )
+                n = len(batch)
                 tables.append(
                     pa.table(
                         {
-                            "topic": pa.array([topic] * n, pa.string()),
-                            "partition": pa.array([partition] * n, pa.int32()),
-                            "offset": pa.array(offsets, pa.int64()),
-                            "key": pa.array(batch.keys(), pa.binary()),
-                            "value": pa.array(batch.values(), pa.binary()),
-                            "timestamp": pa.array(batch.timestamps(), pa.int64()),
-                            "task": pa.array([-1] * n, pa.int32()),
-                            "seq": pa.array(offsets, pa.int64()),
+                            "topic": pa.repeat(pa.scalar(topic, pa.string()), n),
+                            "partition": part,
+                            "offset": offsets,
+                            "key": key,
+                            "value": value,
+                            "timestamp": timestamp,
+                            "task": pa.repeat(pa.scalar(-1, pa.int32()), n),
+                            "seq": offsets,
                         },
                         schema=INPUT_SCHEMA,
                     )
