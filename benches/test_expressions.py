@@ -9,11 +9,12 @@ and q2, and >= 10x the lambda version of the same app.
 Only the app's run is timed: the input log is written, the topology built
 and garbage collected before each round. ``test_fast_path_ratio`` measures
 the ratio itself from rounds run in pairs (lambdas, then expressions), so
-that both apps of a pair see the machine in the same minutes. The inputs are kept as columns
-(lists of bytes and ints, which the garbage collector does not track), so a
-collection the app triggers does not walk the benchmark's own data. Each
-round also records the process CPU time it took (``cpu_records_per_s``):
-on a shared machine the wall time includes waiting for a core.
+that both apps of a pair see the machine in the same minutes. The inputs
+are kept as columns (lists of bytes and ints, which the garbage collector
+does not track), so a collection the app triggers does not walk the
+benchmark's own data. Each round also records the process CPU time it
+took (``cpu_records_per_s``): on a shared machine the wall time includes
+waiting for a core.
 """
 
 from __future__ import annotations
@@ -180,8 +181,8 @@ def test_fast_paths(benchmark: Any, inputs: dict[str, InputColumns], name: str) 
 def test_fast_path_ratio(benchmark: Any, inputs: dict[str, InputColumns], app: str) -> None:
     """The expression app's speed over its lambda version's, from rounds run
     in pairs (lambdas, then expressions, on the same input): both see the
-    machine in the same minutes, where separate runs minutes apart move
-    the ratio with the machine's load. Reports the median of the pairs'
+    machine in the same minutes, where separate runs move the ratio with
+    whatever the machine does in between. Reports the median of the pairs'
     ratios, by wall time and by CPU time."""
     ratios: list[float] = []
     cpu_ratios: list[float] = []
