@@ -93,9 +93,9 @@ impl FieldTree {
         })
     }
 
-    /// Marks `slot` as only copied into output JSON: its cells are
-    /// [`raw_cell`]s of the value's text, whose writing is a copy when the
-    /// text is already in the writer's form.
+    /// Marks `slot` as only copied into output JSON: its cells are raw
+    /// cells (`raw_cell`) of the value's text, whose writing is a copy when
+    /// the text is already in the writer's form.
     pub fn set_raw(&mut self, slot: usize) {
         let mut node = &mut self.root;
         for segment in &self.paths[slot] {

@@ -759,7 +759,7 @@ impl ThreadCache {
     /// (one entry each per turn) until the cache fits, as Kafka does when
     /// threads are added; returns what each dirty eviction flushed, per named
     /// cache, in emission order. The owner of each named cache must write
-    /// those entries to its store (see [`CachingKeyValueStore::write_flushed`]).
+    /// those entries to its store (see [`write_through`]).
     pub fn resize(&mut self, max_bytes: u64) -> Vec<(NamedCacheId, Vec<DirtyEntry>)> {
         let shrink = max_bytes < self.max_bytes;
         self.max_bytes = max_bytes;
