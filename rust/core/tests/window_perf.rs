@@ -16,7 +16,10 @@
 //! into 100 batches, as `benches/test_window_kernels.py` calls the binding
 //! (its results then fit in cache and are not page-faulted in afresh);
 //! `STROM_WINDOW_PERF_KEYS=1000` draws the keys from fewer (all in cache:
-//! the kernels' work without the slot misses).
+//! the kernels' work without the slot misses). `bare_hash_map_yardstick`
+//! runs the same records through a bare loop over hash maps (100 batches;
+//! `cargo test ... -- --ignored --nocapture bare` runs it alone), to show
+//! how far the kernels are from the machine.
 
 use std::time::Instant;
 
@@ -148,4 +151,168 @@ fn windowed_count_and_sum_throughput() {
         hopping,
         &values,
     );
+}
+
+/// A key of at most 15 bytes as one integer (its bytes zero-padded, its
+/// length in the top byte), read with overlapping word loads.
+fn key_word(k: &[u8]) -> u128 {
+    let n = k.len();
+    assert!(n <= 15, "the yardstick's keys fit 15 bytes");
+    let word = |at: usize| u64::from_le_bytes(k[at..at + 8].try_into().expect("8 bytes"));
+    let half = |at: usize| u64::from(u32::from_le_bytes(k[at..at + 4].try_into().expect("4")));
+    let (low, high) = if n >= 8 {
+        (
+            word(0),
+            if n > 8 {
+                word(n - 8) >> ((16 - n) * 8)
+            } else {
+                0
+            },
+        )
+    } else if n >= 4 {
+        (half(0) | half(n - 4) << ((n - 4) * 8), 0)
+    } else {
+        let low = k
+            .iter()
+            .enumerate()
+            .fold(0, |w, (i, &b)| w | u64::from(b) << (8 * i));
+        (low, 0)
+    };
+    u128::from(low) | u128::from(high | (n as u64) << 56) << 64
+}
+
+/// The kernels' key hash (two multiply-mix rounds, one per key word, then
+/// a finalizer): a single round clusters keys that differ in a few bytes,
+/// and the maps then fit in cache.
+#[derive(Default)]
+struct MixHasher(u64);
+
+impl std::hash::Hasher for MixHasher {
+    fn finish(&self) -> u64 {
+        let h = self.0;
+        (h ^ (h >> 29)).wrapping_mul(0xbf58_476d_1ce4_e5b9) ^ (h >> 32)
+    }
+
+    fn write(&mut self, _: &[u8]) {
+        unreachable!("keys hash as u128")
+    }
+
+    fn write_u128(&mut self, x: u128) {
+        let mix =
+            |h: u64, word: u64| (h.rotate_left(26) ^ word).wrapping_mul(0xf135_7aea_2e62_a9c5);
+        self.0 = mix(mix(0x9e37_79b9_7f4a_7c15, x as u64), (x >> 64) as u64);
+    }
+}
+
+/// One window start's keys: count, result timestamp, changed since the
+/// last drain.
+type BareMap = hashbrown::HashMap<u128, (i64, i64, bool), std::hash::BuildHasherDefault<MixHasher>>;
+
+/// The yardstick: a windowed count's work per record (key, probe, count and
+/// timestamp, the changed windows listed once, closed windows' changes
+/// captured, five result columns) in a bare loop over hashbrown maps, one
+/// per window start, sized as the kernel sizes its tables; no prefetching,
+/// no null keys, no late-record accounting beyond a count. It shows how
+/// close the kernels run to the memory and the machine (see the design
+/// notes in `src/window/mod.rs`).
+#[test]
+#[ignore = "throughput measurement; run in release mode"]
+fn bare_hash_map_yardstick() {
+    let calls = 100;
+    let n_keys: u64 = std::env::var("STROM_WINDOW_PERF_KEYS").map_or(100_000, |k| {
+        k.parse().expect("STROM_WINDOW_PERF_KEYS is a number")
+    });
+    let input = input(calls, n_keys);
+    let (size, grace) = (60_000_i64, 5_000_i64);
+    println!("{RECORDS} records, {n_keys} keys, {calls} batches, a bare loop over hash maps:");
+    for (name, advance) in [
+        ("tumbling count", size),
+        ("hopping (4 windows) count", size / 4),
+    ] {
+        let mut seconds = Vec::new();
+        let mut results = 0;
+        for _ in 0..RUNS {
+            let mut tables: Vec<(i64, BareMap, Vec<u128>)> = Vec::new();
+            let mut changes: Vec<(u128, i64, i64, i64)> = Vec::new();
+            let (mut rows, mut starts, mut ends, mut values, mut stamps) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut stream_time, mut expired) = (-1_i64, 0_u64);
+            results = 0;
+            let (t, cpu) = (Instant::now(), thread_cpu_seconds());
+            for (b, keys) in input.keys.iter().enumerate() {
+                let column = keys.column();
+                let from = b * (RECORDS / calls);
+                for (i, &ts) in input.timestamps[from..from + column.len()]
+                    .iter()
+                    .enumerate()
+                {
+                    let key = key_word(column.get(i).expect("a key"));
+                    stream_time = stream_time.max(ts);
+                    let close = stream_time - grace;
+                    while tables.first().is_some_and(|t| t.0 + size <= close) {
+                        let (start, map, changed) = tables.remove(0);
+                        for k in changed {
+                            let (count, ts, _) = map[&k];
+                            changes.push((k, start, count, ts));
+                        }
+                    }
+                    let mut start = (ts - size + advance).max(0) / advance * advance;
+                    while start <= ts {
+                        if start + size <= close {
+                            expired += 1;
+                            start += advance;
+                            continue;
+                        }
+                        let at = if let Some(at) = tables.iter().rposition(|t| t.0 == start) {
+                            at
+                        } else {
+                            let at = tables
+                                .iter()
+                                .rposition(|t| t.0 < start)
+                                .map_or(0, |p| p + 1);
+                            let capacity = tables.last().map_or(0, |t| t.1.capacity());
+                            let map = BareMap::with_capacity_and_hasher(
+                                capacity,
+                                std::hash::BuildHasherDefault::default(),
+                            );
+                            tables.insert(at, (start, map, Vec::new()));
+                            at
+                        };
+                        let table = &mut tables[at];
+                        let window = table.1.entry(key).or_insert((0, ts, false));
+                        window.0 += 1;
+                        window.1 = window.1.max(ts);
+                        if !window.2 {
+                            window.2 = true;
+                            table.2.push(key);
+                        }
+                        rows.push((from + i) as u32);
+                        starts.push(start);
+                        ends.push(start + size);
+                        values.push(window.0);
+                        stamps.push(window.1);
+                        start += advance;
+                    }
+                }
+                results += rows.len();
+                for column in [&mut starts, &mut ends, &mut values, &mut stamps] {
+                    column.clear();
+                }
+                rows.clear();
+            }
+            seconds.push(match (cpu, thread_cpu_seconds()) {
+                (Some(from), Some(to)) => to - from,
+                _ => t.elapsed().as_secs_f64(),
+            });
+            assert_eq!(expired, 0, "the input has no late records");
+        }
+        let best = seconds.iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "{name:<26} best {:>5.1} M records/s ({:.2} s), {:.1} ns a record; {results} results; load {}",
+            RECORDS as f64 / best / 1e6,
+            best,
+            best * 1e9 / RECORDS as f64,
+            load_average(),
+        );
+    }
 }

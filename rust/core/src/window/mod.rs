@@ -119,23 +119,29 @@
 //!   write its results to a buffer of its own and a gather pass (results
 //!   of neighbouring records belong to different shards, so in-place
 //!   writes share cache lines between the threads).
-//!   A yardstick (2026-11-27, a throwaway program over the same records):
-//!   hashbrown maps of 16-byte keys, one per window start, doing a
-//!   tumbling count's work per record (key load and hash, probe, count and
-//!   timestamp, a dirty flag and list, eviction capturing the changes, five
-//!   result columns) with no prefetching: 15-17 ns a record in cache, 32-36
-//!   ns at 100k keys with maps sized as the kernel sizes its tables (27-30
-//!   ns growing from empty); the kernel 26-29 ns and about 40 ns. Without
-//!   its prefetches the kernel runs 10% faster in cache and 1.6x slower at
-//!   100k keys; writing results through raw pointers instead of pushes,
-//!   10-15% faster in cache and no faster at 100k keys. So at 100k keys
-//!   the kernel is within about 1.2x of a bare loop doing its work, and
-//!   the 40M bar (25 ns a record) lies below that loop on these VMs: what
-//!   is left is memory latency and cores, not instructions. Hopping x4 in
-//!   the same loop: 46-47 ns a record in cache (the kernel 75-80), 240-290
-//!   ns at 100k keys (the kernel about 150: its prefetches pay there), so
-//!   a leaner loop could take hopping to about 20M in cache but not to the
-//!   15M bar at 100k keys.
+//!   A yardstick (`bare_hash_map_yardstick` in `tests/window_perf.rs`,
+//!   2026-11-27): hashbrown maps, one per window start, doing a count's
+//!   work per record (key load and hash, probe, count and timestamp, the
+//!   changed windows listed once, closed windows' changes captured, five
+//!   result columns) in a bare loop with no prefetching. Alternated with
+//!   the kernel (100 batches, same records): in cache (1,000 keys) the
+//!   bare loop runs tumbling at 46-61M records/s against the kernel's
+//!   22-29M, hopping x4 at 14.5-18.7M against 8-11M; at 100k keys it falls
+//!   to 9.7-10.8M and 2.4-2.5M, where the kernel runs 15-16M and 5.7-6.3M
+//!   (this VM at its slower speed). So the prefetches are what keep 100k
+//!   keys near in-cache speed, and the kernel's loop does about twice the
+//!   work of a bare one in cache: a leaner loop could gain there, but at
+//!   100k keys the kernel still pays about 11 ns of misses a record on top
+//!   of its in-cache cost, so even a loop as lean as the bare one would
+//!   land near 27 ns (37M), short of the 40M bar, and hopping's four
+//!   slots a record keep it far from 15M. Knocking out the kernel's
+//!   prefetches made it 10% faster in cache and 1.6x slower at 100k keys;
+//!   writing its results through raw pointers instead of pushes, 10-15%
+//!   faster in cache and no faster at 100k keys. (A first, throwaway
+//!   yardstick ran 32-36 ns a record at 100k keys, with keys all nine
+//!   bytes and a one-round hash; with the kernel's hash or the benchmark's
+//!   keys it ran as above: that figure measured its hash, not the
+//!   machine.)
 //! - **Store visibility is Kafka's.** Kafka reads windows back through its
 //!   store, whose retention hides old windows; the kernels emulate what the
 //!   default stores show, so that, as in Kafka, final results of windows the
