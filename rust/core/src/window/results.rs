@@ -180,6 +180,22 @@ impl<O: KafkaValue + Default> WindowedResults<O> {
         }
     }
 
+    /// Appends an update (keys as input rows, no tombstones: what
+    /// [`WindowedResults::reset`] without owned keys gives).
+    #[inline(always)]
+    #[allow(
+        clippy::inline_always,
+        reason = "hot per-record path: measured, the calls were not inlined"
+    )]
+    pub(crate) fn push_update(&mut self, row: u32, start: i64, end: i64, value: O, ts: i64) {
+        debug_assert!(matches!(self.keys, ResultKeys::InputRows) && self.tombstones.is_empty());
+        self.rows.push(row);
+        self.starts.push(start);
+        self.ends.push(end);
+        self.values.push(value);
+        self.timestamps.push(ts);
+    }
+
     /// Appends the old value of the result just pushed.
     #[inline]
     pub(crate) fn push_old(&mut self, old: Option<O>) {

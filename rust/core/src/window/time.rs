@@ -526,7 +526,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
                         }
                     };
                     if update_mode {
-                        out.push(row as u32, key, start, end, agg.output(state), new_ts);
+                        out.push_update(row as u32, start, end, agg.output(state), new_ts);
                         if send_old {
                             out.push_old(old.map(|o| agg.output(o)));
                         }
