@@ -847,11 +847,16 @@ where
     let interval = if rng.chance(50) { 0 } else { rng.range(1, 5) };
     let records = random_records(&mut rng, n_records, value);
 
+    // Tables this small stay below the default prefetch threshold: a third
+    // of the seeds always prefetch, a third switch as tables come and go
+    // (hints must not outlive the chunk that took them), a third never do.
+    let prefetch_above = [0, 2 << 10, usize::MAX][(seed % 3) as usize];
     let mut kernel = TimeWindowedAggregation::new(agg.clone(), windows, emit)
         .with_retention(retention)
         .unwrap()
         .with_emit_interval(interval)
-        .unwrap();
+        .unwrap()
+        .with_prefetch_above(prefetch_above);
     let mut model = Model {
         agg,
         windows,

@@ -707,6 +707,12 @@ impl<S: Copy + Default> Tables<S> {
     pub fn len(&self) -> usize {
         self.live.iter().map(StartTable::len).sum()
     }
+
+    /// The bytes of the live tables' slot arrays.
+    pub fn slot_bytes(&self) -> usize {
+        let slots: usize = self.live.iter().map(StartTable::capacity).sum();
+        slots * std::mem::size_of::<Slot<S>>()
+    }
 }
 
 /// A software prefetch: a hint with no effect on memory, so any pointer is
