@@ -142,6 +142,14 @@
 //!   bytes and a one-round hash; with the kernel's hash or the benchmark's
 //!   keys it ran as above: that figure measured its hash, not the
 //!   machine.)
+//!   Two steps from that comparison were kept (2026-11-27): tables whose
+//!   slots fit in half an L2 cache (512 KiB, `with_prefetch_above`) are no
+//!   longer prefetched, and updates append without the per-result checks
+//!   for owned keys and tombstones (`push_update`). At 1,000 keys
+//!   (`window_perf`, 100 batches, alternated with the previous build)
+//!   tumbling count 32-34M -> 35-41M records/s, hopping x4 8-12M ->
+//!   11-14M; at 100k keys, where the prefetches stay, unchanged within the
+//!   noise (also through the binding: 396-456 ms a round either way).
 //! - **Store visibility is Kafka's.** Kafka reads windows back through its
 //!   store, whose retention hides old windows; the kernels emulate what the
 //!   default stores show, so that, as in Kafka, final results of windows the
