@@ -130,14 +130,14 @@
 //!   to 9.7-10.8M and 2.4-2.5M, where the kernel runs 15-16M and 5.7-6.3M
 //!   (this VM at its slower speed). So the prefetches are what keep 100k
 //!   keys near in-cache speed, and the kernel's loop does about twice the
-//!   work of a bare one in cache: a leaner loop could gain there, but at
-//!   100k keys the kernel still pays about 11 ns of misses a record on top
-//!   of its in-cache cost, so even a loop as lean as the bare one would
-//!   land near 27 ns (37M), short of the 40M bar, and hopping's four
-//!   slots a record keep it far from 15M. Knocking out the kernel's
-//!   prefetches made it 10% faster in cache and 1.6x slower at 100k keys;
-//!   writing its results through raw pointers instead of pushes, 10-15%
-//!   faster in cache and no faster at 100k keys. (A first, throwaway
+//!   work of a bare one in cache, where a leaner loop gains. At 100k keys
+//!   it does not: knocking out the kernel's prefetches made it 10% faster
+//!   in cache and 1.6x slower at 100k keys; writing its results through
+//!   raw pointers instead of pushes, 10-15% faster in cache and no faster
+//!   at 100k keys (nor were the steps kept below). That case waits on
+//!   memory, about 40 ns a tumbling record and 150 a hopping one on these
+//!   VMs whatever the loop does around the misses: the 40M and 15M bars
+//!   need more memory parallelism or more cores than these machines give. (A first, throwaway
 //!   yardstick ran 32-36 ns a record at 100k keys, with keys all nine
 //!   bytes and a one-round hash; with the kernel's hash or the benchmark's
 //!   keys it ran as above: that figure measured its hash, not the
