@@ -16,7 +16,9 @@
 //! into 100 batches, as `benches/test_window_kernels.py` calls the binding
 //! (its results then fit in cache and are not page-faulted in afresh);
 //! `STROM_WINDOW_PERF_KEYS=1000` draws the keys from fewer (all in cache:
-//! the kernels' work without the slot misses). `bare_hash_map_yardstick`
+//! the kernels' work without the slot misses); `STROM_WINDOW_PERF_CASES`
+//! runs only the cases whose names contain one of its comma-separated
+//! parts (`"tumbling count"` for a profile of one, `"count"` for two). `bare_hash_map_yardstick`
 //! runs the same records through a bare loop over hash maps (100 batches;
 //! `cargo test ... -- --ignored --nocapture bare` runs it alone), to show
 //! how far the kernels are from the machine.
@@ -83,6 +85,11 @@ where
     A: Aggregate,
     C: ValueColumn<Value = A::Value>,
 {
+    if std::env::var("STROM_WINDOW_PERF_CASES")
+        .is_ok_and(|cases| !cases.split(',').any(|case| name.contains(case.trim())))
+    {
+        return;
+    }
     let mut out = WindowedResults::new();
     let mut seconds = Vec::new();
     let mut changes = 0;

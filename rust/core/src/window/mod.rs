@@ -134,10 +134,8 @@
 //!   it does not: knocking out the kernel's prefetches made it 10% faster
 //!   in cache and 1.6x slower at 100k keys; writing its results through
 //!   raw pointers instead of pushes, 10-15% faster in cache and no faster
-//!   at 100k keys (nor were the steps kept below). That case waits on
-//!   memory, about 40 ns a tumbling record and 150 a hopping one on these
-//!   VMs whatever the loop does around the misses: the 40M and 15M bars
-//!   need more memory parallelism or more cores than these machines give. (A first, throwaway
+//!   at 100k keys (nor were the steps kept below); where its time goes
+//!   instead is measured further down. (A first, throwaway
 //!   yardstick ran 32-36 ns a record at 100k keys, with keys all nine
 //!   bytes and a one-round hash; with the kernel's hash or the benchmark's
 //!   keys it ran as above: that figure measured its hash, not the
@@ -150,6 +148,38 @@
 //!   tumbling count 32-34M -> 35-41M records/s, hopping x4 8-12M ->
 //!   11-14M; at 100k keys, where the prefetches stay, unchanged within the
 //!   noise (also through the binding: 396-456 ms a round either way).
+//!   Where the 100k-key time goes, measured (2026-11-27, `window_perf`,
+//!   100 batches, counts, alternated within minutes):
+//!   - the table's misses are a small part. A throwaway C loop doing one
+//!     random read-modify-write per record in a 4 MiB array, prefetched 16
+//!     records ahead, with five 8-byte result columns written per record,
+//!     ran 11.4 ns a record against 6.4 ns with a 32 KiB array (its
+//!     unprefetched single-chain latency at 4 MiB: 148 ns): these VMs hide
+//!     such misses well when the prefetch address needs no load of its
+//!     own. Prefetching the slot at the key's home position, with no
+//!     control-byte load in the prefetch pass, did not change the kernel
+//!     (tumbling 17.1-21.0M against 17.9-21.2M records/s);
+//!   - most of the difference to 1,000 keys is per window of a key: the
+//!     first record of a key in a window inserts it, and the window's close
+//!     copies its change out (`capture_first_dirty`, into the changes kept
+//!     until the caller drains them; the benchmarks never drain, so that
+//!     list grows through the run). At 100k keys and 60 s windows that is
+//!     one record in six for tumbling and two window updates in three for
+//!     hopping. With 600 s windows (the same 100k keys and tables, a tenth
+//!     of the inserts and closes) tumbling ran 22.6-23.2M against
+//!     16.9-18.1M records/s and hopping 8.0-8.1M against 4.2-4.7M; without
+//!     the close's copy (a knock-out) 60 s windows ran tumbling 17.7-25.5M
+//!     against 17.0-20.2M and hopping 6.5-7.0M against 5.1-6.0M. So a key's
+//!     window costs about 100 ns beyond its updates, about half in the
+//!     close's copy and half in the insert. Reserving the copy's room once
+//!     and copying keys whole (no `memcpy` call per key) did not change it
+//!     (tumbling 18.9-21.4M against 20.5-23.4M, hopping 5.0-6.3M against
+//!     5.5-6.1M): the growing list's fresh pages, not the copying, are the
+//!     cost, and a caller that drains every batch reuses the allocator's.
+//!   - what is left is the in-cache loop (30-40M records/s tumbling).
+//!   So the bars (40M, 15M at 100k keys) would want a new window of a key
+//!   to cost no more than an update, and the in-cache loop about a third
+//!   cheaper; `STROM_WINDOW_PERF_CASES` runs one case for a profile.
 //! - **Store visibility is Kafka's.** Kafka reads windows back through its
 //!   store, whose retention hides old windows; the kernels emulate what the
 //!   default stores show, so that, as in Kafka, final results of windows the
