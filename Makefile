@@ -5,7 +5,7 @@ PYTHON ?= python3
 export VIRTUAL_ENV := $(abspath $(VENV))
 
 .DEFAULT_GOAL := help
-.PHONY: help venv build test test-rust test-python soak lint fmt docs docs-serve bench bench-sidebyside demo wheel-check clean
+.PHONY: help venv build test test-rust test-python soak lint clippy fmt docs docs-serve bench bench-sidebyside demo wheel-check clean
 
 help: ## list the targets
 	@grep -hE '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | awk -F':.*## ' '{printf "  %-12s %s\n", $$1, $$2}'
@@ -38,6 +38,9 @@ lint: build ## ruff, ruff format, mypy, stubtest, cargo fmt, clippy
 	$(VENV)/bin/mypy
 	$(PY) -m mypy.stubtest strom._core $(if $(wildcard stubtest-allowlist.txt),--allowlist stubtest-allowlist.txt)
 	cargo fmt --all --check
+	$(MAKE) --no-print-directory clippy
+
+clippy: venv ## cargo clippy -D warnings over the workspace, all targets (part of lint)
 	cargo clippy --workspace --all-targets --quiet -- -D warnings
 
 fmt: venv ## format Python and Rust code in place
