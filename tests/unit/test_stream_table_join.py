@@ -76,3 +76,41 @@ def test_mismatched_partition_counts_fail_before_processing(
     )
     with pytest.raises(TopologyError, match=r"co-partitioned.*stream \(2\).*table \(3\)"):
         app.run_until_end(timeout=30)
+
+
+@pytest.mark.parametrize("left", [False, True])
+def test_joined_serdes_serialize_the_repartition_after_a_key_change(left: bool) -> None:
+    """Kafka's ``Joined``: after a key change the join repartitions with its
+    key and value serdes (the stream has none of its own after
+    ``select_key``), and its key serde is the result's."""
+    builder = StreamsBuilder()
+    table = builder.table("users", key_serde=S, value_serde=S)
+    orders = builder.stream("orders", key_serde=S, value_serde=S)
+    by_user = orders.select_key(lambda k, v: v.split(",")[0])
+    join = by_user.left_join if left else by_user.join
+    join(table, lambda order, user: f"{order}|{user}", key_serde=S, value_serde=S).to(
+        "out", value_serde=S
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("users", S, S).pipe_input("alice", "Alice A.", 1)
+        orders_in = driver.create_input_topic("orders", S, S)
+        orders_in.pipe_input("o1", "alice,book", 2)
+        orders_in.pipe_input("o2", "bob,pen", 3)
+        got = driver.create_output_topic("out", S, S).read_key_values_to_list()
+    expected = [KeyValue("alice", "alice,book|Alice A.")]
+    if left:
+        expected.append(KeyValue("bob", "bob,pen|None"))
+    assert got == expected
+
+
+def test_join_arguments_a_table_join_does_not_take_are_refused() -> None:
+    builder = StreamsBuilder()
+    table = builder.table("t", key_serde=S, value_serde=S)
+    stream = builder.stream("s", key_serde=S, value_serde=S)
+    with pytest.raises(TopologyError, match="KTable takes no store_name, logging"):
+        stream.join(table, lambda a, b: a, store_name="x", logging=False)
+    globals_ = builder.global_table("g", key_serde=S, value_serde=S)
+    with pytest.raises(TopologyError, match="GlobalKTable takes no key_serde"):
+        stream.left_join(globals_, lambda k, v: k, lambda a, b: a, key_serde=S)
+    # Joined's other value serde is taken (and unused), as in Kafka.
+    stream.join(table, lambda a, b: a, other_value_serde=S).to("out", value_serde=S)

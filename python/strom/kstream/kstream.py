@@ -355,7 +355,13 @@ class KStream:
         For stream-stream joins, ``key_serde``, ``value_serde`` and
         ``other_value_serde`` (Kafka's ``StreamJoined``) serialize the join's
         stores and repartition topics, ``store_name`` names its stores and
-        ``logging=False`` turns their changelogs off.
+        ``logging=False`` turns their changelogs off. For a join with a
+        KTable, ``key_serde`` and ``value_serde`` (Kafka's ``Joined``)
+        serialize the repartition topic that a key change before the join
+        needs, and ``key_serde`` is the result's key serde
+        (``other_value_serde`` is taken, as ``Joined`` has it, and unused:
+        the table reads its own store). A join with a GlobalKTable takes
+        none of them (it has no stores or repartition topic of its own).
         """
         return self._join(
             other,
@@ -457,7 +463,25 @@ class KStream:
             )
         if isinstance(second, JoinWindows):
             raise TopologyError("JoinWindows belong to a join with another KStream")
+        key_serde, value_serde, other_value_serde = serdes
         if isinstance(other, GlobalKTable):
+            given = [
+                arg
+                for arg, value in (
+                    ("key_serde", key_serde),
+                    ("value_serde", value_serde),
+                    ("other_value_serde", other_value_serde),
+                    ("store_name", store_name),
+                    ("logging", None if logging else False),
+                )
+                if value is not None
+            ]
+            if given:
+                raise TopologyError(
+                    f"a join with a GlobalKTable takes no {', '.join(given)}: it has no "
+                    "stores or repartition topic of its own (as Kafka's join with a "
+                    "GlobalKTable, which takes no Joined)"
+                )
             if second is None:
                 raise TopologyError(
                     "a join with a GlobalKTable takes (table, key_selector, joiner)"
@@ -478,10 +502,30 @@ class KStream:
             )
         if second is not None:
             raise TopologyError("a join with a KTable takes (table, joiner)")
-        return self._table_join(other, first, left=left, name=name)
+        given = [
+            arg
+            for arg, value in (("store_name", store_name), ("logging", None if logging else False))
+            if value is not None
+        ]
+        if given:
+            raise TopologyError(
+                f"a join with a KTable takes no {', '.join(given)}: it has no store of its "
+                "own and reads the table's (key_serde and value_serde serialize its "
+                "repartition topic)"
+            )
+        return self._table_join(
+            other, first, left=left, name=name, key_serde=key_serde, value_serde=value_serde
+        )
 
     def _table_join(
-        self, table: KTable, joiner: Callable[[Any, Any], Any], *, left: bool, name: str | None
+        self,
+        table: KTable,
+        joiner: Callable[[Any, Any], Any],
+        *,
+        left: bool,
+        name: str | None,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
     ) -> KStream:
         if not isinstance(table, ktable.KTable):
             raise TopologyError(f"a KStream joins a KTable here, not {type(table).__name__}")
@@ -494,8 +538,13 @@ class KStream:
         builder = self._builder
         node_name = name or builder.new_name("KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
         parent = self._node
+        # Kafka's Joined: its serdes, where given, for the repartition topic
+        # and the result's keys.
+        key_serde = key_serde or self._key_serde
         if self._repartition_required:
-            parent = builder.repartition(node_name, parent, self._key_serde, self._value_serde)
+            parent = builder.repartition(
+                node_name, parent, key_serde, value_serde or self._value_serde
+            )
         builder.internal.add_processor(
             node_name, lambda: tp.KStreamKTableJoin(view.getter, joiner, left), parent
         )
@@ -503,7 +552,7 @@ class KStream:
             builder.relax_null_keys(node_name)  # KIP-962: it joins null keys
         builder.internal.connect_processor_and_stores([node_name], list(view.stores))
         builder.internal.co_partition(node_name)
-        return KStream(builder, node_name, self._key_serde, None)
+        return KStream(builder, node_name, key_serde, None)
 
     # --- grouping -------------------------------------------------------------
     def group_by(
