@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import difflib
+import logging
 import tempfile
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -26,8 +27,79 @@ CLIENT_PREFIXES = (
     "admin.",
     "main.consumer.",
     "restore.consumer.",
+    "global.consumer.",
     "topic.",
+    # Kafka's rack-aware assignment tags: no client's setting.
+    "client.tag.",
 )
+
+log = logging.getLogger(__name__)
+
+# Kafka Streams' earlier names of keys strom knows by their 4.x names; a Java
+# app's properties still carry them.
+_RENAMED = {
+    "cache.max.bytes.buffering": "statestore.cache.max.bytes",
+    "default.deserialization.exception.handler": "deserialization.exception.handler",
+    "default.production.exception.handler": "production.exception.handler",
+}
+
+# Client settings Kafka Streams passes to its Java clients under names
+# librdkafka spells otherwise.
+_CLIENT_RENAMED = {
+    "receive.buffer.bytes": "socket.receive.buffer.bytes",
+    "send.buffer.bytes": "socket.send.buffer.bytes",
+}
+
+_WARM_UP = "strom's assignment is librdkafka's cooperative-sticky, without warm-up tasks"
+_RACKS = "strom's assignment is not rack-aware"
+_STORES = "strom's DSL stores are its own log-structured stores, not RocksDB"
+_CLEANUP = "strom does not delete other tasks' state directories"
+_JVM = "a JVM plug-in"
+
+# Kafka Streams keys that concern what strom does not have (RocksDB, its task
+# assignor, the JVM's plug-ins): accepted, so a Java app's properties load,
+# and kept from the clients (librdkafka refuses unknown keys), with a warning.
+_NO_EFFECT = {
+    "acceptable.recovery.lag": _WARM_UP,
+    "max.warmup.replicas": _WARM_UP,
+    "probing.rebalance.interval.ms": _WARM_UP,
+    "task.assignor.class": "strom's assignment is librdkafka's cooperative-sticky",
+    "rack.aware.assignment.strategy": _RACKS,
+    "rack.aware.assignment.tags": _RACKS,
+    "rack.aware.assignment.traffic_cost": _RACKS,
+    "rack.aware.assignment.non_overlap_cost": _RACKS,
+    "group.protocol": "strom's groups use the classic consumer protocol",
+    "upgrade.from": "no earlier strom version needs an upgrade path",
+    "topology.optimization": "strom builds topologies unoptimized (no source topic as changelog)",
+    "ensure.explicit.internal.resource.naming": "not checked by strom",
+    "default.dsl.store": _STORES,
+    "dsl.store.suppliers.class": _STORES,
+    "dsl.store.format": _STORES,
+    "rocksdb.config.setter": _STORES,
+    "statestore.uncommitted.max.bytes": _STORES,
+    "state.cleanup.delay.ms": _CLEANUP,
+    "state.cleanup.dir.max.age.ms": _CLEANUP,
+    "allow.os.group.write.access": "strom creates state directories with the process's umask",
+    "buffered.records.per.partition": "strom buffers what a poll returns (poll.max.records)",
+    "poll.ms": "strom's poll waits are its own",
+    "task.timeout.ms": "strom retries client calls for a fixed time",
+    "log.summary.interval.ms": "strom logs no periodic summary",
+    "built.in.metrics.version": "strom has one metrics version",
+    "metric.reporters": f"{_JVM} (strom exports metrics with metrics.port)",
+    "enable.metrics.push": "strom does not push client metrics",
+    "default.client.supplier": _JVM,
+    "processor.wrapper.class": _JVM,
+    "window.size.ms": "read by Java's windowed deserializers, not by the app",
+    "processing.exception.handler.global.enabled": "not read by strom",
+}
+
+_warned: set[str] = set()
+
+
+def _warn_once(key: str, message: str) -> None:
+    if key not in _warned:
+        _warned.add(key)
+        log.warning(message)
 
 
 @dataclass(frozen=True)
@@ -103,6 +175,18 @@ def _serde(name: str) -> Callable[[Any], Serde[Any] | None]:
         if isinstance(value, type) and issubclass(value, Serde):
             return value()
         raise ConfigError(f"{name} must be a strom serde (e.g. serdes.String()), got {value!r}")
+
+    return check
+
+
+def _extractor(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None or callable(value):
+            return value
+        raise ConfigError(
+            f"{name} takes a Python function extractor(record, partition_time) -> int "
+            f"(not a Java class name), got {value!r}"
+        )
 
     return check
 
@@ -195,6 +279,17 @@ _KEYS: dict[str, _Key] = {
     "ui.enabled": _Key(False, _flag("ui.enabled"), "serve the live web view"),
     "ui.port": _Key(0, _positive_int("ui.port"), "web view port without iq.http"),
     "web.host": _Key(None, _non_empty("web.host"), "address the web server binds"),
+    # Retention of windowed stores' changelog topics beyond the stores'.
+    "windowstore.changelog.additional.retention.ms": _Key(
+        24 * 60 * 60 * 1000,
+        _positive_int("windowstore.changelog.additional.retention.ms"),
+        "windowed changelog retention",
+    ),
+    # Sources without a timestamp_extractor of their own use it (None: the
+    # records' own timestamps, Kafka's FailOnInvalidTimestamp aside).
+    "default.timestamp.extractor": _Key(
+        None, _extractor("default.timestamp.extractor"), "timestamp extractor"
+    ),
     "default.key.serde": _Key(None, _serde("default.key.serde"), "key serde"),
     "default.value.serde": _Key(None, _serde("default.value.serde"), "value serde"),
 }
@@ -206,17 +301,35 @@ class StreamsConfig(Mapping[str, Any]):
     Known keys are checked and given their defaults. A key that looks like a
     misspelt known key is an error; any other key (``consumer.``/``producer.``/
     ``admin.``-prefixed, or a plain client key such as ``security.protocol``)
-    passes through to the Kafka clients unchanged.
+    passes through to the Kafka clients unchanged. A Java app's properties
+    load as they are: Kafka's earlier names of keys (``cache.max.bytes.buffering``)
+    stand for the current ones, and Kafka Streams keys strom has no use for
+    (``topology.optimization``, ``rocksdb.config.setter``, …) are accepted with
+    a warning and kept from the clients.
     """
 
     def __init__(self, props: Mapping[str, Any] | None = None, **kwargs: Any) -> None:
         given = dict(props or {})
         given.update({k.replace("_", "."): v for k, v in kwargs.items()})
         values: dict[str, Any] = {}
+        for old, new in _RENAMED.items():
+            if old not in given:
+                continue
+            if new in given and given[new] != given[old]:
+                raise ConfigError(
+                    f"{old} (Kafka's earlier name of {new}) and {new} are both set, "
+                    "to different values"
+                )
+            _warn_once(old, f"config {old!r} is Kafka's earlier name of {new!r}; using it as that")
+            given.setdefault(new, given.pop(old))
         for key, value in given.items():
             if not isinstance(key, str):
                 raise ConfigError(f"config keys must be strings, got {key!r}")
-            if key in _KEYS:
+            if key in _NO_EFFECT or key.startswith("client.tag."):
+                reason = _NO_EFFECT.get(key, _RACKS)
+                _warn_once(key, f"config {key!r} has no effect in strom: {reason}")
+                values[key] = value
+            elif key in _KEYS:
                 values[key] = _KEYS[key].check(value)
             elif not key.startswith(CLIENT_PREFIXES):
                 close = difflib.get_close_matches(key, _KEYS, n=1, cutoff=0.85)
@@ -289,10 +402,16 @@ class StreamsConfig(Mapping[str, Any]):
         }
 
     def client_config(self, prefix: str) -> dict[str, Any]:
-        """Pass-through settings for one client: plain unknown keys plus ``prefix``-ed ones."""
-        out = {k: v for k, v in self._values.items() if k not in _KEYS and "." in k}
+        """Pass-through settings for one client: plain unknown keys plus
+        ``prefix``-ed ones, in librdkafka's names (``receive.buffer.bytes`` is
+        its ``socket.receive.buffer.bytes``)."""
+        out = {
+            k: v
+            for k, v in self._values.items()
+            if k not in _KEYS and k not in _NO_EFFECT and "." in k
+        }
         out = {k: v for k, v in out.items() if not k.startswith(CLIENT_PREFIXES)}
         out.update(
             {k.removeprefix(prefix): v for k, v in self._values.items() if k.startswith(prefix)}
         )
-        return out
+        return {_CLIENT_RENAMED.get(k, k): v for k, v in out.items()}

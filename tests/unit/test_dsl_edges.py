@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from strom import KafkaStreams, KeyValue, StreamsBuilder, Topology, serdes
+from strom import KafkaStreams, KeyValue, StreamsBuilder, StreamsConfig, Topology, serdes
 from strom.embedded import EmbeddedLog
-from strom.errors import SerializationError, TopologyError
+from strom.errors import ConfigError, SerializationError, TopologyError
 from strom.processor import RecordContext, wallclock_timestamp_extractor
 from strom.testing import TopologyTestDriver
 
@@ -62,6 +62,23 @@ def test_timestamp_extractor_gets_partition_time_and_negative_ones_are_dropped()
     assert [(r.value, r.timestamp) for r in out] == [("10", 10), ("7", 7), ("20", 20)]
     # Partition time is the largest valid timestamp seen so far.
     assert calls == [("10", -1), ("-5", 10), ("7", 10), ("20", 10)]
+
+
+def test_default_timestamp_extractor_serves_sources_without_their_own() -> None:
+    """Kafka's ``default.timestamp.extractor``, as a Python function: used
+    by every source that names no extractor of its own."""
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=S).to("out")
+    builder.stream("own", key_serde=S, value_serde=S, timestamp_extractor=lambda r, _t: 5).to("out")
+    config = {"default.timestamp.extractor": lambda record, _time: 1000 + int(record.value)}
+    with TopologyTestDriver(builder.build(), config) as driver:
+        driver.create_input_topic("in", S, S).pipe_input("k", "7", timestamp=1)
+        driver.create_input_topic("own", S, S).pipe_input("k", "8", timestamp=2)
+        out = driver.create_output_topic("out", S, S).read_records_to_list()
+    assert [(r.value, r.timestamp) for r in out] == [("7", 1007), ("8", 5)]
+    # A Java class name cannot run here: said so at once.
+    with pytest.raises(ConfigError, match="takes a Python function"):
+        StreamsConfig({"default.timestamp.extractor": "org.example.EventTime"})
 
 
 def test_wallclock_timestamp_extractor() -> None:

@@ -2,8 +2,16 @@
 
 from __future__ import annotations
 
+import logging
+
+import pytest
+from confluent_kafka.admin import AdminClient
+
+from strom._core import KafkaProducer
 from strom.config import StreamsConfig
-from strom.kafka.clients import consumer_config
+from strom.errors import ConfigError
+from strom.kafka.clients import admin_config, consumer_config, native_config, producer_config
+from strom.kafka.consumer import Consumer
 
 BASE = {"application.id": "app", "bootstrap.servers": "localhost:9092"}
 
@@ -23,3 +31,65 @@ def test_consumer_settings_override_strom_defaults() -> None:
     member = consumer_config(config, "c", group=True)
     assert member["heartbeat.interval.ms"] == 3000
     assert member["queued.min.messages"] == 10
+
+
+# A Java Kafka Streams app's properties, as its users carry them over.
+JAVA_PROPERTIES = {
+    "cache.max.bytes.buffering": 1_048_576,
+    "default.deserialization.exception.handler": "log_and_continue",
+    "topology.optimization": "all",
+    "task.timeout.ms": 300_000,
+    "state.cleanup.delay.ms": 600_000,
+    "acceptable.recovery.lag": 10_000,
+    "rack.aware.assignment.tags": "zone",
+    "client.tag.zone": "eu-1a",
+    "rocksdb.config.setter": "com.example.Setter",
+    "metric.reporters": "",
+    "receive.buffer.bytes": 65_536,
+    "send.buffer.bytes": 131_072,
+    "retry.backoff.ms": 100,
+    "reconnect.backoff.ms": 50,
+    "metadata.max.age.ms": 300_000,
+    "global.consumer.fetch.wait.max.ms": 250,
+}
+
+
+def test_a_java_apps_properties_load_and_reach_librdkafka_in_its_terms(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Kafka Streams keys strom has no use for stay away from the clients
+    (librdkafka refuses keys it does not know: 'No such configuration
+    property'), earlier names map to their 4.x keys, and Java client names
+    to librdkafka's."""
+    with caplog.at_level(logging.WARNING, logger="strom.config"):
+        config = StreamsConfig(BASE | JAVA_PROPERTIES)
+    assert config["statestore.cache.max.bytes"] == 1_048_576
+    assert config["deserialization.exception.handler"] == "log_and_continue"
+    assert "'topology.optimization' has no effect in strom" in caplog.text
+    assert "'cache.max.bytes.buffering' is Kafka's earlier name" in caplog.text
+    consumer = consumer_config(config, "c", group=True)
+    restore = consumer_config(config, "r", group=False, prefix="restore.consumer.")
+    global_ = consumer_config(config, "g", group=False, prefix="global.consumer.")
+    producer = producer_config(config, "p", None)
+    admin = admin_config(config)
+    for conf in (consumer, restore, producer, admin):
+        assert conf["socket.receive.buffer.bytes"] == 65_536
+        assert conf["retry.backoff.ms"] == 100
+        client_keys = {"retry.backoff.ms", "reconnect.backoff.ms", "metadata.max.age.ms"}
+        assert client_keys <= set(conf)
+        assert not set(conf) & (set(JAVA_PROPERTIES) - client_keys)
+        assert "fetch.wait.max.ms" not in conf  # global.consumer. is the global consumer's
+    assert global_["fetch.wait.max.ms"] == 250
+    # librdkafka itself takes every one of them, in strom's own clients (it
+    # checks names and values when a client is made; no broker is needed).
+    for conf in (consumer, restore, global_):
+        Consumer(conf).close()
+    KafkaProducer(native_config(producer))
+    AdminClient(admin)
+
+
+def test_earlier_and_current_names_of_a_key_must_agree() -> None:
+    with pytest.raises(ConfigError, match=r"cache.max.bytes.buffering .* both set"):
+        StreamsConfig(BASE | {"cache.max.bytes.buffering": 1, "statestore.cache.max.bytes": 2})
+    same = StreamsConfig(BASE | {"cache.max.bytes.buffering": 5, "statestore.cache.max.bytes": 5})
+    assert same["statestore.cache.max.bytes"] == 5

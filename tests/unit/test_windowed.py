@@ -7,6 +7,7 @@ import random
 from collections import defaultdict
 from pathlib import Path
 
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -207,3 +208,31 @@ def test_observed_stream_time_survives_a_restart(log: EmbeddedLog, log_path: str
         assert app.metrics()["dropped-records"] == 1
     assert sum(log.end_offsets("out").values()) == 2
     assert (Path(log_path) / ".state" / "win" / "0_0" / "counts").is_dir()
+
+
+@pytest.mark.parametrize("additional", [None, 3_600_000])
+def test_windowed_changelogs_keep_records_the_additional_retention_longer(
+    log: EmbeddedLog, log_path: str, additional: int | None
+) -> None:
+    """``windowstore.changelog.additional.retention.ms`` (a day by default)
+    on top of the store's retention, as Kafka configures windowed changelogs."""
+    log.create_topic("events")
+    log.create_topic("counts")
+    builder = StreamsBuilder()
+    (
+        builder.stream("events", key_serde=S, value_serde=S)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(60_000, 5_000))
+        .count(materialized="per-minute")
+        .to_stream()
+        .to("counts", value_serde=serdes.Long())
+    )
+    config = {"application.id": "retention", "bootstrap.servers": f"embedded:{log_path}"}
+    if additional is not None:
+        config["windowstore.changelog.additional.retention.ms"] = additional
+    with log.producer(S, S) as producer:
+        producer.produce("events", "k", "v", timestamp=1)
+    KafkaStreams(builder.build(), config).run_until_end(timeout=30)
+    retention = int(log.topic_config("retention-per-minute-changelog")["retention.ms"])
+    # The store keeps a window for its size and grace (Kafka's default).
+    assert retention == 65_000 + (additional if additional is not None else 86_400_000)

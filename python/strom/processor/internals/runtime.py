@@ -280,7 +280,9 @@ class Runtime(ABC):
             for store in sub.stores:
                 store_def = self.builder.stores[store]
                 if store_def.logged:
-                    config = store_kind(store_def).changelog_config(store_def)
+                    config = store_kind(store_def).changelog_config(
+                        store_def, self.config["windowstore.changelog.additional.retention.ms"]
+                    )
                     out.append((self.changelog_topic(store), tasks, config))
         return out
 

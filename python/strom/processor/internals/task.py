@@ -339,7 +339,7 @@ class StreamTask:
             return None
         ((node, source),) = self.sources.values()
         source_node = node
-        if source.timestamp_extractor is not None:
+        if (source.timestamp_extractor or self.config["default.timestamp.extractor"]) is not None:
             return None
         # Without raising for a missing serde: the ordinary path reports it.
         keys = source.key_serde or self.config["default.key.serde"]
@@ -634,7 +634,7 @@ class StreamTask:
         topic, partition = records.topic, records.partition
         key_serde = self._serde(source.key_serde, "default.key.serde", source.name)
         value_serde = self._serde(source.value_serde, "default.value.serde", source.name)
-        extractor = source.timestamp_extractor
+        extractor = source.timestamp_extractor or self.config["default.timestamp.extractor"]
         # JSON values stay bytes when every child of the source takes them so
         # (native expression steps, a sink with the same serde, …).
         children = self.sources[topic][0].children

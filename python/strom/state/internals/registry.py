@@ -45,8 +45,6 @@ Contents = tuple[list[bytes], list[bytes], list[int] | None, list[int] | None]
 # Changelog records as columns: store keys, values, timestamps.
 ChangelogColumns = tuple[list[bytes], list[bytes | None], list[int]]
 
-# Kafka's windowstore.changelog.additional.retention.ms default.
-CHANGELOG_ADDITIONAL_RETENTION_MS = 24 * 60 * 60 * 1000
 # Changelog records read per call when a changelog is replayed batch by batch.
 RESTORE_BATCH = 50_000
 
@@ -87,9 +85,11 @@ class StoreKind(ABC):
         """The record cache in front of a typed store."""
         return self.caching_class(typed, cache, namespace, clock)
 
-    def changelog_config(self, store: StoreDef) -> dict[str, str]:
+    def changelog_config(self, store: StoreDef, additional_retention_ms: int) -> dict[str, str]:
         """Kafka's changelog topic configs: compacted, then the store's own
-        ``log_config``."""
+        ``log_config``. ``additional_retention_ms``: how much longer than a
+        windowed store its changelog keeps records
+        (``windowstore.changelog.additional.retention.ms``)."""
         return {"cleanup.policy": "compact"} | store.log_config
 
     def restore_from_log(
@@ -156,14 +156,15 @@ class KeyValueKind(StoreKind):
 class _WindowedKind(StoreKind):
     windowed = True
 
-    def changelog_config(self, store: StoreDef) -> dict[str, str]:
-        """Compacted and deleted after the store's retention plus a day (Kafka's
-        windowed changelogs), then the store's own ``log_config``."""
+    def changelog_config(self, store: StoreDef, additional_retention_ms: int) -> dict[str, str]:
+        """Compacted and deleted after the store's retention plus the additional
+        retention (a day by default; Kafka's windowed changelogs), then the
+        store's own ``log_config``."""
         if store.retention_ms is None:
-            return super().changelog_config(store)
+            return super().changelog_config(store, additional_retention_ms)
         return {
             "cleanup.policy": "compact,delete",
-            "retention.ms": str(store.retention_ms + CHANGELOG_ADDITIONAL_RETENTION_MS),
+            "retention.ms": str(store.retention_ms + additional_retention_ms),
         } | store.log_config
 
 
