@@ -9,6 +9,7 @@ import tempfile
 from collections import deque
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
+from datetime import datetime, timedelta
 from pathlib import Path
 from typing import Any
 
@@ -31,6 +32,16 @@ from strom.state.window import WindowStore
 from strom.topology import Topology
 
 __all__ = ["TestInputTopic", "TestOutputTopic", "TopologyTestDriver"]
+
+# A span of time as Kafka's driver takes a Duration: milliseconds or a timedelta.
+Span = int | timedelta
+
+
+def _ms(span: Span, what: str) -> int:
+    ms = span // timedelta(milliseconds=1) if isinstance(span, timedelta) else int(span)
+    if ms < 0:
+        raise ValueError(f"{what} cannot go back ({ms} ms)")
+    return ms
 
 
 @dataclass(frozen=True)
@@ -90,6 +101,7 @@ class TopologyTestDriver:
         self._tasks: list[StreamTask] = []
         self._task_of_topic: dict[str, StreamTask] = {}
         self._internal: set[str] = set()
+        self._produced: set[str] = set()
         self._outputs: dict[str, deque[_Output]] = {}
         self._offsets: dict[str, itertools.count[int]] = {}
         factory = TaskFactory(
@@ -123,11 +135,26 @@ class TopologyTestDriver:
 
     # --- input and output ------------------------------------------------------
     def create_input_topic(
-        self, topic: str, key_serde: Serde[Any], value_serde: Serde[Any]
+        self,
+        topic: str,
+        key_serde: Serde[Any],
+        value_serde: Serde[Any],
+        start_timestamp: int | datetime | None = None,
+        auto_advance: Span = 0,
     ) -> TestInputTopic:
+        """An input topic. Records piped without a timestamp get the topic's
+        time: the driver's wall-clock time, or from ``start_timestamp`` (epoch
+        ms or a datetime) on a clock of the topic's own that moves
+        ``auto_advance`` (ms or a timedelta) after each of them and with
+        :meth:`TestInputTopic.advance_time` (Kafka's ``createInputTopic(topic,
+        keySerializer, valueSerializer, startTimestamp, autoAdvance)``)."""
         if topic not in self._task_of_topic or topic in self._internal:
             raise TopologyError(f"topic {topic!r} is not an input of this topology")
-        return TestInputTopic(self, topic, key_serde, value_serde)
+        if isinstance(start_timestamp, datetime):
+            start_timestamp = int(start_timestamp.timestamp() * 1000)
+        return TestInputTopic(
+            self, topic, key_serde, value_serde, start_timestamp, _ms(auto_advance, "auto_advance")
+        )
 
     def create_output_topic(
         self, topic: str, key_serde: Serde[Any], value_serde: Serde[Any]
@@ -156,6 +183,7 @@ class TopologyTestDriver:
         sent = self._collector.sent
         while sent:
             topic, keys, values, timestamps = sent.popleft()
+            self._produced.add(topic)
             if topic in self._changelogs:
                 continue
             if topic not in self._internal:
@@ -176,11 +204,10 @@ class TopologyTestDriver:
         return self._outputs.setdefault(topic, deque())
 
     # --- time and state --------------------------------------------------------
-    def advance_wall_clock_time(self, ms: int) -> None:
-        """Moves the mock wall clock forward and fires due wall-clock punctuations."""
-        if ms < 0:
-            raise ValueError(f"wall-clock time cannot go back ({ms} ms)")
-        self._wall_clock += ms
+    def advance_wall_clock_time(self, advance: Span) -> None:
+        """Moves the mock wall clock forward (ms or a timedelta) and fires due
+        wall-clock punctuations."""
+        self._wall_clock += _ms(advance, "wall-clock time")
         for task in self._tasks:
             task.maybe_punctuate_wall_clock()
             self._route()
@@ -195,6 +222,24 @@ class TopologyTestDriver:
                 if name in task.stores:
                     return task.stores[name]
         raise StoreError(f"no {what} named {name!r} in this topology")
+
+    def get_state_store(self, name: str) -> Any:
+        """Any store of the topology by name, as its processors see it (a
+        table's or aggregation's key-value store with ``(value, timestamp)``
+        values); a global store too."""
+        for task in self._tasks:
+            if name in task.stores:
+                return task.stores[name]
+        raise StoreError(f"no store named {name!r} in this topology")
+
+    def get_all_state_stores(self) -> dict[str, Any]:
+        """Every store of the topology by name (see :meth:`get_state_store`)."""
+        return {name: store for task in self._tasks for name, store in task.stores.items()}
+
+    def produced_topic_names(self) -> set[str]:
+        """The topics the topology has written records to so far: outputs, and
+        internal ones (repartition topics and changelogs) by their full names."""
+        return set(self._produced)
 
     def get_timestamped_key_value_store(self, name: str) -> Any:
         """The store as it is: a table's or aggregation's values come as
@@ -256,11 +301,38 @@ class _TestTopic:
 class TestInputTopic(_TestTopic):
     """Pipes typed records into one input topic of the driver."""
 
+    def __init__(
+        self,
+        driver: TopologyTestDriver,
+        topic: str,
+        key_serde: Serde[Any],
+        value_serde: Serde[Any],
+        start_timestamp: int | None = None,
+        auto_advance_ms: int = 0,
+    ) -> None:
+        super().__init__(driver, topic, key_serde, value_serde)
+        # The topic's own clock (None: the driver's wall clock).
+        self._time = start_timestamp
+        self._auto_advance_ms = auto_advance_ms
+
+    def advance_time(self, advance: Span) -> None:
+        """Moves the time of records piped without a timestamp forward (ms or
+        a timedelta); a topic on the driver's wall clock gets a clock of its
+        own from there."""
+        self._time = self._now() + _ms(advance, "a topic's time")
+
+    def _now(self) -> int:
+        return self._driver.producer_wall_clock_ms() if self._time is None else self._time
+
     def _serialized(self, key: Any, value: Any, timestamp: int | None) -> tuple[Any, Any, int]:
+        if timestamp is None:
+            timestamp = self._now()
+            if self._time is not None:
+                self._time += self._auto_advance_ms
         return (
             self._key_serde.serialize(self.topic, key),
             self._value_serde.serialize(self.topic, value),
-            self._driver.producer_wall_clock_ms() if timestamp is None else timestamp,
+            timestamp,
         )
 
     def pipe_input(self, key: Any, value: Any = None, timestamp: int | None = None) -> None:

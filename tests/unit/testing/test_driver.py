@@ -3,12 +3,13 @@
 from __future__ import annotations
 
 from collections import Counter
+from datetime import UTC, datetime, timedelta
 
 import pytest
 
 from strom import KeyValue, StreamsBuilder, Topology, serdes
 from strom.cli.demo import generate_lines, word_count_topology
-from strom.errors import TaskError, TopologyError
+from strom.errors import StoreError, TaskError, TopologyError
 from strom.processor import Processor, ProcessorContext, PunctuationType, Record
 from strom.state.stores import Stores
 from strom.testing import TopologyTestDriver
@@ -115,8 +116,61 @@ def test_wall_clock_punctuation_only_when_advanced() -> None:
         assert ticks == []
         driver.advance_wall_clock_time(1)
         assert ticks == [1_100]
-        driver.advance_wall_clock_time(250)
+        driver.advance_wall_clock_time(timedelta(milliseconds=250))  # a Duration, as Kafka's
         assert ticks == [1_100, 1_350]
+        with pytest.raises(ValueError, match="cannot go back"):
+            driver.advance_wall_clock_time(timedelta(seconds=-1))
+
+
+def test_input_topics_keep_their_own_time_when_asked() -> None:
+    """Kafka's createInputTopic(…, startTimestamp, autoAdvance): records
+    piped without a timestamp get the topic's time, which moves by the
+    auto-advance after each of them and with advance_time(); records with
+    a timestamp keep theirs and leave the topic's time as it is."""
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=S).to("out")
+    builder.stream("other", key_serde=S, value_serde=S).to("out")
+    with TopologyTestDriver(builder.build(), initial_wall_clock_ms=7) as driver:
+        start = datetime(2026, 1, 1, tzinfo=UTC)
+        topic = driver.create_input_topic("in", S, S, start, auto_advance=timedelta(seconds=1))
+        topic.pipe_value_list(["a", "b"])
+        topic.pipe_input("k", "c", timestamp=5)
+        topic.advance_time(500)
+        topic.pipe_input("k", "d")
+        on_wall_clock = driver.create_input_topic("other", S, S)
+        on_wall_clock.pipe_input("k", "e")
+        on_wall_clock.advance_time(timedelta(milliseconds=3))
+        on_wall_clock.pipe_input("k", "f")
+        out = driver.create_output_topic("out", S, S).read_records_to_list()
+    epoch = int(start.timestamp() * 1000)
+    assert [(r.value, r.timestamp) for r in out] == [
+        ("a", epoch),
+        ("b", epoch + 1000),
+        ("c", 5),
+        ("d", epoch + 2500),
+        ("e", 7),
+        ("f", 10),
+    ]
+
+
+def test_stores_and_produced_topics_by_name() -> None:
+    with TopologyTestDriver(word_count_topology()) as driver:
+        assert driver.produced_topic_names() == set()
+        driver.create_input_topic("text-input", S, S).pipe_input(None, "a b a", timestamp=5)
+        produced = driver.produced_topic_names()
+        stores = driver.get_all_state_stores()
+        assert set(stores) == {"counts"}
+        # The store as the processors see it: values with their timestamps.
+        assert stores["counts"] is driver.get_state_store("counts")
+        assert driver.get_state_store("counts").get("a") == (2, 5)
+        with pytest.raises(StoreError, match="no store named 'nope'"):
+            driver.get_state_store("nope")
+    # The output, and the internal topics by their full names.
+    app = "topology-test-driver"
+    assert "word-counts" in produced
+    assert f"{app}-counts-changelog" in produced
+    assert any(t.startswith(app) and t.endswith("-repartition") for t in produced)
+    assert len(produced) == 3
 
 
 def test_user_topics_read_back_and_repartition_topics_are_handled_in_process() -> None:
