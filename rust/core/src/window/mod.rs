@@ -158,7 +158,9 @@
 //!     such misses well when the prefetch address needs no load of its
 //!     own. Prefetching the slot at the key's home position, with no
 //!     control-byte load in the prefetch pass, did not change the kernel
-//!     (tumbling 17.1-21.0M against 17.9-21.2M records/s);
+//!     (tumbling 17.1-21.0M against 17.9-21.2M records/s). With few new
+//!     windows (below) 100k keys ran tumbling at 22.6-23.2M against
+//!     27.8-31.3M over 1,000 keys: the misses, about 8 ns a record;
 //!   - most of the difference to 1,000 keys is per window of a key: the
 //!     first record of a key in a window inserts it, and the window's close
 //!     copies its change out (`capture_first_dirty`, into the changes kept
@@ -176,10 +178,10 @@
 //!     (tumbling 18.9-21.4M against 20.5-23.4M, hopping 5.0-6.3M against
 //!     5.5-6.1M): the growing list's fresh pages, not the copying, are the
 //!     cost, and a caller that drains every batch reuses the allocator's.
-//!   - what is left is the in-cache loop (30-40M records/s tumbling).
-//!   So the bars (40M, 15M at 100k keys) would want a new window of a key
-//!   to cost no more than an update, and the in-cache loop about a third
-//!   cheaper; `STROM_WINDOW_PERF_CASES` runs one case for a profile.
+//!   - what is left is the in-cache loop (30-40M records/s tumbling). So
+//!     the bars (40M, 15M at 100k keys) would want a new window of a key to
+//!     cost no more than an update, and the in-cache loop about a third
+//!     cheaper; `STROM_WINDOW_PERF_CASES` runs one case for a profile.
 //! - **Store visibility is Kafka's.** Kafka reads windows back through its
 //!   store, whose retention hides old windows; the kernels emulate what the
 //!   default stores show, so that, as in Kafka, final results of windows the
