@@ -100,6 +100,41 @@ def test_windowed_count(kafka: KafkaCluster, tmp_path: Path) -> None:
     assert set(configs["cleanup.policy"].value.split(",")) == {"compact", "delete"}
 
 
+def test_a_java_apps_properties_run_on_the_broker(kafka: KafkaCluster, tmp_path: Path) -> None:
+    """Kafka Streams keys librdkafka does not know (it refused them when they
+    reached the clients), earlier key names and Java client names, as a Java
+    app's properties carry them: the app runs, and the keys strom honours
+    take effect."""
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("events"), unique("windows"), unique("java")
+    create_topics(boot, {source: 2, sink: 2})
+    records = keyed_records(500, seed=3)
+    produce(boot, source, records)
+    java = {
+        "cache.max.bytes.buffering": 0,
+        "default.deserialization.exception.handler": "log_and_fail",
+        "topology.optimization": "all",
+        "task.timeout.ms": 300_000,
+        "state.cleanup.delay.ms": 600_000,
+        "acceptable.recovery.lag": 10_000,
+        "rocksdb.config.setter": "com.example.Setter",
+        "receive.buffer.bytes": 65_536,
+        "send.buffer.bytes": 131_072,
+        "global.consumer.fetch.wait.max.ms": 250,
+        "windowstore.changelog.additional.retention.ms": 3_600_000,
+    }
+    config = app_config(boot, app_id, str(tmp_path)) | java
+    with KafkaStreams(windowed_count_topology(source, sink), config) as app:
+        app.run_until_end(timeout=120)
+    output = latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long())
+    assert output == expected_windows(records)
+    admin = AdminClient({"bootstrap.servers": boot})
+    resource = ConfigResource(ConfigResource.Type.TOPIC, f"{app_id}-window-counts-changelog")
+    retention = int(admin.describe_configs([resource])[resource].result()["retention.ms"].value)
+    # The store's retention (its windows' size; no grace) plus the hour asked for.
+    assert retention == WINDOW_MS + 3_600_000
+
+
 def test_restart_with_state_intact_and_deleted(kafka: KafkaCluster, tmp_path: Path) -> None:
     """Three runs over growing input: the second reopens its local state, the
     third starts from an empty state dir and restores from the changelog."""
