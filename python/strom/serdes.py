@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
 from typing import Any, Generic, TypeVar
@@ -18,16 +19,21 @@ from strom.errors import ConfigError, SerializationError
 from strom.windowed import Window, Windowed
 
 __all__ = [
+    "UUID",
+    "Boolean",
     "ByteArray",
     "Double",
+    "Float",
     "Integer",
     "Json",
     "Long",
     "Serde",
     "SessionWindowed",
+    "Short",
     "String",
     "TimeWindowed",
     "Timestamped",
+    "Void",
     "WrappingSerde",
 ]
 
@@ -155,6 +161,76 @@ class Double(_NativeSerde[float]):
 
     _encode = staticmethod(_core.encode_doubles)
     _decode = staticmethod(_core.decode_doubles)
+
+
+class Short(_NativeSerde[int]):
+    """Kafka's ShortSerde: 2 bytes, big-endian two's complement."""
+
+    _encode = staticmethod(_core.encode_shorts)
+    _decode = staticmethod(_core.decode_shorts)
+
+
+class Float(_NativeSerde[float]):
+    """Kafka's FloatSerde: 4 bytes, IEEE 754 single precision, big-endian
+    (a Python float is rounded to the nearest single; one beyond its range
+    is a SerializationError)."""
+
+    _encode = staticmethod(_core.encode_floats)
+    _decode = staticmethod(_core.decode_floats)
+
+
+class Boolean(_NativeSerde[bool]):
+    """Kafka's BooleanSerde: one byte, 1 for true and 0 for false."""
+
+    _encode = staticmethod(_core.encode_bools)
+    _decode = staticmethod(_core.decode_bools)
+
+
+_STRINGS = String()
+
+
+def _is_uuid(text: str) -> bool:
+    try:
+        uuid.UUID(text)
+    except ValueError:
+        return False
+    return True
+
+
+class UUID(Serde[uuid.UUID]):
+    """Kafka's UUIDSerde: the UUID's canonical string, UTF-8."""
+
+    def serialize(self, topic: str, data: uuid.UUID | None) -> bytes | None:
+        return self.serialize_batch(topic, [data])[0]
+
+    def deserialize(self, topic: str, data: bytes | None) -> uuid.UUID | None:
+        return self.deserialize_batch(topic, [data])[0]
+
+    def serialize_batch(self, topic: str, data: Sequence[uuid.UUID | None]) -> list[bytes | None]:
+        bad = next((d for d in data if d is not None and not isinstance(d, uuid.UUID)), None)
+        if bad is not None:
+            raise SerializationError(f"UUID serde expects uuid.UUID, got {type(bad).__name__}")
+        return _STRINGS.serialize_batch(topic, [None if d is None else str(d) for d in data])
+
+    def deserialize_batch(self, topic: str, data: Sequence[bytes | None]) -> list[uuid.UUID | None]:
+        texts = _STRINGS.deserialize_batch(topic, data)
+        try:
+            return [None if text is None else uuid.UUID(text) for text in texts]
+        except ValueError:
+            bad = next(t for t in texts if t is not None and not _is_uuid(t))
+            raise SerializationError(f"UUID serde: not a UUID: {bad!r}") from None
+
+
+class Void(Serde[None]):
+    """Kafka's VoidSerde: every key or value is null."""
+
+    def serialize(self, topic: str, data: None) -> None:
+        if data is not None:
+            raise SerializationError(f"Void serde takes only None, got {type(data).__name__}")
+
+    def deserialize(self, topic: str, data: bytes | None) -> None:
+        if data is not None:
+            raise SerializationError(f"Void serde: data should be null, got {len(data)} bytes")
 
 
 class ByteArray(Serde[bytes]):

@@ -24,6 +24,12 @@ def test_numbers_and_strings_with_nulls() -> None:
     assert decode(serdes.Integer(), "t", column(serdes.Integer(), ints)).to_pylist() == ints
     doubles = [1.5, None, -0.25]
     assert decode(serdes.Double(), "t", column(serdes.Double(), doubles)).to_pylist() == doubles
+    shorts = [258, None, -(2**15)]
+    decoded = decode(serdes.Short(), "t", column(serdes.Short(), shorts))
+    assert (decoded.type, decoded.to_pylist()) == (pa.int16(), shorts)
+    singles = [1.5, None, -0.25]
+    decoded = decode(serdes.Float(), "t", column(serdes.Float(), singles))
+    assert (decoded.type, decoded.to_pylist()) == (pa.float32(), singles)
     words = ["zoë", None, ""]
     assert decode(S, "t", column(S, words)).to_pylist() == words
     # A slice of a column (a non-zero offset into its buffers).

@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import math
+import struct
+import uuid
 
 import pytest
 from hypothesis import given
@@ -22,6 +24,17 @@ from strom.errors import SerializationError
         (serdes.Integer(), -2, bytes.fromhex("fffffffe")),
         (serdes.Double(), 1.0, bytes.fromhex("3ff0000000000000")),
         (serdes.Double(), -0.5, bytes.fromhex("bfe0000000000000")),
+        (serdes.Short(), 258, bytes.fromhex("0102")),
+        (serdes.Short(), -2, bytes.fromhex("fffe")),
+        (serdes.Float(), 1.5, bytes.fromhex("3fc00000")),
+        (serdes.Float(), -0.25, bytes.fromhex("be800000")),
+        (serdes.Boolean(), True, b"\x01"),
+        (serdes.Boolean(), False, b"\x00"),
+        (
+            serdes.UUID(),
+            uuid.UUID("123e4567-e89b-12d3-a456-426614174000"),
+            b"123e4567-e89b-12d3-a456-426614174000",
+        ),
         (serdes.String(), "ü€", "ü€".encode()),
         (serdes.String(), "", b""),
         (serdes.ByteArray(), b"\x00\xff", b"\x00\xff"),
@@ -47,6 +60,12 @@ def test_none_maps_to_none() -> None:
         (serdes.Long(), b"\x01\x02", "LongDeserializer is not 8"),
         (serdes.Integer(), b"\x01", "IntegerDeserializer is not 4"),
         (serdes.Double(), b"\x01", "DoubleDeserializer is not 8"),
+        (serdes.Short(), b"\x01", "ShortDeserializer is not 2"),
+        (serdes.Float(), b"\x01\x02", "FloatDeserializer is not 4"),
+        (serdes.Boolean(), b"\x02", "unexpected byte received by BooleanDeserializer: 2"),
+        (serdes.Boolean(), b"", "BooleanDeserializer is not 1"),
+        (serdes.UUID(), b"not-a-uuid", "not a UUID: 'not-a-uuid'"),
+        (serdes.Void(), b"\x00", "data should be null"),
         (serdes.String(), b"\xff\xfe", "invalid UTF-8"),
         (serdes.Json(), b"{not json", "Json serde"),
     ],
@@ -58,6 +77,29 @@ def test_undecodable_bytes_raise_serialization_error(
         serde.deserialize("t", raw)
     with pytest.raises(SerializationError, match=message):
         serde.deserialize_batch("t", [b"", raw] if isinstance(serde, serdes.String) else [raw])
+
+
+def test_void_maps_only_none_and_floats_are_singles() -> None:
+    void = serdes.Void()
+    assert void.serialize_batch("t", [None, None]) == [None, None]
+    assert void.deserialize_batch("t", [None]) == [None]
+    with pytest.raises(SerializationError, match="takes only None"):
+        void.serialize("t", 0)  # type: ignore[arg-type]
+    # A Python float is rounded to the nearest single, as Java's (float) cast.
+    single = serdes.Float()
+    assert (
+        single.deserialize("t", single.serialize("t", 0.1))
+        == struct.unpack(">f", struct.pack(">f", 0.1))[0]
+    )
+    with pytest.raises(SerializationError):
+        single.serialize("t", 1e300)
+    assert single.serialize("t", math.inf) == bytes.fromhex("7f800000")
+    with pytest.raises(SerializationError):
+        serdes.Short().serialize("t", 2**15)
+    with pytest.raises(SerializationError, match="Boolean serde expects bool"):
+        serdes.Boolean().serialize("t", 1)  # type: ignore[arg-type]
+    with pytest.raises(SerializationError, match=r"UUID serde expects uuid\.UUID"):
+        serdes.UUID().serialize("t", "123e4567-e89b-12d3-a456-426614174000")  # type: ignore[arg-type]
 
 
 def test_wrong_python_type_is_a_serialization_error() -> None:

@@ -17,7 +17,9 @@ _PLAIN: dict[type[Serde[Any]], pa.DataType] = {
     serdes.String: pa.string(),
     serdes.Long: pa.int64(),
     serdes.Integer: pa.int32(),
+    serdes.Short: pa.int16(),
     serdes.Double: pa.float64(),
+    serdes.Float: pa.float32(),
     serdes.ByteArray: pa.binary(),
     serdes.Json: pa.string(),  # the JSON text (Spark's from_json reads it)
 }
@@ -43,7 +45,9 @@ def window_struct(key: pa.DataType) -> pa.DataType:
 _FIXED: dict[type[Serde[Any]], str] = {
     serdes.Long: ">i8",
     serdes.Integer: ">i4",
+    serdes.Short: ">i2",
     serdes.Double: ">f8",
+    serdes.Float: ">f4",
 }
 # binary_slice's open end (pyarrow fails with stop=None).
 _END = 1 << 31

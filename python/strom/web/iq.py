@@ -25,6 +25,7 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -32,7 +33,19 @@ from typing import TYPE_CHECKING, Any
 from strom.errors import InvalidStateStoreError, StoreError
 from strom.keyvalue import KeyValue
 from strom.metadata import HostInfo, KeyQueryMetadata
-from strom.serdes import ByteArray, Double, Integer, Json, Long, Serde, String
+from strom.serdes import (
+    UUID,
+    Boolean,
+    ByteArray,
+    Double,
+    Float,
+    Integer,
+    Json,
+    Long,
+    Serde,
+    Short,
+    String,
+)
 from strom.state.internals.registry import store_kind
 from strom.state.stores import KEY_VALUE, SESSION, WINDOW
 from strom.windowed import Windowed
@@ -71,7 +84,8 @@ class QueryError(Exception):
 
 def to_json(value: Any) -> Any:
     """A store's key or value as JSON: windowed keys as ``{"key", "start",
-    "end"}``, bytes as UTF-8 text (base64 when they are not)."""
+    "end"}``, bytes as UTF-8 text (base64 when they are not), UUIDs as their
+    strings."""
     if isinstance(value, Windowed):
         return {
             "key": to_json(value.key),
@@ -84,6 +98,8 @@ def to_json(value: Any) -> Any:
         except UnicodeDecodeError:
             return {"base64": base64.b64encode(value).decode()}
     if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    if isinstance(value, uuid.UUID):
         return str(value)
     if isinstance(value, Mapping):
         return {str(k): to_json(v) for k, v in value.items()}
@@ -103,10 +119,16 @@ def parse_key(serde: Serde[Any], text: str, what: str = "key") -> Any:
     try:
         if isinstance(serde, String):
             return text
-        if isinstance(serde, (Long, Integer)):
+        if isinstance(serde, (Long, Integer, Short)):
             return int(text)
-        if isinstance(serde, Double):
+        if isinstance(serde, (Double, Float)):
             return float(text)
+        if isinstance(serde, Boolean):
+            if text not in ("true", "false"):
+                raise ValueError("true or false")
+            return text == "true"
+        if isinstance(serde, UUID):
+            return uuid.UUID(text)
         if isinstance(serde, ByteArray):
             return text.encode()
         if isinstance(serde, Json):

@@ -6,9 +6,11 @@
 use pyo3::IntoPyObjectExt;
 use pyo3::exceptions::PyTypeError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBytes, PyList, PyString};
+use pyo3::types::{PyBool, PyBytes, PyList, PyString};
 
-use strom_core::serde::codec::{decode_double, decode_int, decode_long};
+use strom_core::serde::codec::{
+    decode_bool, decode_double, decode_float, decode_int, decode_long, decode_short,
+};
 
 use crate::errors::to_py_err;
 
@@ -118,6 +120,69 @@ fn decode_doubles<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyLis
     decode_fixed(values, decode_double)
 }
 
+/// `ShortSerializer` (2 bytes, big-endian) over a list of `int | None`.
+#[pyfunction]
+fn encode_shorts<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    let py = values.py();
+    map_non_null(values, |item| {
+        Ok(PyBytes::new(py, &item.extract::<i16>()?.to_be_bytes()).into_any())
+    })
+}
+
+#[pyfunction]
+fn decode_shorts<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    decode_fixed(values, decode_short)
+}
+
+/// `FloatSerializer` (IEEE 754 single precision, big-endian) over a list of
+/// `float | None`; a finite value beyond the range of a float is an error
+/// (it would become infinity).
+#[pyfunction]
+fn encode_floats<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    let py = values.py();
+    map_non_null(values, |item| {
+        let value = item.extract::<f64>()?;
+        #[allow(
+            clippy::cast_possible_truncation,
+            reason = "Java's Float: rounded to single precision"
+        )]
+        let single = value as f32;
+        if single.is_infinite() && value.is_finite() {
+            return Err(pyo3::exceptions::PyOverflowError::new_err(format!(
+                "{value} is beyond the range of a Float"
+            )));
+        }
+        Ok(PyBytes::new(py, &single.to_be_bytes()).into_any())
+    })
+}
+
+#[pyfunction]
+fn decode_floats<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    decode_fixed(values, |bytes| decode_float(bytes).map(f64::from))
+}
+
+/// `BooleanSerializer` (one byte, 1 or 0) over a list of `bool | None`.
+#[pyfunction]
+fn encode_bools<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    let py = values.py();
+    map_non_null(values, |item| {
+        let value = item.cast::<PyBool>().map_err(|_| {
+            PyTypeError::new_err(format!(
+                "Boolean serde expects bool or None, got {}",
+                item.get_type()
+                    .name()
+                    .map_or_else(|_| "?".into(), |n| n.to_string())
+            ))
+        })?;
+        Ok(PyBytes::new(py, &[u8::from(value.is_true())]).into_any())
+    })
+}
+
+#[pyfunction]
+fn decode_bools<'py>(values: &Bound<'py, PyList>) -> PyResult<Bound<'py, PyList>> {
+    decode_fixed(values, decode_bool)
+}
+
 /// Whether every item of a list of `bytes | None` is UTF-8 (what the
 /// `String` serde would read), without making the strings.
 #[pyfunction]
@@ -140,5 +205,11 @@ pub fn register(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(decode_ints, m)?)?;
     m.add_function(wrap_pyfunction!(encode_doubles, m)?)?;
     m.add_function(wrap_pyfunction!(decode_doubles, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_shorts, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_shorts, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_floats, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_floats, m)?)?;
+    m.add_function(wrap_pyfunction!(encode_bools, m)?)?;
+    m.add_function(wrap_pyfunction!(decode_bools, m)?)?;
     Ok(())
 }

@@ -9,6 +9,7 @@ import re
 import urllib.error
 import urllib.parse
 import urllib.request
+import uuid
 from collections import Counter
 from collections.abc import Iterator
 
@@ -20,6 +21,7 @@ from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError
 from strom.kstream import Materialized, SessionWindows, TimeWindows
+from strom.web.iq import QueryError, parse_key, to_json
 
 S = serdes.String()
 WORDS = ["apple", "apricot", "banana", "cherry", "fig"]
@@ -167,3 +169,17 @@ def test_key_types_follow_the_key_serde(log: EmbeddedLog, log_path: str) -> None
         status, body = get_json(f"{base}/keys/{urllib.parse.quote('two')}")
         assert status == 400 and "'two' is not a Long value" in body["error"]
         assert [e["key"] for e in get_json(f"{base}/range?from=2&to=400")[1]["entries"]] == [2, 300]
+
+
+def test_url_keys_of_the_other_java_serdes() -> None:
+    """Keys given in a URL take the type of Short, Float, Boolean and UUID
+    key serdes too, and UUIDs answer as their strings."""
+    key = "123e4567-e89b-12d3-a456-426614174000"
+    assert parse_key(serdes.Short(), "-7") == -7
+    assert parse_key(serdes.Float(), "1.5") == 1.5
+    assert parse_key(serdes.Boolean(), "true") is True
+    assert parse_key(serdes.UUID(), key) == uuid.UUID(key)
+    assert to_json(uuid.UUID(key)) == key
+    for serde, text in ((serdes.Boolean(), "yes"), (serdes.UUID(), "x"), (serdes.Short(), "1.5")):
+        with pytest.raises(QueryError, match=f"{text!r} is not a {type(serde).__name__} value"):
+            parse_key(serde, text)
