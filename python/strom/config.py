@@ -10,9 +10,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from strom import serdes
 from strom.errors import ConfigError
 from strom.metadata import HostInfo
 from strom.metrics import RECORDING_LEVELS
+from strom.properties import read_properties
 from strom.serdes import Serde
 
 __all__ = ["StreamsConfig"]
@@ -91,7 +93,42 @@ _NO_EFFECT = {
     "processor.wrapper.class": _JVM,
     "window.size.ms": "read by Java's windowed deserializers, not by the app",
     "processing.exception.handler.global.enabled": "not read by strom",
+    "windowed.inner.class.serde": "read by Java's windowed serdes, not by the app",
+    "default.list.key.serde.inner": "strom has no ListSerde",
+    "default.list.key.serde.type": "strom has no ListSerde",
+    "default.list.value.serde.inner": "strom has no ListSerde",
+    "default.list.value.serde.type": "strom has no ListSerde",
 }
+
+# Kafka's built-in serdes and handlers by their Java class names, as a Java
+# app's properties name them (org.apache.kafka.common.serialization.Serdes$StringSerde).
+_JAVA_SERDES: dict[str, type[Serde[Any]]] = {
+    "StringSerde": serdes.String,
+    "LongSerde": serdes.Long,
+    "IntegerSerde": serdes.Integer,
+    "ShortSerde": serdes.Short,
+    "DoubleSerde": serdes.Double,
+    "FloatSerde": serdes.Float,
+    "BooleanSerde": serdes.Boolean,
+    "UUIDSerde": serdes.UUID,
+    "VoidSerde": serdes.Void,
+    "ByteArraySerde": serdes.ByteArray,
+}
+_JAVA_HANDLERS = {
+    "LogAndFailExceptionHandler": "log_and_fail",
+    "LogAndContinueExceptionHandler": "log_and_continue",
+    "DefaultProductionExceptionHandler": "log_and_fail",
+    "LogAndFailProcessingExceptionHandler": "log_and_fail",
+    "LogAndContinueProcessingExceptionHandler": "log_and_continue",
+}
+
+
+def _java_class(value: Any) -> str | None:
+    """The simple name of a Java class name (``a.b.Outer$Inner`` -> ``Inner``)."""
+    if not isinstance(value, str) or "." not in value:
+        return None
+    return value.rsplit(".", 1)[-1].rsplit("$", 1)[-1]
+
 
 _warned: set[str] = set()
 
@@ -174,7 +211,13 @@ def _serde(name: str) -> Callable[[Any], Serde[Any] | None]:
             return value
         if isinstance(value, type) and issubclass(value, Serde):
             return value()
-        raise ConfigError(f"{name} must be a strom serde (e.g. serdes.String()), got {value!r}")
+        java = _JAVA_SERDES.get(_java_class(value) or "")
+        if java is not None:
+            return java()
+        raise ConfigError(
+            f"{name} must be a strom serde (e.g. serdes.String()) or a Kafka built-in serde's "
+            f"Java class name, got {value!r}"
+        )
 
     return check
 
@@ -195,6 +238,9 @@ def _handler(name: str) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
         if value in ("log_and_fail", "log_and_continue") or callable(value):
             return value
+        java = _JAVA_HANDLERS.get(_java_class(value) or "")
+        if java is not None:
+            return java
         raise ConfigError(
             f"{name} must be 'log_and_fail', 'log_and_continue' or a callable, got {value!r}"
         )
@@ -344,6 +390,13 @@ class StreamsConfig(Mapping[str, Any]):
         for key, spec in _KEYS.items():
             values.setdefault(key, spec.default)
         self._values = values
+
+    @classmethod
+    def from_properties(cls, path: str | Path) -> StreamsConfig:
+        """The settings of a Java ``.properties`` file, as a Java app's
+        ``StreamsConfig`` reads them (values are text: numbers, flags,
+        Kafka's built-in serdes and handlers by class name are understood)."""
+        return cls(read_properties(path))
 
     def __getitem__(self, key: str) -> Any:
         return self._values[key]

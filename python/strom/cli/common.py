@@ -19,8 +19,8 @@ from typing import IO, Any, TypeVar
 import click
 
 from strom.builder import StreamsBuilder
-from strom.cli.properties import read_properties
 from strom.errors import StromError
+from strom.properties import read_properties
 from strom.topology import Topology
 
 if sys.version_info >= (3, 11):

@@ -7,8 +7,8 @@ from pathlib import Path
 import pytest
 
 from strom.cli.common import merged_settings
-from strom.cli.properties import parse_properties, read_properties
 from strom.errors import ConfigError
+from strom.properties import parse_properties, read_properties
 
 
 def test_the_forms_java_reads() -> None:
