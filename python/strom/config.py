@@ -250,6 +250,9 @@ def _handler(name: str) -> Callable[[Any], Any]:
 
 _KEYS: dict[str, _Key] = {
     "application.id": _Key(None, _non_empty("application.id"), "consumer group and topic prefix"),
+    # The head of the Kafka clients' ids in place of the application.id (see
+    # StreamsConfig.client_id_prefix).
+    "client.id": _Key(None, _non_empty("client.id"), "prefix of the clients' ids"),
     "bootstrap.servers": _Key(
         None, _non_empty("bootstrap.servers"), "'host:port,…' or 'embedded:PATH'"
     ),
@@ -417,6 +420,15 @@ class StreamsConfig(Mapping[str, Any]):
     @property
     def application_id(self) -> str:
         return str(self.require("application.id"))
+
+    def client_id_prefix(self, process_id: str) -> str:
+        """The head of an instance's client ids: ``client.id`` (else the
+        ``application.id``) and the process id, as Kafka's default
+        ``<application.id>-<process id>``; the stream threads' clients add
+        ``-StreamThread-<n>-consumer`` and the like. Unlike Kafka's, a given
+        ``client.id`` keeps the process id after it: instances find each
+        other's by it."""
+        return f"{self['client.id'] or self.application_id}-{process_id}"
 
     @property
     def application_server(self) -> HostInfo | None:

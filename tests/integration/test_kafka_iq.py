@@ -14,6 +14,7 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from confluent_kafka.admin import AdminClient
 from tests.integration.kafka_support import BASE_TS, app_config, create_topics, produce, unique
 from tests.kafka_harness import KafkaCluster, free_ports
 from tests.support import get_json, wait_until
@@ -180,3 +181,51 @@ def test_every_key_from_either_instance_and_after_a_move(
         assert scanned(bases[0]) == expected
         (only,) = first.metadata_for_all_streams_clients()
         assert only.host_info.endpoint() == hosts[0]
+
+
+def test_instances_with_client_ids_of_their_own_find_each_other(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    """``client.id`` heads the clients' ids in place of the application.id,
+    as in Kafka Streams (users give each instance one of its own); the
+    instances still learn each other's application.server from the group."""
+    boot = kafka.bootstrap_servers
+    source, app_id = unique("iq-ids"), unique("iq-ids")
+    create_topics(boot, {source: PARTITIONS})
+    produce(boot, source, [(k.encode(), b"x", BASE_TS) for k in KEYS])
+    hosts = [f"127.0.0.1:{p}" for p in free_ports(2)]
+    apps = [
+        KafkaStreams(
+            count_topology(source),
+            app_config(
+                boot,
+                app_id,
+                str(tmp_path / f"state{i}"),
+                application__server=hosts[i],
+                client__id=f"orders-eu-{i}",
+                # A client.id among a client's settings does not rename it either.
+                main__consumer__client__id="ignored",
+            ),
+        )
+        for i in range(2)
+    ]
+    with apps[0], apps[1]:
+        for app in apps:
+            app.start()
+        wait_until(
+            lambda: all(
+                a.state is State.RUNNING and len(a.metadata_for_all_streams_clients()) == 2
+                for a in apps
+            ),
+            TIMEOUT,
+            "both instances running and seeing each other",
+        )
+        found = {m.host_info for m in apps[0].metadata_for_all_streams_clients()}
+        assert found == {HostInfo.build_from_endpoint(h) for h in hosts}
+        admin = AdminClient({"bootstrap.servers": boot})
+        group = admin.describe_consumer_groups([app_id])[app_id].result(timeout=30)
+        ids = sorted(m.client_id for m in group.members)
+        assert [i.split("-StreamThread-")[0].rsplit("-", 2)[0] for i in ids] == [
+            "orders-eu-0",
+            "orders-eu-1",
+        ]

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 
+import strom.config
 from strom import StreamsConfig, serdes
 from strom.errors import ConfigError
 
@@ -66,7 +67,7 @@ def test_topic_settings_go_to_internal_topics_not_clients() -> None:
 
 
 def test_a_java_apps_properties_file_loads(
-    tmp_path: Path, caplog: pytest.LogCaptureFixture
+    tmp_path: Path, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """StreamsConfig.from_properties reads what a Java app's StreamsConfig
     reads: text values, Kafka's built-in serdes and handlers by class name,
@@ -91,6 +92,7 @@ def test_a_java_apps_properties_file_loads(
         "security.protocol=SASL_SSL\n",
         encoding="utf-8",
     )
+    monkeypatch.setattr(strom.config, "_warned", set())  # each key warns once a process
     with caplog.at_level(logging.WARNING, logger="strom.config"):
         config = StreamsConfig.from_properties(path)
     assert config.application_id == "orders"

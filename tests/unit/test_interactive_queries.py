@@ -321,6 +321,9 @@ def test_the_endpoint_travels_in_the_consumer_client_id() -> None:
     assert member_instance("app-9-StreamThread-1-consumer", "app") == ("9", None)
     assert member_instance("other-9-StreamThread-1-consumer", "app") is None
     assert main_consumer_client_id("t", None) == "t-consumer"
+    # Headed by a client.id of the user's own (the process id as strom makes them).
+    custom = "app-eu-1-4711-0a1b2c3d-StreamThread-1-consumer@host:80"
+    assert member_instance(custom, "app") == ("4711-0a1b2c3d", HostInfo("host", 80))
 
 
 def test_prefix_bounds_cover_exactly_the_prefixed_keys() -> None:

@@ -7,6 +7,7 @@ import logging
 import pytest
 from confluent_kafka.admin import AdminClient
 
+import strom.config
 from strom._core import KafkaProducer
 from strom.config import StreamsConfig
 from strom.errors import ConfigError
@@ -56,11 +57,13 @@ JAVA_PROPERTIES = {
 
 def test_a_java_apps_properties_load_and_reach_librdkafka_in_its_terms(
     caplog: pytest.LogCaptureFixture,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     """Kafka Streams keys strom has no use for stay away from the clients
     (librdkafka refuses keys it does not know: 'No such configuration
     property'), earlier names map to their 4.x keys, and Java client names
     to librdkafka's."""
+    monkeypatch.setattr(strom.config, "_warned", set())  # each key warns once a process
     with caplog.at_level(logging.WARNING, logger="strom.config"):
         config = StreamsConfig(BASE | JAVA_PROPERTIES)
     assert config["statestore.cache.max.bytes"] == 1_048_576

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import logging
+import re
 import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -161,6 +162,9 @@ def consumer_config(
         out |= {"enable.partition.eof": True}
     out |= config.client_config("consumer.")
     out |= {k.removeprefix(prefix): v for k, v in config.items() if k.startswith(prefix)}
+    # As Kafka Streams: the id is the thread's, whatever the settings say
+    # (instances find each other by the group consumers' ids).
+    out["client.id"] = client_id
     return own_group(out, config.application_id if group else None)
 
 
@@ -221,6 +225,7 @@ def producer_config(
     if transactional_id is not None:
         out |= {"transactional.id": transactional_id, "transaction.timeout.ms": 10_000}
     out |= config.client_config("producer.")
+    out["client.id"] = client_id
     return out
 
 
@@ -253,13 +258,22 @@ def main_consumer_client_id(thread_name: str, server: HostInfo | None) -> str:
     return client_id if server is None else f"{client_id}{SERVER_MARK}{server.endpoint()}"
 
 
+# A process id as strom.kafka.runtime.process_id makes them, just before the
+# thread mark: found whatever client.id heads the client id.
+_PROCESS_ID = re.compile(r"-(\d+-[0-9a-f]{8})" + re.escape(THREAD_MARK))
+
+
 def member_instance(client_id: str, application_id: str) -> tuple[str, HostInfo | None] | None:
     """The process id and endpoint in a stream thread consumer's client id
     (None: not one of this application's stream threads)."""
-    prefix = f"{application_id}-"
-    if not client_id.startswith(prefix) or THREAD_MARK not in client_id:
-        return None
-    process_id, _, thread = client_id[len(prefix) :].partition(THREAD_MARK)
+    found = _PROCESS_ID.search(client_id)
+    if found is not None:
+        process_id, thread = found.group(1), client_id[found.end() :]
+    else:
+        prefix = f"{application_id}-"
+        if not client_id.startswith(prefix) or THREAD_MARK not in client_id:
+            return None
+        process_id, _, thread = client_id[len(prefix) :].partition(THREAD_MARK)
     _, mark, endpoint = thread.partition(SERVER_MARK)
     if not mark:
         return process_id, None
@@ -273,10 +287,12 @@ def admin_config(config: StreamsConfig) -> dict[str, Any]:
     # librdkafka's admin client is a producer underneath, whose metadata
     # requests would have the broker create a topic they name (with the
     # broker's defaults) where the app only looks it up.
+    ids = {} if config["client.id"] is None else {"client.id": f"{config['client.id']}-admin"}
     return (
         _common(config)
         # librdkafka's log lines go to Python logging, not to stderr.
         | {"allow.auto.create.topics": False, "logger": client_log}
+        | ids
         | config.client_config("admin.")
     )
 

@@ -127,7 +127,7 @@ class KafkaRuntime(Runtime):
         self.transactional = self.eos
         self.process_id = process_id or str(uuid.uuid4())
         self.thread_index = thread_index
-        self.thread_name = f"{self.app_id}-{self.process_id}-StreamThread-{thread_index}"
+        self.thread_name = f"{config.client_id_prefix(self.process_id)}-StreamThread-{thread_index}"
         self._on_rebalance = on_rebalance
         self.admin = admin_client(config)
         self.topics = Topics(self.admin, config["bootstrap.servers"])
@@ -954,7 +954,7 @@ class KafkaTransport(Transport):
         sub = builder.global_subtopology()
         if self._global_thread is not None or config["num.stream.threads"] < 2 or sub is None:
             return
-        thread_name = f"{config.application_id}-{self.process_id}-GlobalStreamThread"
+        thread_name = f"{config.client_id_prefix(self.process_id)}-GlobalStreamThread"
         topics = Topics(admin_client(config), config["bootstrap.servers"])
         self._global_thread = GlobalStreamThread(
             builder,
