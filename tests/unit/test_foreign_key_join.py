@@ -522,3 +522,16 @@ def test_the_right_side_may_be_a_filtered_table() -> None:
         assert dict(store.all()) == {"lhs1": "(a|rhs1,shown)"}
         rt.pipe_input("rhs1", "hidden", 4)
         assert dict(store.all()) == {"lhs1": "(a|rhs1,null)"}
+
+
+def test_a_joiner_with_key_gets_the_left_tables_key() -> None:
+    builder = StreamsBuilder()
+    orders = builder.table("orders", key_serde=S, value_serde=S)
+    users = builder.table("users", key_serde=S, value_serde=S)
+    orders.join(
+        users, lambda key, order, user: f"{key}:{order}@{user}", foreign_key=rhs, with_key=True
+    ).to_stream().to("out", value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("users", S, S).pipe_input("u1", "Ann", 1)
+        driver.create_input_topic("orders", S, S).pipe_input("o1", "book|u1", 2)
+        assert driver.create_output_topic("out", S, S).read_values_to_list() == ["o1:book|u1@Ann"]

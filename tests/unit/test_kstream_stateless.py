@@ -7,11 +7,13 @@ from typing import Any
 
 import pytest
 
-from strom import KafkaStreams, StreamsBuilder, serdes
+import strom
+from strom import KafkaStreams, KeyValue, StreamsBuilder, serdes
 from strom._core import partition_for_key
 from strom.embedded import EmbeddedLog
 from strom.errors import TopologyError
 from strom.kstream import KStream
+from strom.testing import TopologyTestDriver
 
 S = serdes.String()
 RECORDS = [("a", "1"), ("b", "2"), (None, "3"), ("c", "4"), ("a", "5")]
@@ -187,3 +189,78 @@ def test_print_writes_label_key_value(
 
     run(log, log_path, build)
     assert capsys.readouterr().out.splitlines() == [f"[dbg]: {k}, {v}" for k, v in RECORDS]
+
+
+def test_value_mappers_with_key_get_the_key_and_keep_it() -> None:
+    """``with_key=True``: Kafka's ValueMapperWithKey on map_values,
+    flat_map_values and KTable.map_values (the key is read-only: no
+    repartition follows, and grouping by key after it needs none)."""
+    builder = StreamsBuilder()
+    stream = builder.stream("in", key_serde=S, value_serde=S)
+    stream.map_values(lambda k, v: f"{k}:{v}", with_key=True).to("mapped", value_serde=S)
+    stream.flat_map_values(lambda k, v: [k] * int(v), with_key=True).to("flat", value_serde=S)
+    table = builder.table("t", key_serde=S, value_serde=S, materialized="t-store")
+    upper = table.map_values(lambda k, v: f"{k}={v.upper()}", with_key=True)
+    upper.to_stream().to("table-out", value_serde=S)
+    # The mapped table's getter maps with the key too (a join reads through it).
+    stream.join(upper, lambda v, tv: f"{v}|{tv}").to("joined", value_serde=S)
+    topology = builder.build()
+    assert "repartition" not in topology.describe()
+    with TopologyTestDriver(topology) as driver:
+        driver.create_input_topic("t", S, S).pipe_input("a", "x", 1)
+        driver.create_input_topic("in", S, S).pipe_input("a", "2", 2)
+
+        def read(topic: str) -> list[KeyValue]:
+            return driver.create_output_topic(topic, S, S).read_key_values_to_list()
+
+        assert read("mapped") == [KeyValue("a", "a:2")]
+        assert read("flat") == [KeyValue("a", "a"), KeyValue("a", "a")]
+        assert read("table-out") == [KeyValue("a", "a=X")]
+        assert read("joined") == [KeyValue("a", "2|a=X")]
+    with pytest.raises(TopologyError, match="with_key=True takes a Python function"):
+        stream.map_values(strom.col("x"), with_key=True)
+
+
+def test_joiners_with_key_get_the_key_first() -> None:
+    """``with_key=True`` on every joiner-taking method (Kafka's
+    ValueJoinerWithKey): stream-stream (inner and outer, where a record
+    joins None when its window closes), stream-table, stream-global and
+    table-table (each side's change, and the unmaterialized result's getter
+    a join reads through) joins."""
+    from strom.kstream import JoinWindows  # noqa: PLC0415 - one test's import
+
+    builder = StreamsBuilder()
+    left = builder.stream("left", key_serde=S, value_serde=S)
+    right = builder.stream("right", key_serde=S, value_serde=S)
+    table = builder.table("t", key_serde=S, value_serde=S)
+    other_table = builder.table("t2", key_serde=S, value_serde=S)
+    globals_ = builder.global_table("g", key_serde=S, value_serde=S)
+    windows = JoinWindows.of_time_difference_and_grace(10, 0)
+
+    def joiner(key: Any, a: Any, b: Any) -> str:
+        return f"{key}:{a}+{b}"
+
+    left.outer_join(right, joiner, windows, with_key=True).to("ss", value_serde=S)
+    left.join(table, joiner, with_key=True).to("st", value_serde=S)
+    left.left_join(globals_, lambda k, v: v, joiner, with_key=True).to("sg", value_serde=S)
+    tt = table.join(other_table, joiner, with_key=True)
+    tt.to_stream().to("tt", value_serde=S)
+    left.join(tt, lambda v, j: f"{v}|{j}").to("through-getter", value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("t", S, S).pipe_input("a", "t", 1)
+        driver.create_input_topic("t2", S, S).pipe_input("a", "u", 1)
+        driver.create_input_topic("g", S, S).pipe_input("x", "gx", 1)
+        driver.create_input_topic("right", S, S).pipe_input("a", "r", 2)
+        driver.create_input_topic("left", S, S).pipe_input("a", "x", 3)
+        # Moves stream time on past the right record "b"'s window: joined with None.
+        driver.create_input_topic("right", S, S).pipe_input("b", "rb", 4)
+        driver.create_input_topic("left", S, S).pipe_input("c", "y", 100)
+
+        def values(topic: str) -> list[Any]:
+            return driver.create_output_topic(topic, S, S).read_values_to_list()
+
+        assert values("ss") == ["a:x+r", "b:None+rb"]
+        assert values("st") == ["a:x+t"]
+        assert values("sg") == ["a:x+gx", "c:y+None"]
+        assert values("tt") == ["a:t+u"]
+        assert values("through-getter") == ["x|a:t+u"]

@@ -35,6 +35,14 @@ if TYPE_CHECKING:
 Partitioner = Callable[[Any, Any, int], int]
 
 
+def _no_key_for_expressions(with_key: bool) -> None:
+    if with_key:
+        raise TopologyError(
+            "with_key=True takes a Python function mapper(key, value); an expression "
+            "reads the value's fields (strom.col) and has no key"
+        )
+
+
 class KStream:
     """An unbounded stream of records (Kafka's ``KStream``).
 
@@ -112,14 +120,22 @@ class KStream:
         )
 
     def map_values(
-        self, mapper: Callable[[Any], Any] | Expr, *, name: str | None = None
+        self,
+        mapper: Callable[[Any], Any] | Callable[[Any, Any], Any] | Expr,
+        *,
+        with_key: bool = False,
+        name: str | None = None,
     ) -> KStream:
-        """``mapper(value) -> new_value``; the key is kept (an expression runs
-        natively over the batch; a ``strom.struct`` result is written as JSON)."""
+        """``mapper(value) -> new_value`` (``with_key=True``: ``mapper(key,
+        value)``, Kafka's ``ValueMapperWithKey``); the key is kept (an
+        expression runs natively over the batch; a ``strom.struct`` result is
+        written as JSON)."""
+        if isinstance(mapper, Expr):
+            _no_key_for_expressions(with_key)
         node: Callable[[], Node] = (
             (lambda: ne.ExprMapValues(mapper))
             if isinstance(mapper, Expr)
-            else (lambda: p.KStreamMapValues(mapper, with_key=False))
+            else (lambda: p.KStreamMapValues(mapper, with_key=with_key))
         )
         return self._then(
             "KSTREAM-MAPVALUES-", node, value_serde_kept=False, name=name, native=_native(mapper)
@@ -176,12 +192,17 @@ class KStream:
         )
 
     def flat_map_values(
-        self, mapper: Callable[[Any], Iterable[Any]], *, name: str | None = None
+        self,
+        mapper: Callable[[Any], Iterable[Any]] | Callable[[Any, Any], Iterable[Any]],
+        *,
+        with_key: bool = False,
+        name: str | None = None,
     ) -> KStream:
-        """``mapper(value) -> iterable of values``, each with the record's key."""
+        """``mapper(value) -> iterable of values`` (``with_key=True``:
+        ``mapper(key, value)``), each with the record's key."""
         return self._then(
             "KSTREAM-FLATMAPVALUES-",
-            lambda: p.KStreamFlatMap(mapper, values_only=True),
+            lambda: p.KStreamFlatMap(mapper, values_only=True, with_key=with_key),
             value_serde_kept=False,
             name=name,
         )
@@ -341,6 +362,7 @@ class KStream:
         other_value_serde: Serde[Any] | None = None,
         store_name: str | None = None,
         logging: bool = True,
+        with_key: bool = False,
     ) -> KStream:
         """Inner join, in Kafka's argument order:
 
@@ -362,6 +384,9 @@ class KStream:
         (``other_value_serde`` is taken, as ``Joined`` has it, and unused:
         the table reads its own store). A join with a GlobalKTable takes
         none of them (it has no stores or repartition topic of its own).
+        ``with_key=True`` gives the joiner the key first, ``joiner(key, value,
+        other_value)`` (Kafka's ``ValueJoinerWithKey``; with a GlobalKTable,
+        the stream record's key).
         """
         return self._join(
             other,
@@ -372,6 +397,7 @@ class KStream:
             serdes=(key_serde, value_serde, other_value_serde),
             store_name=store_name,
             logging=logging,
+            with_key=with_key,
         )
 
     def left_join(
@@ -386,6 +412,7 @@ class KStream:
         other_value_serde: Serde[Any] | None = None,
         store_name: str | None = None,
         logging: bool = True,
+        with_key: bool = False,
     ) -> KStream:
         """Left join: like ``join``, but a record with no match is joined
         with None. With another KStream that result comes only once the
@@ -400,6 +427,7 @@ class KStream:
             serdes=(key_serde, value_serde, other_value_serde),
             store_name=store_name,
             logging=logging,
+            with_key=with_key,
         )
 
     def outer_join(
@@ -414,6 +442,7 @@ class KStream:
         other_value_serde: Serde[Any] | None = None,
         store_name: str | None = None,
         logging: bool = True,
+        with_key: bool = False,
     ) -> KStream:
         """Outer join with another KStream: like ``left_join``, and records
         of the other stream without a match are joined as
@@ -434,6 +463,7 @@ class KStream:
             serdes=(key_serde, value_serde, other_value_serde),
             store_name=store_name,
             logging=logging,
+            with_key=with_key,
         )
 
     def _join(
@@ -447,6 +477,7 @@ class KStream:
         serdes: tuple[Serde[Any] | None, Serde[Any] | None, Serde[Any] | None],
         store_name: str | None,
         logging: bool,
+        with_key: bool,
     ) -> KStream:
         if isinstance(other, KStream):
             return sj.stream_stream_join(
@@ -460,6 +491,7 @@ class KStream:
                 serdes=serdes,
                 store_name=store_name,
                 logging=logging,
+                with_key=with_key,
             )
         if isinstance(second, JoinWindows):
             raise TopologyError("JoinWindows belong to a join with another KStream")
@@ -492,7 +524,7 @@ class KStream:
             store = other.queryable_store_name
             self._builder.internal.add_processor(
                 node_name,
-                lambda: tp.KStreamGlobalKTableJoin(store, first, second, left),
+                lambda: tp.KStreamGlobalKTableJoin(store, first, second, left, with_key),
                 self._node,
             )
             if left:
@@ -514,7 +546,13 @@ class KStream:
                 "repartition topic)"
             )
         return self._table_join(
-            other, first, left=left, name=name, key_serde=key_serde, value_serde=value_serde
+            other,
+            first,
+            left=left,
+            name=name,
+            key_serde=key_serde,
+            value_serde=value_serde,
+            with_key=with_key,
         )
 
     def _table_join(
@@ -526,6 +564,7 @@ class KStream:
         name: str | None,
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
+        with_key: bool = False,
     ) -> KStream:
         if not isinstance(table, ktable.KTable):
             raise TopologyError(f"a KStream joins a KTable here, not {type(table).__name__}")
@@ -546,7 +585,7 @@ class KStream:
                 node_name, parent, key_serde, value_serde or self._value_serde
             )
         builder.internal.add_processor(
-            node_name, lambda: tp.KStreamKTableJoin(view.getter, joiner, left), parent
+            node_name, lambda: tp.KStreamKTableJoin(view.getter, joiner, left, with_key), parent
         )
         if left:
             builder.relax_null_keys(node_name)  # KIP-962: it joins null keys

@@ -108,13 +108,20 @@ class KTable:
             True,
         )
 
-    def map_values(self, mapper: Callable[[Any], Any], *, name: str | None = None) -> KTable:
-        """``mapper(value)`` for every entry; deletes stay deletes."""
-        supplier = ts.MapValuesSupplier(self, mapper)
+    def map_values(
+        self,
+        mapper: Callable[[Any], Any] | Callable[[Any, Any], Any],
+        *,
+        with_key: bool = False,
+        name: str | None = None,
+    ) -> KTable:
+        """``mapper(value)`` for every entry (``with_key=True``: ``mapper(key,
+        value)``, Kafka's ``ValueMapperWithKey``); deletes stay deletes."""
+        supplier = ts.MapValuesSupplier(self, mapper, with_key)
         return self._then(
             "KTABLE-MAPVALUES-",
             supplier,
-            lambda: tp.KTableMapValues(mapper, supplier),
+            lambda: tp.KTableMapValues(mapper, supplier, with_key),
             name,
             False,
         )
@@ -194,13 +201,16 @@ class KTable:
         foreign_key: Callable[[Any], Any] | None = None,
         materialized: Materialized | str | None = None,
         name: str | None = None,
+        with_key: bool = False,
     ) -> KTable:
         """Inner join with another table: ``joiner(value, other_value)`` for
         every key in both, updated when either side changes, deleted when
         either side is. With ``foreign_key=fn(value)`` each entry joins the
         ``other`` entry whose key is ``fn(value)`` (no co-partitioning needed).
-        ``materialized`` keeps the result in a queryable store."""
-        return self._table_join(other, joiner, "inner", foreign_key, materialized, name)
+        ``materialized`` keeps the result in a queryable store. ``with_key``:
+        ``joiner(key, value, other_value)`` (Kafka's ``ValueJoinerWithKey``;
+        the key is this table's)."""
+        return self._table_join(other, joiner, "inner", foreign_key, materialized, name, with_key)
 
     def left_join(
         self,
@@ -210,10 +220,11 @@ class KTable:
         foreign_key: Callable[[Any], Any] | None = None,
         materialized: Materialized | str | None = None,
         name: str | None = None,
+        with_key: bool = False,
     ) -> KTable:
         """Left join: like ``join``, but every entry of this table is in the
         result, joined with None while ``other`` has no match."""
-        return self._table_join(other, joiner, "left", foreign_key, materialized, name)
+        return self._table_join(other, joiner, "left", foreign_key, materialized, name, with_key)
 
     def outer_join(
         self,
@@ -222,9 +233,10 @@ class KTable:
         *,
         materialized: Materialized | str | None = None,
         name: str | None = None,
+        with_key: bool = False,
     ) -> KTable:
         """Outer join: every key of either table, with None for a missing side."""
-        return self._table_join(other, joiner, "outer", None, materialized, name)
+        return self._table_join(other, joiner, "outer", None, materialized, name, with_key)
 
     def _table_join(
         self,
@@ -234,6 +246,7 @@ class KTable:
         foreign_key: Callable[[Any], Any] | None,
         materialized: Materialized | str | None,
         name: str | None,
+        with_key: bool = False,
     ) -> KTable:
         if not isinstance(other, KTable):
             raise TopologyError(f"a KTable joins a KTable here, not {type(other).__name__}")
@@ -244,5 +257,7 @@ class KTable:
                     "(join before suppressing; give a foreign-key join materialized=)"
                 )
         if foreign_key is not None:
-            return tj.foreign_key_join(self, other, joiner, kind, foreign_key, materialized, name)
-        return tj.primary_key_join(self, other, joiner, kind, materialized, name)
+            return tj.foreign_key_join(
+                self, other, joiner, kind, foreign_key, materialized, name, with_key
+            )
+        return tj.primary_key_join(self, other, joiner, kind, materialized, name, with_key)

@@ -75,14 +75,20 @@ class KStreamMapValues(Node):
 class KStreamFlatMap(Node):
     """``flat_map`` (pairs out) and ``flat_map_values`` (values out)."""
 
-    def __init__(self, mapper: Callable[..., Iterable[Any]], values_only: bool) -> None:
+    def __init__(
+        self, mapper: Callable[..., Iterable[Any]], values_only: bool, with_key: bool = False
+    ) -> None:
         super().__init__()
         self.mapper = mapper
         self.values_only = values_only
+        # flat_map_values(with_key=True): mapper(key, value) -> values.
+        self.with_key = with_key
         self.into_sink: tuple[KStreamMap, DropNullKeys, SinkNode, Any] | None = None
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
+        if self.with_key:
+            return
         # group_by(fn) right after flat_map_values, String keys and values
         # repartitioned on the embedded log (the README's word count): the
         # four nodes run as one native pass, no Python list between them.
@@ -103,7 +109,7 @@ class KStreamFlatMap(Node):
         if self.into_sink is not None:
             self._process_into_sink(batch, *self.into_sink)
             return
-        if self.values_only:
+        if self.values_only and not self.with_key:
             self._process_values(batch)
             return
         fn = self.mapper
@@ -120,6 +126,18 @@ class KStreamFlatMap(Node):
                     out_v.append(v2)
                     out_t.append(stamps[i])
                     out_o.append(offsets[i])
+
+        def run_values_with_key(indices: Iterator[int]) -> None:
+            for i in indices:
+                key = keys[i]
+                for v2 in fn(key, values[i]):
+                    out_k.append(key)
+                    out_v.append(v2)
+                    out_t.append(stamps[i])
+                    out_o.append(offsets[i])
+
+        if self.values_only:
+            run_pairs = run_values_with_key
 
         self.each_record(batch, run_pairs)
         self.forward(batch.derive(out_k, out_v, out_t, out_o))

@@ -267,10 +267,11 @@ class KStreamKStreamJoinSide(Node):
         windows_before_ms: int,
         windows_after_ms: int,
         grace_ms: int,
-        joiner: Callable[[Any, Any], Any],
+        joiner: Callable[..., Any],
         outer: bool,
         trackers: SharedTimeTrackers,
         windowed_nodes: tuple[str, str],
+        with_key: bool = False,
     ) -> None:
         super().__init__()
         self.is_left = is_left
@@ -284,6 +285,8 @@ class KStreamKStreamJoinSide(Node):
         self.windows_after_ms = windows_after_ms
         self.grace_ms = grace_ms
         self.joiner = joiner
+        # joiner(key, left, right) (Kafka's ValueJoinerWithKey), else joiner(left, right).
+        self.with_key = with_key
         self.outer = outer
         self.trackers = trackers
         self.windowed_nodes = windowed_nodes
@@ -303,10 +306,13 @@ class KStreamKStreamJoinSide(Node):
         if self.is_left:
             forward_per_record_at_forks(task, *self.windowed_nodes)
 
-    def _joined(self, this_value: Any, other_value: Any) -> Any:
+    def _joined(self, key: Any, this_value: Any, other_value: Any) -> Any:
         if self.is_left:
-            return self.joiner(this_value, other_value)
-        return self.joiner(other_value, this_value)
+            return self._join(key, this_value, other_value)
+        return self._join(key, other_value, this_value)
+
+    def _join(self, key: Any, left: Any, right: Any) -> Any:
+        return self.joiner(key, left, right) if self.with_key else self.joiner(left, right)
 
     def process(self, batch: Batch) -> None:
         task = self.task
@@ -329,7 +335,7 @@ class KStreamKStreamJoinSide(Node):
                 task.current_timestamp = timestamp
                 tracker.stream_time = max(tracker.stream_time, timestamp)
                 if self.outer and key is None and value is not None:
-                    values.append(self._joined(value, None))
+                    values.append(self._joined(None, value, None))
                     keys.append(None)
                     stamps.append(timestamp)
                     offsets.append(offset)
@@ -349,7 +355,7 @@ class KStreamKStreamJoinSide(Node):
                         raw = outer_keys.serialize(self.outer_store_name, waiting)
                         if outer_store.native.get(raw) is not None:
                             outer_store.delete(waiting)
-                    values.append(self._joined(value, match.value))
+                    values.append(self._joined(key, value, match.value))
                     keys.append(key)
                     stamps.append(max(timestamp, match.key))
                     offsets.append(offset)
@@ -357,7 +363,7 @@ class KStreamKStreamJoinSide(Node):
                     # Out of order and past its window already: emitted at
                     # once, as Kafka does.
                     if outer_store is None or time_to < tracker.stream_time:
-                        values.append(self._joined(value, None))
+                        values.append(self._joined(key, value, None))
                         keys.append(key)
                         stamps.append(timestamp)
                         offsets.append(offset)
@@ -415,7 +421,7 @@ class KStreamKStreamJoinSide(Node):
                         right_open = True
                     continue
                 values.append(
-                    self.joiner(value, None) if side_is_left else self.joiner(None, value)
+                    self._join(key, value, None) if side_is_left else self._join(key, None, value)
                 )
                 keys.append(key)
                 stamps.append(timestamp)
@@ -466,6 +472,7 @@ def stream_stream_join(
     serdes: tuple[Serde[Any] | None, Serde[Any] | None, Serde[Any] | None],
     store_name: str | None,
     logging: bool,
+    with_key: bool = False,
 ) -> KStream:
     """A join of two KStreams (Kafka's KStreamImpl.doJoin + KStreamImplJoin.join):
     repartition each side that needs it, a window store per side, a join
@@ -535,6 +542,7 @@ def stream_stream_join(
             outer=left_outer if is_left else right_outer,
             trackers=trackers,
             windowed_nodes=(this_windowed, other_windowed),
+            with_key=with_key,
         )
 
     internal.add_processor(this_join, side(True), this_windowed)

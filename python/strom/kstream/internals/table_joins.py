@@ -12,6 +12,7 @@ import hashlib
 import struct
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import SerializationError, TopologyError
@@ -33,7 +34,8 @@ if TYPE_CHECKING:
     from strom.kstream.ktable import KTable
     from strom.processor.internals.task import StreamTask
 
-Joiner = Callable[[Any, Any], Any]
+# (value, other value) -> result; with_key: (key, value, other value) -> result.
+Joiner = Callable[..., Any]
 Lookup = Callable[[Any], "tuple[Any, int] | None"]
 
 # Kafka's "unknown" timestamp: loses every max() against a real one.
@@ -61,8 +63,11 @@ class JoinSupplier(TableSupplier):
         return self._view
 
 
-def reverse(joiner: Joiner) -> Joiner:
-    """The joiner seen from the other side: ``(other, this) -> joiner(this, other)``."""
+def reverse(joiner: Joiner, with_key: bool = False) -> Joiner:
+    """The joiner seen from the other side: ``(other, this) -> joiner(this,
+    other)`` (``with_key``: ``(key, other, this) -> joiner(key, this, other)``)."""
+    if with_key:
+        return lambda key, other_value, this_value: joiner(key, this_value, other_value)
     return lambda other_value, this_value: joiner(this_value, other_value)
 
 
@@ -73,7 +78,8 @@ class KTableKTableJoin(Node):
     ``kind`` is Kafka's processor: ``inner``; ``left`` (this side outer);
     ``right`` (the other side of a left join: emits only while the left side
     has a value, joining None when this side is deleted); ``outer``.
-    ``joiner`` takes (this side's value, the other side's value).
+    ``joiner`` takes (this side's value, the other side's value), after the
+    key with ``with_key``.
     """
 
     def __init__(
@@ -83,6 +89,7 @@ class KTableKTableJoin(Node):
         joiner: Joiner,
         parent_send_old: SendsOldValues,
         send_old: SendsOldValues,
+        with_key: bool = False,
     ) -> None:
         super().__init__()
         self.kind = kind
@@ -90,13 +97,14 @@ class KTableKTableJoin(Node):
         self.joiner = joiner
         self.parent_send_old = parent_send_old
         self.send_old = send_old
+        self.with_key = with_key
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
         self.lookup: Lookup = self.getter(task)
 
     def process(self, batch: Batch) -> None:
-        lookup, joiner, kind = self.lookup, self.joiner, self.kind
+        lookup, key_joiner, kind, with_key = self.lookup, self.joiner, self.kind, self.with_key
         send_old = self.send_old.send_old_values
         # Old values exist only where the parent was asked to send them.
         olds = batch.old_values if self.parent_send_old.send_old_values else None
@@ -114,6 +122,7 @@ class KTableKTableJoin(Node):
                 if key is None:
                     dropped += 1
                     continue
+                joiner = partial(key_joiner, key) if with_key else key_joiner
                 new = batch.values[i]
                 old = None if olds is None else olds[i]
                 found = lookup(key)
@@ -181,7 +190,11 @@ class KTableKTableJoinMergerMaterialized(_StoreNode):
 
 
 def join_getter(
-    kind: str, this: ValueGetterSupplier, other: ValueGetterSupplier, joiner: Joiner
+    kind: str,
+    this: ValueGetterSupplier,
+    other: ValueGetterSupplier,
+    joiner: Joiner,
+    with_key: bool = False,
 ) -> ValueGetterSupplier:
     """The value getter of an unmaterialized join result: joins on the fly
     (Kafka's KTableKTable*JoinValueGetter)."""
@@ -200,7 +213,7 @@ def join_getter(
                 return None
             lv, lt = (None, UNKNOWN) if left is None else left
             rv, rt = (None, UNKNOWN) if right is None else right
-            joined = joiner(lv, rv)
+            joined = joiner(key, lv, rv) if with_key else joiner(lv, rv)
             # A None result is absent (Kafka's ValueAndTimestamp.make).
             return None if joined is None else (joined, max(lt, rt))
 
@@ -222,6 +235,7 @@ def primary_key_join(
     kind: str,
     materialized: Materialized | str | None,
     name: str | None,
+    with_key: bool = False,
 ) -> KTable:
     """Adds ``KTABLE-JOINTHIS-``, ``KTABLE-JOINOTHER-`` and ``KTABLE-MERGE-``
     (named as Kafka names them) and returns the result table."""
@@ -243,7 +257,7 @@ def primary_key_join(
         other._enable_sending_old_values(True)
     this_view, other_view = this._view(), other._view()
     assert this_view is not None and other_view is not None, "checked by KTable"
-    getter = join_getter(kind, this_view.getter, other_view.getter, joiner)
+    getter = join_getter(kind, this_view.getter, other_view.getter, joiner, with_key)
     if mat is not None and store_name is not None:
         view = TableView((store_name,), store_getter(store_name))
     else:
@@ -254,14 +268,21 @@ def primary_key_join(
     internal = builder.internal
     internal.add_processor(
         this_name,
-        lambda: KTableKTableJoin(kind, other_view.getter, joiner, this_supplier, supplier),
+        lambda: KTableKTableJoin(
+            kind, other_view.getter, joiner, this_supplier, supplier, with_key
+        ),
         this._node,
     )
     internal.connect_processor_and_stores([this_name], list(other_view.stores))
     internal.add_processor(
         other_name,
         lambda: KTableKTableJoin(
-            other_kind, this_view.getter, reverse(joiner), other_supplier, supplier
+            other_kind,
+            this_view.getter,
+            reverse(joiner, with_key),
+            other_supplier,
+            supplier,
+            with_key,
         ),
         other._node,
     )
@@ -702,13 +723,19 @@ class ResponseJoin(Node):
     subscription was sent (its hash differs): then the answer is stale."""
 
     def __init__(
-        self, getter: ValueGetterSupplier, joiner: Joiner, left_join: bool, serdes: FkSerdes
+        self,
+        getter: ValueGetterSupplier,
+        joiner: Joiner,
+        left_join: bool,
+        serdes: FkSerdes,
+        with_key: bool = False,
     ) -> None:
         super().__init__()
         self.getter = getter
         self.joiner = joiner
         self.left_join = left_join
         self.serdes = serdes
+        self.with_key = with_key
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
@@ -732,7 +759,11 @@ class ResponseJoin(Node):
                 if foreign_value is None and (not self.left_join or current is None):
                     result = None
                 else:
-                    result = self.joiner(current, foreign_value)
+                    result = (
+                        self.joiner(key, current, foreign_value)
+                        if self.with_key
+                        else self.joiner(current, foreign_value)
+                    )
                 out.add(key, result, batch.timestamps[i], batch.offsets[i])
 
         self.each_record(batch, run)
@@ -749,6 +780,7 @@ def foreign_key_join(
     foreign_key: Callable[[Any], Any],
     materialized: Materialized | str | None,
     name: str | None,
+    with_key: bool = False,
 ) -> KTable:
     """Adds the subscription and response topics and processors of a
     foreign-key join, named as Kafka names them, and returns the result."""
@@ -833,7 +865,7 @@ def foreign_key_join(
     )
     internal.add_processor(
         resolver_name,
-        lambda: ResponseJoin(this_view.getter, joiner, left_join, serdes),
+        lambda: ResponseJoin(this_view.getter, joiner, left_join, serdes, with_key),
         response_source,
     )
     internal.connect_processor_and_stores([resolver_name], list(this_view.stores))

@@ -300,10 +300,13 @@ class KTableFilter(Node):
 class KTableMapValues(Node):
     """Kafka's KTableMapValues: None stays None (a delete)."""
 
-    def __init__(self, mapper: Callable[[Any], Any], send_old: SendsOldValues) -> None:
+    def __init__(
+        self, mapper: Callable[..., Any], send_old: SendsOldValues, with_key: bool = False
+    ) -> None:
         super().__init__()
         self.mapper = mapper
         self.send_old = send_old
+        self.with_key = with_key
 
     def process(self, batch: Batch) -> None:
         fn, send_old = self.mapper, self.send_old.send_old_values
@@ -316,7 +319,21 @@ class KTableMapValues(Node):
                 olds.append(fn(old) if send_old and old is not None else None)
                 news.append(new2)
 
-        batch = without(batch, self.each_record(batch, run, batch.values, old_values_of(batch)))
+        def run_with_key(
+            keys: Iterator[Any], values: Iterator[Any], old_values: Iterator[Any]
+        ) -> None:
+            for key, new, old in zip(keys, values, old_values, strict=True):
+                new2 = None if new is None else fn(key, new)
+                olds.append(fn(key, old) if send_old and old is not None else None)
+                news.append(new2)
+
+        columns = (batch.values, old_values_of(batch))
+        skipped = (
+            self.each_record(batch, run_with_key, batch.keys, *columns)
+            if self.with_key
+            else self.each_record(batch, run, *columns)
+        )
+        batch = without(batch, skipped)
         self.forward(batch.derive(batch.keys, news, batch.timestamps, batch.offsets, olds))
 
 
@@ -601,7 +618,9 @@ def filtered_getter(
     return supplier
 
 
-def mapped_getter(parent: ValueGetterSupplier, mapper: Callable[[Any], Any]) -> ValueGetterSupplier:
+def mapped_getter(
+    parent: ValueGetterSupplier, mapper: Callable[..., Any], with_key: bool = False
+) -> ValueGetterSupplier:
     def supplier(task: StreamTask) -> Callable[[Any], tuple[Any, int] | None]:
         get = parent(task)
 
@@ -609,7 +628,7 @@ def mapped_getter(parent: ValueGetterSupplier, mapper: Callable[[Any], Any]) -> 
             found = get(key)
             if found is None:
                 return None
-            mapped = mapper(found[0])
+            mapped = mapper(key, found[0]) if with_key else mapper(found[0])
             # A value mapped to None is absent, as Kafka's ValueAndTimestamp.make
             # makes it: a getter downstream never maps or joins it.
             return None if mapped is None else (mapped, found[1])
@@ -627,19 +646,24 @@ class KStreamKTableJoin(Node):
     join (Kafka's KStreamKTableJoinProcessor, KIP-962)."""
 
     def __init__(
-        self, getter: ValueGetterSupplier, joiner: Callable[[Any, Any], Any], left: bool
+        self,
+        getter: ValueGetterSupplier,
+        joiner: Callable[..., Any],
+        left: bool,
+        with_key: bool = False,
     ) -> None:
         super().__init__()
         self.getter = getter
         self.joiner = joiner
         self.left = left
+        self.with_key = with_key
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
         self.lookup = self.getter(task)
 
     def process(self, batch: Batch) -> None:
-        lookup, joiner, left = self.lookup, self.joiner, self.left
+        lookup, joiner, left, with_key = self.lookup, self.joiner, self.left, self.with_key
         kept: list[int] = []
         joined: list[Any] = []
 
@@ -652,7 +676,10 @@ class KStreamKTableJoin(Node):
                 found = None if key is None else lookup(key)
                 if found is None and not left:
                     continue
-                joined.append(joiner(value, None if found is None else found[0]))
+                table_value = None if found is None else found[0]
+                joined.append(
+                    joiner(key, value, table_value) if with_key else joiner(value, table_value)
+                )
                 kept.append(i)
 
         self.each_record(batch, run)
@@ -671,14 +698,17 @@ class KStreamGlobalKTableJoin(Node):
         self,
         store_name: str,
         key_selector: Callable[[Any, Any], Any],
-        joiner: Callable[[Any, Any], Any],
+        joiner: Callable[..., Any],
         left: bool,
+        with_key: bool = False,
     ) -> None:
         super().__init__()
         self.store_name = store_name
         self.key_selector = key_selector
         self.joiner = joiner
         self.left = left
+        # joiner(stream key, value, global value), Kafka's ValueJoinerWithKey.
+        self.with_key = with_key
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
@@ -702,7 +732,9 @@ class KStreamGlobalKTableJoin(Node):
                 table_value = None if table_key is None else lookup(table_key)
                 if table_value is None and not left:
                     continue
-                joined.append(joiner(value, table_value))
+                joined.append(
+                    joiner(key, value, table_value) if self.with_key else joiner(value, table_value)
+                )
                 kept.append(i)
 
         self.each_record(batch, run)

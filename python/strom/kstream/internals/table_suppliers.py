@@ -142,12 +142,13 @@ class FilterSupplier(_ChildSupplier):
 class MapValuesSupplier(_ChildSupplier):
     """KTableMapValues."""
 
-    def __init__(self, parent: KTable, mapper: Callable[[Any], Any]) -> None:
+    def __init__(self, parent: KTable, mapper: Callable[..., Any], with_key: bool) -> None:
         super().__init__(parent)
         self.mapper = mapper
+        self.with_key = with_key
 
     def derive_getter(self, parent: ValueGetterSupplier) -> ValueGetterSupplier:
-        return mapped_getter(parent, self.mapper)
+        return mapped_getter(parent, self.mapper, self.with_key)
 
 
 class SuppressSupplier(TableSupplier):
