@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import functools
 import logging
+import shutil
 import signal
 import threading
 import time
@@ -220,6 +221,19 @@ class KafkaStreams:
             )
             self._threads.append(thread)
             thread.start()
+
+    def clean_up(self) -> None:
+        """Deletes this application's local state, ``state.dir/<application.id>``
+        (Kafka's ``cleanUp``): only before :meth:`start` or after :meth:`close`;
+        the next start restores the stores from their changelogs. The topics
+        and committed offsets stay (``strom reset`` resets those)."""
+        with self._lock:
+            if self._state not in (State.CREATED, State.NOT_RUNNING, State.ERROR):
+                raise StromError(
+                    f"cannot clean up a KafkaStreams in state {self._state.value}: "
+                    "only before start() or after close()"
+                )
+            shutil.rmtree(self.config.state_dir / self.config.application_id, ignore_errors=True)
 
     def _watch_application_shutdown(self) -> None:
         """Notices ``"shutdown_application"`` requests of any instance (on

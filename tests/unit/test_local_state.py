@@ -12,7 +12,7 @@ import pytest
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.cli.demo import generate_lines, word_count_topology
 from strom.embedded import EmbeddedLog
-from strom.errors import StoreError
+from strom.errors import StoreError, StromError
 from strom.kstream import Materialized
 
 APP = "state-test"
@@ -72,6 +72,30 @@ def test_deleted_local_state_is_restored_from_the_changelog(
         for file in path.iterdir():
             file.unlink()
         path.rmdir()
+    counts, metrics = run(log_path)
+    assert counts == EXPECTED
+    assert metrics["restored-records"] == changelog_records
+
+
+def test_clean_up_deletes_the_local_state_only_when_not_running(
+    wc_log: EmbeddedLog, log_path: str
+) -> None:
+    """Kafka's cleanUp: the app's state directory goes, the next run restores
+    every store from its changelog; refused while the app runs."""
+    produce(wc_log, LINES)
+    run(log_path)
+    changelog_records = sum(wc_log.end_offsets(f"{APP}-counts-changelog").values())
+    assert store_dirs(log_path)
+    app = app_for(log_path)
+    app.clean_up()
+    assert not (Path(log_path) / ".state" / APP).exists()
+    app.start()
+    try:
+        with pytest.raises(StromError, match="cannot clean up a KafkaStreams in state"):
+            app.clean_up()
+    finally:
+        app.close()
+    app.clean_up()  # after close(): allowed
     counts, metrics = run(log_path)
     assert counts == EXPECTED
     assert metrics["restored-records"] == changelog_records
