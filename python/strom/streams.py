@@ -51,7 +51,7 @@ log = logging.getLogger("strom.streams")
 
 
 class State(enum.Enum):
-    """Kafka Streams' client states."""
+    """Kafka Streams' client states, with ``KafkaStreams.State``'s predicates."""
 
     CREATED = "CREATED"
     REBALANCING = "REBALANCING"
@@ -60,6 +60,38 @@ class State(enum.Enum):
     NOT_RUNNING = "NOT_RUNNING"
     PENDING_ERROR = "PENDING_ERROR"
     ERROR = "ERROR"
+
+    def has_not_started(self) -> bool:
+        return self is State.CREATED
+
+    def is_running_or_rebalancing(self) -> bool:
+        return self in (State.RUNNING, State.REBALANCING)
+
+    def is_shutting_down(self) -> bool:
+        return self in (State.PENDING_SHUTDOWN, State.PENDING_ERROR)
+
+    def has_completed_shutdown(self) -> bool:
+        return self in (State.NOT_RUNNING, State.ERROR)
+
+    def has_started_or_finished_shutting_down(self) -> bool:
+        return self.is_shutting_down() or self.has_completed_shutdown()
+
+    def is_valid_transition(self, new_state: State) -> bool:
+        """Whether Kafka's state machine goes from this state to ``new_state``."""
+        return new_state in _TRANSITIONS[self]
+
+
+_TRANSITIONS: dict[State, frozenset[State]] = {
+    State.CREATED: frozenset({State.REBALANCING, State.PENDING_SHUTDOWN}),
+    State.REBALANCING: frozenset({State.RUNNING, State.PENDING_SHUTDOWN, State.PENDING_ERROR}),
+    State.RUNNING: frozenset(
+        {State.REBALANCING, State.RUNNING, State.PENDING_SHUTDOWN, State.PENDING_ERROR}
+    ),
+    State.PENDING_SHUTDOWN: frozenset({State.NOT_RUNNING}),
+    State.NOT_RUNNING: frozenset(),
+    State.PENDING_ERROR: frozenset({State.ERROR}),
+    State.ERROR: frozenset(),
+}
 
 
 def transport_for(config: StreamsConfig) -> Transport:
@@ -201,6 +233,7 @@ class KafkaStreams:
                     runtime.join_group()
             except BaseException as exc:
                 self.exception = exc
+                self._set_state(State.PENDING_ERROR)
                 self._set_state(State.ERROR)
                 raise
             # RUNNING comes with the first assignment of every stream thread.
@@ -228,7 +261,7 @@ class KafkaStreams:
         the next start restores the stores from their changelogs. The topics
         and committed offsets stay (``strom reset`` resets those)."""
         with self._lock:
-            if self._state not in (State.CREATED, State.NOT_RUNNING, State.ERROR):
+            if not (self._state.has_not_started() or self._state.has_completed_shutdown()):
                 raise StromError(
                     f"cannot clean up a KafkaStreams in state {self._state.value}: "
                     "only before start() or after close()"

@@ -145,6 +145,9 @@ def test_start_and_close_in_the_background(wc_log: EmbeddedLog, log_path: str) -
     assert app.state is State.NOT_RUNNING
     assert transitions[0] == (State.REBALANCING, State.CREATED)
     assert transitions[-1] == (State.NOT_RUNNING, State.PENDING_SHUTDOWN)
+    # Each one a transition of Kafka's state machine.
+    assert all(old.is_valid_transition(new) for new, old in transitions), transitions
+    assert app.state.has_completed_shutdown() and not app.state.is_shutting_down()
 
 
 def test_describe_shows_the_repartition_split() -> None:
@@ -161,9 +164,28 @@ def test_describe_shows_the_repartition_split() -> None:
 def test_missing_input_topic_is_a_clear_error(log: EmbeddedLog, log_path: str) -> None:
     log.create_topic("word-counts")
     app = make_app(log_path)
+    transitions: list[tuple[State, State]] = []
+    app.set_state_listener(lambda new, old: transitions.append((new, old)))
     with pytest.raises(TopologyError, match="text-input"):
         app.run_until_end(timeout=10)
     assert app.state is State.ERROR
+    # Through PENDING_ERROR, as Kafka's state machine goes.
+    assert all(old.is_valid_transition(new) for new, old in transitions), transitions
+
+
+def test_state_predicates_are_kafkas() -> None:
+    running = {s for s in State if s.is_running_or_rebalancing()}
+    assert running == {State.RUNNING, State.REBALANCING}
+    assert {s for s in State if s.has_not_started()} == {State.CREATED}
+    assert {s for s in State if s.is_shutting_down()} == {
+        State.PENDING_SHUTDOWN,
+        State.PENDING_ERROR,
+    }
+    assert {s for s in State if s.has_completed_shutdown()} == {State.NOT_RUNNING, State.ERROR}
+    assert State.RUNNING.is_valid_transition(State.REBALANCING)
+    assert not State.CREATED.is_valid_transition(State.RUNNING)
+    assert not State.NOT_RUNNING.is_valid_transition(State.CREATED)
+    assert not any(State.ERROR.is_valid_transition(s) for s in State)
 
 
 def test_bad_config_is_a_clear_error(log_path: str) -> None:
