@@ -95,6 +95,49 @@ def test_table_filter_forwards_tombstones_and_map_values(materialized: str | Non
             assert driver.get_key_value_store("source").get("b") == 0
 
 
+@pytest.mark.parametrize("cache_bytes", [0, 10 * 1024 * 1024])
+@pytest.mark.parametrize("source", [None, "source"])
+def test_materialized_filter_and_map_values_keep_their_results(
+    source: str | None, cache_bytes: int
+) -> None:
+    """``materialized=`` on KTable.filter and map_values (Kafka's queryable
+    name): the results are kept in stores of their own that the test driver
+    and joins read. An update absent before and after is
+    not forwarded where the filter can tell (its parent sends old values) or
+    where the store's record cache forwards it (a cached delete of nothing is
+    no change); otherwise it is a tombstone, as in Kafka."""
+    builder = StreamsBuilder()
+    table = builder.table("in", key_serde=S, value_serde=INT, materialized=source)
+    tens = table.filter(lambda k, v: v > 1, materialized="passing").map_values(
+        lambda k, v: f"{k}{v * 10}", with_key=True, materialized=Materialized("tens", value_serde=S)
+    )
+    tens.to_stream().to("out", value_serde=S)
+    stream = builder.stream("lookups", key_serde=S, value_serde=S)
+    stream.left_join(tens, lambda v, t: f"{v}={t}").to("joined", value_serde=S)
+    config = {"statestore.cache.max.bytes": cache_bytes}
+    with TopologyTestDriver(builder.build(), config) as driver:
+        src = driver.create_input_topic("in", S, INT)
+        out = driver.create_output_topic("out", S, S)
+        src.pipe_key_value_list([("a", 1), ("b", 2)])
+        assert driver.get_key_value_store("passing").get("b") == 2
+        assert driver.get_key_value_store("passing").get("a") is None
+        assert driver.get_key_value_store("tens").get("b") == "b20"
+        driver.create_input_topic("lookups", S, S).pipe_key_value_list([("b", "x"), ("a", "y")])
+        joined = driver.create_output_topic("joined", S, S).read_values_to_list()
+        assert joined == ["x=b20", "y=None"]
+        src.pipe_key_value_list([("b", 0), ("c", None)])
+        assert driver.get_key_value_store("tens").get("b") is None
+        retracted = [KeyValue("b", "b20"), KeyValue("b", None)]
+        if source is None and cache_bytes == 0:
+            assert out.read_key_values_to_list() == [
+                KeyValue("a", None),
+                *retracted,
+                KeyValue("c", None),
+            ]
+        else:
+            assert out.read_key_values_to_list() == retracted
+
+
 def test_grouped_stream_aggregate_and_reduce_skip_nulls() -> None:
     builder = StreamsBuilder()
     grouped = builder.stream("in", key_serde=S, value_serde=INT).group_by_key()

@@ -15,13 +15,13 @@ from strom.kstream.internals import suppress as suppress_processor
 from strom.kstream.internals import table_joins as tj
 from strom.kstream.internals import table_processors as tp
 from strom.kstream.internals import table_suppliers as ts
+from strom.kstream.materialized import Materialized
 from strom.processor.internals.topology_builder import StoreDef
 
 if TYPE_CHECKING:
     from strom.builder import StreamsBuilder
     from strom.kstream.kgrouped_table import KGroupedTable
     from strom.kstream.kstream import KStream
-    from strom.kstream.materialized import Materialized
     from strom.kstream.suppressed import Suppressed
     from strom.processor.internals.nodes import Node
     from strom.serdes import Serde
@@ -86,20 +86,43 @@ class KTable:
             window_grace_ms=self._window_grace_ms,
         )
 
-    def filter(self, predicate: Callable[[Any, Any], bool], *, name: str | None = None) -> KTable:
+    def filter(
+        self,
+        predicate: Callable[[Any, Any], bool],
+        *,
+        materialized: Materialized | str | None = None,
+        name: str | None = None,
+    ) -> KTable:
         """Keeps entries for which ``predicate(key, value)`` holds; an update
-        that fails it deletes the key downstream (a tombstone)."""
-        return self._filter(predicate, False, name)
+        that fails it deletes the key downstream (a tombstone).
+        ``materialized`` keeps the result in a queryable store."""
+        return self._filter(predicate, False, materialized, name)
 
     def filter_not(
-        self, predicate: Callable[[Any, Any], bool], *, name: str | None = None
+        self,
+        predicate: Callable[[Any, Any], bool],
+        *,
+        materialized: Materialized | str | None = None,
+        name: str | None = None,
     ) -> KTable:
-        return self._filter(predicate, True, name)
+        return self._filter(predicate, True, materialized, name)
 
     def _filter(
-        self, predicate: Callable[[Any, Any], bool], negate: bool, name: str | None
+        self,
+        predicate: Callable[[Any, Any], bool],
+        negate: bool,
+        materialized: Materialized | str | None,
+        name: str | None,
     ) -> KTable:
         supplier = ts.FilterSupplier(self, predicate, negate)
+        if materialized is not None:
+
+            def keep(key: Any, value: Any) -> Any:
+                return value if bool(predicate(key, value)) is not negate else None
+
+            return self._then_materialized(
+                "KTABLE-FILTER-", supplier, keep, True, materialized, name, True
+            )
         return self._then(
             "KTABLE-FILTER-",
             supplier,
@@ -108,16 +131,63 @@ class KTable:
             True,
         )
 
+    def _then_materialized(
+        self,
+        prefix: str,
+        supplier: ts.FilterSupplier | ts.MapValuesSupplier,
+        compute: Callable[[Any, Any], Any],
+        skip_both_absent: bool,
+        materialized: Materialized | str,
+        name: str | None,
+        value_serde_kept: bool,
+    ) -> KTable:
+        """A filter or value mapper whose result is kept in a store of its
+        own (Kafka's queryable name): it reads its old values there, and
+        readers by key read it."""
+        builder = self._builder
+        mat = Materialized.of(materialized)
+        # Kafka names the store first (MaterializedInternal), then the processor.
+        store_name = mat.store_name or builder.new_name(f"{prefix}STATE-STORE-")
+        node_name = name or builder.new_name(prefix)
+        supplier.materialize(store_name)
+        key_serde = mat.key_serde or self._key_serde
+        value_serde = mat.value_serde or (self._value_serde if value_serde_kept else None)
+        builder.internal.add_processor(
+            node_name,
+            lambda: tp.KTableMaterializedChange(store_name, compute, supplier, skip_both_absent),
+            self._node,
+        )
+        builder.internal.add_store(mat.store_def(store_name, key_serde, value_serde), node_name)
+        return KTable(
+            builder,
+            node_name,
+            key_serde,
+            value_serde,
+            supplier,
+            window_grace_ms=self._window_grace_ms,
+            store_name=mat.store_name,
+        )
+
     def map_values(
         self,
         mapper: Callable[[Any], Any] | Callable[[Any, Any], Any],
         *,
         with_key: bool = False,
+        materialized: Materialized | str | None = None,
         name: str | None = None,
     ) -> KTable:
         """``mapper(value)`` for every entry (``with_key=True``: ``mapper(key,
-        value)``, Kafka's ``ValueMapperWithKey``); deletes stay deletes."""
+        value)``, Kafka's ``ValueMapperWithKey``); deletes stay deletes.
+        ``materialized`` keeps the result in a queryable store."""
         supplier = ts.MapValuesSupplier(self, mapper, with_key)
+        if materialized is not None:
+
+            def compute(key: Any, value: Any) -> Any:
+                return mapper(key, value) if with_key else mapper(value)  # type: ignore[call-arg]
+
+            return self._then_materialized(
+                "KTABLE-MAPVALUES-", supplier, compute, False, materialized, name, False
+            )
         return self._then(
             "KTABLE-MAPVALUES-",
             supplier,

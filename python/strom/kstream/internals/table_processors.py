@@ -337,6 +337,49 @@ class KTableMapValues(Node):
         self.forward(batch.derive(batch.keys, news, batch.timestamps, batch.offsets, olds))
 
 
+class KTableMaterializedChange(_StoreNode):
+    """KTableFilter and KTableMapValues with ``materialized=`` (Kafka's
+    queryable name): ``compute(key, value)`` gives each update's new value
+    (None stays None), kept in the store at the record's timestamp; the old
+    value forwarded is the store's. A filter (``skip_both_absent``) whose
+    table sends old values drops an update that was absent and stays absent,
+    store and all, as Kafka's does."""
+
+    latest_timestamp = False
+
+    def __init__(
+        self,
+        store_name: str,
+        compute: Callable[[Any, Any], Any],
+        send_old: SendsOldValues,
+        skip_both_absent: bool,
+    ) -> None:
+        super().__init__(store_name)
+        self.compute = compute
+        self.send_old = send_old
+        self.skip_both_absent = skip_both_absent
+
+    def process(self, batch: Batch) -> None:
+        compute, news = self.compute, []
+
+        def run(keys: Iterator[Any], values: Iterator[Any]) -> None:
+            for key, value in zip(keys, values, strict=True):
+                news.append(None if value is None else compute(key, value))
+
+        batch = without(batch, self.each_record(batch, run, batch.keys, batch.values))
+        if self.skip_both_absent and self.send_old.send_old_values:
+            kept: list[int] = []
+            present: dict[Any, bool] = {}
+            for i, (key, new) in enumerate(zip(batch.keys, news, strict=True)):
+                was = present[key] if key in present else self.store.get(key) is not None
+                if new is None and not was:
+                    continue
+                present[key] = new is not None
+                kept.append(i)
+            batch, news = batch.select(kept), [news[i] for i in kept]
+        self._update_batch(batch, lambda _key, _old, i: news[i])
+
+
 class KTableToStream(Node):
     """The table's updates as a stream of new values (tombstones included)."""
 

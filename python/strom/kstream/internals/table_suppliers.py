@@ -102,19 +102,28 @@ class AggregateSupplier(TableSupplier):
 
 
 class _ChildSupplier(TableSupplier):
-    """A processor computing a table from its parent table on the fly
-    (Kafka's KTableFilter and KTableMapValues without a queryable store):
-    old values when the parent sends them, a getter through the parent's."""
+    """A processor computing a table from its parent table (Kafka's
+    KTableFilter and KTableMapValues): without a store, old values when the
+    parent sends them and a getter through the parent's; with one
+    (``materialize``), old values from it and its getter."""
 
     def __init__(self, parent: KTable) -> None:
         self.parent = parent
+        self.store_name: str | None = None
+
+    def materialize(self, store_name: str) -> None:
+        self.store_name = store_name
 
     def enable_sending_old_values(self, force_materialization: bool) -> bool:
-        if self.parent._enable_sending_old_values(force_materialization):
+        if self.store_name is not None or self.parent._enable_sending_old_values(
+            force_materialization
+        ):
             self.send_old_values = True
         return self.send_old_values
 
     def view(self) -> TableView | None:
+        if self.store_name is not None:
+            return TableView((self.store_name,), store_getter(self.store_name))
         parent = self.parent._view()
         if parent is None:
             return None
