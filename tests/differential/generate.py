@@ -224,18 +224,26 @@ class Gen:
     def table_op(self, t: str) -> str:
         node = self.nodes[t]
         op = self.pick(("filter", "filter_not", "map_values"))
+        value = "s" if op == "map_values" else node.value
+        # A store of its own (Kafka's queryable name), with the result's
+        # serdes (keyed as the table: windowed keys only on windowed tables).
+        store: dict[str, Any] = {}
+        if node.key == "s" and self.chance(0.3):
+            store = {"store": self.store(), "serdes": [node.key, value]}
         if op == "map_values":
             return self.add(
                 op,
                 [t],
                 Node("table", node.key, "s", node.windowed_table, node.session),
                 fn=self.pick(MAPPERS),
+                **store,
             )
         return self.add(
             op,
             [t],
             Node("table", node.key, node.value, node.windowed_table, node.session),
             fn=self.pick(PREDICATES),
+            **store,
         )
 
     def table_chain(self, t: str, length: int) -> str:

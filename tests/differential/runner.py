@@ -342,6 +342,12 @@ def code(case: Case) -> str:
                 rhs = f"{src}.{s.op}({other}, {fn}, foreign_key={a['fk']})"
             else:
                 rhs = f"{src}.{s.op}({other}, {fn})"
+        elif s.op in ("filter", "filter_not", "map_values") and a.get("store"):
+            k, v = a["serdes"]
+            rhs = (
+                f"{src}.{s.op}({fn}, materialized=Materialized({a['store']!r}, "
+                f"key_serde={_serde_code(k)}, value_serde={_serde_code(v)}))"
+            )
         elif s.op == "merge":
             rhs = f"{src}.merge({s.inputs[1]})"
         elif s.op == "process":

@@ -13,7 +13,8 @@ functions.py, never given as code. The operations (``args`` in brackets):
   ``repartition``, ``to_table`` [store?], ``process`` [fn, store],
   ``group_by_key``, ``group_by`` [fn], ``to`` [topic, key, value]
   (grouping steps may name ``serdes``: [key, value], Kafka's ``Grouped.with``)
-- on a table: ``filter`` ``filter_not`` ``map_values`` [fn], ``to_stream``,
+- on a table: ``filter`` ``filter_not`` ``map_values`` [fn, and ``store``
+  with ``serdes``: Kafka's ``Materialized.as(store)`` with them], ``to_stream``,
   ``suppress`` [kind, limit_ms, buffer], ``group_by`` [fn]
 - on a grouped stream: ``count`` [store?], ``reduce`` [fn, store?],
   ``aggregate`` [init, fn, store?], ``windowed_by`` [windows, emit]

@@ -19,6 +19,7 @@ from strom.kstream import (
     KGroupedTable,
     KStream,
     KTable,
+    Materialized,
     SessionWindowedKStream,
     SessionWindows,
     SlidingWindowedKStream,
@@ -209,12 +210,14 @@ class Builder:
     def _table_op(self, step: Step, t: KTable) -> Any:
         op, args = step.op, step.args
         fn = args.get("fn")
+        # Kafka's Materialized.as(store).withKeySerde(…).withValueSerde(…).
+        mat = Materialized(args["store"], **_grouped(args)) if args.get("store") else None
         if op == "filter":
-            return t.filter(f.get(f.PREDICATES, fn, "predicate"))
+            return t.filter(f.get(f.PREDICATES, fn, "predicate"), materialized=mat)
         if op == "filter_not":
-            return t.filter_not(f.get(f.PREDICATES, fn, "predicate"))
+            return t.filter_not(f.get(f.PREDICATES, fn, "predicate"), materialized=mat)
         if op == "map_values":
-            return t.map_values(f.get(f.MAPPERS, fn, "mapper"))
+            return t.map_values(f.get(f.MAPPERS, fn, "mapper"), materialized=mat)
         if op == "to_stream":
             return t.to_stream()
         if op == "suppress":

@@ -80,6 +80,19 @@ final class Builder {
         return store == null ? null : Materialized.as(store);
     }
 
+    /** Materialized.as(store) with the step's serdes ("serdes": [key, value]), or null. */
+    @SuppressWarnings({"rawtypes", "unchecked"})
+    private static Materialized tableMaterialized(JsonNode step) {
+        String store = optional(step, "store");
+        if (store == null) {
+            return null;
+        }
+        JsonNode serdes = step.path("args").path("serdes");
+        return Materialized.as(store)
+            .withKeySerde(keySerde(serdes.get(0).asText()))
+            .withValueSerde(valueSerde(serdes.get(1).asText()));
+    }
+
     /** Grouped.with(key, value) when the step names serdes ("serdes": [key, value]). */
     @SuppressWarnings({"rawtypes", "unchecked"})
     private static Grouped grouped(JsonNode step) {
@@ -233,9 +246,21 @@ final class Builder {
     @SuppressWarnings({"rawtypes", "unchecked"})
     private Object tableOp(JsonNode step, String op, KTable t) {
         return switch (op) {
-            case "filter" -> t.filter(Fns.get(Fns.PREDICATES, arg(step, "fn"), "predicate"));
-            case "filter_not" -> t.filterNot(Fns.get(Fns.PREDICATES, arg(step, "fn"), "predicate"));
-            case "map_values" -> t.mapValues(Fns.get(Fns.MAPPERS, arg(step, "fn"), "mapper"));
+            case "filter" -> {
+                var predicate = Fns.get(Fns.PREDICATES, arg(step, "fn"), "predicate");
+                Materialized m = tableMaterialized(step);
+                yield m == null ? t.filter(predicate) : t.filter(predicate, m);
+            }
+            case "filter_not" -> {
+                var predicate = Fns.get(Fns.PREDICATES, arg(step, "fn"), "predicate");
+                Materialized m = tableMaterialized(step);
+                yield m == null ? t.filterNot(predicate) : t.filterNot(predicate, m);
+            }
+            case "map_values" -> {
+                var mapper = Fns.get(Fns.MAPPERS, arg(step, "fn"), "mapper");
+                Materialized m = tableMaterialized(step);
+                yield m == null ? t.mapValues(mapper) : t.mapValues(mapper, m);
+            }
             case "to_stream" -> t.toStream();
             case "suppress" -> t.suppress(suppressed(step.path("args")));
             case "group_by" -> {
