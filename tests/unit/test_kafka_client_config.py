@@ -9,7 +9,7 @@ from confluent_kafka.admin import AdminClient
 
 import strom.config
 from strom._core import KafkaProducer
-from strom.config import StreamsConfig
+from strom.config import _CLIENT_RENAMED, _KEYS, _NO_EFFECT, _RENAMED, StreamsConfig
 from strom.errors import ConfigError
 from strom.kafka.clients import admin_config, consumer_config, native_config, producer_config
 from strom.kafka.consumer import Consumer
@@ -96,3 +96,96 @@ def test_earlier_and_current_names_of_a_key_must_agree() -> None:
         StreamsConfig(BASE | {"cache.max.bytes.buffering": 1, "statestore.cache.max.bytes": 2})
     same = StreamsConfig(BASE | {"cache.max.bytes.buffering": 5, "statestore.cache.max.bytes": 5})
     assert same["statestore.cache.max.bytes"] == 5
+
+
+# Every key of Kafka Streams 4.3's StreamsConfig (its *_CONFIG constants).
+STREAMS_4_3_KEYS = [
+    "acceptable.recovery.lag",
+    "allow.os.group.write.access",
+    "application.id",
+    "application.server",
+    "bootstrap.servers",
+    "buffered.records.per.partition",
+    "built.in.metrics.version",
+    "cache.max.bytes.buffering",
+    "client.id",
+    "commit.interval.ms",
+    "connections.max.idle.ms",
+    "default.client.supplier",
+    "default.deserialization.exception.handler",
+    "default.dsl.store",
+    "default.key.serde",
+    "default.production.exception.handler",
+    "default.timestamp.extractor",
+    "default.value.serde",
+    "deserialization.exception.handler",
+    "dsl.store.format",
+    "dsl.store.suppliers.class",
+    "enable.metrics.push",
+    "ensure.explicit.internal.resource.naming",
+    "errors.dead.letter.queue.topic.name",
+    "group.protocol",
+    "log.summary.interval.ms",
+    "max.task.idle.ms",
+    "max.warmup.replicas",
+    "metadata.max.age.ms",
+    "metric.reporters",
+    "metrics.num.samples",
+    "metrics.recording.level",
+    "metrics.sample.window.ms",
+    "num.standby.replicas",
+    "num.stream.threads",
+    "poll.ms",
+    "probing.rebalance.interval.ms",
+    "processing.exception.handler",
+    "processing.exception.handler.global.enabled",
+    "processing.guarantee",
+    "processor.wrapper.class",
+    "production.exception.handler",
+    "rack.aware.assignment.non_overlap_cost",
+    "rack.aware.assignment.strategy",
+    "rack.aware.assignment.tags",
+    "rack.aware.assignment.traffic_cost",
+    "receive.buffer.bytes",
+    "reconnect.backoff.max.ms",
+    "reconnect.backoff.ms",
+    "repartition.purge.interval.ms",
+    "replication.factor",
+    "request.timeout.ms",
+    "retry.backoff.ms",
+    "rocksdb.config.setter",
+    "security.protocol",
+    "send.buffer.bytes",
+    "state.cleanup.delay.ms",
+    "state.cleanup.dir.max.age.ms",
+    "state.dir",
+    "statestore.cache.max.bytes",
+    "task.assignor.class",
+    "task.timeout.ms",
+    "topology.optimization",
+    "upgrade.from",
+    "window.size.ms",
+    "windowstore.changelog.additional.retention.ms",
+]
+# The ones Kafka Streams passes to its clients and librdkafka takes as they are.
+CLIENT_KEYS = {
+    "connections.max.idle.ms": 540_000,
+    "metadata.max.age.ms": 300_000,
+    "reconnect.backoff.max.ms": 1_000,
+    "reconnect.backoff.ms": 50,
+    "request.timeout.ms": 40_000,
+    "retry.backoff.ms": 100,
+    "security.protocol": "PLAINTEXT",
+}
+
+
+def test_every_kafka_streams_4_3_key_is_known() -> None:
+    """Each key is strom's, accepted with no effect, Kafka's earlier name of
+    one of strom's, a client key librdkafka names otherwise, or a client key
+    librdkafka takes (and does: the clients are made with them)."""
+    handled = set(_KEYS) | set(_NO_EFFECT) | set(_RENAMED) | set(_CLIENT_RENAMED)
+    assert sorted(set(STREAMS_4_3_KEYS) - handled) == sorted(CLIENT_KEYS)
+    config = StreamsConfig(BASE | CLIENT_KEYS)
+    Consumer(consumer_config(config, "c", group=True)).close()
+    KafkaProducer(native_config(producer_config(config, "p", None)))
+    AdminClient(admin_config(config))
