@@ -43,6 +43,7 @@ from strom.topology import Topology
 
 if TYPE_CHECKING:
     from strom.metrics.prometheus import MetricsServer
+    from strom.processor.api import StateRestoreListener
     from strom.web.server import WebServer
 
 __all__ = ["KafkaStreams", "State"]
@@ -308,6 +309,18 @@ class KafkaStreams:
             if self._state is not State.ERROR:
                 self._set_state(State.PENDING_ERROR)
                 self._set_state(State.ERROR)
+
+    def set_global_state_restore_listener(self, listener: StateRestoreListener) -> None:
+        """``listener`` is told as local stores are restored from their
+        changelogs (Kafka's ``setGlobalStateRestoreListener``): before
+        :meth:`start` only."""
+        with self._lock:
+            if not self._state.has_not_started():
+                raise StromError(
+                    "set_global_state_restore_listener works before start(), "
+                    f"not in state {self._state.value}"
+                )
+            self._transport.restore_listener = listener
 
     def set_uncaught_exception_handler(self, handler: Callable[[BaseException], str]) -> None:
         """``handler(exception)`` decides what a stream thread that failed

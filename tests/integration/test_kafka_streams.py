@@ -32,6 +32,7 @@ from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.cli import main
 from strom.errors import SerializationError, TopologyError
 from strom.kafka import reset_application
+from strom.processor import StateRestoreListener
 from strom.streams import State
 
 WORDS = [f"w{i}" for i in range(40)]
@@ -145,17 +146,44 @@ def test_restart_with_state_intact_and_deleted(kafka: KafkaCluster, tmp_path: Pa
     thirds = [text[:500], text[500:1000], text[1000:]]
     topology = word_count_topology(source, sink)
     restored = []
+    heard: list[list[tuple[Any, ...]]] = []
     for run, chunk in enumerate(thirds):
         produce(boot, source, ((None, line.encode(), BASE_TS) for line in chunk))
         state_dir = tmp_path / ("first" if run < 2 else "second")
         with KafkaStreams(topology, app_config(boot, app_id, str(state_dir))) as app:
+            listener = _RestoreRecorder()
+            app.set_global_state_restore_listener(listener)
             app.run_until_end(timeout=120)
             restored.append(app.metrics()["restored-records"])
+            heard.append(listener.calls)
         seen = [w for line in text[: 500 * (run + 1)] for w in line.split()]
         output = latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long())
         assert output == dict(Counter(seen)), f"run {run}"
     assert restored[1] == 0  # local state was up to date
     assert restored[2] > 0  # rebuilt from the changelog
+    # The restore listener heard nothing when nothing was restored, and for
+    # the rebuild each changelog partition's start, batches and end.
+    assert heard[0] == heard[1] == []
+    starts = [c for c in heard[2] if c[0] == "start"]
+    ends = {c[1]: c[3] for c in heard[2] if c[0] == "end"}
+    batches = [c for c in heard[2] if c[0] == "batch"]
+    assert {c[1] for c in starts} == set(ends) == {c[1] for c in batches}
+    assert all(c[2] == "counts" and c[3] == 0 and c[4] > 0 for c in starts)
+    assert sum(ends.values()) == sum(c[4] for c in batches) == restored[2]
+
+
+class _RestoreRecorder(StateRestoreListener):
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def on_restore_start(self, tp: tuple[str, int], store: str, start: int, end: int) -> None:
+        self.calls.append(("start", tp, store, start, end))
+
+    def on_batch_restored(self, tp: tuple[str, int], store: str, last: int, count: int) -> None:
+        self.calls.append(("batch", tp, store, last, count))
+
+    def on_restore_end(self, tp: tuple[str, int], store: str, total: int) -> None:
+        self.calls.append(("end", tp, store, total))
 
 
 def _wait_for(condition: Callable[[], bool], what: str, timeout: float = 90.0) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 from collections import Counter
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -14,6 +15,7 @@ from strom.cli.demo import generate_lines, word_count_topology
 from strom.embedded import EmbeddedLog
 from strom.errors import StoreError, StromError
 from strom.kstream import Materialized
+from strom.processor import StateRestoreListener
 
 APP = "state-test"
 
@@ -99,6 +101,54 @@ def test_clean_up_deletes_the_local_state_only_when_not_running(
     counts, metrics = run(log_path)
     assert counts == EXPECTED
     assert metrics["restored-records"] == changelog_records
+
+
+class Recorder(StateRestoreListener):
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def on_restore_start(
+        self, topic_partition: tuple[str, int], store_name: str, start: int, end: int
+    ) -> None:
+        self.calls.append(("start", topic_partition, store_name, start, end))
+
+    def on_batch_restored(
+        self, topic_partition: tuple[str, int], store_name: str, end_offset: int, count: int
+    ) -> None:
+        self.calls.append(("batch", topic_partition, store_name, end_offset, count))
+
+    def on_restore_end(self, topic_partition: tuple[str, int], store_name: str, total: int) -> None:
+        self.calls.append(("end", topic_partition, store_name, total))
+
+
+def test_the_restore_listener_hears_each_restored_changelog_partition(
+    wc_log: EmbeddedLog, log_path: str
+) -> None:
+    """Kafka's StateRestoreListener: start, batches and end for each
+    changelog partition replayed, with its offsets and counts."""
+    produce(wc_log, LINES)
+    run(log_path)
+    ends = wc_log.end_offsets(f"{APP}-counts-changelog")
+    app = app_for(log_path)
+    app.clean_up()
+    listener = Recorder()
+    app.set_global_state_restore_listener(listener)
+    with app:
+        app.run_until_end(timeout=120)
+        restored = app.metrics()["restored-records"]
+        with pytest.raises(StromError, match="before start"):
+            app.set_global_state_restore_listener(Recorder())
+    changelog = f"{APP}-counts-changelog"
+    expected = []
+    for partition, end in sorted(ends.items()):
+        tp = (changelog, partition)
+        expected += [
+            ("start", tp, "counts", 0, end),
+            ("batch", tp, "counts", end - 1, end),
+            ("end", tp, "counts", end),
+        ]
+    assert listener.calls == expected
+    assert restored == sum(ends.values())
 
 
 def test_corrupt_local_state_is_wiped_and_restored(wc_log: EmbeddedLog, log_path: str) -> None:

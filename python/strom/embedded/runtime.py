@@ -24,6 +24,7 @@ from strom.processor.internals.topology_builder import SourceDef
 if TYPE_CHECKING:
     from strom._core import RecordBatch
     from strom.config import StreamsConfig
+    from strom.processor.api import StateRestoreListener
     from strom.processor.internals.task import InputRecords
     from strom.processor.internals.topology_builder import InternalTopologyBuilder, Subtopology
 
@@ -41,8 +42,10 @@ class EmbeddedRuntime(Runtime):
         config: StreamsConfig,
         path: str,
         on_rebalance: Callable[[bool], None] | None = None,
+        restore_listener: StateRestoreListener | None = None,
     ) -> None:
         super().__init__(builder, config)
+        self.restore_listener = restore_listener
         self.log = EmbeddedLog(path)
         self._partitions: dict[str, int] = {}
         self._prepare_topics()
@@ -132,7 +135,7 @@ class EmbeddedRuntime(Runtime):
             for partition in range(self._task_count(sub, self._counts)):
                 task = self.factory.task(sub, partition)
                 self._add_task(task, sub)
-                task.state.restore(self.log)
+                task.state.restore(self.log, self.restore_listener)
 
     # --- fetching, offsets, output --------------------------------------------------
     @property
@@ -249,4 +252,4 @@ class EmbeddedTransport(Transport):
         index: int,
         on_rebalance: Callable[[bool], None],
     ) -> Runtime:
-        return EmbeddedRuntime(builder, config, self.path, on_rebalance)
+        return EmbeddedRuntime(builder, config, self.path, on_rebalance, self.restore_listener)

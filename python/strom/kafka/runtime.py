@@ -423,8 +423,12 @@ class KafkaRuntime(Runtime):
                     task.state.restore_remaining += high - offset
                     plan[key] = (task, store)
                     assign.append(TopicPartition(topic, task.partition, offset))
+                    if self.restore_listener is not None:
+                        self.restore_listener.on_restore_start(key, store, offset, high)
         if not assign:
             return
+        listener = self.restore_listener
+        totals = dict.fromkeys(plan, 0)
         started = time.monotonic()
         consumer = self.restore_consumer
         consumer.assign(assign)
@@ -434,7 +438,7 @@ class KafkaRuntime(Runtime):
         try:
             while pending:
                 batches = consumer.poll_batches(RESTORE_BATCH, 0.1)
-                pending.difference_update(consumer.eofs)
+                done = pending & set(consumer.eofs)
                 for batch in batches:
                     key = (batch.topic, batch.partition)
                     task, store = plan[key]
@@ -445,8 +449,15 @@ class KafkaRuntime(Runtime):
                         remaining = max(0, self._changelog_ends[key] - batch.next_offset)
                     task.state.restore_batch(store, batch, remaining)
                     restored += len(batch)
+                    totals[key] += len(batch)
+                    if listener is not None and len(batch):
+                        listener.on_batch_restored(key, store, batch.next_offset - 1, len(batch))
                     if batch.next_offset >= self._changelog_ends[key]:
-                        pending.discard(key)
+                        done.add(key)
+                for key in sorted(done & pending):
+                    pending.discard(key)
+                    if listener is not None:
+                        listener.on_restore_end(key, plan[key][1], totals[key])
                 if time.monotonic() - started > 10 * REQUEST_TIMEOUT_S:
                     raise KafkaClientError(f"restoring {sorted(pending)} did not finish in time")
         finally:
@@ -939,7 +950,7 @@ class KafkaTransport(Transport):
         on_rebalance: Callable[[bool], None],
     ) -> Runtime:
         self._open_global_thread(builder, config)
-        return KafkaRuntime(
+        runtime = KafkaRuntime(
             builder,
             config,
             process_id=self.process_id,
@@ -947,6 +958,9 @@ class KafkaTransport(Transport):
             on_rebalance=on_rebalance,
             global_thread=self._global_thread,
         )
+        # Restores start with assignments, after the runtime is made.
+        runtime.restore_listener = self.restore_listener
+        return runtime
 
     def _open_global_thread(self, builder: InternalTopologyBuilder, config: StreamsConfig) -> None:
         """With several stream threads, one global thread for all: bootstrapped

@@ -8,6 +8,7 @@ from strom.processor.api import (
     Record,
     RecordContext,
     RecordMetadata,
+    StateRestoreListener,
     wallclock_timestamp_extractor,
 )
 
@@ -19,5 +20,6 @@ __all__ = [
     "Record",
     "RecordContext",
     "RecordMetadata",
+    "StateRestoreListener",
     "wallclock_timestamp_extractor",
 ]

@@ -123,6 +123,37 @@ class ProcessorContext(ABC):
     def current_system_time_ms(self) -> int: ...
 
 
+class StateRestoreListener:
+    """Told as local stores are restored from their changelogs (Kafka's
+    ``StateRestoreListener``, given to
+    ``KafkaStreams.set_global_state_restore_listener``). ``topic_partition``
+    is the changelog's ``(topic, partition)``; offsets are the changelog's.
+    Override what you need; the calls run on the stream thread restoring."""
+
+    def on_restore_start(
+        self,
+        topic_partition: tuple[str, int],
+        store_name: str,
+        starting_offset: int,
+        ending_offset: int,
+    ) -> None:
+        """Restoring ``[starting_offset, ending_offset)`` begins."""
+
+    def on_batch_restored(
+        self,
+        topic_partition: tuple[str, int],
+        store_name: str,
+        batch_end_offset: int,
+        num_restored: int,
+    ) -> None:
+        """A batch of ``num_restored`` records, the last at ``batch_end_offset``, is in."""
+
+    def on_restore_end(
+        self, topic_partition: tuple[str, int], store_name: str, total_restored: int
+    ) -> None:
+        """The store is restored."""
+
+
 class Processor(ABC, Generic[K, V]):
     """A node of a topology that receives records one at a time."""
 

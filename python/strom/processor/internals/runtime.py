@@ -32,6 +32,7 @@ from strom.state.internals.registry import store_kind
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
     from strom.metrics import Metric
+    from strom.processor.api import StateRestoreListener
     from strom.processor.internals.state_manager import ChangelogRange
     from strom.processor.internals.task import InputRecords
     from strom.processor.internals.topology_builder import InternalTopologyBuilder, Subtopology
@@ -60,6 +61,10 @@ class EndTargets:
 class Runtime(ABC):
     """One stream thread: its tasks and the loop that feeds them, over the
     transport a subclass supplies (the hooks below)."""
+
+    # Told as this thread restores local stores (KafkaStreams'
+    # set_global_state_restore_listener).
+    restore_listener: StateRestoreListener | None = None
 
     # Topic configs of the repartition topics this transport creates.
     repartition_config: ClassVar[dict[str, str]] = {}
@@ -656,6 +661,9 @@ class ShutdownSignal(Protocol):
 class Transport(ABC):
     """What ``KafkaStreams`` asks of a transport: the runtime of each stream
     thread, and what the threads of one instance share."""
+
+    # Told as the runtimes restore local stores (set before they are made).
+    restore_listener: StateRestoreListener | None = None
 
     @abstractmethod
     def stream_threads(self, config: StreamsConfig) -> int:

@@ -27,6 +27,7 @@ from strom.state.internals.registry import NativeStore, StoreKind, store_kind
 if TYPE_CHECKING:
     from strom import _core
     from strom.embedded import EmbeddedLog
+    from strom.processor.api import StateRestoreListener
     from strom.processor.internals.topology_builder import StoreDef
 
 log = logging.getLogger("strom.state")
@@ -153,9 +154,10 @@ class StateManager:
     def set_node_stream_time(self, node: str, time: int) -> None:
         self.node_times[node] = time
 
-    def restore(self, log_: EmbeddedLog) -> None:
+    def restore(self, log_: EmbeddedLog, listener: StateRestoreListener | None = None) -> None:
         """Replays each logged store's changelog from the offset it committed
-        (or from the start) to the end, without logging it again."""
+        (or from the start) to the end, without logging it again; tells
+        ``listener`` about each store that has records to replay."""
         for name, store in self.stores.items():
             if store.changelog is None:
                 continue
@@ -164,12 +166,17 @@ class StateManager:
             offset = store.restore_from
             if offset is None:
                 offset = log_.log_start_offsets(topic)[partition]
+            if listener is not None and offset < end:
+                listener.on_restore_start((topic, partition), name, offset, end)
             self.restore_remaining += max(0, end - offset)
             restored = store.kind.restore_from_log(
                 store.native, log_, topic, partition, offset, end
             )
             self.restore_remaining -= max(0, end - offset)
             self.restored_records += restored
+            if listener is not None and offset < end:
+                listener.on_batch_restored((topic, partition), name, end - 1, restored)
+                listener.on_restore_end((topic, partition), name, restored)
             if restored:
                 log.info(
                     "task %s restored %d record(s) of %s from %s",
