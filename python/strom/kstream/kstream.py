@@ -35,6 +35,13 @@ if TYPE_CHECKING:
 Partitioner = Callable[[Any, Any, int], int]
 
 
+def _refuse(what: str, why: str, **given: Any) -> None:
+    """A TopologyError naming the arguments given (not None) that ``what`` takes no part of."""
+    named = [arg for arg, value in given.items() if value is not None]
+    if named:
+        raise TopologyError(f"{what} takes no {', '.join(named)}: {why}")
+
+
 def _no_key_for_expressions(with_key: bool) -> None:
     if with_key:
         raise TopologyError(
@@ -497,23 +504,16 @@ class KStream:
             raise TopologyError("JoinWindows belong to a join with another KStream")
         key_serde, value_serde, other_value_serde = serdes
         if isinstance(other, GlobalKTable):
-            given = [
-                arg
-                for arg, value in (
-                    ("key_serde", key_serde),
-                    ("value_serde", value_serde),
-                    ("other_value_serde", other_value_serde),
-                    ("store_name", store_name),
-                    ("logging", None if logging else False),
-                )
-                if value is not None
-            ]
-            if given:
-                raise TopologyError(
-                    f"a join with a GlobalKTable takes no {', '.join(given)}: it has no "
-                    "stores or repartition topic of its own (as Kafka's join with a "
-                    "GlobalKTable, which takes no Joined)"
-                )
+            _refuse(
+                "a join with a GlobalKTable",
+                "it has no stores or repartition topic of its own (as Kafka's join with a "
+                "GlobalKTable, which takes no Joined)",
+                key_serde=key_serde,
+                value_serde=value_serde,
+                other_value_serde=other_value_serde,
+                store_name=store_name,
+                logging=None if logging else False,
+            )
             if second is None:
                 raise TopologyError(
                     "a join with a GlobalKTable takes (table, key_selector, joiner)"
@@ -534,17 +534,13 @@ class KStream:
             )
         if second is not None:
             raise TopologyError("a join with a KTable takes (table, joiner)")
-        given = [
-            arg
-            for arg, value in (("store_name", store_name), ("logging", None if logging else False))
-            if value is not None
-        ]
-        if given:
-            raise TopologyError(
-                f"a join with a KTable takes no {', '.join(given)}: it has no store of its "
-                "own and reads the table's (key_serde and value_serde serialize its "
-                "repartition topic)"
-            )
+        _refuse(
+            "a join with a KTable",
+            "it has no store of its own and reads the table's (key_serde and value_serde "
+            "serialize its repartition topic)",
+            store_name=store_name,
+            logging=None if logging else False,
+        )
         return self._table_join(
             other,
             first,

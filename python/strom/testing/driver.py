@@ -26,22 +26,19 @@ from strom.processor.internals.task import (
 )
 from strom.serdes import Serde
 from strom.state.session import SessionStore
-from strom.state.stores import KEY_VALUE, SESSION, WINDOW
+from strom.state.stores import KEY_VALUE, SESSION, WINDOW, Duration, to_millis
 from strom.state.views import plain
 from strom.state.window import WindowStore
 from strom.topology import Topology
 
 __all__ = ["TestInputTopic", "TestOutputTopic", "TopologyTestDriver"]
 
-# A span of time as Kafka's driver takes a Duration: milliseconds or a timedelta.
-Span = int | timedelta
 
-
-def _ms(span: Span, what: str) -> int:
-    ms = span // timedelta(milliseconds=1) if isinstance(span, timedelta) else int(span)
-    if ms < 0:
-        raise ValueError(f"{what} cannot go back ({ms} ms)")
-    return ms
+def _ms(span: Duration, what: str) -> int:
+    """A forward move of a clock, as Kafka's driver takes a Duration."""
+    if (span.total_seconds() if isinstance(span, timedelta) else span) < 0:
+        raise ValueError(f"{what} cannot go back ({span!r})")
+    return to_millis(span, what)
 
 
 @dataclass(frozen=True)
@@ -140,7 +137,7 @@ class TopologyTestDriver:
         key_serde: Serde[Any],
         value_serde: Serde[Any],
         start_timestamp: int | datetime | None = None,
-        auto_advance: Span = 0,
+        auto_advance: Duration = 0,
     ) -> TestInputTopic:
         """An input topic. Records piped without a timestamp get the topic's
         time: the driver's wall-clock time, or from ``start_timestamp`` (epoch
@@ -204,7 +201,7 @@ class TopologyTestDriver:
         return self._outputs.setdefault(topic, deque())
 
     # --- time and state --------------------------------------------------------
-    def advance_wall_clock_time(self, advance: Span) -> None:
+    def advance_wall_clock_time(self, advance: Duration) -> None:
         """Moves the mock wall clock forward (ms or a timedelta) and fires due
         wall-clock punctuations."""
         self._wall_clock += _ms(advance, "wall-clock time")
@@ -315,7 +312,7 @@ class TestInputTopic(_TestTopic):
         self._time = start_timestamp
         self._auto_advance_ms = auto_advance_ms
 
-    def advance_time(self, advance: Span) -> None:
+    def advance_time(self, advance: Duration) -> None:
         """Moves the time of records piped without a timestamp forward (ms or
         a timedelta); a topic on the driver's wall clock gets a clock of its
         own from there."""
