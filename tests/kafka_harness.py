@@ -39,6 +39,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import TracebackType
+from typing import NamedTuple
 
 KAFKA_VERSION = "4.3.0"
 """Default Apache Kafka version; keep in step with ``kafka.version`` in the pom."""
@@ -262,11 +263,17 @@ def _read_exact(sock: socket.socket, n: int) -> bytes:
     return bytes(buf)
 
 
-def metadata_brokers(port: int, timeout: float = 2.0) -> tuple[set[int], int]:
+class ClusterMetadata(NamedTuple):
+    """What a broker's Metadata response says of its cluster."""
+
+    brokers: set[int]  # alive: KRaft lists only registered, unfenced brokers
+    controller: int  # -1 when it knows none
+    cluster_id: str | None
+
+
+def metadata_brokers(port: int, timeout: float = 2.0) -> ClusterMetadata:
     """Asks the broker on ``port`` for cluster metadata.
 
-    Returns the ids of the brokers it knows as alive (KRaft lists only
-    registered, unfenced brokers) and the controller id it reports.
     Raises OSError when the broker does not answer.
     """
     client_id = b"strom-harness"
@@ -288,9 +295,11 @@ def metadata_brokers(port: int, timeout: float = 2.0) -> tuple[set[int], int]:
         pos += 2 + max(rack_len, 0)
         brokers.add(node_id)
     (cid_len,) = struct.unpack_from(">h", resp, pos)
-    pos += 2 + max(cid_len, 0)
+    pos += 2
+    cluster_id = resp[pos : pos + cid_len].decode() if cid_len >= 0 else None
+    pos += max(cid_len, 0)
     (controller,) = struct.unpack_from(">i", resp, pos)
-    return brokers, controller
+    return ClusterMetadata(brokers, controller, cluster_id)
 
 
 # --------------------------------------------------------------------------
@@ -842,6 +851,9 @@ class KafkaCluster:
         while True:
             self._check_alive(expected)
             if self._ready(expected):
+                # A node that answered and then died (e.g. a listener it could
+                # not bind after all) is a failed start, not a ready cluster.
+                self._check_alive(expected)
                 return
             if time.monotonic() > deadline:
                 raise KafkaStartError(
@@ -1088,10 +1100,16 @@ class KafkaCluster:
             if node.node_id not in expected:
                 continue
             try:
-                brokers, controller = metadata_brokers(node.probe_port)
+                meta = metadata_brokers(node.probe_port)
+                # Every listener must be bound by this node, not only the probe's.
+                for port in node.ports.values():
+                    socket.create_connection((HOST, port), timeout=2.0).close()
             except (OSError, struct.error):
                 return False
-            if not expected <= brokers or controller < 0:
+            # Another cluster's broker on a port we were given is not ours.
+            if meta.cluster_id != self.cluster_id:
+                return False
+            if not expected <= meta.brokers or meta.controller < 0:
                 return False
         return True
 
@@ -1228,7 +1246,7 @@ def _cmd_status(args: argparse.Namespace) -> int:
     for node in cluster.nodes:
         if node.node_id in running:
             try:
-                brokers, _ = metadata_brokers(node.probe_port)
+                brokers = metadata_brokers(node.probe_port).brokers
                 state = f"running, sees brokers {sorted(brokers)}"
             except (OSError, struct.error) as e:
                 state = f"running, not answering ({e})"

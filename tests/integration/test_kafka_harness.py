@@ -22,7 +22,7 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.kafka_harness import REPO_ROOT, KafkaCluster, metadata_brokers, pid_alive
+from tests.kafka_harness import REPO_ROOT, KafkaCluster, metadata_brokers, pid_alive, tail
 from tests.support import wait_until
 
 from strom._core import partition_for_key
@@ -136,7 +136,7 @@ def consume(
 def test_fixture_exposes_bootstrap_and_logs(kafka: KafkaCluster) -> None:
     host, port = kafka.bootstrap_servers.split(":")
     assert host == "127.0.0.1"
-    brokers, _ = metadata_brokers(int(port))
+    brokers = metadata_brokers(int(port)).brokers
     assert brokers == {0}
     assert len(kafka.log_paths) == 1
     assert "Kafka Server started" in kafka.log_paths[0].read_text()
@@ -364,8 +364,13 @@ def test_script_starts_reports_and_stops_a_broker(tmp_path: Path) -> None:
         bootstrap = started.stdout.strip()
         assert bootstrap.startswith("127.0.0.1:")
         assert "pid" in started.stderr and "server.log" in started.stderr
-        brokers, _ = metadata_brokers(int(bootstrap.rsplit(":", 1)[1]))
-        assert brokers == {0}
+        log = run_dir / "node-0" / "server.log"
+        try:
+            meta = metadata_brokers(int(bootstrap.rsplit(":", 1)[1]))
+        except OSError as e:
+            raise AssertionError(f"{bootstrap} refused after start: {e}\n{tail(log)}") from e
+        assert meta.brokers == {0}
+        assert meta.cluster_id == KafkaCluster.attach(run_dir).cluster_id
         status = run("status")
         assert status.returncode == 0, status.stdout + status.stderr
         pid = int((run_dir / "node-0" / "kafka.pid").read_text())

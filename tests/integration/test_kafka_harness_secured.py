@@ -146,7 +146,7 @@ def test_command_line_secured_start_acls_and_stop(tmp_path: Path) -> None:
         status = kafka("status")
         assert status.returncode == 0, status.stdout + status.stderr
         node = state["nodes"][0]
-        brokers, _ = metadata_brokers(node["ports"]["INTERNAL"])
+        brokers = metadata_brokers(node["ports"]["INTERNAL"]).brokers
         assert brokers == {0}
 
         acl = ["--add", "--allow-principal", "User:app", "--operation", "Read", "--topic", "t"]
