@@ -72,6 +72,8 @@ class RecordBatch:
     def keys(self) -> list[bytes | None]: ...
     def values(self) -> list[bytes | None]: ...
     def headers(self) -> list[_HeaderList]: ...
+    def has_headers(self) -> bool:
+        """Whether any record of the batch has at least one header."""
     def records(self) -> list[ConsumedRecord]: ...
 
 _OffsetTuple = tuple[str, int, int, str]  # (topic, partition, offset, metadata)
@@ -134,6 +136,7 @@ class KafkaProducer:
         timestamps: Sequence[int] | None = None,
         partitions: Sequence[int] | None = None,
         partition_count: int = 1,
+        headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
     ) -> None: ...
     def produce_fused(
         self, topic: str, records: RecordBatch, pipeline: ExprPipeline, partition_count: int
@@ -218,6 +221,7 @@ class NativeProducer:
         values: Sequence[bytes | None],
         timestamps: Sequence[int] | None = None,
         partitions: Sequence[int] | None = None,
+        headers: Sequence[Sequence[tuple[str, bytes | None]] | None] | None = None,
     ) -> None: ...
     def produce_fused(
         self, topic: str, records: RecordBatch, pipeline: ExprPipeline

@@ -34,3 +34,21 @@ def test_an_epoch_is_reported_only_when_all_its_records_are() -> None:
     assert producer.mark() == 1  # its record waits for a broker that is not there
     assert producer.mark() == 2
     assert producer.reported_through() == 1  # epoch 1 holds back epoch 2 too
+
+
+@pytest.mark.parametrize("queued_before", [0, 100_000])
+def test_headers_are_checked_like_the_other_columns(queued_before: int) -> None:
+    """On both paths: a headers column of another length is a ValueError, a
+    bad item a TypeError naming it, and good headers are taken."""
+    producer = KafkaProducer(NOWHERE | {"queue.buffering.max.messages": "1000000"})
+    if queued_before:
+        producer.produce_columns("t", [b"k"] * queued_before, [b"v"] * queued_before, None, None, 3)
+    with pytest.raises(ValueError, match="same length"):
+        producer.produce_columns("t", [b"a", b"b"], [b"x", b"y"], None, None, 3, [None])
+    bad: list[object] = [None, [("h", "not bytes")]]
+    with pytest.raises(TypeError, match=r"headers\[1\] must be None or a list"):
+        producer.produce_columns("t", [b"a", b"b"], [b"x", b"y"], None, None, 3, bad)  # type: ignore[arg-type]
+    producer.produce_columns(
+        "t", [b"a", b"b"], [b"x", b"y"], None, None, 3, [[("h", b"1"), ("n", None)], None]
+    )
+    producer.flush(0)

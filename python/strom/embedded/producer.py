@@ -129,11 +129,13 @@ class EmbeddedProducer(Closeable, Generic[K, V]):
         values: Sequence[bytes | None],
         timestamps: Sequence[int] | None = None,
         partitions: Sequence[int] | None = None,
+        headers: Sequence[list[tuple[str, bytes | None]] | None] | None = None,
     ) -> None:
         """Buffers records given as columns (the runtime's path): equal-length
         sequences of serialized keys and values (``bytes`` whatever the
-        producer's serdes) and, optionally, timestamps and partitions."""
-        self.native.produce_columns(topic, keys, values, timestamps, partitions)
+        producer's serdes) and, optionally, timestamps, partitions and
+        headers (per record None or a list of ``(str, bytes | None)`` pairs)."""
+        self.native.produce_columns(topic, keys, values, timestamps, partitions, headers)
 
     def produce_strings(
         self,

@@ -605,7 +605,10 @@ class KafkaProducer:
         values: Sequence[bytes | None],
         timestamps: Sequence[int] | None = None,
         partitions: Sequence[int] | None = None,
+        headers: Sequence[list[tuple[str, bytes | None]] | None] | None = None,
     ) -> None:
+        """Queues records given as columns; ``headers``: per record None or
+        a list of ``(str, bytes | None)`` pairs (None: no record has any)."""
         self.begin()
         self._transaction_topics.add(topic)
         count = self._partition_count(topic) if partitions is None else 1
@@ -616,6 +619,7 @@ class KafkaProducer:
             None if timestamps is None else list(timestamps),
             None if partitions is None else list(partitions),
             count,
+            headers,
         )
         self._collect()
         self.raise_errors()

@@ -20,4 +20,4 @@ mod producer;
 pub use client::{ClientConfig, Events, LogLine};
 pub use consumer::{Committed, Consumer, PartitionOffset, Polled, RebalanceEvent, RebalanceKind};
 pub use error::{ClientError, Result};
-pub use producer::{Columns, Failure, Partitioning, Producer};
+pub use producer::{Columns, Failure, Headers, Partitioning, Producer, Record};

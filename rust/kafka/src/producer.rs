@@ -22,6 +22,10 @@ use crate::error::{ClientError, Result, c_string, describe};
 /// librdkafka's "no partition chosen": its partitioner picks one.
 const RD_KAFKA_PARTITION_UA: i32 = -1;
 
+/// A record's headers, in order: a name and a value (None: null), as Kafka
+/// has them.
+pub type Headers = Vec<(String, Option<Vec<u8>>)>;
+
 /// Records to produce, columnar: record `i`'s key is `data[keys[i]]` (None: null).
 #[derive(Debug, Default, Clone)]
 pub struct Columns {
@@ -30,6 +34,9 @@ pub struct Columns {
     pub values: Vec<Option<Span>>,
     /// Per record; 0 lets the client stamp the record with the current time.
     pub timestamps: Vec<i64>,
+    /// Per record up to the last one that has headers (so empty when none
+    /// has, as is usual), as [`strom_core::log::ReadBatch::headers`].
+    pub headers: Vec<Headers>,
 }
 
 impl Columns {
@@ -44,6 +51,23 @@ impl Columns {
     fn bytes(&self, span: Option<Span>) -> Option<&[u8]> {
         span.map(|s| &self.data[s.start..s.start + s.len])
     }
+
+    /// Record `i`'s headers (none for most records).
+    pub fn headers(&self, i: usize) -> &[(String, Option<Vec<u8>>)] {
+        self.headers.get(i).map_or(&[], Vec::as_slice)
+    }
+}
+
+/// One record to queue, borrowed where it is (each part is copied once, into
+/// the client's queue).
+#[derive(Debug, Default, Clone, Copy)]
+pub struct Record<'a> {
+    pub key: Option<&'a [u8]>,
+    pub value: Option<&'a [u8]>,
+    /// 0 lets the client stamp the record with the current time.
+    pub timestamp: i64,
+    /// Empty: the record has none.
+    pub headers: &'a [(String, Option<Vec<u8>>)],
 }
 
 /// Where each record goes.
@@ -174,6 +198,51 @@ impl Drop for MainQueue {
     fn drop(&mut self) {
         // SAFETY: we own one reference.
         unsafe { rdsys::rd_kafka_queue_destroy(self.0) }
+    }
+}
+
+/// A librdkafka header list of our own, destroyed on drop unless given
+/// away to a record that librdkafka accepted.
+struct NativeHeaders(*mut rdsys::rd_kafka_headers_t);
+
+impl NativeHeaders {
+    /// librdkafka's copy of `headers`; None when there are none (the record
+    /// then goes out without a header list, as before headers existed).
+    fn new(headers: &[(String, Option<Vec<u8>>)]) -> Option<Self> {
+        if headers.is_empty() {
+            return None;
+        }
+        // SAFETY: returns a new, empty list that we own.
+        let list = Self(unsafe { rdsys::rd_kafka_headers_new(headers.len()) });
+        for (name, value) in headers {
+            let (value_ptr, value_len) = value.as_deref().map_or((ptr::null(), 0), |v| {
+                (v.as_ptr().cast::<std::os::raw::c_void>(), v.len())
+            });
+            // SAFETY: the list is ours; name and value are copied (sized, so
+            // a name may hold any byte); a null value is a null header.
+            unsafe {
+                rdsys::rd_kafka_header_add(
+                    list.0,
+                    name.as_ptr().cast::<std::os::raw::c_char>(),
+                    name.len() as isize,
+                    value_ptr,
+                    value_len as isize,
+                );
+            }
+        }
+        Some(list)
+    }
+
+    /// Leaves the list to the record librdkafka accepted with it.
+    fn given_away(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for NativeHeaders {
+    fn drop(&mut self) {
+        // SAFETY: we own the list (librdkafka did not take it).
+        unsafe { rdsys::rd_kafka_headers_destroy(self.0) }
     }
 }
 
@@ -342,24 +411,22 @@ impl Producer {
     /// refuses outright become failures (`queued: false`). Serves delivery
     /// reports once at the end (and while waiting for room).
     pub fn produce_columns(&self, topic: &str, columns: &Columns, partitioning: Partitioning<'_>) {
-        self.produce_records(topic, columns.len(), partitioning, |i| {
-            (
-                columns.bytes(columns.keys[i]),
-                columns.bytes(columns.values[i]),
-                columns.timestamps.get(i).copied().unwrap_or(0),
-            )
+        self.produce_records(topic, columns.len(), partitioning, |i| Record {
+            key: columns.bytes(columns.keys[i]),
+            value: columns.bytes(columns.values[i]),
+            timestamp: columns.timestamps.get(i).copied().unwrap_or(0),
+            headers: columns.headers(i),
         });
     }
 
-    /// As [`Producer::produce_columns`], for `count` records whose key,
-    /// value and timestamp `record(i)` gives (borrowed where they are: each
-    /// is copied once, into the client's queue).
+    /// As [`Producer::produce_columns`], for `count` records that
+    /// `record(i)` gives.
     pub fn produce_records<'a>(
         &self,
         topic: &str,
         count: usize,
         partitioning: Partitioning<'_>,
-        record: impl Fn(usize) -> (Option<&'a [u8]>, Option<&'a [u8]>, i64),
+        record: impl Fn(usize) -> Record<'a>,
     ) {
         let epoch = self.open_epoch(count);
         let rkt = match self.topic(topic) {
@@ -367,14 +434,14 @@ impl Producer {
             Err(error) => {
                 let mut deliveries = lock(&self.deliveries);
                 for i in 0..count {
-                    let (key, value, timestamp) = record(i);
+                    let record = record(i);
                     deliveries.reported(epoch);
                     deliveries.failures.push(Failure {
                         topic: topic.to_owned(),
                         partition: -1,
-                        key: key.map(<[u8]>::to_vec),
-                        value: value.map(<[u8]>::to_vec),
-                        timestamp,
+                        key: record.key.map(<[u8]>::to_vec),
+                        value: record.value.map(<[u8]>::to_vec),
+                        timestamp: record.timestamp,
                         error: error.clone(),
                         queued: false,
                     });
@@ -383,14 +450,16 @@ impl Producer {
             }
         };
         for i in 0..count {
-            let (key, value, timestamp) = record(i);
+            let record = record(i);
             let partition = match partitioning {
                 Partitioning::Explicit(partitions) => partitions[i],
-                Partitioning::ByKey { partitions } => key.map_or(RD_KAFKA_PARTITION_UA, |k| {
-                    partition_for_key(k, partitions) as i32
-                }),
+                Partitioning::ByKey { partitions } => {
+                    record.key.map_or(RD_KAFKA_PARTITION_UA, |k| {
+                        partition_for_key(k, partitions) as i32
+                    })
+                }
             };
-            self.send_to(rkt, topic, key, value, partition, timestamp, epoch);
+            self.send_to(rkt, topic, &record, partition, epoch);
         }
         if !self.background.load(Ordering::Relaxed) {
             self.serve(Duration::ZERO);
@@ -428,51 +497,84 @@ impl Producer {
     /// Queues one record by topic handle (`partition` may be
     /// `RD_KAFKA_PARTITION_UA`: the client's partitioner chooses); waits for
     /// room while the queue is full; a refused record becomes a failure.
-    #[allow(clippy::too_many_arguments, reason = "a record's parts, kept apart")]
     fn send_to(
         &self,
         rkt: *mut rdsys::rd_kafka_topic_t,
         topic: &str,
-        key: Option<&[u8]>,
-        value: Option<&[u8]>,
+        record: &Record<'_>,
         partition: i32,
-        timestamp: i64,
         epoch: u64,
     ) {
+        let (key, value) = (record.key, record.value);
         let (key_ptr, key_len) = key.map_or((ptr::null(), 0), |k| (k.as_ptr(), k.len()));
         let (value_ptr, value_len) = value.map_or((ptr::null(), 0), |v| (v.as_ptr(), v.len()));
         let opaque = usize::try_from(epoch).unwrap_or(usize::MAX) as *mut std::os::raw::c_void;
         // 0: the client stamps the record with the current time.
-        let timestamp = timestamp.max(0);
+        let timestamp = record.timestamp.max(0);
+        // Built once, kept across QUEUE_FULL retries: librdkafka takes them
+        // over only when it accepts the record.
+        let headers = NativeHeaders::new(record.headers);
         loop {
+            let rk = self.inner.client().native_ptr();
             // SAFETY: the client and the topic handle are live; the key and
-            // value are copied (F_COPY) before the call returns.
+            // value are copied (F_COPY) before the call returns; the headers
+            // are live, and librdkafka owns them only if it returns NO_ERROR.
             let err = unsafe {
-                rdsys::rd_kafka_producev(
-                    self.inner.client().native_ptr(),
-                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
-                    rkt,
-                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
-                    partition,
-                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
-                    rdsys::RD_KAFKA_MSG_F_COPY,
-                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
-                    value_ptr,
-                    value_len,
-                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
-                    key_ptr,
-                    key_len,
-                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_OPAQUE,
-                    opaque,
-                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
-                    timestamp,
-                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
-                )
+                match &headers {
+                    None => rdsys::rd_kafka_producev(
+                        rk,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
+                        rkt,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
+                        partition,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
+                        rdsys::RD_KAFKA_MSG_F_COPY,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
+                        value_ptr,
+                        value_len,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
+                        key_ptr,
+                        key_len,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_OPAQUE,
+                        opaque,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
+                        timestamp,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
+                    ),
+                    Some(headers) => rdsys::rd_kafka_producev(
+                        rk,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
+                        rkt,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
+                        partition,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
+                        rdsys::RD_KAFKA_MSG_F_COPY,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
+                        value_ptr,
+                        value_len,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
+                        key_ptr,
+                        key_len,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_OPAQUE,
+                        opaque,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
+                        timestamp,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_HEADERS,
+                        headers.0,
+                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
+                    ),
+                }
             };
             match err {
-                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR => return,
+                RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR => {
+                    if let Some(headers) = headers {
+                        headers.given_away(); // the record owns them now
+                    }
+                    return;
+                }
                 RDKafkaRespErr::RD_KAFKA_RESP_ERR__QUEUE_FULL => self.serve(QUEUE_FULL_WAIT),
                 err => {
+                    // Refused: the headers are still ours, destroyed on drop.
                     let mut deliveries = lock(&self.deliveries);
                     deliveries.reported(epoch); // refused: no report will come
                     deliveries.failures.push(Failure {
@@ -695,5 +797,60 @@ impl Producer {
             .abort_transaction(timeout)
             .map_err(|e| ClientError::from_kafka(&e, "aborting the transaction"))
             .inspect(|()| self.serve(Duration::ZERO))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The headers of a librdkafka list, read back as we gave them.
+    fn read_back(list: &NativeHeaders) -> Vec<(String, Option<Vec<u8>>)> {
+        let mut out = Vec::new();
+        let mut i = 0;
+        loop {
+            let mut name: *const std::os::raw::c_char = ptr::null();
+            let mut value: *const std::os::raw::c_void = ptr::null();
+            let mut size = 0usize;
+            // SAFETY: the list is live; name and value stay owned by it.
+            let err = unsafe {
+                rdsys::rd_kafka_header_get_all(
+                    list.0,
+                    i,
+                    &raw mut name,
+                    &raw mut value,
+                    &raw mut size,
+                )
+            };
+            if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+                return out;
+            }
+            // SAFETY: librdkafka nul-terminates names; the value has `size` bytes.
+            let name = unsafe { std::ffi::CStr::from_ptr(name) }
+                .to_string_lossy()
+                .into_owned();
+            let value = (!value.is_null())
+                .then(|| unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) }.to_vec());
+            out.push((name, value));
+            i += 1;
+        }
+    }
+
+    #[test]
+    fn native_headers_keep_order_duplicates_and_null_values() {
+        let headers: Headers = vec![
+            ("trace".to_owned(), Some(b"abc".to_vec())),
+            ("null".to_owned(), None),
+            ("empty".to_owned(), Some(Vec::new())),
+            ("trace".to_owned(), Some(vec![0, 255])),
+            ("\u{e9}t\u{e9}".to_owned(), Some(b"x".to_vec())),
+        ];
+        let list = NativeHeaders::new(&headers).expect("a list for records with headers");
+        assert_eq!(read_back(&list), headers);
+    }
+
+    #[test]
+    fn no_headers_is_no_list() {
+        assert!(NativeHeaders::new(&[]).is_none());
     }
 }

@@ -13,11 +13,11 @@ use pyo3::types::{IntoPyDict, PyBytes, PyList, PyTuple};
 use strom_core::log::{PolledBatch, Span};
 use strom_kafka::{
     ClientConfig, ClientError, Columns, Consumer, Events, PartitionOffset, Partitioning, Producer,
-    RebalanceEvent, RebalanceKind,
+    RebalanceEvent, RebalanceKind, Record,
 };
 
 use crate::expr::ExprPipeline;
-use crate::log::{RecordBatch, record_batch};
+use crate::log::{RecordBatch, headers_column, record_batch};
 
 /// How often a waiting call comes back for Ctrl-C.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
@@ -409,8 +409,10 @@ impl KafkaProducer {
     /// Queues records: `keys`/`values` are bytes or None; `partitions`
     /// gives each record's partition, else keyed records go to
     /// murmur2(key) % `partition_count` (Kafka's default) and null keys
-    /// where the client spreads them. Failures are kept for `take_failures`.
-    #[pyo3(signature = (topic, keys, values, timestamps=None, partitions=None, partition_count=1))]
+    /// where the client spreads them; `headers` is None (no record has any)
+    /// or per record None or a list of `(str, bytes | None)` pairs.
+    /// Failures are kept for `take_failures`.
+    #[pyo3(signature = (topic, keys, values, timestamps=None, partitions=None, partition_count=1, headers=None))]
     #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn produce_columns(
         &self,
@@ -421,14 +423,17 @@ impl KafkaProducer {
         timestamps: Option<Vec<i64>>,
         partitions: Option<Vec<i32>>,
         partition_count: u32,
+        headers: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let n = keys.len()?;
+        let headers = headers.map(headers_column).transpose()?;
         if values.len()? != n
             || timestamps.as_ref().is_some_and(|t| t.len() != n)
             || partitions.as_ref().is_some_and(|p| p.len() != n)
+            || headers.as_ref().is_some_and(|(len, _)| *len != n)
         {
             return Err(PyValueError::new_err(
-                "keys, values, timestamps and partitions must have the same length",
+                "keys, values, timestamps, partitions and headers must have the same length",
             ));
         }
         if partitions.is_none() && partition_count == 0 {
@@ -441,6 +446,7 @@ impl KafkaProducer {
             },
         };
         let timestamps = timestamps.unwrap_or_default();
+        let headers = headers.map(|(_, column)| column).unwrap_or_default();
         // Copying into librdkafka's queue is short: done holding the GIL (see
         // poll), straight from the bytes objects, unless the queue may fill
         // up and the call wait for room (then from a copy, without the GIL).
@@ -451,16 +457,18 @@ impl KafkaProducer {
             }
             self.inner.produce_records(topic, n, partitioning, |i| {
                 let (key, value) = &items[i];
-                (
-                    key.as_ref().map(PyBytesMethods::as_bytes),
-                    value.as_ref().map(PyBytesMethods::as_bytes),
-                    timestamps.get(i).copied().unwrap_or(0),
-                )
+                Record {
+                    key: key.as_ref().map(PyBytesMethods::as_bytes),
+                    value: value.as_ref().map(PyBytesMethods::as_bytes),
+                    timestamp: timestamps.get(i).copied().unwrap_or(0),
+                    headers: headers.get(i).map_or(&[], Vec::as_slice),
+                }
             });
             return Ok(());
         }
         let mut columns = Columns {
             timestamps,
+            headers,
             ..Columns::default()
         };
         columns.keys.reserve(n);

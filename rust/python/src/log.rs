@@ -303,6 +303,10 @@ impl RecordBatch {
         }
         Ok(out)
     }
+    /// Whether any record of the batch has at least one header.
+    fn has_headers(&self) -> bool {
+        self.batch.headers.iter().any(|h| !h.is_empty())
+    }
     fn records<'py>(&self, py: Python<'py>) -> PyResult<Bound<'py, PyList>> {
         let out = PyList::empty(py);
         let batch = &self.batch;
@@ -640,6 +644,30 @@ fn as_list<'py>(seq: &Bound<'py, PyAny>) -> PyResult<Bound<'py, PyList>> {
     }
 }
 
+/// The `headers` argument of a `produce_columns`: a sequence with one item
+/// per record, None or a list of `(str, bytes | None)` pairs. Returns its
+/// length and the headers as [`ReadBatch::headers`] holds them (per record
+/// up to the last one that has any, so empty when none has).
+pub(crate) fn headers_column(headers: &Bound<'_, PyAny>) -> PyResult<(usize, Vec<OwnedHeaders>)> {
+    let list = as_list(headers)?;
+    let mut column = Vec::new();
+    for (i, item) in list.iter().enumerate() {
+        if item.is_none() {
+            continue;
+        }
+        let record: OwnedHeaders = item.extract().map_err(|e| {
+            pyo3::exceptions::PyTypeError::new_err(format!(
+                "headers[{i}] must be None or a list of (str, bytes | None) pairs: {e}"
+            ))
+        })?;
+        if !record.is_empty() {
+            column.resize_with(i, Vec::new);
+            column.push(record);
+        }
+    }
+    Ok((list.len(), column))
+}
+
 fn check_partition(py: Python<'_>, topic: &str, partition: i64, count: u32) -> PyResult<u32> {
     match u32::try_from(partition) {
         Ok(p) if p < count => Ok(p),
@@ -797,12 +825,15 @@ impl NativeProducer {
         Ok(())
     }
 
-    /// The batch path: one call for many records of one topic.
-    #[pyo3(signature = (topic, keys, values, timestamps=None, partitions=None))]
+    /// The batch path: one call for many records of one topic. `headers`:
+    /// None (no record has any) or per record None or a list of
+    /// `(str, bytes | None)` pairs.
+    #[pyo3(signature = (topic, keys, values, timestamps=None, partitions=None, headers=None))]
     #[allow(
         clippy::needless_pass_by_value,
         reason = "PyO3 extracts owned sequences"
     )]
+    #[allow(clippy::too_many_arguments, reason = "Python keyword arguments")]
     fn produce_columns(
         &self,
         py: Python<'_>,
@@ -811,29 +842,31 @@ impl NativeProducer {
         values: &Bound<'_, PyAny>,
         timestamps: Option<Vec<i64>>,
         partitions: Option<Vec<i64>>,
+        headers: Option<&Bound<'_, PyAny>>,
     ) -> PyResult<()> {
         let keys = as_list(keys)?;
         let values = as_list(values)?;
+        let headers = headers.map(headers_column).transpose()?;
         let n = keys.len();
         let lengths_match = values.len() == n
             && timestamps.as_ref().is_none_or(|t| t.len() == n)
-            && partitions.as_ref().is_none_or(|p| p.len() == n);
+            && partitions.as_ref().is_none_or(|p| p.len() == n)
+            && headers.as_ref().is_none_or(|(len, _)| *len == n);
         if !lengths_match {
+            let len_of = |len: Option<usize>| len.map_or("-".into(), |l| l.to_string());
             return Err(to_py_err(
                 py,
                 Error::Config(format!(
-                    "produce_columns: keys ({n}), values ({}), timestamps ({}) and partitions ({}) \
-                     must have the same length",
+                    "produce_columns: keys ({n}), values ({}), timestamps ({}), partitions ({}) \
+                     and headers ({}) must have the same length",
                     values.len(),
-                    timestamps
-                        .as_ref()
-                        .map_or("-".into(), |t| t.len().to_string()),
-                    partitions
-                        .as_ref()
-                        .map_or("-".into(), |p| p.len().to_string()),
+                    len_of(timestamps.as_ref().map(Vec::len)),
+                    len_of(partitions.as_ref().map(Vec::len)),
+                    len_of(headers.as_ref().map(|(len, _)| *len)),
                 )),
             ));
         }
+        let headers = headers.map(|(_, column)| column).unwrap_or_default();
         let count = self.partition_count(py, topic)?;
         // Check everything before buffering anything, so a bad record leaves
         // the whole call without effect.
@@ -855,6 +888,8 @@ impl NativeProducer {
             let topic_buffers = buffers
                 .get_mut(topic)
                 .expect("registered by partition_count");
+            // One record's headers as the builder takes them (reused).
+            let mut record_headers: Vec<Header<'_>> = Vec::new();
             for (i, (key, value)) in rows.iter().enumerate() {
                 let key = key.as_ref().map(PyBytesMethods::as_bytes);
                 let value = value.as_ref().map(PyBytesMethods::as_bytes);
@@ -863,7 +898,14 @@ impl NativeProducer {
                     None => topic_buffers.partition_for(key),
                 };
                 let timestamp = timestamps.as_ref().map_or(default_timestamp, |t| t[i]);
-                due |= topic_buffers.push(partition, timestamp, key, value, &[]);
+                record_headers.clear();
+                if let Some(owned) = headers.get(i) {
+                    record_headers.extend(owned.iter().map(|(k, v)| Header {
+                        key: k,
+                        value: v.as_deref(),
+                    }));
+                }
+                due |= topic_buffers.push(partition, timestamp, key, value, &record_headers);
             }
         }
         if due {

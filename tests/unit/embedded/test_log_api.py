@@ -152,6 +152,77 @@ def test_read_batch_is_columnar(log: EmbeddedLog) -> None:
     assert (len(empty), empty.next_offset, empty.values()) == (0, 4, [])
 
 
+HEADERS_COLUMN: list[list[tuple[str, bytes | None]] | None] = [
+    [("trace", b"abc"), ("empty", None)],
+    None,
+    [],
+    [("dup", b"1"), ("dup", b""), ("\u00e9t\u00e9", b"\x00\xff")],
+    None,
+]
+
+
+def test_produce_columns_carries_headers_record_for_record(log: EmbeddedLog) -> None:
+    log.create_topic("t", 2)
+    keys: list[bytes | None] = [b"a", b"b", None, b"d", b"e"]
+    values: list[bytes | None] = [b"1", None, b"3", b"4", b"5"]
+    with log.producer() as producer:
+        producer.produce_columns(
+            "t",
+            keys,
+            values,
+            timestamps=[10, 20, 30, 40, 50],
+            partitions=[0, 1, 0, 0, 1],
+            headers=HEADERS_COLUMN,
+        )
+    got = {(r.partition, r.offset): r for p in (0, 1) for r in log.read("t", p, 0, 100)}
+    where = [(0, 0), (1, 0), (0, 1), (0, 2), (1, 1)]
+    for i, at in enumerate(where):
+        record = got.pop(at)
+        assert (record.key, record.value, record.timestamp) == (keys[i], values[i], 10 * (i + 1))
+        assert record.headers == (HEADERS_COLUMN[i] or [])
+    assert got == {}
+    # The consumer's records carry them as well.
+    consumer = log.consumer("g", ["t"])
+    polled = {(r.partition, r.offset): r.headers for r in consumer.poll(100, 1.0)}
+    assert polled == {at: HEADERS_COLUMN[i] or [] for i, at in enumerate(where)}
+    consumer.close()
+
+
+def test_record_batch_has_headers(log: EmbeddedLog) -> None:
+    log.create_topic("t")
+    with log.producer() as producer:
+        producer.produce_columns("t", [b"k"] * 5, [b"v"] * 5, headers=HEADERS_COLUMN)
+        producer.produce_columns("t", [b"k"] * 2, [b"v"] * 2)  # offsets 5 and 6: none
+    assert log.read_batch("t", 0, 0, 100).has_headers()
+    assert log.read_batch("t", 0, 0, 1).has_headers()
+    assert not log.read_batch("t", 0, 1, 2).has_headers()  # None, then []
+    assert log.read_batch("t", 0, 3, 1).has_headers()
+    assert not log.read_batch("t", 0, 4, 100).has_headers()
+    assert not log.read_batch("t", 0, 7, 100).has_headers()  # empty
+    batch = log.read_batch("t", 0, 0, 100)
+    assert batch.headers() == [h or [] for h in HEADERS_COLUMN] + [[], []]
+    consumer = log.consumer("g", ["t"])
+    batches = consumer.poll_batches(100, 1.0)
+    assert [b.has_headers() for b in batches] == [True]
+    consumer.seek("t", 0, 4)
+    assert [b.has_headers() for b in consumer.poll_batches(100, 1.0)] == [False]
+    consumer.close()
+
+
+def test_produce_columns_with_bad_headers_buffers_nothing(log: EmbeddedLog) -> None:
+    log.create_topic("t")
+    producer = log.producer()
+    with pytest.raises(ConfigError, match=r"headers \(1\) must have the same length"):
+        producer.produce_columns("t", [b"a", b"b"], [b"1", b"2"], headers=[None])
+    with pytest.raises(ValueError, match="same length"):
+        producer.produce_columns("t", [b"a"], [b"1"], headers=[None, None])
+    bad: list[object] = [None, [("h", "not bytes")]]
+    with pytest.raises(TypeError, match=r"headers\[1\] must be None or a list"):
+        producer.produce_columns("t", [b"a", b"b"], [b"1", b"2"], headers=bad)  # type: ignore[arg-type]
+    producer.flush()
+    assert log.end_offsets("t") == {0: 0}
+
+
 def test_consumed_record_is_an_immutable_value() -> None:
     a = ConsumedRecord("t", 1, 5, 100, b"k", b"v", [("h", b"x")])
     same = ConsumedRecord("t", 1, 5, 100, b"k", b"v", [("h", b"x")])
