@@ -6,7 +6,7 @@ The native module raises these classes too (it maps its error enum onto them), s
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 __all__ = [
@@ -96,7 +96,9 @@ class ErrorHandlerContext:
     input record being processed (``topic`` None and -1s when not known, e.g.
     for a broker's late rejection or a punctuation), the node and the task.
     ``source_raw_key`` and ``source_raw_value`` are that input record's bytes
-    as they were read, when known (a processing error names them)."""
+    as they were read, when known (a processing error names them);
+    ``headers`` are the failed record's (empty when it has none or they are
+    not known)."""
 
     topic: str | None
     partition: int
@@ -106,6 +108,7 @@ class ErrorHandlerContext:
     task_id: str | None
     source_raw_key: bytes | None = None
     source_raw_value: bytes | None = None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
 
 
 @dataclass(frozen=True)

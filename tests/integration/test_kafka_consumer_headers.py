@@ -1,5 +1,5 @@
 """strom's Kafka consumer hands records over with their headers, or without
-(the stream threads' consumers: no node reads an input record's headers)."""
+(the restore consumer: changelog records' headers are not read)."""
 
 from __future__ import annotations
 

@@ -53,9 +53,10 @@ class Committed:
 
 
 class Consumer:
-    """``headers``: whether polled records carry their headers (the stream
-    threads' consumers read none: no node reads an input record's headers,
-    and parsing them costs an allocation per record)."""
+    """``headers``: whether polled records carry their headers (they travel
+    from input records to output records; the restore consumer, reading
+    changelogs, reads none: parsing them costs an allocation per record
+    that has any)."""
 
     def __init__(self, conf: Mapping[str, Any], *, headers: bool = True) -> None:
         self.client_id = str(conf.get("client.id", "consumer"))

@@ -168,14 +168,12 @@ class KafkaRuntime(Runtime):
                 main_consumer_client_id(self.thread_name, config.application_server),
                 group=True,
             ),
-            headers=False,
         )
         self.side: Consumer | None = None
         if self._side_topics:
             self.side = Consumer(
                 consumer_config(config, f"{self.thread_name}-side-consumer", group=False)
                 | {"enable.partition.eof": False},
-                headers=False,
             )
         self.restore_consumer = Consumer(
             consumer_config(

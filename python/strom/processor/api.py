@@ -6,7 +6,7 @@ import enum
 import time
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Any, Generic, TypeVar
 
@@ -55,6 +55,7 @@ class RecordContext:
     partition: int
     offset: int
     timestamp: int
+    headers: Headers = field(default_factory=list)
 
 
 def wallclock_timestamp_extractor(_record: Any, _partition_time: int) -> int:

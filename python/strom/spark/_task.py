@@ -27,6 +27,7 @@ import pyarrow.compute as pc
 from strom import _core
 from strom.config import StreamsConfig
 from strom.errors import SerializationError, TopologyError
+from strom.processor.api import Headers
 from strom.processor.internals.task import (
     RecordCollector,
     StreamTask,
@@ -199,7 +200,9 @@ class _Capture(RecordCollector):
         values: Sequence[bytes | None],
         timestamps: Sequence[int],
         partitions: Sequence[int] | None,
+        headers: Sequence[Headers | None] | None = None,
     ) -> None:
+        # No headers: a replay's input frames have none to carry.
         if not len(keys):
             return
         # Partitions are worked out when the rows are assembled (changelog

@@ -7,7 +7,7 @@ import itertools
 import shutil
 import tempfile
 from collections import deque
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from datetime import datetime, timedelta
 from pathlib import Path
@@ -17,7 +17,7 @@ from strom import _core
 from strom.config import EMIT_INTERVAL_WINDOWED, StreamsConfig
 from strom.errors import StoreError, TopologyError
 from strom.keyvalue import KeyValue
-from strom.processor.api import Record
+from strom.processor.api import Headers, Record
 from strom.processor.internals.task import (
     ListedRecords,
     RecordCollector,
@@ -33,6 +33,27 @@ from strom.topology import Topology
 
 __all__ = ["TestInputTopic", "TestOutputTopic", "TopologyTestDriver"]
 
+# A record piped in: key and value bytes, timestamp, headers.
+_Piped = tuple[bytes | None, bytes | None, int, Headers | None]
+# What a task sent to one topic: keys, values, timestamps, each record's headers.
+_Sent = tuple[str, list[Any], list[Any], list[int], list[Headers | None]]
+
+
+def _checked_headers(headers: Headers | None) -> Headers | None:
+    """Headers as Kafka takes them: (str name, bytes or None value) pairs."""
+    if headers is None:
+        return None
+    checked = list(headers)
+    for header in checked:
+        if (
+            not isinstance(header, tuple)
+            or len(header) != 2
+            or not isinstance(header[0], str)
+            or not (header[1] is None or isinstance(header[1], bytes))
+        ):
+            raise TypeError(f"a header is a (str, bytes | None) pair, got {header!r}")
+    return checked
+
 
 def _ms(span: Duration, what: str) -> int:
     """A forward move of a clock, as Kafka's driver takes a Duration."""
@@ -46,6 +67,7 @@ class _Output:
     key: bytes | None
     value: bytes | None
     timestamp: int
+    headers: Headers | None = None
 
 
 class _Collector(RecordCollector):
@@ -53,11 +75,20 @@ class _Collector(RecordCollector):
 
     def __init__(self) -> None:
         super().__init__(None, lambda _topic: 1)
-        self.sent: deque[tuple[str, list[Any], list[Any], list[int]]] = deque()
+        self.sent: deque[_Sent] = deque()
 
-    def send(self, topic: str, keys: Any, values: Any, timestamps: Any, partitions: Any) -> None:
+    def send(
+        self,
+        topic: str,
+        keys: Any,
+        values: Any,
+        timestamps: Any,
+        partitions: Any,
+        headers: Sequence[Headers | None] | None = None,
+    ) -> None:
         if keys:
-            self.sent.append((topic, list(keys), list(values), list(timestamps)))
+            headers = [None] * len(keys) if headers is None else list(headers)
+            self.sent.append((topic, list(keys), list(values), list(timestamps), headers))
 
     def flush(self) -> None:
         """Nothing to flush: the driver routes what was sent itself."""
@@ -158,39 +189,43 @@ class TopologyTestDriver:
     ) -> TestOutputTopic:
         return TestOutputTopic(self, topic, key_serde, value_serde)
 
-    def _pipe(self, topic: str, records: list[tuple[bytes | None, bytes | None, int]]) -> None:
+    def _pipe(self, topic: str, records: list[_Piped]) -> None:
         """Processes records one at a time, each followed by everything it
         caused (in-process hops through repartition topics)."""
-        for key, value, timestamp in records:
-            self._process(topic, [key], [value], [timestamp])
+        for key, value, timestamp, headers in records:
+            self._process(topic, key, value, timestamp, headers)
 
     def _process(
-        self, topic: str, keys: list[Any], values: list[Any], timestamps: list[int]
+        self,
+        topic: str,
+        key: bytes | None,
+        value: bytes | None,
+        timestamp: int,
+        headers: Headers | None,
     ) -> None:
         """Like Kafka's driver: every processed record, internal ones too, is
         followed by a commit (caches flushed, output captured and routed)."""
-        counter = self._offsets.setdefault(topic, itertools.count())
-        offsets = [next(counter) for _ in keys]
+        offset = next(self._offsets.setdefault(topic, itertools.count()))
         self._task_of_topic[topic].process(
-            ListedRecords(topic, 0, keys, values, timestamps, offsets)
+            ListedRecords(topic, 0, [key], [value], [timestamp], [offset], [headers or []])
         )
         self._commit()
 
     def _route(self) -> None:
         sent = self._collector.sent
         while sent:
-            topic, keys, values, timestamps = sent.popleft()
+            topic, keys, values, timestamps, headers = sent.popleft()
             self._produced.add(topic)
             if topic in self._changelogs:
                 continue
             if topic not in self._internal:
                 queue = self._outputs.setdefault(topic, deque())
-                queue.extend(map(_Output, keys, values, timestamps))
+                queue.extend(map(_Output, keys, values, timestamps, headers))
             if topic in self._task_of_topic:
                 # A repartition topic, or a user topic read back (through):
                 # one record at a time, as the broker would deliver them.
-                for k, v, ts in zip(keys, values, timestamps, strict=True):
-                    self._process(topic, [k], [v], [ts])
+                for record in zip(keys, values, timestamps, headers, strict=True):
+                    self._process(topic, *record)
 
     def _commit(self) -> None:
         for task in self._tasks:
@@ -321,7 +356,9 @@ class TestInputTopic(_TestTopic):
     def _now(self) -> int:
         return self._driver.producer_wall_clock_ms() if self._time is None else self._time
 
-    def _serialized(self, key: Any, value: Any, timestamp: int | None) -> tuple[Any, Any, int]:
+    def _serialized(
+        self, key: Any, value: Any, timestamp: int | None, headers: Headers | None = None
+    ) -> _Piped:
         if timestamp is None:
             timestamp = self._now()
             if self._time is not None:
@@ -330,11 +367,20 @@ class TestInputTopic(_TestTopic):
             self._key_serde.serialize(self.topic, key),
             self._value_serde.serialize(self.topic, value),
             timestamp,
+            _checked_headers(headers),
         )
 
-    def pipe_input(self, key: Any, value: Any = None, timestamp: int | None = None) -> None:
-        """One record; without a timestamp it gets the driver's wall-clock time."""
-        self._driver._pipe(self.topic, [self._serialized(key, value, timestamp)])
+    def pipe_input(
+        self,
+        key: Any,
+        value: Any = None,
+        timestamp: int | None = None,
+        *,
+        headers: Headers | None = None,
+    ) -> None:
+        """One record; without a timestamp it gets the topic's time (see
+        ``create_input_topic``); ``headers`` as (name, bytes or None) pairs."""
+        self._driver._pipe(self.topic, [self._serialized(key, value, timestamp, headers)])
 
     def pipe_value_list(self, values: Iterable[Any]) -> None:
         self._driver._pipe(self.topic, [self._serialized(None, v, None) for v in values])
@@ -344,7 +390,8 @@ class TestInputTopic(_TestTopic):
 
     def pipe_records(self, records: Iterable[Record[Any, Any]]) -> None:
         self._driver._pipe(
-            self.topic, [self._serialized(r.key, r.value, r.timestamp) for r in records]
+            self.topic,
+            [self._serialized(r.key, r.value, r.timestamp, r.headers) for r in records],
         )
 
 
@@ -363,6 +410,7 @@ class TestOutputTopic(_TestTopic):
             self._key_serde.deserialize(self.topic, out.key),
             self._value_serde.deserialize(self.topic, out.value),
             out.timestamp,
+            out.headers or None,
         )
 
     def read_value(self) -> Any:

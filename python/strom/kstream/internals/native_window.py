@@ -122,7 +122,7 @@ class NativeTimeWindowAggregate(Node):
         if self.caching and self.children and not self.emit_final:
             # Nothing downstream (a terminal count): the flushed entries are
             # not deserialized into windowed results for nobody.
-            self.store.listener = self.forward_flushed
+            self.forward_cache_flushes(self.store)
         w = self.windows
         # Final results read through a record cache (Kafka's
         # TimeOrderedCachingWindowStore) see every window the cache still
@@ -256,6 +256,10 @@ class _NativeSlidingOrSession(Node):
     makes (in order, as the Python processor puts them) goes through the
     cache, which forwards what it writes out as for the Python path."""
 
+    # Whether updates carry the headers of the record that made them (see
+    # KStreamSessionWindowAggregate).
+    updates_keep_headers = True
+
     takes_encoded = True  # as NativeTimeWindowAggregate
 
     def __init__(
@@ -289,7 +293,7 @@ class _NativeSlidingOrSession(Node):
         self.caching = isinstance(self.store, CachingWindowStore | CachingSessionStore)
         if self.caching and self.children:
             # With nothing downstream the cache writes out in batches.
-            self.store.listener = self.forward_flushed_results
+            self.forward_cache_flushes(self.store, self.forward_flushed_results)
         self.kernel = self.make_kernel(task, not self.caching and not self.emit_final)
         self.emit_key = f"{self.name}#last-emit-close-time"
         # The store is restored from its changelog after the nodes are
@@ -383,13 +387,16 @@ class _NativeSlidingOrSession(Node):
             [None] * len(rows) if self.emit_final else self.old_values(batch, rows, keys, results)
         )
         offsets = batch.offsets
-        return batch.derive(
+        out = batch.derive(
             windowed_keys,
             results.values(),
             results.timestamps(),
             [offsets[r] for r in rows],
             olds,
         )
+        if not self.updates_keep_headers and not self.emit_final:
+            out.headers = [None] * len(out)
+        return out
 
 
 class NativeSlidingWindowAggregate(_NativeSlidingOrSession):
@@ -450,6 +457,8 @@ class NativeSessionWindowAggregate(_NativeSlidingOrSession):
     ``_core.NativeSessionWindowedAggregation`` (the semantics of
     ``KStreamSessionWindowAggregate``: count() counts null values, the
     aggregations of the value skip them)."""
+
+    updates_keep_headers = False
 
     def __init__(
         self,

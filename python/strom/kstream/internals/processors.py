@@ -106,7 +106,7 @@ class KStreamFlatMap(Node):
             self.into_sink = (select, drop, sink, producer)
 
     def process(self, batch: Batch) -> None:
-        if self.into_sink is not None:
+        if self.into_sink is not None and self.task.record_headers(batch) is None:
             self._process_into_sink(batch, *self.into_sink)
             return
         if self.values_only and not self.with_key:
@@ -285,7 +285,7 @@ class KStreamCount(Node):
         self.store = task.key_value_store(self.store_name)
         self.caching = hasattr(self.store, "listener")
         if self.caching:
-            self.store.listener = self.forward_flushed
+            self.forward_cache_flushes(self.store)
             if hasattr(self.store, "count_raw"):
                 # Keys go to the cache as bytes: no need to read them first.
                 self.raw_key_serde = self.store.key_serde

@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from strom.errors import SerializationError, TaskError
 from strom.kstream.internals.table_processors import old_values_of
+from strom.processor.api import Headers
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node
 from strom.serdes import Serde, WrappingSerde
@@ -30,7 +31,7 @@ class Buffered(NamedTuple):
     """A buffered update (Kafka's BufferKey time and BufferValue): the
     change to emit (``new``, ``old``), the old value of the key's first
     buffered update (``prior``), and the record context it was buffered
-    with (timestamp, topic, headers' size)."""
+    with (timestamp, topic, headers' size, headers: emitted with it)."""
 
     time: int
     timestamp: int
@@ -39,16 +40,19 @@ class Buffered(NamedTuple):
     prior: Any
     topic: str
     headers_size: int
+    headers: Headers | None = None
 
 
 _HEAD = struct.Struct(">qqiH")  # buffer time, timestamp, headers' size, topic length
 _LENGTH = struct.Struct(">i")  # a value's length, -1 for null
+_NAME = struct.Struct(">H")  # a header name's length
 
 
 class BufferedSerde(WrappingSerde[Buffered]):
     """A buffer entry in the store's changelog: the head, the topic, then
     prior, old and new values through the table's value serde (Kafka's
-    FullChangeSerde around it)."""
+    FullChangeSerde around it), then the headers if any (count, then each
+    name and value; entries written before headers were kept end before)."""
 
     def __init__(self, inner: Serde[Any] | None) -> None:
         self.inner = inner
@@ -63,6 +67,12 @@ class BufferedSerde(WrappingSerde[Buffered]):
             raw = inner.serialize(topic, value)
             parts.append(_LENGTH.pack(-1 if raw is None else len(raw)))
             parts.append(raw or b"")
+        if data.headers:
+            parts.append(_LENGTH.pack(len(data.headers)))
+            for header, value in data.headers:
+                encoded = header.encode()
+                parts += (_NAME.pack(len(encoded)), encoded)
+                parts += (_LENGTH.pack(-1 if value is None else len(value)), value or b"")
         return b"".join(parts)
 
     def deserialize(self, topic: str, data: bytes | None) -> Buffered | None:
@@ -79,11 +89,26 @@ class BufferedSerde(WrappingSerde[Buffered]):
                 raw = None if length < 0 else data[at : at + length]
                 at += max(length, 0)
                 values.append(inner.deserialize(topic, raw))
+            headers = None
+            if at < len(data):
+                (count,) = _LENGTH.unpack_from(data, at)
+                at += _LENGTH.size
+                headers = []
+                for _ in range(count):
+                    (size,) = _NAME.unpack_from(data, at)
+                    name = data[at + _NAME.size : at + _NAME.size + size].decode()
+                    at += _NAME.size + size
+                    (length,) = _LENGTH.unpack_from(data, at)
+                    at += _LENGTH.size
+                    headers.append((name, None if length < 0 else data[at : at + length]))
+                    at += max(length, 0)
+                if at > len(data):
+                    raise struct.error("headers cut short")
         except struct.error as exc:
             raise SerializationError(f"a suppression buffer entry in {topic} is cut short") from exc
         prior, old, new = values
         record_topic = data[_HEAD.size : _HEAD.size + name_length].decode()
-        return Buffered(time, timestamp, new, old, prior, record_topic, headers_size)
+        return Buffered(time, timestamp, new, old, prior, record_topic, headers_size, headers)
 
 
 def _headers_size(headers: Any) -> int:
@@ -169,9 +194,10 @@ class KTableSuppress(Node):
         return None
 
     def process(self, batch: Batch) -> None:
-        out = Batch(batch.topic, batch.partition, [], [], [], [], [])
+        # Emitted records carry the context they were buffered with.
+        out = Batch(batch.topic, batch.partition, [], [], [], [], [], [])
         store = self.store
-        headers = batch.headers
+        headers = self.task.record_headers(batch)
         for i, (key, new, old) in enumerate(
             zip(batch.keys, batch.values, old_values_of(batch), strict=True)
         ):
@@ -192,6 +218,7 @@ class KTableSuppress(Node):
                 prior,
                 batch.topic,
                 0 if headers is None else _headers_size(headers[i]),
+                None if headers is None else headers[i],
             )
             store.put(key, value)
             self._index(raw_key, key, value)
@@ -233,3 +260,5 @@ class KTableSuppress(Node):
         out.old_values.append(buffered.old)
         out.timestamps.append(buffered.timestamp)
         out.offsets.append(offset)
+        assert out.headers is not None
+        out.headers.append(buffered.headers)

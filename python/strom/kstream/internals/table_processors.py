@@ -48,7 +48,7 @@ class _StoreNode(Node):
         self.caching = isinstance(self.store, CachingKeyValueStore)
         if self.caching:
             # Updates reach the children when the cache writes them out.
-            self.store.listener = self.forward_flushed
+            self.forward_cache_flushes(self.store)
         serde = self.store.value_serde
         self.timestamped = isinstance(serde, Timestamped)
         self.inner_serde: Serde[Any] = serde.inner if self.timestamped else serde

@@ -68,6 +68,8 @@ class _WindowedAggregate(Node):
     # Whether records with a null value are dropped (Kafka drops them only
     # for sliding windows; time and session windows aggregate them).
     drops_null_values = True
+    # Whether updates carry the headers of the record that made them.
+    updates_keep_headers = True
 
     def __init__(self, store_name: str, final_only: bool) -> None:
         super().__init__()
@@ -81,7 +83,7 @@ class _WindowedAggregate(Node):
         # writes them out (the latest per window and commit), as in Kafka.
         self.caching = isinstance(self.store, CachingWindowStore | CachingSessionStore)
         if self.caching and not self.final_only:
-            self.store.listener = self.forward_flushed_results
+            self.forward_cache_flushes(self.store, self.forward_flushed_results)
         self.forwards = not self.final_only and not self.caching
         self.observed = task.state.node_stream_time(self.name)
         self._emit_key = f"{self.name}#last-emit-close-time"
@@ -112,7 +114,10 @@ class _WindowedAggregate(Node):
             self.task.state.set_node_stream_time(self.name, self.observed)
             if self.dropped:
                 self.task.metrics.dropped_records += self.dropped
-        self.forward(batch.derive(out.keys, out.news, out.stamps, out.offsets, out.olds))
+        results = batch.derive(out.keys, out.news, out.stamps, out.offsets, out.olds)
+        if not self.updates_keep_headers and not self.final_only:
+            results.headers = [None] * len(results)
+        self.forward(results)
 
     @abstractmethod
     def aggregate_record(
@@ -459,6 +464,9 @@ class KStreamSessionWindowAggregate(_WindowedAggregate):
     as in Kafka."""
 
     drops_null_values = False
+    # Kafka forwards a session's updates as new records, without the input
+    # record's headers (final results and cache write-outs have them).
+    updates_keep_headers = False
 
     def forward_flushed_results(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
         keys = [key for key, _, _, _ in entries]

@@ -21,6 +21,13 @@ class Batch:
     ``raw_keys``: the keys (and values) are still the bytes read, for the
     one node that takes them so (``Node.raw_key_serde``).
 
+    ``headers``: None while every record's headers are those of the input
+    record it came from (found by its offset, see
+    ``StreamTask.record_headers``), as in Kafka, whose processors forward
+    the current record's context; else each record's own (a ``Processor``
+    forwarding records with headers of their own, a suppression buffer
+    emitting records it kept).
+
     A batch of raw rows made with :meth:`of_read` has no lists until one is
     asked for: a native consumer (the cached count) reads the keys and
     timestamps where the read holds them, with no Python object per record.
@@ -131,8 +138,17 @@ class Batch:
         offsets: list[int],
         old_values: list[Any] | None = None,
     ) -> Batch:
-        """A batch with the same origin and new columns."""
-        return Batch(self.topic, self.partition, keys, values, timestamps, offsets, old_values)
+        """A batch with the same origin and new columns. Headers set on the
+        records (``headers``) follow them: row for row when ``offsets`` are
+        this batch's own, else by input offset (a flat-map's records take
+        those of the record they came from)."""
+        headers = self.headers
+        if headers is not None and offsets is not self._offsets:
+            of = dict(zip(self.offsets, headers, strict=True))
+            headers = [of.get(o) for o in offsets]
+        return Batch(
+            self.topic, self.partition, keys, values, timestamps, offsets, old_values, headers
+        )
 
     def decoded(self) -> Batch:
         """The batch with its values as objects (itself if they are)."""
@@ -165,6 +181,7 @@ class Batch:
             [ts[i] for i in indices],
             [offs[i] for i in indices],
             None if self.old_values is None else [self.old_values[i] for i in indices],
+            None if self.headers is None else [self.headers[i] for i in indices],
             encoded=self.encoded,
             raw_keys=self.raw_keys,
         )

@@ -34,9 +34,9 @@ ProductionHandler = Callable[[ErrorHandlerContext, FailedRecord, BaseException],
 def dead_letter_headers(
     exc: BaseException, context: ErrorHandlerContext
 ) -> list[tuple[str, bytes | None]]:
-    """The headers Kafka puts on a dead-letter record: the exception (class
-    and message), its message, its stack trace, and the input record's
-    topic, partition and offset."""
+    """The headers Kafka puts on a dead-letter record: the failed record's
+    own, then the exception (class and message), its message, its stack
+    trace, and the input record's topic, partition and offset."""
     kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
     if exc.__traceback__ is not None:
         stack = "".join(traceback.format_exception(exc))
@@ -44,6 +44,7 @@ def dead_letter_headers(
         stack = "Traceback (most recent call last):\n"
         stack += "".join(traceback.format_stack()[:-1]) + f"{kind}: {exc}\n"
     return [
+        *context.headers,
         (HEADER_EXCEPTION, f"{kind}: {exc}".encode()),
         (HEADER_MESSAGE, str(exc).encode()),
         (HEADER_STACKTRACE, stack.encode()),

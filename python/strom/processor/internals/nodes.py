@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any
 
 from strom import _core
 from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError, SerializationError
-from strom.processor.api import Record, RecordContext
+from strom.processor.api import Headers, Record, RecordContext
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import (
     continue_after,
@@ -28,6 +28,7 @@ from strom.processor.internals.error_handling import (
     processing_failed,
 )
 from strom.serdes import String
+from strom.windowed import Windowed
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
@@ -38,6 +39,8 @@ log = logging.getLogger("strom.processor")
 def deliver(node: Node, batch: Batch) -> None:
     """Hands ``batch`` to ``node``, counting its records there."""
     node.records_in += len(batch)
+    if node.cached_headers is not None:
+        node.remember_headers(batch)
     node.process(batch)
 
 
@@ -60,6 +63,10 @@ class Node(ABC):
     # (Batch.raw_keys) when it is the source's only child and the source's
     # key serde is this one; its values are then bytes too.
     raw_key_serde: Any = None
+    # A node whose record cache forwards its updates: the headers of the
+    # record that last updated each key (only while any had headers), which
+    # the cache's write-out carries, as Kafka keeps each entry's record context.
+    cached_headers: dict[Any, Headers] | None = None
 
     def __init__(self) -> None:
         self.children = []
@@ -87,6 +94,32 @@ class Node(ABC):
             for child in self.children:
                 deliver(child, batch)
 
+    def forward_cache_flushes(
+        self, store: Any, listener: Callable[[list[Any]], None] | None = None
+    ) -> None:
+        """Has ``store``'s record cache hand what it writes out to
+        ``listener`` (``forward_flushed``), with the updates' headers."""
+        store.listener = self.forward_flushed if listener is None else listener
+        self.cached_headers = {}
+
+    def remember_headers(self, batch: Batch) -> None:
+        """Notes the headers of ``batch``'s records by key (see ``cached_headers``)."""
+        remembered = self.cached_headers
+        assert remembered is not None
+        headers = self.task.record_headers(batch)
+        keys = batch.keys
+        if batch.raw_keys and (headers is not None or remembered):
+            keys = [self.raw_key_serde.deserialize(batch.topic, k) for k in keys]
+        if headers is not None:
+            for key, h in zip(keys, headers, strict=True):
+                if h:
+                    remembered[key] = h
+                else:
+                    remembered.pop(key, None)
+        elif remembered:
+            for key in keys:
+                remembered.pop(key, None)
+
     def forward_flushed(self, entries: list[tuple[Any, Any, Any, int]]) -> None:
         """Forwards what a record cache wrote out: (key, new, old, timestamp),
         values being (value, result timestamp) pairs of a timestamped store."""
@@ -102,8 +135,15 @@ class Node(ABC):
         self, keys: list[Any], news: list[Any], stamps: list[int], olds: list[Any]
     ) -> Batch:
         """A batch of what a record cache wrote out, under the topic of the
-        records the task processed last."""
-        return Batch(self.task.current_topic, -1, keys, news, stamps, [-1] * len(keys), olds)
+        records the task processed last, with the headers of the records
+        that last updated them."""
+        headers = None
+        if remembered := self.cached_headers:
+            # A windowed store's entries are keyed by window too.
+            headers = [remembered.get(k.key if isinstance(k, Windowed) else k) for k in keys]
+        return Batch(
+            self.task.current_topic, -1, keys, news, stamps, [-1] * len(keys), olds, headers
+        )
 
     def flush(self) -> None:  # noqa: B027 - an optional hook
         """Called on commit, before the task's output is flushed."""
@@ -204,6 +244,7 @@ class Node(ABC):
         task = self.task
         offset, timestamp, key = batch.offsets[index], batch.timestamps[index], batch.keys[index]
         raw_key, raw_value = task.input_bytes(batch.topic, batch.partition, offset)
+        headers = task.record_headers(batch)
         context = ErrorHandlerContext(
             batch.topic,
             batch.partition,
@@ -213,6 +254,7 @@ class Node(ABC):
             task.task_id,
             raw_key,
             raw_value,
+            (headers[index] or []) if headers is not None else [],
         )
         record = Record(key, batch.values[index], timestamp)
         if offset >= 0:
@@ -298,6 +340,8 @@ class SinkNode(Node):
         extract = self.topic_extractor
         by_topic: dict[str, list[int]] = {}
 
+        headers = self.task.record_headers(batch)
+
         def run(indices: Iterator[int]) -> None:
             keys, values, offsets, stamps = (
                 batch.keys,
@@ -306,7 +350,13 @@ class SinkNode(Node):
                 batch.timestamps,
             )
             for i in indices:
-                context = RecordContext(batch.topic, batch.partition, offsets[i], stamps[i])
+                context = RecordContext(
+                    batch.topic,
+                    batch.partition,
+                    offsets[i],
+                    stamps[i],
+                    (headers[i] or []) if headers is not None else [],
+                )
                 by_topic.setdefault(extract(keys[i], values[i], context), []).append(i)
 
         self.each_record(batch, run)
@@ -314,10 +364,12 @@ class SinkNode(Node):
             self._send(topic, batch.select(indices))
 
     def _send(self, topic: str, batch: Batch) -> None:
+        task = self.task
         if (
             self.strings
             and batch.encoded is None
-            and self.task.collector.send_strings(topic, batch.keys, batch.values, batch.timestamps)
+            and task.record_headers(batch) is None  # the native string send has no headers
+            and task.collector.send_strings(topic, batch.keys, batch.values, batch.timestamps)
         ):
             return
         try:
@@ -352,7 +404,9 @@ class SinkNode(Node):
                     drop(values, skipped),
                 )
             partitions = chosen
-        self.task.collector.send(topic, keys, values, batch.timestamps, partitions)
+        task.collector.send(
+            topic, keys, values, batch.timestamps, partitions, task.record_headers(batch)
+        )
 
     def _serialize_one_by_one(
         self, topic: str, batch: Batch
@@ -366,6 +420,7 @@ class SinkNode(Node):
         keep: list[int] = []
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
+        headers = self.task.record_headers(batch)
         for i, (key, value) in enumerate(zip(batch.keys, batch.values, strict=True)):
             what = "key"
             try:
@@ -382,6 +437,7 @@ class SinkNode(Node):
                     batch.timestamps[i],
                     self.name,
                     self.task.task_id,
+                    headers=(headers[i] or []) if headers is not None else [],
                 )
                 record = FailedRecord(topic, -1, key, value, batch.timestamps[i])
                 message = (

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any
 from strom.errors import ErrorHandlerContext, StoreError, TopologyError
 from strom.processor.api import (
     Cancellable,
+    Headers,
     Processor,
     ProcessorContext,
     PunctuationType,
@@ -25,6 +26,11 @@ from strom.processor.internals.nodes import Node
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
+
+
+# What a processor forwarded to one child: keys, values, timestamps, input
+# offsets and headers.
+_Forwarded = tuple[list[Any], list[Any], list[int], list[int], list[Headers | None]]
 
 
 @dataclass(order=True)
@@ -155,8 +161,10 @@ class ProcessorAdapter(Node):
         self.supplier = supplier
         self.store_names: list[str] = []
         self.current: RecordMetadata | None = None
-        self._out: dict[str, tuple[list[Any], list[Any], list[int], list[int]]] = {}
+        self._out: dict[str, _Forwarded] = {}
         self._origin: tuple[str, int, int] = ("", -1, -1)
+        # Whether the records being processed came with headers.
+        self._input_headers = False
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
@@ -174,29 +182,43 @@ class ProcessorAdapter(Node):
         if child is not None and child not in self.by_name:
             raise TopologyError(f"processor {self.name!r} has no child named {child!r}")
         for name in [child] if child is not None else list(self.by_name):
-            keys, values, stamps, offsets = self._out.setdefault(name, ([], [], [], []))
+            keys, values, stamps, offsets, headers = self._out.setdefault(
+                name, ([], [], [], [], [])
+            )
             keys.append(record.key)
             values.append(record.value)
             stamps.append(record.timestamp)
             offsets.append(self._origin[2])
+            headers.append(record.headers)
 
     def _emit(self) -> None:
         topic, partition, _ = self._origin
         out, self._out = self._out, {}
-        for name, (keys, values, stamps, offsets) in out.items():
-            self.by_name[name].process(Batch(topic, partition, keys, values, stamps, offsets))
+        for name, (keys, values, stamps, offsets, headers) in out.items():
+            # The forwarded records carry their own headers, as Kafka's do
+            # (a new Record has none; with_value keeps the input's). With
+            # none in or out, None says the same for less.
+            has = self._input_headers or any(headers)
+            batch = Batch(
+                topic, partition, keys, values, stamps, offsets, headers=headers if has else None
+            )
+            self.by_name[name].process(batch)
 
     def process(self, batch: Batch) -> None:
         process, task = self.processor.process, self.task
         keys, values, stamps, offsets = batch.keys, batch.values, batch.timestamps, batch.offsets
         topic, partition = batch.topic, batch.partition
+        headers = task.record_headers(batch)
+        self._input_headers = headers is not None
+        if headers is None:
+            headers = [None] * len(batch)
 
         def run(indices: Iterator[int]) -> None:
             for i in indices:
                 self._origin = (topic, partition, offsets[i])
                 self.current = RecordMetadata(topic, partition, offsets[i])
                 task.current_timestamp = stamps[i]
-                process(Record(keys[i], values[i], stamps[i]))
+                process(Record(keys[i], values[i], stamps[i], headers[i] or None))
 
         try:
             self.each_record(batch, run)
@@ -208,6 +230,7 @@ class ProcessorAdapter(Node):
 
     def punctuate(self, callback: Callable[[int], None], timestamp: int) -> None:
         self._origin = ("", -1, -1)
+        self._input_headers = False
         task = self.task
         task.current_timestamp = timestamp
         try:

@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from strom import _core
 from strom.errors import ConfigError, ErrorHandlerContext, SerializationError, StoreError
+from strom.processor.api import Headers
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import dead_letter_headers
 from strom.processor.internals.metrics import DEBUG, Sensor, recording_level
@@ -52,6 +53,8 @@ class InputRecords(Protocol):
     def values(self) -> list[bytes | None]: ...
     def offsets(self) -> list[int]: ...
     def timestamps(self) -> list[int]: ...
+    def headers(self) -> list[Headers]: ...
+    def has_headers(self) -> bool: ...
 
 
 @dataclass
@@ -65,9 +68,16 @@ class ListedRecords:
     _values: list[bytes | None]
     _timestamps: list[int]
     _offsets: list[int]
+    _headers: list[Headers] | None = None
 
     def __len__(self) -> int:
         return len(self._keys)
+
+    def headers(self) -> list[Headers]:
+        return self._headers or [[] for _ in self._keys]
+
+    def has_headers(self) -> bool:
+        return self._headers is not None and any(self._headers)
 
     def keys(self) -> list[bytes | None]:
         return self._keys
@@ -152,9 +162,16 @@ class RecordCollector:
         values: Sequence[bytes | None],
         timestamps: Sequence[int],
         partitions: Sequence[int] | None,
+        headers: Sequence[Headers | None] | None = None,
     ) -> None:
-        if keys:
+        if not keys:
+            return
+        if headers is None:
             self.producer.produce_columns(topic, keys, values, timestamps, partitions)
+        else:
+            self.producer.produce_columns(
+                topic, keys, values, timestamps, partitions, headers=headers
+            )
 
     def send_strings(
         self,
@@ -190,7 +207,7 @@ class RecordCollector:
         because the task is about to fail. Collectors without a producer
         (those that capture columns) get it as a one-record send."""
         if self.producer is None:
-            self.send(topic, [key], [value], [timestamp], None)
+            self.send(topic, [key], [value], [timestamp], None, [headers])
             return
         stamp = timestamp if timestamp >= 0 else None  # unknown: the producer's now
         self.producer.produce(topic, key, value, timestamp=stamp, headers=headers)
@@ -284,8 +301,12 @@ class StreamTask:
         # cache's entries were written under (Kafka keeps the record context
         # with each entry; a suppression buffer sizes records by it).
         self.current_topic = ""
-        # The input records (as read) of the run being processed.
+        # The input records (as read) of the run being processed, and the
+        # headers of those that have any, by offset (None: not looked at yet).
         self._processing: InputRecords | None = None
+        self._input_headers: dict[int, Headers] | None = None
+        # The records being deserialized (a bad one's headers go to the handler).
+        self._reading: InputRecords | None = None
         self._wall_clock = factory.wall_clock or (lambda: time.time_ns() // 1_000_000)
         app_id = config.application_id
         for store_name in subtopology.stores:
@@ -460,7 +481,11 @@ class StreamTask:
             if isinstance(records, _core.RecordBatch)
             else records.offsets()[-1] + 1
         )
-        batch = self._deserialize(records, self.sources[records.topic][1], queue)
+        self._reading = records
+        try:
+            batch = self._deserialize(records, self.sources[records.topic][1], queue)
+        finally:
+            self._reading = None
         if batch is None:
             queue.skipped_to = end  # every record dropped: still consumed
         else:
@@ -477,8 +502,8 @@ class StreamTask:
         With one input partition and nothing queued, processing it now is
         processing it in order."""
         fused = self._fused
-        if fused is None or not isinstance(records, _core.RecordBatch):
-            return False
+        if fused is None or not isinstance(records, _core.RecordBatch) or records.has_headers():
+            return False  # the native pipeline does not carry headers
         done = fused.producer.produce_fused(fused.topic, records, fused.pipeline)
         if done is None:
             return False
@@ -529,6 +554,7 @@ class StreamTask:
                 bound = ready[1][1].head_timestamp()
             (topic, _), queue = ready[0]
             self._processing = queue.batches[0].records
+            self._input_headers = None
             run = queue.take_run(bound)
             node, _source = self.sources[topic]
             self.current_topic = run.topic
@@ -538,7 +564,7 @@ class StreamTask:
                 self._record_lateness(run.timestamps)
             self.stream_time = max(self.stream_time, run.max_timestamp())
             deliver(node, run)
-            self._processing = None
+            self._processing = self._input_headers = None
             self.stream_time_punctuations.may_punctuate(self.stream_time)
 
     def input_bytes(
@@ -555,6 +581,46 @@ class StreamTask:
         if offset < 0 or i == len(offsets) or offsets[i] != offset:
             return None, None
         return records.keys()[i], records.values()[i]
+
+    def record_headers(self, batch: Batch) -> list[Headers | None] | None:
+        """The headers of ``batch``'s records, or None when none has any:
+        their own (``Batch.headers``), else those of the input records they
+        came from (Kafka forwards the current record's context), found by
+        offset among the records being processed."""
+        if batch.headers is not None:
+            return batch.headers if any(batch.headers) else None
+        by_offset = self._headers_by_offset(batch.topic, batch.partition)
+        if not by_offset:
+            return None
+        headers = [by_offset.get(o) for o in batch.offsets]
+        return headers if any(headers) else None
+
+    def _headers_by_offset(self, topic: str, partition: int) -> dict[int, Headers]:
+        records = self._processing
+        if records is None or (records.topic, records.partition) != (topic, partition):
+            return {}
+        if self._input_headers is None:
+            self._input_headers = (
+                {o: h for o, h in zip(records.offsets(), records.headers(), strict=True) if h}
+                if records.has_headers()
+                else {}
+            )
+        return self._input_headers
+
+    def _input_record_headers(self, topic: str, partition: int, offset: int) -> Headers:
+        """The headers of input record ``topic-partition@offset`` if it is
+        being read or processed (else none)."""
+        for records in (self._reading, self._processing):
+            if (
+                records is not None
+                and (records.topic, records.partition) == (topic, partition)
+                and records.has_headers()
+            ):
+                offsets = records.offsets()
+                i = bisect.bisect_left(offsets, offset)
+                if i < len(offsets) and offsets[i] == offset:
+                    return records.headers()[i]
+        return []
 
     def all_inputs_queued(self) -> bool:
         return all(
@@ -611,6 +677,8 @@ class StreamTask:
         for store in self._caching:
             store.flush()
         for node in self.nodes.values():
+            if node.cached_headers:
+                node.cached_headers.clear()  # every entry written out
             node.flush()
         self._send_changelogs()
 
@@ -809,7 +877,15 @@ class StreamTask:
         go_on = verdict in ("continue", "log_and_continue")
         if dead_letters is not None:
             # Kafka (KIP-1034) dead-letters the raw record on either verdict.
-            context = ErrorHandlerContext(topic, partition, offset, timestamp, None, self.task_id)
+            context = ErrorHandlerContext(
+                topic,
+                partition,
+                offset,
+                timestamp,
+                None,
+                self.task_id,
+                headers=self._input_record_headers(topic, partition, offset),
+            )
             self.collector.send_record(
                 dead_letters,
                 raw_key,
