@@ -380,7 +380,11 @@ def code(case: Case) -> str:
         f"{topic} = driver.create_input_topic({topic!r}, String(), String())"
         for topic in dict.fromkeys(r.topic for r in case.inputs)
     )
-    lines += [f"{r.topic}.pipe_input({r.key!r}, {r.value!r}, {r.timestamp})" for r in case.inputs]
+    lines += [
+        f"{r.topic}.pipe_input({r.key!r}, {r.value!r}, {r.timestamp}"
+        + (f", headers={[(n, v.encode()) for n, v in r.headers]!r})" if r.headers else ")")
+        for r in case.inputs
+    ]
     if used:
         lines.append(
             "# functions (tests/differential/functions.py): " + ", ".join(dict.fromkeys(used))

@@ -62,6 +62,9 @@ class Input:
     # Kafka's and strom's TopologyTestDriver read every topic as one
     # partition; kept so a spec can say where a record would go.
     partition: int = 0
+    # (name, text value) pairs; which output records carry them shows
+    # which input record each came from.
+    headers: list[list[str]] | None = None
 
 
 @dataclass

@@ -309,7 +309,8 @@ def run(case: Case) -> Result:
                     topic = inputs[record.topic] = driver.create_input_topic(
                         record.topic, string, string
                     )
-                topic.pipe_input(record.key, record.value, record.timestamp)
+                headers = [(name, value.encode()) for name, value in record.headers or ()]
+                topic.pipe_input(record.key, record.value, record.timestamp, headers=headers)
             outputs: dict[str, list[OutputRecord]] = {}
             for name in builder.sink_topics:
                 if name in outputs:

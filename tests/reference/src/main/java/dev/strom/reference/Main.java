@@ -18,6 +18,7 @@ import java.util.List;
 import java.util.Map;
 import java.util.Properties;
 import org.apache.kafka.common.header.Header;
+import org.apache.kafka.common.header.internals.RecordHeaders;
 import org.apache.kafka.common.serialization.ByteArrayDeserializer;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.common.serialization.StringSerializer;
@@ -117,8 +118,12 @@ public final class Main {
             String topic = record.get("topic").asText();
             TestInputTopic<String, String> input = topics.computeIfAbsent(
                 topic, t -> driver.createInputTopic(t, strings, strings));
-            input.pipeInput(text(record.get("key")), text(record.get("value")),
-                record.get("timestamp").asLong());
+            RecordHeaders headers = new RecordHeaders();
+            for (JsonNode h : record.path("headers")) {
+                headers.add(h.get(0).asText(), h.get(1).asText().getBytes(StandardCharsets.UTF_8));
+            }
+            input.pipeInput(new TestRecord<>(text(record.get("key")), text(record.get("value")),
+                headers, record.get("timestamp").asLong()));
         }
     }
 
