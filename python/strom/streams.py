@@ -477,7 +477,8 @@ class KafkaStreams:
         with self._lock:
             if self._state in (State.NOT_RUNNING, State.PENDING_SHUTDOWN):
                 return True
-            failed = self._state is State.ERROR
+            # From PENDING_ERROR Kafka refuses PENDING_SHUTDOWN: it ends in ERROR.
+            failed = self._state in (State.ERROR, State.PENDING_ERROR)
             if not failed:
                 self._set_state(State.PENDING_SHUTDOWN)
         self._stop.set()

@@ -169,6 +169,8 @@ def test_missing_input_topic_is_a_clear_error(log: EmbeddedLog, log_path: str) -
     with pytest.raises(TopologyError, match="text-input"):
         app.run_until_end(timeout=10)
     assert app.state is State.ERROR
+    app.close()  # a failed client stays in ERROR
+    assert app.state is State.ERROR
     # Through PENDING_ERROR, as Kafka's state machine goes.
     assert all(old.is_valid_transition(new) for new, old in transitions), transitions
 
