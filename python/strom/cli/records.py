@@ -3,13 +3,15 @@ out): one format read and written by both, so ``strom tail T --format json |
 strom produce U --format json`` copies a topic.
 
 A key or value is text in the form of its serde: ``string`` as is, ``json``
-as JSON, ``long``/``integer``/``double`` as numbers, ``bytes`` as base64."""
+as JSON, ``long``/``integer``/``short``/``double``/``float`` as numbers,
+``boolean`` as true or false, ``uuid`` as its text, ``bytes`` as base64."""
 
 from __future__ import annotations
 
 import base64
 import binascii
 import json
+import uuid
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -25,9 +27,16 @@ SERDES: dict[str, Callable[[], Serde[Any]]] = {
     "json": serdes.Json,
     "long": serdes.Long,
     "integer": serdes.Integer,
+    "short": serdes.Short,
     "double": serdes.Double,
+    "float": serdes.Float,
+    "boolean": serdes.Boolean,
+    "uuid": serdes.UUID,
     "bytes": serdes.ByteArray,
 }
+_INTEGERS = ("long", "integer", "short")
+_FLOATS = ("double", "float")
+_BOOLEANS = {"true": True, "false": False}
 
 
 def serde_options(command: Any) -> Any:
@@ -56,15 +65,29 @@ class Codec:
         try:
             if self.name == "json":
                 value = json.loads(text)
-            elif self.name in ("long", "integer"):
+            elif self.name in _INTEGERS:
                 value = int(text)
-            elif self.name == "double":
+            elif self.name in _FLOATS:
                 value = float(text)
+            elif self.name == "boolean":
+                if text.lower() not in _BOOLEANS:
+                    raise ValueError("true or false")
+                value = _BOOLEANS[text.lower()]
+            elif self.name == "uuid":
+                value = uuid.UUID(text)
             elif self.name == "bytes":
                 value = base64.b64decode(text, validate=True)
         except (ValueError, binascii.Error) as exc:
             raise ValueError(f"the {self.side} {text!r} is not {self._what()}: {exc}") from None
-        return self.serde.serialize(self.topic, value)
+        return self._serialize(repr(text), value)
+
+    def _serialize(self, shown: str, value: Any) -> bytes | None:
+        try:
+            return self.serde.serialize(self.topic, value)
+        except SerializationError as exc:  # e.g. out of a short's range
+            raise ValueError(
+                f"the {self.side} {shown} is not {self._what(a=True)}: {exc}"
+            ) from None
 
     def from_json(self, value: Any) -> bytes | None:
         """A JSON value (from a ``--format json`` line) as this serde's input."""
@@ -74,32 +97,48 @@ class Codec:
             "string": str,
             "long": int,
             "integer": int,
+            "short": int,
             "double": (int, float),
+            "float": (int, float),
+            "boolean": bool,
+            "uuid": str,
             "bytes": str,
         }
-        if not isinstance(value, expected[self.name]) or isinstance(value, bool):
+        if not isinstance(value, expected[self.name]) or (
+            isinstance(value, bool) and self.name != "boolean"
+        ):
             raise ValueError(
                 f"the {self.side} {json.dumps(value)} is not {self._what()} "
                 f"(--{self.side}-serde {self.name})"
             )
-        if self.name == "bytes":
+        if self.name in ("bytes", "uuid"):
             return self.from_text(str(value))
-        if self.name == "double":
+        if self.name in _FLOATS:
             value = float(cast(float, value))
-        return self.serde.serialize(self.topic, value)
+        return self._serialize(json.dumps(value), value)
 
     def _what(self, *, a: bool = False) -> str:
         """What this serde's text is (``a``: what its bytes are)."""
         if a:
-            return {"long": "a long", "integer": "an integer", "double": "a double"}.get(
-                self.name, f"{self.name} data"
-            )
+            return {
+                "long": "a long",
+                "integer": "an integer",
+                "short": "a short",
+                "double": "a double",
+                "float": "a float",
+                "boolean": "a boolean",
+                "uuid": "a UUID",
+            }.get(self.name, f"{self.name} data")
         return {
             "string": "a string",
             "json": "JSON",
             "long": "an integer",
             "integer": "an integer",
+            "short": "an integer",
             "double": "a number",
+            "float": "a number",
+            "boolean": "true or false",
+            "uuid": "a UUID",
             "bytes": "base64",
         }[self.name]
 
@@ -113,6 +152,8 @@ class Codec:
             ) from exc
         if isinstance(value, bytes):
             return base64.b64encode(value).decode("ascii")
+        if isinstance(value, uuid.UUID):
+            return str(value)
         return value
 
     def to_text(self, data: bytes | None) -> str:
@@ -121,6 +162,8 @@ class Codec:
             return "null"
         if self.name == "json":
             return json.dumps(value, ensure_ascii=False, separators=(",", ":"))
+        if isinstance(value, bool):
+            return "true" if value else "false"  # as produce reads it
         return str(value)
 
 

@@ -5,6 +5,7 @@ tests/integration/test_cli_kafka.py."""
 from __future__ import annotations
 
 import json
+import uuid
 from pathlib import Path
 
 import pytest
@@ -214,9 +215,43 @@ def test_tail_json_piped_into_produce_copies_a_topic(servers: str, tmp_path: Pat
 
 
 @pytest.mark.parametrize(
+    ("serde", "text", "expected"),
+    [
+        ("short", "-7\n300\n", [-7, 300]),
+        ("float", "0.5\n-2\n", [0.5, -2.0]),
+        ("boolean", "true\nFALSE\n", [True, False]),
+        (
+            "uuid",
+            "6fa459ea-ee8a-3ca4-894e-db77e160355e\n",
+            [uuid.UUID("6fa459ea-ee8a-3ca4-894e-db77e160355e")],
+        ),
+    ],
+)
+def test_produce_and_tail_the_other_kafka_serdes(
+    servers: str, tmp_path: Path, serde: str, text: str, expected: list[object]
+) -> None:
+    """Kafka's Short, Float, Boolean and UUID serdes: produced as their Java
+    serializers write them, tailed back to the text produce reads."""
+    strom("topics", "create", "t", "-b", servers)
+    done = strom("produce", "t", "-b", servers, "--value-serde", serde, input=text)
+    assert done.exit_code == 0, done.stderr
+    kind = {"short": serdes.Short, "float": serdes.Float, "boolean": serdes.Boolean}
+    value_serde = kind.get(serde, serdes.UUID)()
+    log = EmbeddedLog(tmp_path / "log")
+    assert [r.value for r in log.records("t", value_serde=value_serde)] == expected
+    tailed = strom("tail", "t", "-b", servers, "--from-beginning", "--value-serde", serde)
+    again = strom("produce", "t", "-b", servers, "--value-serde", serde, input=tailed.stdout)
+    assert again.exit_code == 0, again.stderr
+    assert [r.value for r in log.records("t", value_serde=value_serde)] == expected * 2
+
+
+@pytest.mark.parametrize(
     ("args", "text", "message"),
     [
         (["--value-serde", "long"], "1\nx\n", "<stdin>, line 2: the value 'x' is not an integer"),
+        (["--value-serde", "short"], "40000\n", "line 1: the value '40000' is not a short"),
+        (["--value-serde", "boolean"], "yes\n", "the value 'yes' is not true or false"),
+        (["--value-serde", "uuid"], "nope\n", "the value 'nope' is not a UUID"),
         (["--key-separator", ":"], "a:1\nb2\n", "<stdin>, line 2: no key separator ':'"),
         (["--format", "json"], '{"value": "a"}\n{"key": "b"}\n', "line 2: a line is a JSON object"),
         (
