@@ -87,6 +87,16 @@ FLAT_VALUE_MAPPERS: dict[str, Callable[[Any], Iterable[Any]]] = {
     "fmv_split": lambda v: [s(v), "e"] if v is not None and _even(v) else [],
 }
 
+# Given the key too (``with_key=True``, Kafka's ValueMapperWithKey).
+KEYED_MAPPERS: dict[str, Callable[[Any, Any], Any]] = {
+    "mk_key_tag": lambda k, v: s(k) + ":" + s(v),
+    "mk_null_unless_key_a": lambda k, v: s(v) if s(k).startswith("a") else None,
+}
+
+KEYED_FLAT_VALUE_MAPPERS: dict[str, Callable[[Any, Any], Iterable[Any]]] = {
+    "fmk_key_and_value": lambda k, v: [] if v is None else [s(k), s(v)],
+}
+
 REDUCERS: dict[str, Callable[[Any, Any], Any]] = {
     "r_concat": lambda agg, v: s(agg) + "|" + s(v),
     "r_sum": lambda agg, v: s(n(agg) + n(v)),

@@ -25,6 +25,9 @@ STORES = os.environ.get("STROM_DIFF_STORES", "")
 
 PREDICATES = ("p_even", "p_gt4", "p_key_a", "p_not_null", "p_small_or_null")
 MAPPERS = ("m_inc", "m_tag", "m_null_if_odd", "m_mod3")
+# With the key (with_key=True): one pick in three of a value mapper.
+KEYED_MAPPERS = ("mk_key_tag", "mk_null_unless_key_a")
+VALUE_MAPPERS = MAPPERS + MAPPERS + KEYED_MAPPERS
 REKEY_SELECTORS = ("k_from_value", "k_abc_from_value", "k_const", "k_null_for_c")
 KV_REKEYS = ("kv_key_from_value", "kv_rekey_ab", "kv_swap")
 REDUCERS = ("r_concat", "r_sum", "r_null_if_big")
@@ -116,9 +119,10 @@ class Gen:
         if op in ("filter", "filter_not"):
             return self.add(op, [s], Node("stream", node.key, node.value), fn=self.pick(PREDICATES))
         if op == "map_values":
-            return self.add(op, [s], Node("stream", node.key), fn=self.pick(MAPPERS))
+            return self.add(op, [s], Node("stream", node.key), fn=self.pick(VALUE_MAPPERS))
         if op == "flat_map_values":
-            return self.add(op, [s], Node("stream", node.key), fn="fmv_split")
+            fn = self.pick(("fmv_split", "fmv_split", "fmk_key_and_value"))
+            return self.add(op, [s], Node("stream", node.key), fn=fn)
         if op == "select_key":
             return self.add(op, [s], Node("stream", "s", node.value), fn=self.pick(REKEY_SELECTORS))
         if op == "map":
@@ -235,7 +239,7 @@ class Gen:
                 op,
                 [t],
                 Node("table", node.key, "s", node.windowed_table, node.session),
-                fn=self.pick(MAPPERS),
+                fn=self.pick(VALUE_MAPPERS),
                 **store,
             )
         return self.add(

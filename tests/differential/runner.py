@@ -344,9 +344,10 @@ def code(case: Case) -> str:
                 rhs = f"{src}.{s.op}({other}, {fn})"
         elif s.op in ("filter", "filter_not", "map_values") and a.get("store"):
             k, v = a["serdes"]
+            keyed = ", with_key=True" if fn and fn.startswith("mk_") else ""
             rhs = (
                 f"{src}.{s.op}({fn}, materialized=Materialized({a['store']!r}, "
-                f"key_serde={_serde_code(k)}, value_serde={_serde_code(v)}))"
+                f"key_serde={_serde_code(k)}, value_serde={_serde_code(v)}){keyed})"
             )
         elif s.op == "merge":
             rhs = f"{src}.merge({s.inputs[1]})"
@@ -368,7 +369,8 @@ def code(case: Case) -> str:
             if a.get("serdes"):
                 k, v = a["serdes"]
                 serdes = f"key_serde={_serde_code(k)}, value_serde={_serde_code(v)}"
-            args = ", ".join(x for x in (fn or "", store.lstrip(", "), serdes) if x)
+            keyed = "with_key=True" if fn and fn.startswith(("mk_", "fmk_")) else ""
+            args = ", ".join(x for x in (fn or "", store.lstrip(", "), serdes, keyed) if x)
             rhs = f"{src}.{s.op}({args})"
         lines.append(f"{s.id} = {rhs}")
     lines.append(

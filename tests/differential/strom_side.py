@@ -185,6 +185,8 @@ class Builder:
             return s.filter(f.get(f.PREDICATES, fn, "predicate"))
         if op == "filter_not":
             return s.filter_not(f.get(f.PREDICATES, fn, "predicate"))
+        if op == "map_values" and fn in f.KEYED_MAPPERS:
+            return s.map_values(f.KEYED_MAPPERS[fn], with_key=True)
         if op == "map_values":
             return s.map_values(f.get(f.MAPPERS, fn, "mapper"))
         if op == "map":
@@ -193,6 +195,8 @@ class Builder:
             return s.select_key(f.get(f.KEY_SELECTORS, fn, "key selector"))
         if op == "flat_map":
             return s.flat_map(f.get(f.FLAT_MAPPERS, fn, "flat mapper"))
+        if op == "flat_map_values" and fn in f.KEYED_FLAT_VALUE_MAPPERS:
+            return s.flat_map_values(f.KEYED_FLAT_VALUE_MAPPERS[fn], with_key=True)
         if op == "flat_map_values":
             return s.flat_map_values(f.get(f.FLAT_VALUE_MAPPERS, fn, "flat value mapper"))
         if op == "merge":
@@ -216,6 +220,8 @@ class Builder:
             return t.filter(f.get(f.PREDICATES, fn, "predicate"), materialized=mat)
         if op == "filter_not":
             return t.filter_not(f.get(f.PREDICATES, fn, "predicate"), materialized=mat)
+        if op == "map_values" and fn in f.KEYED_MAPPERS:
+            return t.map_values(f.KEYED_MAPPERS[fn], materialized=mat, with_key=True)
         if op == "map_values":
             return t.map_values(f.get(f.MAPPERS, fn, "mapper"), materialized=mat)
         if op == "to_stream":

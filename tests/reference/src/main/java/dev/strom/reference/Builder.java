@@ -216,14 +216,18 @@ final class Builder {
         return switch (op) {
             case "filter" -> s.filter(Fns.get(Fns.PREDICATES, arg(step, "fn"), "predicate"));
             case "filter_not" -> s.filterNot(Fns.get(Fns.PREDICATES, arg(step, "fn"), "predicate"));
-            case "map_values" -> s.mapValues(Fns.get(Fns.MAPPERS, arg(step, "fn"), "mapper"));
+            case "map_values" -> Fns.KEYED_MAPPERS.containsKey(arg(step, "fn"))
+                ? s.mapValues(Fns.KEYED_MAPPERS.get(arg(step, "fn")))
+                : s.mapValues(Fns.get(Fns.MAPPERS, arg(step, "fn"), "mapper"));
             case "map" -> s.map(Fns.get(Fns.KV_MAPPERS, arg(step, "fn"), "key-value mapper"));
             case "select_key" -> s.selectKey(
                 Fns.get(Fns.KEY_SELECTORS, arg(step, "fn"), "key selector"));
             case "flat_map" -> s.flatMap(
                 Fns.get(Fns.FLAT_MAPPERS, arg(step, "fn"), "flat mapper"));
-            case "flat_map_values" -> s.flatMapValues(
-                Fns.get(Fns.FLAT_VALUE_MAPPERS, arg(step, "fn"), "flat value mapper"));
+            case "flat_map_values" -> Fns.KEYED_FLAT_VALUE_MAPPERS.containsKey(arg(step, "fn"))
+                ? s.flatMapValues(Fns.KEYED_FLAT_VALUE_MAPPERS.get(arg(step, "fn")))
+                : s.flatMapValues(
+                    Fns.get(Fns.FLAT_VALUE_MAPPERS, arg(step, "fn"), "flat value mapper"));
             case "merge" -> s.merge((KStream) in(step, 1));
             case "repartition" -> s.repartition();
             case "to_table" -> {
@@ -257,8 +261,12 @@ final class Builder {
                 yield m == null ? t.filterNot(predicate) : t.filterNot(predicate, m);
             }
             case "map_values" -> {
-                var mapper = Fns.get(Fns.MAPPERS, arg(step, "fn"), "mapper");
                 Materialized m = tableMaterialized(step);
+                var keyed = Fns.KEYED_MAPPERS.get(arg(step, "fn"));
+                if (keyed != null) {
+                    yield m == null ? t.mapValues(keyed) : t.mapValues(keyed, m);
+                }
+                var mapper = Fns.get(Fns.MAPPERS, arg(step, "fn"), "mapper");
                 yield m == null ? t.mapValues(mapper) : t.mapValues(mapper, m);
             }
             case "to_stream" -> t.toStream();

@@ -17,6 +17,7 @@ import org.apache.kafka.streams.kstream.Predicate;
 import org.apache.kafka.streams.kstream.Reducer;
 import org.apache.kafka.streams.kstream.ValueJoiner;
 import org.apache.kafka.streams.kstream.ValueMapper;
+import org.apache.kafka.streams.kstream.ValueMapperWithKey;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.processor.api.Processor;
 import org.apache.kafka.streams.processor.api.ProcessorContext;
@@ -101,6 +102,15 @@ final class Fns {
             "fm_drop_odd", (k, v) -> v == null || !even(v)
                 ? List.<KeyValue<Object, Object>>of()
                 : List.of(KeyValue.pair(k, s(v))));
+
+    /** Given the key too (ValueMapperWithKey). */
+    static final Map<String, ValueMapperWithKey<Object, Object, Object>> KEYED_MAPPERS = Map.of(
+        "mk_key_tag", (k, v) -> s(k) + ":" + s(v),
+        "mk_null_unless_key_a", (k, v) -> s(k).startsWith("a") ? s(v) : null);
+
+    static final Map<String, ValueMapperWithKey<Object, Object, Iterable<Object>>>
+        KEYED_FLAT_VALUE_MAPPERS = Map.of(
+            "fmk_key_and_value", (k, v) -> v == null ? List.of() : List.of(s(k), s(v)));
 
     static final Map<String, ValueMapper<Object, Iterable<Object>>> FLAT_VALUE_MAPPERS = Map.of(
         "fmv_split", v -> {
