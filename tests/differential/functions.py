@@ -124,6 +124,12 @@ MERGERS: dict[str, Callable[[Any, Any, Any], Any]] = {
     "g_sum": lambda k, a1, a2: s(n(a1) + n(a2)),
 }
 
+# Given the key too (``with_key=True``, Kafka's ValueJoinerWithKey; Kafka's
+# stream joins take one, its table joins do not).
+KEYED_JOINERS: dict[str, Callable[[Any, Any, Any], Any]] = {
+    "jk_key_pair": lambda k, v1, v2: s(k) + ":" + s(v1) + "," + s(v2),
+}
+
 JOINERS: dict[str, Callable[[Any, Any], Any]] = {
     "j_pair": lambda v1, v2: s(v1) + "," + s(v2),
     "j_null_if_both_even": lambda v1, v2: (

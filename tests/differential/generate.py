@@ -413,7 +413,8 @@ def table_ops(g: Gen) -> None:
         )
     elif follow == "stream_join":
         s = g.chain(g.stream(), g.rng.randint(0, 1), rekey=False)
-        g.sink(g.add(g.pick(("join", "left_join")), [s, t], Node("stream"), fn="j_pair"))
+        fn = g.pick(("j_pair", "j_pair", "jk_key_pair"))
+        g.sink(g.add(g.pick(("join", "left_join")), [s, t], Node("stream"), fn=fn))
     else:
         g.sink(t)
 
@@ -473,7 +474,7 @@ def stream_join(g: Gen) -> None:
         op,
         [left, right],
         Node("stream"),
-        fn=g.pick(("j_pair", "j_null_if_both_even")),
+        fn=g.pick(("j_pair", "j_null_if_both_even", "jk_key_pair")),
         windows=g.join_windows(),
     )
     g.sink(joined)
@@ -483,6 +484,8 @@ def table_join(g: Gen) -> None:
     """Stream-table, stream-global-table, table-table and foreign-key joins (#16)."""
     kind = g.pick(("stream_table", "stream_global", "table_table", "foreign_key"))
     fn = g.pick(("j_pair", "j_null_if_both_even"))
+    if kind in ("stream_table", "stream_global") and g.chance(0.3):
+        fn = "jk_key_pair"  # Kafka's table joins take no ValueJoinerWithKey
     if kind == "stream_table":
         s = g.stream()
         if g.chance(0.3):

@@ -265,7 +265,9 @@ class Builder:
     def _join(self, step: Step) -> Any:
         op, args = step.op, step.args
         left, right = self._in(step, 0), self._in(step, 1)
-        joiner = f.get(f.JOINERS, args["fn"], "joiner")
+        keyed = args["fn"] in f.KEYED_JOINERS
+        joiner = f.KEYED_JOINERS[args["fn"]] if keyed else f.get(f.JOINERS, args["fn"], "joiner")
+        with_key = {"with_key": True} if keyed else {}
         if isinstance(left, KStream) and isinstance(right, KStream):
             w = args["windows"]
             before, after = w["before"], w["after"]
@@ -274,12 +276,12 @@ class Builder:
                 .before(before)
                 .after(after)
             )
-            return getattr(left, op)(right, joiner, windows)
+            return getattr(left, op)(right, joiner, windows, **with_key)
         if isinstance(left, KStream) and isinstance(right, KTable):
-            return getattr(left, op)(right, joiner)
+            return getattr(left, op)(right, joiner, **with_key)
         if isinstance(left, KStream) and isinstance(right, GlobalKTable):
             selector = f.get(f.KEY_SELECTORS, args["key_fn"], "key selector")
-            return getattr(left, op)(right, selector, joiner)
+            return getattr(left, op)(right, selector, joiner, **with_key)
         if isinstance(left, KTable) and isinstance(right, KTable):
             fk = args.get("fk")
             if fk is not None:

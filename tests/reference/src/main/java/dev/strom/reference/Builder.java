@@ -30,6 +30,7 @@ import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.Suppressed;
 import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
+import org.apache.kafka.streams.kstream.ValueJoinerWithKey;
 import org.apache.kafka.streams.kstream.WindowedSerdes;
 import org.apache.kafka.streams.state.Stores;
 
@@ -409,17 +410,13 @@ final class Builder {
     private Object join(JsonNode step, String op) {
         Object left = in(step, 0);
         Object right = in(step, 1);
+        var keyed = Fns.KEYED_JOINERS.get(arg(step, "fn"));
+        if (keyed != null) {
+            return keyedJoin(step, op, (KStream) left, right, keyed);
+        }
         var joiner = Fns.get(Fns.JOINERS, arg(step, "fn"), "joiner");
         if (left instanceof KStream s && right instanceof KStream other) {
-            JsonNode w = step.path("args").get("windows");
-            long before = number(w, "before");
-            long after = number(w, "after");
-            // before() and after() each check before + after >= 0, so start wide.
-            JoinWindows windows = JoinWindows.ofTimeDifferenceAndGrace(
-                    Duration.ofMillis(Math.max(Math.abs(before), Math.abs(after))),
-                    Duration.ofMillis(number(w, "grace")))
-                .before(Duration.ofMillis(before))
-                .after(Duration.ofMillis(after));
+            JoinWindows windows = joinWindows(step);
             return switch (op) {
                 case "join" -> s.join(other, joiner, windows);
                 case "left_join" -> s.leftJoin(other, joiner, windows);
@@ -447,5 +444,37 @@ final class Builder {
             };
         }
         throw new IllegalArgumentException("no " + op + " of " + left + " with " + right);
+    }
+
+    /** A stream join whose joiner takes the key (Kafka has these for stream joins only). */
+    @SuppressWarnings({"rawtypes", "unchecked"})
+    private Object keyedJoin(JsonNode step, String op, KStream s, Object right,
+            ValueJoinerWithKey joiner) {
+        if (right instanceof KStream other) {
+            JoinWindows windows = joinWindows(step);
+            return switch (op) {
+                case "join" -> s.join(other, joiner, windows);
+                case "left_join" -> s.leftJoin(other, joiner, windows);
+                default -> s.outerJoin(other, joiner, windows);
+            };
+        }
+        if (right instanceof KTable t) {
+            return op.equals("join") ? s.join(t, joiner) : s.leftJoin(t, joiner);
+        }
+        var selector = Fns.get(Fns.KEY_SELECTORS, arg(step, "key_fn"), "key selector");
+        GlobalKTable g = (GlobalKTable) right;
+        return op.equals("join") ? s.join(g, selector, joiner) : s.leftJoin(g, selector, joiner);
+    }
+
+    private static JoinWindows joinWindows(JsonNode step) {
+        JsonNode w = step.path("args").get("windows");
+        long before = number(w, "before");
+        long after = number(w, "after");
+        // before() and after() each check before + after >= 0, so start wide.
+        return JoinWindows.ofTimeDifferenceAndGrace(
+                Duration.ofMillis(Math.max(Math.abs(before), Math.abs(after))),
+                Duration.ofMillis(number(w, "grace")))
+            .before(Duration.ofMillis(before))
+            .after(Duration.ofMillis(after));
     }
 }

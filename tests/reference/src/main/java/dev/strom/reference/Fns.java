@@ -16,6 +16,7 @@ import org.apache.kafka.streams.kstream.Merger;
 import org.apache.kafka.streams.kstream.Predicate;
 import org.apache.kafka.streams.kstream.Reducer;
 import org.apache.kafka.streams.kstream.ValueJoiner;
+import org.apache.kafka.streams.kstream.ValueJoinerWithKey;
 import org.apache.kafka.streams.kstream.ValueMapper;
 import org.apache.kafka.streams.kstream.ValueMapperWithKey;
 import org.apache.kafka.streams.kstream.Windowed;
@@ -144,6 +145,10 @@ final class Fns {
     static final Map<String, Merger<Object, Object>> MERGERS = Map.of(
         "g_concat", (k, a1, a2) -> s(a1) + "+" + s(a2),
         "g_sum", (k, a1, a2) -> s(n(a1) + n(a2)));
+
+    /** Given the key too (ValueJoinerWithKey): stream joins only, as in Kafka. */
+    static final Map<String, ValueJoinerWithKey<Object, Object, Object, Object>> KEYED_JOINERS =
+        Map.of("jk_key_pair", (k, v1, v2) -> s(k) + ":" + s(v1) + "," + s(v2));
 
     static final Map<String, ValueJoiner<Object, Object, Object>> JOINERS = Map.of(
         "j_pair", (v1, v2) -> s(v1) + "," + s(v2),
