@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from strom.builder import StreamsBuilder
     from strom.kstream.kgrouped_stream import KGroupedStream
     from strom.kstream.ktable import KTable
-    from strom.processor.api import Processor, RecordContext
+    from strom.processor.api import FixedKeyProcessor, Processor, RecordContext
     from strom.serdes import Serde
 
 Partitioner = Callable[[Any, Any, int], int]
@@ -355,6 +355,23 @@ class KStream:
         if store_names:
             self._builder.internal.connect_processor_and_stores([node_name], list(store_names))
         return KStream(self._builder, node_name, None, None, repartition_required=True)
+
+    def process_values(
+        self,
+        supplier: Callable[[], FixedKeyProcessor[Any, Any]],
+        *store_names: str,
+        name: str | None = None,
+    ) -> KStream:
+        """``process`` for a ``FixedKeyProcessor`` (Kafka's
+        ``processValues``): it forwards ``FixedKeyRecord``s, which keep their
+        keys, so the key serde stays and no repartition follows."""
+        node_name = name or self._builder.new_name("KSTREAM-PROCESSVALUES-")
+        self._builder.internal.add_processor(
+            node_name, lambda: ProcessorAdapter(supplier, fixed_key=True), self._node
+        )
+        if store_names:
+            self._builder.internal.connect_processor_and_stores([node_name], list(store_names))
+        return KStream(self._builder, node_name, self._key_serde, None, self._repartition_required)
 
     # --- joins ----------------------------------------------------------------
     def join(

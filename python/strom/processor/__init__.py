@@ -2,6 +2,8 @@
 
 from strom.processor.api import (
     Cancellable,
+    FixedKeyProcessor,
+    FixedKeyRecord,
     Processor,
     ProcessorContext,
     PunctuationType,
@@ -14,6 +16,8 @@ from strom.processor.api import (
 
 __all__ = [
     "Cancellable",
+    "FixedKeyProcessor",
+    "FixedKeyRecord",
     "Processor",
     "ProcessorContext",
     "PunctuationType",

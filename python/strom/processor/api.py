@@ -39,6 +39,27 @@ class Record(Generic[K, V]):
 
 
 @dataclass(frozen=True, slots=True)
+class FixedKeyRecord(Generic[K, V]):
+    """A record a ``FixedKeyProcessor`` gets and forwards (Kafka's
+    ``FixedKeyRecord``): it has no ``with_key``, so what it forwards, derived
+    from the record it got, keeps that key, and no repartition follows."""
+
+    key: K
+    value: V
+    timestamp: int
+    headers: Headers | None = None
+
+    def with_value(self, value: Any) -> FixedKeyRecord[K, Any]:
+        return replace(self, value=value)
+
+    def with_timestamp(self, timestamp: int) -> FixedKeyRecord[K, V]:
+        return replace(self, timestamp=timestamp)
+
+    def with_headers(self, headers: Headers | None) -> FixedKeyRecord[K, V]:
+        return replace(self, headers=headers)
+
+
+@dataclass(frozen=True, slots=True)
 class RecordMetadata:
     """Where the record being processed came from."""
 
@@ -91,8 +112,11 @@ class ProcessorContext(ABC):
     def task_id(self) -> str: ...
 
     @abstractmethod
-    def forward(self, record: Record[Any, Any], child: str | None = None) -> None:
-        """Sends a record to every child, or to the child named ``child``."""
+    def forward(
+        self, record: Record[Any, Any] | FixedKeyRecord[Any, Any], child: str | None = None
+    ) -> None:
+        """Sends a record to every child, or to the child named ``child``
+        (from a ``FixedKeyProcessor``, a ``FixedKeyRecord``)."""
 
     @abstractmethod
     def schedule(
@@ -163,6 +187,21 @@ class Processor(ABC, Generic[K, V]):
 
     @abstractmethod
     def process(self, record: Record[K, V]) -> None: ...
+
+    def close(self) -> None:
+        """Called when the task closes."""
+
+
+class FixedKeyProcessor(ABC, Generic[K, V]):
+    """A processor that cannot change keys (Kafka's ``FixedKeyProcessor``,
+    for ``KStream.process_values``): it gets ``FixedKeyRecord``s and
+    forwards records derived from them."""
+
+    def init(self, context: ProcessorContext) -> None:
+        """Called once before the first record, with the processor's context."""
+
+    @abstractmethod
+    def process(self, record: FixedKeyRecord[K, V]) -> None: ...
 
     def close(self) -> None:
         """Called when the task closes."""

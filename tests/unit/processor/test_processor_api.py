@@ -15,7 +15,15 @@ from strom import KafkaStreams, KeyValue, StreamsBuilder, Topology, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import StoreError, TopologyError
 from strom.kstream import Window, Windowed
-from strom.processor import Processor, ProcessorContext, PunctuationType, Record, RecordMetadata
+from strom.processor import (
+    FixedKeyProcessor,
+    FixedKeyRecord,
+    Processor,
+    ProcessorContext,
+    PunctuationType,
+    Record,
+    RecordMetadata,
+)
 from strom.state.stores import Stores
 from strom.testing import TopologyTestDriver
 
@@ -289,3 +297,70 @@ def test_window_store_is_restored_from_its_changelog(topics: EmbeddedLog, log_pa
         assert app.metrics()["restored-records"] == 3 + 3  # window puts + sessions
         windows = app.store("per-window")
         assert windows.approximate_num_entries() == 2
+
+
+class RunningTotal(FixedKeyProcessor[str, int]):
+    """Adds each value to its key's total in "Totals" and forwards the total."""
+
+    def init(self, context: ProcessorContext) -> None:
+        self.context = context
+        self.store = context.get_state_store("Totals")
+
+    def process(self, record: FixedKeyRecord[str, int]) -> None:
+        total = (self.store.get(record.key) or 0) + record.value
+        self.store.put(record.key, total)
+        self.context.forward(record.with_value(total))
+
+
+def test_process_values_keeps_keys_and_needs_no_repartition() -> None:
+    builder = StreamsBuilder().add_state_store(
+        Stores.key_value_store_builder(
+            Stores.in_memory_key_value_store("Totals"), serdes.String(), serdes.Integer()
+        )
+    )
+    totals = builder.stream(
+        "in", key_serde=serdes.String(), value_serde=serdes.Integer()
+    ).process_values(RunningTotal, "Totals")
+    totals.to("totals", value_serde=serdes.Integer())
+    totals.group_by_key().count().to_stream().to("counts", value_serde=serdes.Long())
+    topology = builder.build()
+    text = topology.describe()
+    # One sub-topology: process() would have split it at a repartition topic.
+    assert "Sub-topology: 1" not in str(text) and "repartition" not in str(text)
+    assert "KSTREAM-PROCESSVALUES-" in str(text)
+    with TopologyTestDriver(topology) as driver:
+        source = driver.create_input_topic("in", serdes.String(), serdes.Integer())
+        for key, value in [("a", 1), ("b", 5), ("a", 2), ("a", 3)]:
+            source.pipe_input(key, value)
+        out = driver.create_output_topic("totals", serdes.String(), serdes.Integer())
+        assert out.read_key_values_to_list() == [("a", 1), ("b", 5), ("a", 3), ("a", 6)]
+        counts = driver.create_output_topic("counts", serdes.String(), serdes.Long())
+        assert counts.read_key_values_to_map() == {"a": 3, "b": 1}
+
+
+class Rekeying(FixedKeyProcessor[str, int]):
+    def init(self, context: ProcessorContext) -> None:
+        self.context = context
+
+    def process(self, record: FixedKeyRecord[str, int]) -> None:
+        self.context.forward(Record("other", record.value, record.timestamp))
+
+
+def test_process_values_refuses_a_record_that_could_change_the_key() -> None:
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=serdes.String(), value_serde=serdes.Integer()).process_values(
+        Rekeying
+    ).to("out", value_serde=serdes.Integer())
+    with TopologyTestDriver(builder.build()) as driver:
+        source = driver.create_input_topic("in", serdes.String(), serdes.Integer())
+        with pytest.raises(Exception, match="forwards FixedKeyRecords"):
+            source.pipe_input("a", 1)
+
+
+def test_process_values_needs_a_fixed_key_processor() -> None:
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=serdes.String(), value_serde=serdes.Integer()).process_values(
+        WordCountProcessor  # type: ignore[arg-type]
+    ).to("out", value_serde=serdes.Integer())
+    with pytest.raises(TopologyError, match="not a FixedKeyProcessor"):
+        TopologyTestDriver(builder.build())

@@ -13,6 +13,8 @@ from typing import TYPE_CHECKING, Any
 from strom.errors import ErrorHandlerContext, StoreError, TopologyError
 from strom.processor.api import (
     Cancellable,
+    FixedKeyProcessor,
+    FixedKeyRecord,
     Headers,
     Processor,
     ProcessorContext,
@@ -108,7 +110,9 @@ class _NodeContext(ProcessorContext):
     def task_id(self) -> str:
         return self._task.task_id
 
-    def forward(self, record: Record[Any, Any], child: str | None = None) -> None:
+    def forward(
+        self, record: Record[Any, Any] | FixedKeyRecord[Any, Any], child: str | None = None
+    ) -> None:
         self._node.collect(record, child)
 
     def schedule(
@@ -154,11 +158,19 @@ class _NodeContext(ProcessorContext):
 
 
 class ProcessorAdapter(Node):
-    """A node that runs a user ``Processor`` record by record."""
+    """A node that runs a user ``Processor`` record by record (or, with
+    ``fixed_key``, a ``FixedKeyProcessor``: ``KStream.process_values``)."""
 
-    def __init__(self, supplier: Callable[[], Processor[Any, Any]]) -> None:
+    def __init__(
+        self,
+        supplier: Callable[[], Processor[Any, Any] | FixedKeyProcessor[Any, Any]],
+        *,
+        fixed_key: bool = False,
+    ) -> None:
         super().__init__()
         self.supplier = supplier
+        self.fixed_key = fixed_key
+        self._record = FixedKeyRecord if fixed_key else Record
         self.store_names: list[str] = []
         self.current: RecordMetadata | None = None
         self._out: dict[str, _Forwarded] = {}
@@ -171,16 +183,25 @@ class ProcessorAdapter(Node):
         self.store_names = task.node_stores.get(self.name, [])
         self.by_name = {child.name: child for child in self.children}
         processor = self.supplier()
-        if not isinstance(processor, Processor):
+        kind = FixedKeyProcessor if self.fixed_key else Processor
+        if not isinstance(processor, kind):
             raise TopologyError(
-                f"the supplier of processor {self.name!r} returned {processor!r}, not a Processor"
+                f"the supplier of processor {self.name!r} returned {processor!r}, "
+                f"not a {kind.__name__}"
             )
-        self.processor: Processor[Any, Any] = processor
+        self.processor: Processor[Any, Any] | FixedKeyProcessor[Any, Any] = processor
         processor.init(_NodeContext(task, self))
 
-    def collect(self, record: Record[Any, Any], child: str | None) -> None:
+    def collect(
+        self, record: Record[Any, Any] | FixedKeyRecord[Any, Any], child: str | None
+    ) -> None:
         if child is not None and child not in self.by_name:
             raise TopologyError(f"processor {self.name!r} has no child named {child!r}")
+        if self.fixed_key and not isinstance(record, FixedKeyRecord):
+            raise TopologyError(
+                f"processor {self.name!r} (process_values) forwarded {record!r}: a "
+                "FixedKeyProcessor forwards FixedKeyRecords derived from those it gets"
+            )
         for name in [child] if child is not None else list(self.by_name):
             keys, values, stamps, offsets, headers = self._out.setdefault(
                 name, ([], [], [], [], [])
@@ -205,7 +226,9 @@ class ProcessorAdapter(Node):
             self.by_name[name].process(batch)
 
     def process(self, batch: Batch) -> None:
-        process, task = self.processor.process, self.task
+        # A Processor gets Records, a FixedKeyProcessor FixedKeyRecords.
+        process: Callable[[Any], None] = self.processor.process
+        task, make = self.task, self._record
         keys, values, stamps, offsets = batch.keys, batch.values, batch.timestamps, batch.offsets
         topic, partition = batch.topic, batch.partition
         headers = task.record_headers(batch)
@@ -218,7 +241,7 @@ class ProcessorAdapter(Node):
                 self._origin = (topic, partition, offsets[i])
                 self.current = RecordMetadata(topic, partition, offsets[i])
                 task.current_timestamp = stamps[i]
-                process(Record(keys[i], values[i], stamps[i], headers[i] or None))
+                process(make(keys[i], values[i], stamps[i], headers[i] or None))
 
         try:
             self.each_record(batch, run)
