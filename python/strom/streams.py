@@ -136,6 +136,7 @@ class KafkaStreams:
         self._runtimes: list[Runtime] = []
         self._threads: list[threading.Thread] = []
         self._rebalancing: set[int] = set()
+        self._paused = False
         self._stop = threading.Event()
         self._lock = threading.RLock()
         self._exception_handler: Callable[[BaseException], str] | None = None
@@ -163,6 +164,26 @@ class KafkaStreams:
     def state(self) -> State:
         return self._state
 
+    def pause(self) -> None:
+        """Stops processing (Kafka's ``pause``): the stream threads stop
+        fetching, processing and punctuating their tasks (standbys too) and
+        stay in the group; the state does not change, global stores go on
+        updating. Before :meth:`start`, the app starts paused."""
+        self._set_paused(True)
+
+    def resume(self) -> None:
+        """Processing goes on where :meth:`pause` stopped it."""
+        self._set_paused(False)
+
+    def is_paused(self) -> bool:
+        return self._paused
+
+    def _set_paused(self, paused: bool) -> None:
+        with self._lock:
+            self._paused = paused
+            for runtime in self._runtimes:
+                runtime.paused = paused  # each thread applies it on its next poll
+
     def set_state_listener(self, listener: Callable[[State, State], None]) -> None:
         """``listener(new_state, old_state)`` is called on every transition."""
         self._listener = listener
@@ -188,14 +209,14 @@ class KafkaStreams:
         try:
             for index in indexes:
                 self._rebalancing.add(index)  # until its first assignment
-                runtimes.append(
-                    transport.runtime(
-                        self._topology._internal,
-                        self.config,
-                        index,
-                        functools.partial(self._on_rebalance, index),
-                    )
+                runtime = transport.runtime(
+                    self._topology._internal,
+                    self.config,
+                    index,
+                    functools.partial(self._on_rebalance, index),
                 )
+                runtime.paused = self._paused
+                runtimes.append(runtime)
         except BaseException:
             for runtime in runtimes:
                 runtime.abort()
@@ -403,6 +424,8 @@ class KafkaStreams:
         deadline = None if seconds is None else time.monotonic() + seconds
         if self._threads:
             raise StromError("run_until_end cannot be used on an app started with start()")
+        if self._paused:
+            raise StromError("run_until_end on a paused app would never end: resume() first")
         opened = self._state in (State.RUNNING, State.REBALANCING)
         runtimes = self._runtimes if opened else self._open()
         self._watch_application_shutdown()

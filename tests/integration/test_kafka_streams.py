@@ -541,3 +541,33 @@ def test_replace_thread_redoes_the_uncommitted_work(kafka: KafkaCluster, tmp_pat
         )
         assert app.state in (State.RUNNING, State.REBALANCING)
     assert len(failures) == 1 and "boom" in str(failures[0])
+
+
+def test_pause_keeps_the_group_and_resume_catches_up(kafka: KafkaCluster, tmp_path: Path) -> None:
+    """Kafka's pause(): a paused instance keeps polling (its partitions
+    paused in the consumer), stays RUNNING and in the group, and processes
+    nothing until resume()."""
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("text"), unique("counts"), unique("pause")
+    create_topics(boot, {source: 2, sink: 2})
+    text = lines(200, seed=5)
+    produce(boot, source, ((None, line.encode(), BASE_TS + i) for i, line in enumerate(text)))
+    config = app_config(boot, app_id, str(tmp_path), **{"commit.interval.ms": 200})
+    with KafkaStreams(word_count_topology(source, sink), config) as app:
+        app.pause()
+        app.start()
+        runtime = app._runtimes[0]
+        _wait_for(lambda: app.state is State.RUNNING and bool(_tasks(app)), "the assignment")
+        seen = runtime.paused_polls
+        _wait_for(lambda: runtime.paused_polls > seen + 20, "polls while paused")
+        assert app.state is State.RUNNING and app.is_paused()
+        assert app.metrics()["records-processed"] == 0
+        assert read_all(boot, sink, committed_only=False) == []
+        app.resume()
+        expected = dict(Counter(word for line in text for word in line.split()))
+
+        def caught_up() -> bool:
+            output = read_all(boot, sink)
+            return latest_by_key(output, serdes.String(), serdes.Long()) == expected
+
+        _wait_for(caught_up, "every count after resume()")

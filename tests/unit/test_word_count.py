@@ -14,7 +14,7 @@ from strom import KafkaStreams, State, StreamsBuilder, serdes
 from strom._core import partition_for_key
 from strom.cli.demo import generate_lines, word_count_topology
 from strom.embedded import EmbeddedLog
-from strom.errors import ConfigError, TopologyError
+from strom.errors import ConfigError, StromError, TopologyError
 
 APP = "wordcount-test"
 
@@ -159,6 +159,49 @@ def test_describe_shows_the_repartition_split() -> None:
     sub0, sub1 = text.split("Sub-topology: 1")
     assert "KSTREAM-FLATMAPVALUES-0000000001" in sub0 and "KSTREAM-AGGREGATE" not in sub0
     assert "KTABLE-TOSTREAM-0000000007" in sub1 and "KSTREAM-SINK-0000000008" in sub1
+
+
+def test_pause_and_resume(wc_log: EmbeddedLog, log_path: str) -> None:
+    """Kafka's pause(): started paused, the app stays RUNNING and processes
+    nothing until resume(); then it catches up."""
+    app = make_app(log_path, **{"commit.interval.ms": 100})
+    app.pause()
+    assert app.is_paused()
+    app.start()
+    try:
+        produce_lines(wc_log, ["a b a"])
+        runtime = app._runtimes[0]
+        # Many polls of the stream thread since the records were written.
+        seen = runtime.paused_polls
+        wait_until(lambda: runtime.paused_polls > seen + 10, timeout=30, what="paused polls")
+        assert app.state is State.RUNNING
+        assert final_counts(wc_log) == {}
+        app.resume()
+        assert not app.is_paused()
+        wait_until(lambda: final_counts(wc_log) == {"a": 2, "b": 1}, timeout=60, what="counts")
+        # Paused again while running: what comes meanwhile waits.
+        app.pause()
+        wait_until(lambda: runtime._inputs_paused, timeout=30, what="the pause applied")
+        produce_lines(wc_log, ["b"])
+        seen = runtime.paused_polls
+        wait_until(lambda: runtime.paused_polls > seen + 10, timeout=30, what="paused polls")
+        assert final_counts(wc_log) == {"a": 2, "b": 1}
+        app.resume()
+        wait_until(lambda: final_counts(wc_log) == {"a": 2, "b": 2}, timeout=60, what="counts")
+    finally:
+        assert app.close(timeout=30)
+
+
+def test_a_paused_app_does_not_run_until_the_end(wc_log: EmbeddedLog, log_path: str) -> None:
+    app = make_app(log_path)
+    app.pause()
+    with pytest.raises(StromError, match="paused app would never end: resume"):
+        app.run_until_end(timeout=10)
+    app.resume()
+    produce_lines(wc_log, ["c"])
+    app.run_until_end(timeout=60)
+    assert final_counts(wc_log) == {"c": 1}
+    app.close()
 
 
 def test_missing_input_topic_is_a_clear_error(log: EmbeddedLog, log_path: str) -> None:

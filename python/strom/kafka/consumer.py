@@ -181,6 +181,13 @@ class Consumer:
         self._applied = True
         self.native.unassign()
 
+    def pause(self, partitions: Iterable[TopicPartition]) -> None:
+        """Stops fetching from assigned ``partitions`` (they stay assigned)."""
+        self.native.pause([(tp.topic, tp.partition) for tp in partitions])
+
+    def resume(self, partitions: Iterable[TopicPartition]) -> None:
+        self.native.resume([(tp.topic, tp.partition) for tp in partitions])
+
     def commit(self, offsets: Iterable[TopicPartition], *, wait: bool = True) -> None:
         """Commits the offsets with their metadata; ``wait``: for the group
         coordinator's answer, else it comes in ``commits`` after a later poll."""

@@ -333,6 +333,10 @@ class KafkaRuntime(Runtime):
         if side:
             assert self.side is not None
             self.side.incremental_assign(side)
+        if self._inputs_paused:  # assigned while paused: they wait too
+            self.consumer.pause(main)
+            if side and self.side is not None:
+                self.side.pause(side)
         for key in every:
             self._positions[key] = starts[key]
         self.assigned_once = True
@@ -561,6 +565,18 @@ class KafkaRuntime(Runtime):
             return None
         return self._position(topic, partition) < high
 
+    def _pause_inputs(self, paused: bool) -> bool:
+        """Pauses (resumes) fetching every assigned input partition; the
+        consumer goes on polling, so the group keeps this member."""
+        for consumer, partitions in (
+            (self.consumer, [tp for tp in self._positions if tp[0] in self._anchors]),
+            (self.side, [tp for tp in self._positions if tp[0] not in self._anchors]),
+        ):
+            if consumer is not None and partitions:
+                chosen = [TopicPartition(t, p) for t, p in partitions]
+                (consumer.pause if paused else consumer.resume)(chosen)
+        return True
+
     def poll_once(self, timeout: float) -> int:
         if self._unreported:
             # Offsets wait for acknowledgements that come within milliseconds:
@@ -568,7 +584,7 @@ class KafkaRuntime(Runtime):
             timeout = min(timeout, UNREPORTED_POLL_S)
         try:
             processed = super().poll_once(timeout)
-            if self.standbys is not None:
+            if self.standbys is not None and not self.paused:
                 self.standbys.refresh()
                 self.standbys.poll()
             return processed

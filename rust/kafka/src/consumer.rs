@@ -237,6 +237,17 @@ impl Consumer {
         Ok(())
     }
 
+    /// Stops fetching from `partitions` (assigned ones; they stay assigned,
+    /// so a group keeps them) until [`Consumer::resume`].
+    pub fn pause(&self, partitions: &[(String, i32)]) -> Result<()> {
+        check(self.inner.pause(&partition_list(partitions)), "pausing")
+    }
+
+    /// Fetches from paused `partitions` again.
+    pub fn resume(&self, partitions: &[(String, i32)]) -> Result<()> {
+        check(self.inner.resume(&partition_list(partitions)), "resuming")
+    }
+
     fn stop(&self, key: &(String, i32)) -> Result<()> {
         let Some(topic) = lock(&self.assigned).remove(key) else {
             return Ok(());

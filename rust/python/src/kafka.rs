@@ -151,6 +151,15 @@ impl KafkaConsumer {
         py.detach(|| self.inner.unassign()).py(py)
     }
 
+    /// Stops fetching from assigned `partitions` until `resume`.
+    fn pause(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<()> {
+        py.detach(|| self.inner.pause(&partitions)).py(py)
+    }
+
+    fn resume(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<()> {
+        py.detach(|| self.inner.resume(&partitions)).py(py)
+    }
+
     /// Commits `(topic, partition, offset, metadata)`; `wait`: for the
     /// coordinator, else the result comes with a later `poll`.
     #[pyo3(signature = (offsets, wait=true))]

@@ -39,6 +39,9 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.runtime")
 
+# How long a paused thread that does not poll waits between looks at its flag.
+PAUSED_WAIT_S = 0.05
+
 
 REPARTITION_CONFIG = {
     # Kafka's RepartitionTopicConfig: kept until the app itself purges what it read.
@@ -102,6 +105,11 @@ class Runtime(ABC):
         # Kafka's thread-id tag (a transport with several threads names each).
         self.thread_name = f"{self.app_id}-StreamThread-1"
         self.sensors = ThreadMetrics(config)
+        # KafkaStreams.pause(): while set, no task processes or punctuates,
+        # and the inputs are not fetched (applied on the thread's own poll).
+        self.paused = False
+        self._inputs_paused = self._polls_while_paused = False
+        self.paused_polls = 0  # polls made while paused
 
     # --- transport hooks --------------------------------------------------------
     @abstractmethod
@@ -386,10 +394,24 @@ class Runtime(ABC):
         instance calls it for all its stream threads back to back, so that they
         join together."""
 
+    def _pause_inputs(self, paused: bool) -> bool:
+        """Transport hook: stops (or resumes) fetching the owned inputs while
+        the thread keeps polling (a group member must); False when the
+        transport does not poll at all while paused."""
+        return False
+
     def poll_once(self, timeout: float) -> int:
         """Polls once and processes what came; returns the number of records."""
         sensors = self.sensors
         self.poll_global()
+        if self.paused != self._inputs_paused:
+            self._inputs_paused = self.paused
+            self._polls_while_paused = self._pause_inputs(self.paused)
+        if self.paused:
+            self.paused_polls += 1
+            if not self._polls_while_paused:
+                time.sleep(min(timeout, PAUSED_WAIT_S))
+                return 0
         started = time.perf_counter()
         batches = self._poll_batches(timeout)
         polled = time.perf_counter()
@@ -401,6 +423,8 @@ class Runtime(ABC):
             task = self._task_by_input.get((records.topic, records.partition))
             if task is not None:  # else: revoked meanwhile; its new owner reads it
                 task.add_records(records)
+        if self.paused:  # what was fetched before the pause waits for resume()
+            return 0
         count = 0
         for task in list(self.tasks.values()):
             if task.all_inputs_queued():
