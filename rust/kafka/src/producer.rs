@@ -514,56 +514,36 @@ impl Producer {
         // Built once, kept across QUEUE_FULL retries: librdkafka takes them
         // over only when it accepts the record.
         let headers = NativeHeaders::new(record.headers);
+        let native_headers = headers.as_ref().map_or(ptr::null_mut(), |h| h.0);
         loop {
             let rk = self.inner.client().native_ptr();
             // SAFETY: the client and the topic handle are live; the key and
             // value are copied (F_COPY) before the call returns; the headers
             // are live, and librdkafka owns them only if it returns NO_ERROR.
             let err = unsafe {
-                match &headers {
-                    None => rdsys::rd_kafka_producev(
-                        rk,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
-                        rkt,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
-                        partition,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
-                        rdsys::RD_KAFKA_MSG_F_COPY,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
-                        value_ptr,
-                        value_len,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
-                        key_ptr,
-                        key_len,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_OPAQUE,
-                        opaque,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
-                        timestamp,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
-                    ),
-                    Some(headers) => rdsys::rd_kafka_producev(
-                        rk,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
-                        rkt,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
-                        partition,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
-                        rdsys::RD_KAFKA_MSG_F_COPY,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
-                        value_ptr,
-                        value_len,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
-                        key_ptr,
-                        key_len,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_OPAQUE,
-                        opaque,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
-                        timestamp,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_HEADERS,
-                        headers.0,
-                        rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
-                    ),
-                }
+                rdsys::rd_kafka_producev(
+                    rk,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_RKT,
+                    rkt,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_PARTITION,
+                    partition,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_MSGFLAGS,
+                    rdsys::RD_KAFKA_MSG_F_COPY,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_VALUE,
+                    value_ptr,
+                    value_len,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_KEY,
+                    key_ptr,
+                    key_len,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_OPAQUE,
+                    opaque,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_TIMESTAMP,
+                    timestamp,
+                    // A null list is no headers.
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_HEADERS,
+                    native_headers,
+                    rdsys::rd_kafka_vtype_t::RD_KAFKA_VTYPE_END,
+                )
             };
             match err {
                 RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR => {
