@@ -254,7 +254,7 @@ class Node(ABC):
             task.task_id,
             raw_key,
             raw_value,
-            (headers[index] or []) if headers is not None else [],
+            headers_at(headers, index),
         )
         record = Record(key, batch.values[index], timestamp)
         if offset >= 0:
@@ -277,6 +277,11 @@ class Node(ABC):
             "value",
             SerializationError(f"Json serde cannot deserialize: {message}"),
         )
+
+
+def headers_at(headers: list[Headers | None] | None, i: int) -> Headers:
+    """Record ``i``'s headers from ``StreamTask.record_headers`` ([] for none)."""
+    return (headers[i] or []) if headers is not None else []
 
 
 def without(batch: Batch, skipped: list[int]) -> Batch:
@@ -355,7 +360,7 @@ class SinkNode(Node):
                     batch.partition,
                     offsets[i],
                     stamps[i],
-                    (headers[i] or []) if headers is not None else [],
+                    headers_at(headers, i),
                 )
                 by_topic.setdefault(extract(keys[i], values[i], context), []).append(i)
 
@@ -437,7 +442,7 @@ class SinkNode(Node):
                     batch.timestamps[i],
                     self.name,
                     self.task.task_id,
-                    headers=(headers[i] or []) if headers is not None else [],
+                    headers=headers_at(headers, i),
                 )
                 record = FailedRecord(topic, -1, key, value, batch.timestamps[i])
                 message = (

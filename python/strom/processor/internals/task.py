@@ -164,11 +164,7 @@ class RecordCollector:
         partitions: Sequence[int] | None,
         headers: Sequence[Headers | None] | None = None,
     ) -> None:
-        if not keys:
-            return
-        if headers is None:
-            self.producer.produce_columns(topic, keys, values, timestamps, partitions)
-        else:
+        if keys:
             self.producer.produce_columns(
                 topic, keys, values, timestamps, partitions, headers=headers
             )
@@ -219,6 +215,15 @@ class RecordCollector:
 
     def flush(self) -> None:
         self.producer.flush()
+
+
+def _index_of(records: InputRecords | None, topic: str, partition: int, offset: int) -> int | None:
+    """Where input record ``topic-partition@offset`` is among ``records``."""
+    if records is None or (records.topic, records.partition) != (topic, partition) or offset < 0:
+        return None
+    offsets = records.offsets()
+    i = bisect.bisect_left(offsets, offset)
+    return i if i < len(offsets) and offsets[i] == offset else None
 
 
 @dataclass(frozen=True)
@@ -574,11 +579,8 @@ class StreamTask:
         as they were read, if it is among the records being processed (else
         Nones: a record a cache wrote out, a punctuation's)."""
         records = self._processing
-        if records is None or (records.topic, records.partition) != (topic, partition):
-            return None, None
-        offsets = records.offsets()
-        i = bisect.bisect_left(offsets, offset)
-        if offset < 0 or i == len(offsets) or offsets[i] != offset:
+        i = _index_of(records, topic, partition, offset)
+        if records is None or i is None:
             return None, None
         return records.keys()[i], records.values()[i]
 
@@ -611,14 +613,9 @@ class StreamTask:
         """The headers of input record ``topic-partition@offset`` if it is
         being read or processed (else none)."""
         for records in (self._reading, self._processing):
-            if (
-                records is not None
-                and (records.topic, records.partition) == (topic, partition)
-                and records.has_headers()
-            ):
-                offsets = records.offsets()
-                i = bisect.bisect_left(offsets, offset)
-                if i < len(offsets) and offsets[i] == offset:
+            if records is not None and records.has_headers():
+                i = _index_of(records, topic, partition, offset)
+                if i is not None:
                     return records.headers()[i]
         return []
 
