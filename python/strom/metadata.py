@@ -13,6 +13,7 @@ from typing import ClassVar, NamedTuple
 __all__ = [
     "HostInfo",
     "KeyQueryMetadata",
+    "LagInfo",
     "StreamsMetadata",
     "TaskMetadata",
     "ThreadMetadata",
@@ -93,6 +94,17 @@ class StreamsMetadata:
 
     def port(self) -> int:
         return self.host_info.port
+
+
+@dataclass(frozen=True)
+class LagInfo:
+    """How far a local store's copy is behind its changelog partition
+    (Kafka's ``LagInfo``): the offset it has reached, the changelog's end
+    offset, and the difference."""
+
+    current_offset_position: int
+    end_offset_position: int
+    offset_lag: int
 
 
 @dataclass(frozen=True)

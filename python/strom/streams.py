@@ -25,6 +25,7 @@ from strom.errors import (
 from strom.metadata import (
     HostInfo,
     KeyQueryMetadata,
+    LagInfo,
     StreamsMetadata,
     TaskMetadata,
     ThreadMetadata,
@@ -678,6 +679,19 @@ class KafkaStreams:
             state = "PARTITIONS_ASSIGNED" if self._state is State.REBALANCING else "RUNNING"
             threads.append(ThreadMetadata(runtime.thread_name, state, active))
         return threads
+
+    def all_local_store_partition_lags(self) -> dict[str, dict[int, LagInfo]]:
+        """Per local store (of active and standby tasks, with a changelog) and
+        partition: how far it is behind its changelog (Kafka's
+        ``allLocalStorePartitionLags``). Active tasks' stores are restored
+        before they process, so they show no lag; a standby's shows what its
+        changelog has that it has not read yet."""
+        lags: dict[str, dict[int, LagInfo]] = {}
+        for runtime in list(self._runtimes):
+            for store, partition, position, end in runtime.store_partition_lags():
+                last = max(end, position)
+                lags.setdefault(store, {})[partition] = LagInfo(position, last, last - position)
+        return lags
 
     def metrics(self) -> Metrics:
         """Kafka Streams' metrics of this instance, keyed by

@@ -118,6 +118,15 @@ def _takeover(kafka: KafkaCluster, tmp_path: Path, replicas: int) -> tuple[int, 
                 "each instance's standby of the other's task to catch up",
             )
             assert _standbys(first).records > 0
+            # allLocalStorePartitionLags: the active task's store and the
+            # standby's, each at its changelog's end once caught up.
+            [active] = [int(t.split("_")[1]) for t in _active(first)]
+            [standby] = [int(t.split("_")[1]) for t in _active(second)]
+            lags = first.all_local_store_partition_lags()
+            assert set(lags) == {"counts"} and set(lags["counts"]) == {active, standby}
+            for lag in lags["counts"].values():
+                assert lag.offset_lag == 0
+                assert lag.current_offset_position == lag.end_offset_position > 0
             # Kafka's standby metric: what the standby applied (of its changelog).
             updates = first.metrics().value("update-total", "stream-task-metrics")
             assert 0 < updates <= _standbys(first).records

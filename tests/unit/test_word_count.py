@@ -15,6 +15,7 @@ from strom._core import partition_for_key
 from strom.cli.demo import generate_lines, word_count_topology
 from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError, StromError, TopologyError
+from strom.metadata import LagInfo
 
 APP = "wordcount-test"
 
@@ -202,6 +203,17 @@ def test_a_paused_app_does_not_run_until_the_end(wc_log: EmbeddedLog, log_path: 
     app.run_until_end(timeout=60)
     assert final_counts(wc_log) == {"c": 1}
     app.close()
+
+
+def test_local_store_partition_lags(wc_log: EmbeddedLog, log_path: str) -> None:
+    produce_lines(wc_log, ["a b a", "c"])
+    with make_app(log_path) as app:
+        app.run_until_end(timeout=60)
+        lags = app.all_local_store_partition_lags()
+    ends = wc_log.end_offsets(f"{APP}-counts-changelog")
+    # Each partition's store is restored (here: written) up to its changelog's end.
+    assert lags == {"counts": {p: LagInfo(end, end, 0) for p, end in ends.items()}}
+    assert sum(ends.values()) == 3  # a, b, c: the record cache writes a key once a commit
 
 
 def test_missing_input_topic_is_a_clear_error(log: EmbeddedLog, log_path: str) -> None:

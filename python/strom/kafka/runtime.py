@@ -750,6 +750,10 @@ class KafkaRuntime(Runtime):
             self.standbys.commit()
         super()._commit_stores()
 
+    def store_partition_lags(self) -> list[tuple[str, int, int, int]]:
+        standbys = [] if self.standbys is None else self.standbys.store_positions()
+        return super().store_partition_lags() + standbys
+
     def _changelog_end(self, topic: str, partition: int) -> int:
         key = (topic, partition)
         return max(self.producer.written.get(key, -1), self._changelog_ends.get(key, 0))

@@ -160,6 +160,14 @@ class StandbyTasks:
         self.records += applied
         return applied
 
+    def store_positions(self) -> list[tuple[str, int, int, int]]:
+        """(store, partition, position, changelog end) of every standby store."""
+        out = []
+        for (topic, partition), (_task, store) in list(self._plan.items()):
+            _low, high = self.runtime.watermarks(topic, partition)
+            out.append((store, partition, self._positions[(topic, partition)], high))
+        return out
+
     def lag(self) -> int:
         """Changelog records the standbys have not read yet."""
         behind = 0

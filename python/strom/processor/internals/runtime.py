@@ -606,6 +606,17 @@ class Runtime(ABC):
         """The tasks whose counters the thread's metrics follow."""
         return list(self.tasks.values())
 
+    def store_partition_lags(self) -> list[tuple[str, int, int, int]]:
+        """(store, partition, position, changelog end) of every logged store
+        this thread has: an active task's stores are restored before it
+        runs, so they are at their changelog's end."""
+        lags = []
+        for task in list(self.tasks.values()):
+            for store, topic in task.changelogs.items():
+                end = self._changelog_end(topic, task.partition)
+                lags.append((store, task.partition, end, end))
+        return lags
+
     def metric_list(self) -> list[Metric]:
         """Kafka Streams' metrics of this thread, its tasks and its consumer."""
         sensors, thread = self.sensors, self.thread_name
