@@ -44,7 +44,7 @@ from strom.topology import Topology
 
 if TYPE_CHECKING:
     from strom.metrics.prometheus import MetricsServer
-    from strom.processor.api import StateRestoreListener
+    from strom.processor.api import StandbyUpdateListener, StateRestoreListener
     from strom.web.server import WebServer
 
 __all__ = ["KafkaStreams", "State"]
@@ -343,6 +343,18 @@ class KafkaStreams:
                     f"not in state {self._state.value}"
                 )
             self._transport.restore_listener = listener
+
+    def set_standby_update_listener(self, listener: StandbyUpdateListener) -> None:
+        """``listener`` is told as standby tasks update their stores from the
+        changelogs (Kafka's ``setStandbyUpdateListener``): before
+        :meth:`start` only. The embedded log keeps no standbys."""
+        with self._lock:
+            if not self._state.has_not_started():
+                raise StromError(
+                    "set_standby_update_listener works before start(), "
+                    f"not in state {self._state.value}"
+                )
+            self._transport.standby_listener = listener
 
     def set_uncaught_exception_handler(self, handler: Callable[[BaseException], str]) -> None:
         """``handler(exception)`` decides what a stream thread that failed

@@ -30,6 +30,7 @@ from strom import KafkaStreams, StreamsBuilder, Topology, serdes
 from strom.errors import ConfigError
 from strom.kafka.standby import place_standbys
 from strom.kstream import Materialized
+from strom.processor import StandbyUpdateListener, SuspendReason
 from strom.streams import State
 
 KEYS = 3000
@@ -79,6 +80,25 @@ def _changelog_size(boot: str, topic: str, partition: int) -> int:
         consumer.close()
 
 
+class _Updates(StandbyUpdateListener):
+    """What a StandbyUpdateListener hears."""
+
+    def __init__(self) -> None:
+        self.calls: list[tuple[Any, ...]] = []
+
+    def on_update_start(self, *args: Any) -> None:
+        self.calls.append(("start", *args))
+
+    def on_batch_loaded(self, *args: Any) -> None:
+        self.calls.append(("batch", *args))
+
+    def on_update_suspended(self, *args: Any) -> None:
+        self.calls.append(("suspended", *args))
+
+    def of(self, kind: str) -> list[tuple[Any, ...]]:
+        return [c[1:] for c in self.calls if c[0] == kind]
+
+
 def _takeover(kafka: KafkaCluster, tmp_path: Path, replicas: int) -> tuple[int, int]:
     """Two instances share a count's two tasks; the second stops and the
     first takes its task over. Returns (records the takeover restored, the
@@ -92,6 +112,8 @@ def _takeover(kafka: KafkaCluster, tmp_path: Path, replicas: int) -> tuple[int, 
     config = {"num.standby.replicas": replicas}
     first = KafkaStreams(topology, app_config(boot, app_id, str(tmp_path / "a"), **config))
     second = KafkaStreams(topology, app_config(boot, app_id, str(tmp_path / "b"), **config))
+    heard = _Updates()
+    first.set_standby_update_listener(heard)
     with first:
         # The second instance starts alone and counts everything, then the
         # first joins: the task that stays on the second is one the first
@@ -147,6 +169,27 @@ def _takeover(kafka: KafkaCluster, tmp_path: Path, replicas: int) -> tuple[int, 
         if replicas:
             # The moved task's standby is now active: none left to keep.
             assert not _standbys(first).tasks
+            # Kafka's StandbyUpdateListener heard the standby start, every
+            # batch it applied, and its end when its task moved here: a
+            # promotion, or (when the placement let it go first, as the
+            # task's owner left) a migration.
+            changelog_topic = f"{app_id}-counts-changelog"
+            moved_partition = (changelog_topic, int(moved.split("_")[1]))
+            starts, suspended = heard.of("start"), heard.of("suspended")
+            # Every standby it opened (while the group settled, maybe one of
+            # the other task too) was suspended by now: none is left.
+            assert sorted(c[0] for c in starts) == sorted(c[0] for c in suspended)
+            assert all(c[0][0] == changelog_topic and c[1] == "counts" for c in starts + suspended)
+            batches = heard.of("batch")
+            assert sum(size for *_, size, _end in batches) == _standbys(first).records
+            assert all(last < end for *_, last, _size, end in batches)
+            mine = [b for b in batches if b[0] == moved_partition]
+            assert mine and all(b[2] == moved for b in mine)
+            *_, position, end, reason = [c for c in suspended if c[0] == moved_partition][-1]
+            assert reason in (SuspendReason.PROMOTED, SuspendReason.MIGRATED)
+            assert position == mine[-1][3] + 1 and position <= end
+        else:
+            assert heard.calls == []
     return restored, changelog
 
 

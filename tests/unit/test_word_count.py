@@ -16,6 +16,7 @@ from strom.cli.demo import generate_lines, word_count_topology
 from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError, StromError, TopologyError
 from strom.metadata import LagInfo
+from strom.processor import StandbyUpdateListener
 
 APP = "wordcount-test"
 
@@ -191,6 +192,15 @@ def test_pause_and_resume(wc_log: EmbeddedLog, log_path: str) -> None:
         wait_until(lambda: final_counts(wc_log) == {"a": 2, "b": 2}, timeout=60, what="counts")
     finally:
         assert app.close(timeout=30)
+
+
+def test_the_standby_listener_is_set_before_start(wc_log: EmbeddedLog, log_path: str) -> None:
+    app = make_app(log_path)
+    app.set_standby_update_listener(StandbyUpdateListener())  # the embedded log calls it never
+    app.run_until_end(timeout=60)
+    with pytest.raises(StromError, match="set_standby_update_listener works before start"):
+        app.set_standby_update_listener(StandbyUpdateListener())
+    app.close()
 
 
 def test_a_paused_app_does_not_run_until_the_end(wc_log: EmbeddedLog, log_path: str) -> None:

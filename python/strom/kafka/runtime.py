@@ -62,6 +62,7 @@ from strom.kafka.instances import GroupDirectory
 from strom.kafka.shutdown import ApplicationShutdown
 from strom.kafka.standby import StandbyTasks
 from strom.kafka.topics import Topics
+from strom.processor.api import SuspendReason
 from strom.processor.internals.runtime import REPARTITION_CONFIG, EndTargets, Runtime, Transport
 from strom.processor.internals.task import RecordCollector, StreamTask
 from strom.processor.internals.topology_builder import SourceDef
@@ -354,7 +355,7 @@ class KafkaRuntime(Runtime):
         every = [key for spec in specs for key in self.task_inputs(*spec)]
         if self.standbys is not None:
             for sub, partition in specs:
-                self.standbys.release(f"{sub.id}_{partition}")
+                self.standbys.release(f"{sub.id}_{partition}", SuspendReason.PROMOTED)
         starts, times = self._start_offsets(every)
         created = []
         try:
@@ -978,6 +979,7 @@ class KafkaTransport(Transport):
         )
         # Restores start with assignments, after the runtime is made.
         runtime.restore_listener = self.restore_listener
+        runtime.standby_listener = self.standby_listener
         return runtime
 
     def _open_global_thread(self, builder: InternalTopologyBuilder, config: StreamsConfig) -> None:

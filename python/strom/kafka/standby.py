@@ -25,6 +25,7 @@ from confluent_kafka import KafkaException, TopicPartition
 
 from strom.kafka.clients import consumer_config, describe_group, member_instance
 from strom.kafka.consumer import Consumer
+from strom.processor.api import SuspendReason
 
 if TYPE_CHECKING:
     from strom.kafka.runtime import KafkaRuntime
@@ -140,6 +141,8 @@ class StandbyTasks:
             self._plan[key] = (task, store)
             self._positions[key] = offset
             assign.append(TopicPartition(topic, partition, offset))
+            if self.runtime.standby_listener is not None:
+                self.runtime.standby_listener.on_update_start(key, store, offset)
         if assign:
             self.consumer.incremental_assign(assign)
         log.info("%s: standby task %s opened", self.runtime.thread_name, task_id)
@@ -157,6 +160,10 @@ class StandbyTasks:
             task.state.restore_batch(store, batch)
             self._positions[key] = batch.next_offset
             applied += len(batch)
+            if (listener := self.runtime.standby_listener) is not None and len(batch):
+                _low, high = self.runtime.watermarks(*key)
+                last = batch.offsets()[-1]
+                listener.on_batch_loaded(key, store, task.task_id, last, len(batch), high)
         self.records += applied
         return applied
 
@@ -185,16 +192,23 @@ class StandbyTasks:
             }
             task.commit_state(ends)
 
-    def release(self, task_id: str) -> None:
-        """Commits and closes a standby (before it becomes active here, or
-        when it is placed elsewhere); its local state stays for later."""
+    def release(self, task_id: str, reason: SuspendReason = SuspendReason.MIGRATED) -> None:
+        """Commits and closes a standby (before it becomes active here:
+        ``PROMOTED``, or when it is placed elsewhere); its local state stays
+        for later."""
         task = self.tasks.pop(task_id, None)
         if task is None:
             return
         keys = [key for key, (t, _) in self._plan.items() if t is task]
         ends = {topic: self._positions[(topic, task.partition)] for topic, _ in keys}
         task.commit_state(ends)
+        listener = self.runtime.standby_listener
         for key in keys:
+            if listener is not None:
+                _low, high = self.runtime.watermarks(*key)
+                listener.on_update_suspended(
+                    key, self._plan[key][1], self._positions[key], high, reason
+                )
             del self._plan[key]
             del self._positions[key]
         if keys:

@@ -10,7 +10,9 @@ from strom.processor.api import (
     Record,
     RecordContext,
     RecordMetadata,
+    StandbyUpdateListener,
     StateRestoreListener,
+    SuspendReason,
     wallclock_timestamp_extractor,
 )
 
@@ -24,6 +26,8 @@ __all__ = [
     "Record",
     "RecordContext",
     "RecordMetadata",
+    "StandbyUpdateListener",
     "StateRestoreListener",
+    "SuspendReason",
     "wallclock_timestamp_extractor",
 ]

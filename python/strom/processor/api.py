@@ -179,6 +179,49 @@ class StateRestoreListener:
         """The store is restored."""
 
 
+class SuspendReason(enum.Enum):
+    """Why a standby stopped updating a store (Kafka's
+    ``StandbyUpdateListener.SuspendReason``)."""
+
+    MIGRATED = "MIGRATED"  # placed on another instance (or the app closes)
+    PROMOTED = "PROMOTED"  # its task became active here
+
+
+class StandbyUpdateListener:
+    """Told as standby tasks keep their stores up to date from the
+    changelogs (Kafka's ``StandbyUpdateListener``, given to
+    ``KafkaStreams.set_standby_update_listener``). ``topic_partition`` is
+    the changelog's ``(topic, partition)``. Override what you need; the calls
+    run on the stream thread."""
+
+    def on_update_start(
+        self, topic_partition: tuple[str, int], store_name: str, starting_offset: int
+    ) -> None:
+        """A standby starts reading the changelog from ``starting_offset``."""
+
+    def on_batch_loaded(
+        self,
+        topic_partition: tuple[str, int],
+        store_name: str,
+        task_id: str,
+        batch_end_offset: int,
+        batch_size: int,
+        current_end_offset: int,
+    ) -> None:
+        """``batch_size`` records, the last at ``batch_end_offset``, are in;
+        the changelog ends at ``current_end_offset``."""
+
+    def on_update_suspended(
+        self,
+        topic_partition: tuple[str, int],
+        store_name: str,
+        store_offset: int,
+        current_end_offset: int,
+        reason: SuspendReason,
+    ) -> None:
+        """The standby stops, its store at ``store_offset`` (the next to read)."""
+
+
 class Processor(ABC, Generic[K, V]):
     """A node of a topology that receives records one at a time."""
 

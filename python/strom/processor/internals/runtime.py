@@ -32,7 +32,7 @@ from strom.state.internals.registry import store_kind
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
     from strom.metrics import Metric
-    from strom.processor.api import StateRestoreListener
+    from strom.processor.api import StandbyUpdateListener, StateRestoreListener
     from strom.processor.internals.state_manager import ChangelogRange
     from strom.processor.internals.task import InputRecords
     from strom.processor.internals.topology_builder import InternalTopologyBuilder, Subtopology
@@ -66,8 +66,9 @@ class Runtime(ABC):
     transport a subclass supplies (the hooks below)."""
 
     # Told as this thread restores local stores (KafkaStreams'
-    # set_global_state_restore_listener).
+    # set_global_state_restore_listener), and as standbys update theirs.
     restore_listener: StateRestoreListener | None = None
+    standby_listener: StandbyUpdateListener | None = None
 
     # Topic configs of the repartition topics this transport creates.
     repartition_config: ClassVar[dict[str, str]] = {}
@@ -697,8 +698,10 @@ class Transport(ABC):
     """What ``KafkaStreams`` asks of a transport: the runtime of each stream
     thread, and what the threads of one instance share."""
 
-    # Told as the runtimes restore local stores (set before they are made).
+    # Told as the runtimes restore local stores, and as standbys update
+    # theirs (set before they are made).
     restore_listener: StateRestoreListener | None = None
+    standby_listener: StandbyUpdateListener | None = None
 
     @abstractmethod
     def stream_threads(self, config: StreamsConfig) -> int:
