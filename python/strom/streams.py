@@ -20,6 +20,7 @@ from strom.errors import (
     ApplicationShutdownRequested,
     ConfigError,
     InvalidStateStoreError,
+    StoreError,
     StromError,
 )
 from strom.metadata import (
@@ -38,8 +39,20 @@ from strom.processor.internals.streams_metadata import (
     InstanceDirectory,
     StreamsMetadataState,
 )
+from strom.query import (
+    FailureReason,
+    KeyQuery,
+    Query,
+    QueryResult,
+    RangeQuery,
+    StateQueryRequest,
+    StateQueryResult,
+    WindowKeyQuery,
+    WindowRangeQuery,
+)
 from strom.serdes import Serde
 from strom.state.internals.registry import store_kind
+from strom.state.views import ReadOnlyKeyValueView, ReadOnlySessionView, ReadOnlyWindowView
 from strom.topology import Topology
 
 if TYPE_CHECKING:
@@ -616,6 +629,44 @@ class KafkaStreams:
             name, functools.partial(self._queryable_stores, name)
         )
 
+    def query(self, request: StateQueryRequest[Any]) -> StateQueryResult[Any]:
+        """Kafka's IQv2 ``query``: ``request.query`` against each local
+        partition of the store (or those ``with_partitions`` names: one not
+        on this instance is ``NOT_PRESENT``, one the store does not have
+        ``DOES_NOT_EXIST``), each answered or failed on its own. Raises
+        InvalidStateStoreError unless the app is RUNNING or REBALANCING, or
+        when no store has that name; global stores are not queried (as in
+        Kafka)."""
+        name = request.store_name
+        self._check_queryable(f"store {name!r}")
+        store_def = self._topology._internal.stores.get(name)
+        if store_def is None:
+            known = ", ".join(sorted(self._topology._internal.stores)) or "none"
+            raise InvalidStateStoreError(
+                f"no state store named {name!r} in this topology (stores: {known})"
+            )
+        if name in self._topology._internal.global_stores:
+            raise StromError(f"{name!r} is a global store: query() answers for local stores")
+        local = self._local_store_partitions(name)
+        wanted = sorted(local) if request.partitions is None else sorted(request.partitions)
+        count = self._store_partition_count(name) if request.partitions is not None else 0
+        view_class = store_kind(store_def).view_class
+        results: dict[int, QueryResult[Any]] = {}
+        for partition in wanted:
+            if partition not in local:
+                reason, where = (
+                    (FailureReason.NOT_PRESENT, "is not on this instance")
+                    if 0 <= partition < count
+                    else (FailureReason.DOES_NOT_EXIST, f"does not exist ({count} partitions)")
+                )
+                results[partition] = QueryResult.for_failure(
+                    reason, f"partition {partition} of store {name!r} {where}"
+                )
+                continue
+            view = view_class(name, functools.partial(lambda s: [s], local[partition]))
+            results[partition] = _answer(view, request.query)
+        return StateQueryResult(results)
+
     def _queryable_stores(self, name: str) -> list[Any]:
         """What a view reads on each call: the local stores, while the app
         is queryable (Kafka's store providers check the same)."""
@@ -803,3 +854,35 @@ class KafkaStreams:
             ),
             metric("version", "The version of the Kafka Streams client", lambda: __version__),
         ]
+
+
+def _answer(view: Any, query: Query) -> QueryResult[Any]:
+    """``query`` against one partition's store (through its query view)."""
+    kv = isinstance(view, ReadOnlyKeyValueView)
+    window = isinstance(view, ReadOnlyWindowView)
+    session = isinstance(view, ReadOnlySessionView)
+    try:
+        if kv and isinstance(query, KeyQuery):
+            return QueryResult.for_result(view.get(query.key))
+        if kv and isinstance(query, RangeQuery):
+            found = view.range(query.lower, query.upper)
+        elif window and isinstance(query, WindowKeyQuery):
+            found = view.fetch(query.key, query.time_from, query.time_to)
+        elif (
+            window
+            and isinstance(query, WindowRangeQuery)
+            and query.time_from is not None
+            and query.time_to is not None
+        ):
+            found = view.fetch_all(query.time_from, query.time_to)
+        elif session and isinstance(query, WindowRangeQuery) and query.key is not None:
+            found = view.fetch(query.key)
+        else:
+            return QueryResult.for_failure(
+                FailureReason.UNKNOWN_QUERY_TYPE,
+                f"a {type(view).__name__} of store {view.name!r} does not answer {query!r}",
+            )
+        # Read now: the iterator is the partition's state at the query.
+        return QueryResult.for_result(iter(list(found)))
+    except StoreError as exc:
+        return QueryResult.for_failure(FailureReason.STORE_EXCEPTION, str(exc))

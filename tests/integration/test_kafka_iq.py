@@ -21,6 +21,7 @@ from tests.support import get_json, wait_until
 
 from strom import KafkaStreams, StreamsBuilder, Topology, serdes
 from strom.metadata import HostInfo
+from strom.query import FailureReason, KeyQuery, StateQueryRequest
 from strom.streams import State
 
 S = serdes.String()
@@ -148,6 +149,20 @@ def test_every_key_from_either_instance_and_after_a_move(
             assert one is not None
             # Keys of both instances: half the answers were forwarded.
             assert {host for _, host in one.values()} == set(hosts)
+        # IQv2 (the counts complete now): each key's count from the instance that has its partition;
+        # the other answers that partition is NOT_PRESENT there.
+        for key in KEYS[:5]:
+            meta = first.query_metadata_for_key("counts", key, S)
+            owner = apps[hosts.index(meta.active_host.endpoint())]
+            other = second if owner is first else first
+            request = (
+                StateQueryRequest.in_store("counts")
+                .with_query(KeyQuery.with_key(key))
+                .with_partitions([meta.partition])
+            )
+            assert owner.query(request).get_only_partition_result().get_result() == expected[key]
+            answer = other.query(request).get_only_partition_result()
+            assert answer.get_failure_reason() is FailureReason.NOT_PRESENT
         wait_until(lambda: scanned(bases[0]) == expected, TIMEOUT, "a scan gathered from both")
         assert scanned(bases[1]) == expected
         # Not forwarded (?forward=false): a redirect naming the right instance.

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from collections import Counter, defaultdict
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from tests.support import wait_until
@@ -20,6 +21,15 @@ from strom.kafka.clients import main_consumer_client_id, member_instance
 from strom.keyvalue import KeyValue
 from strom.kstream import Materialized, SessionWindows, TimeWindows, Window, Windowed
 from strom.metadata import HostInfo, KeyQueryMetadata
+from strom.query import (
+    FailureReason,
+    KeyQuery,
+    RangeQuery,
+    StateQueryRequest,
+    StateQueryResult,
+    WindowKeyQuery,
+    WindowRangeQuery,
+)
 from strom.state import KeyValueStore
 from strom.state.key_value import prefix_bounds
 from strom.state.views import ReadOnlyKeyValueView, ReadOnlySessionView, ReadOnlyWindowView
@@ -336,3 +346,92 @@ def test_prefix_bounds_cover_exactly_the_prefixed_keys() -> None:
     assert [kv.key for kv in store.prefix_scan(b"a\xff")] == [b"a\xff", b"a\xff\x00"]
     assert [kv.key for kv in store.prefix_scan(b"\xff")] == [b"\xff", b"\xff\x01"]
     assert [kv.key for kv in store.prefix_scan(b"")] == sorted(kv.key for kv in store.all())
+
+
+# --- IQv2: KafkaStreams.query ---------------------------------------------------
+
+
+def _successes(result: StateQueryResult[Any]) -> dict[int, Any]:
+    answers = result.get_partition_results()
+    assert all(a.is_success() for a in answers.values()), answers
+    return {p: a.get_result() for p, a in answers.items()}
+
+
+def test_query_key_and_range_per_partition(app: KafkaStreams) -> None:
+    counts = expected_counts()
+    # Each word is in exactly one of the three partitions.
+    for word, count in counts.items():
+        found = _successes(
+            app.query(StateQueryRequest.in_store("counts").with_query(KeyQuery.with_key(word)))
+        )
+        assert sorted(found) == [0, 1, 2]
+        assert [v for v in found.values() if v is not None] == [count]
+    everything = _successes(
+        app.query(StateQueryRequest.in_store("counts").with_query(RangeQuery.with_no_bounds()))
+    )
+    rows = {p: [(kv.key, kv.value) for kv in it] for p, it in everything.items()}
+    assert dict(kv for part in rows.values() for kv in part) == counts
+    assert all(part == sorted(part) for part in rows.values())  # key order within a partition
+    bounded = _successes(
+        app.query(StateQueryRequest.in_store("counts").with_query(RangeQuery.with_range("b", "c")))
+    )
+    keys = sorted(kv.key for it in bounded.values() for kv in it)
+    assert keys == [w for w in sorted(counts) if "b" <= w <= "c"]
+
+
+def test_query_chosen_partitions(app: KafkaStreams) -> None:
+    request = StateQueryRequest.in_store("counts").with_query(RangeQuery.with_no_bounds())
+    only = app.query(request.with_partitions([1])).get_only_partition_result()
+    assert only.is_success() and list(only.get_result()) == list(
+        app.query(request).get_partition_results()[1].get_result()
+    )
+    missing = app.query(request.with_partitions([7])).get_only_partition_result()
+    assert missing.get_failure_reason() is FailureReason.DOES_NOT_EXIST
+    assert "partition 7" in (missing.get_failure_message() or "")
+    with pytest.raises(ValueError, match="DOES_NOT_EXIST"):
+        missing.get_result()
+    with pytest.raises(ValueError, match="3 partitions"):
+        app.query(request).get_only_partition_result()
+
+
+def test_query_window_and_session_stores(app: KafkaStreams) -> None:
+    windows = expected_windows()
+    word = WORDS[1]
+    found = _successes(
+        app.query(
+            StateQueryRequest.in_store("window-counts").with_query(
+                WindowKeyQuery.with_key_and_window_start_range(word, 0, 100_000)
+            )
+        )
+    )
+    got = {(word, kv.key): kv.value for it in found.values() for kv in it}
+    assert got == {k: v for k, v in windows.items() if k[0] == word}
+    every = _successes(
+        app.query(
+            StateQueryRequest.in_store("window-counts").with_query(
+                WindowRangeQuery.with_window_start_range(0, 100_000)
+            )
+        )
+    )
+    assert {
+        (kv.key.key, kv.key.window.start): kv.value for it in every.values() for kv in it
+    } == windows
+    sessions = _successes(
+        app.query(
+            StateQueryRequest.in_store("session-counts").with_query(WindowRangeQuery.with_key(word))
+        )
+    )
+    assert {
+        (word, kv.key.window.start, kv.key.window.end): kv.value
+        for it in sessions.values()
+        for kv in it
+    } == {k: v for k, v in expected_sessions().items() if k[0] == word}
+
+
+def test_query_a_store_cannot_answer(app: KafkaStreams) -> None:
+    answers = app.query(
+        StateQueryRequest.in_store("window-counts").with_query(KeyQuery.with_key("fig"))
+    ).get_partition_results()
+    assert {a.get_failure_reason() for a in answers.values()} == {FailureReason.UNKNOWN_QUERY_TYPE}
+    with pytest.raises(InvalidStateStoreError, match="no state store named 'nope'"):
+        app.query(StateQueryRequest.in_store("nope").with_query(KeyQuery.with_key("x")))

@@ -1,0 +1,219 @@
+"""Interactive queries v2 (Kafka's IQv2, KIP-796): a typed query against one
+store, answered partition by partition with a result or a reason it failed,
+by ``KafkaStreams.query(request)``.
+
+    request = StateQueryRequest.in_store("counts").with_query(KeyQuery.with_key("ann"))
+    result = app.query(request)
+    for partition, answer in result.get_partition_results().items():
+        if answer.is_success():
+            print(partition, answer.get_result())
+
+Queries: ``KeyQuery`` and ``RangeQuery`` on key-value stores (plain values
+of the DSL's timestamped stores, as Kafka's), ``WindowKeyQuery`` on window
+stores, ``WindowRangeQuery`` on window stores (a window start range) and
+session stores (a key). A leaf: no strom imports."""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Iterable
+from dataclasses import dataclass, replace
+from datetime import datetime
+from typing import Any, Generic, TypeVar
+
+__all__ = [
+    "FailureReason",
+    "KeyQuery",
+    "Query",
+    "QueryResult",
+    "RangeQuery",
+    "StateQueryRequest",
+    "StateQueryResult",
+    "WindowKeyQuery",
+    "WindowRangeQuery",
+]
+
+R = TypeVar("R")
+
+Time = int | datetime  # epoch milliseconds, or a datetime (Kafka's Instant)
+
+
+def _millis(at: Time) -> int:
+    return int(at.timestamp() * 1000) if isinstance(at, datetime) else int(at)
+
+
+class Query:
+    """A query a store can answer (Kafka's ``Query``)."""
+
+
+@dataclass(frozen=True)
+class KeyQuery(Query):
+    """The value of one key of a key-value store."""
+
+    key: Any
+
+    @staticmethod
+    def with_key(key: Any) -> KeyQuery:
+        return KeyQuery(key)
+
+
+@dataclass(frozen=True)
+class RangeQuery(Query):
+    """The entries of a key-value store with keys in ``[lower, upper]``
+    (None: open), as ``KeyValue``s in key order within a partition."""
+
+    lower: Any = None
+    upper: Any = None
+
+    @staticmethod
+    def with_range(lower: Any, upper: Any) -> RangeQuery:
+        return RangeQuery(lower, upper)
+
+    @staticmethod
+    def with_lower_bound(lower: Any) -> RangeQuery:
+        return RangeQuery(lower, None)
+
+    @staticmethod
+    def with_upper_bound(upper: Any) -> RangeQuery:
+        return RangeQuery(None, upper)
+
+    @staticmethod
+    def with_no_bounds() -> RangeQuery:
+        return RangeQuery()
+
+
+@dataclass(frozen=True)
+class WindowKeyQuery(Query):
+    """One key's windows of a window store starting in ``[time_from,
+    time_to]``, as ``KeyValue(window_start, value)``."""
+
+    key: Any
+    time_from: int
+    time_to: int
+
+    @staticmethod
+    def with_key_and_window_start_range(key: Any, time_from: Time, time_to: Time) -> WindowKeyQuery:
+        return WindowKeyQuery(key, _millis(time_from), _millis(time_to))
+
+
+@dataclass(frozen=True)
+class WindowRangeQuery(Query):
+    """Every key's windows of a window store starting in ``[time_from,
+    time_to]`` (``with_window_start_range``), or one key's sessions of a
+    session store (``with_key``), as ``KeyValue(Windowed(key, window), value)``."""
+
+    key: Any = None
+    time_from: int | None = None
+    time_to: int | None = None
+
+    @staticmethod
+    def with_key(key: Any) -> WindowRangeQuery:
+        return WindowRangeQuery(key=key)
+
+    @staticmethod
+    def with_window_start_range(time_from: Time, time_to: Time) -> WindowRangeQuery:
+        return WindowRangeQuery(time_from=_millis(time_from), time_to=_millis(time_to))
+
+
+class FailureReason(enum.Enum):
+    """Why a partition could not answer (Kafka's ``FailureReason``)."""
+
+    UNKNOWN_QUERY_TYPE = "UNKNOWN_QUERY_TYPE"  # the store cannot answer this kind of query
+    NOT_ACTIVE = "NOT_ACTIVE"
+    NOT_UP_TO_BOUND = "NOT_UP_TO_BOUND"
+    NOT_PRESENT = "NOT_PRESENT"  # the partition's task is not on this instance
+    DOES_NOT_EXIST = "DOES_NOT_EXIST"  # no such partition
+    STORE_EXCEPTION = "STORE_EXCEPTION"
+
+
+@dataclass(frozen=True)
+class QueryResult(Generic[R]):
+    """One partition's answer: a result, or the reason there is none."""
+
+    result: R | None = None
+    failure_reason: FailureReason | None = None
+    failure_message: str | None = None
+
+    @staticmethod
+    def for_result(result: R) -> QueryResult[R]:
+        return QueryResult(result)
+
+    @staticmethod
+    def for_failure(reason: FailureReason, message: str) -> QueryResult[Any]:
+        return QueryResult(None, reason, message)
+
+    def is_success(self) -> bool:
+        return self.failure_reason is None
+
+    def is_failure(self) -> bool:
+        return self.failure_reason is not None
+
+    def get_result(self) -> R:
+        """The result; raises ValueError for a failure (as Kafka's
+        ``IllegalArgumentException``)."""
+        if self.failure_reason is not None:
+            raise ValueError(
+                f"the query failed ({self.failure_reason.value}): {self.failure_message}"
+            )
+        return self.result  # type: ignore[return-value]
+
+    def get_failure_reason(self) -> FailureReason | None:
+        return self.failure_reason
+
+    def get_failure_message(self) -> str | None:
+        return self.failure_message
+
+
+@dataclass(frozen=True)
+class StateQueryRequest(Generic[R]):
+    """A query of one store: all of its local partitions, or those named
+    (``with_partitions``). ``require_active`` is accepted for Kafka's API:
+    strom answers from active tasks only."""
+
+    store_name: str
+    query: Query
+    partitions: frozenset[int] | None = None
+    active_only: bool = False
+
+    @staticmethod
+    def in_store(name: str) -> _InStore:
+        return _InStore(name)
+
+    def with_partitions(self, partitions: Iterable[int]) -> StateQueryRequest[R]:
+        return replace(self, partitions=frozenset(partitions))
+
+    def with_all_partitions(self) -> StateQueryRequest[R]:
+        return replace(self, partitions=None)
+
+    def require_active(self) -> StateQueryRequest[R]:
+        return replace(self, active_only=True)
+
+    def is_all_partitions(self) -> bool:
+        return self.partitions is None
+
+
+@dataclass(frozen=True)
+class _InStore:
+    name: str
+
+    def with_query(self, query: Query) -> StateQueryRequest[Any]:
+        return StateQueryRequest(self.name, query)
+
+
+@dataclass(frozen=True)
+class StateQueryResult(Generic[R]):
+    """The answers of the partitions a request reached, by partition."""
+
+    partition_results: dict[int, QueryResult[R]]
+
+    def get_partition_results(self) -> dict[int, QueryResult[R]]:
+        return dict(self.partition_results)
+
+    def get_only_partition_result(self) -> QueryResult[R]:
+        """The one partition's answer; ValueError unless exactly one answered."""
+        if len(self.partition_results) != 1:
+            raise ValueError(
+                f"the query reached {len(self.partition_results)} partitions "
+                f"({sorted(self.partition_results)}), not one"
+            )
+        return next(iter(self.partition_results.values()))
