@@ -58,6 +58,7 @@ from strom.topology import Topology
 if TYPE_CHECKING:
     from strom.metrics.prometheus import MetricsServer
     from strom.processor.api import StandbyUpdateListener, StateRestoreListener
+    from strom.processor.internals.topology_builder import StoreDef
     from strom.web.server import WebServer
 
 __all__ = ["KafkaStreams", "State"]
@@ -619,15 +620,18 @@ class KafkaStreams:
         Raises InvalidStateStoreError unless the app is RUNNING or
         REBALANCING, or when no store has that name."""
         self._check_queryable(f"store {name!r}")
+        return store_kind(self._store_def(name)).view_class(
+            name, functools.partial(self._queryable_stores, name)
+        )
+
+    def _store_def(self, name: str) -> StoreDef:
         store_def = self._topology._internal.stores.get(name)
         if store_def is None:
             known = ", ".join(sorted(self._topology._internal.stores)) or "none"
             raise InvalidStateStoreError(
                 f"no state store named {name!r} in this topology (stores: {known})"
             )
-        return store_kind(store_def).view_class(
-            name, functools.partial(self._queryable_stores, name)
-        )
+        return store_def
 
     def query(self, request: StateQueryRequest[Any]) -> StateQueryResult[Any]:
         """Kafka's IQv2 ``query``: ``request.query`` against each local
@@ -639,12 +643,7 @@ class KafkaStreams:
         Kafka)."""
         name = request.store_name
         self._check_queryable(f"store {name!r}")
-        store_def = self._topology._internal.stores.get(name)
-        if store_def is None:
-            known = ", ".join(sorted(self._topology._internal.stores)) or "none"
-            raise InvalidStateStoreError(
-                f"no state store named {name!r} in this topology (stores: {known})"
-            )
+        store_def = self._store_def(name)
         if name in self._topology._internal.global_stores:
             raise StromError(f"{name!r} is a global store: query() answers for local stores")
         local = self._local_store_partitions(name)
