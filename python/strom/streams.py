@@ -351,11 +351,7 @@ class KafkaStreams:
         changelogs (Kafka's ``setGlobalStateRestoreListener``): before
         :meth:`start` only."""
         with self._lock:
-            if not self._state.has_not_started():
-                raise StromError(
-                    "set_global_state_restore_listener works before start(), "
-                    f"not in state {self._state.value}"
-                )
+            self._before_start("set_global_state_restore_listener")
             self._transport.restore_listener = listener
 
     def set_standby_update_listener(self, listener: StandbyUpdateListener) -> None:
@@ -363,12 +359,12 @@ class KafkaStreams:
         changelogs (Kafka's ``setStandbyUpdateListener``): before
         :meth:`start` only. The embedded log keeps no standbys."""
         with self._lock:
-            if not self._state.has_not_started():
-                raise StromError(
-                    "set_standby_update_listener works before start(), "
-                    f"not in state {self._state.value}"
-                )
+            self._before_start("set_standby_update_listener")
             self._transport.standby_listener = listener
+
+    def _before_start(self, what: str) -> None:
+        if not self._state.has_not_started():
+            raise StromError(f"{what} works before start(), not in state {self._state.value}")
 
     def set_uncaught_exception_handler(self, handler: Callable[[BaseException], str]) -> None:
         """``handler(exception)`` decides what a stream thread that failed
