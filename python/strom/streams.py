@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import enum
 import functools
+import itertools
 import logging
 import shutil
 import signal
 import threading
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -150,6 +152,8 @@ class KafkaStreams:
         # One runtime per stream thread (the embedded log has one thread).
         self._runtimes: list[Runtime] = []
         self._threads: list[threading.Thread] = []
+        # The started stream threads (start(), add_stream_thread()).
+        self._stream_threads: list[_StreamThread] = []
         self._rebalancing: set[int] = set()
         self._paused = False
         self._stop = threading.Event()
@@ -282,15 +286,65 @@ class KafkaStreams:
         Kafka) and returns."""
         runtimes = self._open()
         self._watch_application_shutdown()
-        for index, _runtime in enumerate(runtimes):
-            thread = threading.Thread(
-                target=self._loop,
-                args=(index,),
-                name=f"strom-StreamThread-{index + 1}",
-                daemon=True,
-            )
-            self._threads.append(thread)
-            thread.start()
+        for index, runtime in enumerate(runtimes, start=1):
+            self._launch(runtime, index)
+
+    def _launch(self, runtime: Runtime, index: int) -> None:
+        """Runs stream thread ``index`` (Kafka's StreamThread-<index>) on ``runtime``."""
+        st = _StreamThread(index, runtime, threading.Event())
+        st.thread = threading.Thread(
+            target=self._loop, args=(st,), name=f"strom-StreamThread-{index}", daemon=True
+        )
+        with self._lock:
+            self._stream_threads.append(st)
+            self._threads.append(st.thread)
+        st.thread.start()
+
+    def add_stream_thread(self) -> str | None:
+        """Starts one more stream thread (Kafka's ``addStreamThread``): the
+        group rebalances and it takes a share of the tasks. Returns its name,
+        or None when the app is not running (started with :meth:`start`).
+        Raises StromError where it cannot: on the embedded log (one thread),
+        with standbys, or when the one thread it started with keeps the
+        global stores."""
+        with self._lock:
+            if self._state not in (State.RUNNING, State.REBALANCING) or not self._threads:
+                return None
+            why = self._transport.why_no_more_threads(self.config, self._topology._internal)
+            if why:
+                raise StromError(f"cannot add a stream thread: {why}")
+            used = {st.index for st in self._stream_threads}
+            index = next(i for i in itertools.count(1) if i not in used)
+            runtime = self._new_runtimes(only=index)[0]
+            self._runtimes.append(runtime)
+        self._launch(runtime, index)
+        return runtime.thread_name
+
+    def remove_stream_thread(self, timeout: float | timedelta | None = None) -> str | None:
+        """Stops one stream thread (Kafka's ``removeStreamThread``): it
+        commits, closes its tasks and leaves the group, whose other members
+        take its tasks over. Returns its name, or None when the app is not
+        running or has no stream thread left. Raises StromError when the
+        thread does not stop within ``timeout``."""
+        with self._lock:
+            if self._state not in (State.RUNNING, State.REBALANCING):
+                return None
+            alive = [st for st in self._stream_threads if st.thread and st.thread.is_alive()]
+            if not alive:
+                return None
+            st = alive[-1]
+        st.stop.set()
+        assert st.thread is not None
+        st.thread.join(_seconds(timeout))
+        if st.thread.is_alive():
+            raise StromError(f"stream thread {st.index} did not stop within {timeout}")
+        st.runtime.close()
+        with self._lock:
+            self._stream_threads.remove(st)
+            self._threads.remove(st.thread)
+            self._runtimes = [r for r in self._runtimes if r is not st.runtime]
+        self._on_rebalance(st.index, False)  # it no longer holds RUNNING back
+        return st.runtime.thread_name
 
     def clean_up(self) -> None:
         """Deletes this application's local state, ``state.dir/<application.id>``
@@ -375,11 +429,11 @@ class KafkaStreams:
         of the application goes to ERROR)."""
         self._exception_handler = handler
 
-    def _loop(self, index: int) -> None:
-        while not self._stop.is_set():
-            runtime = self._runtimes[index]
+    def _loop(self, st: _StreamThread) -> None:
+        while not (self._stop.is_set() or st.stop.is_set()):
+            runtime = st.runtime
             try:
-                while not self._stop.is_set():
+                while not (self._stop.is_set() or st.stop.is_set()):
                     runtime.poll_once(0.1)
                     runtime.maybe_commit()
                     if self._shutdown_requested():
@@ -397,24 +451,27 @@ class KafkaStreams:
                     verdict = "shutdown_client" if verdict == "replace_thread" else verdict
                 if verdict == "shutdown_application":
                     self._request_application_shutdown(exc)
-                if verdict != "replace_thread" or not self._replace(index):
+                if verdict != "replace_thread" or not self._replace(st):
                     log.exception("stream thread died; the application goes to ERROR")
                     self._fail(exc)
                     return
-                log.warning("stream thread %d failed (%s); replaced it", index + 1, exc)
+                log.warning("stream thread %d failed (%s); replaced it", st.index, exc)
             except BaseException as exc:
                 self._fail(exc)
                 return
 
-    def _replace(self, index: int) -> bool:
-        """A new runtime for stream thread ``index``; False if that failed too."""
-        old = self._runtimes[index]
+    def _replace(self, st: _StreamThread) -> bool:
+        """A new runtime for stream thread ``st``; False if that failed too."""
+        old = st.runtime
         old.abort()
         try:
-            self._runtimes[index] = self._new_runtimes(only=index + 1)[0]
+            new = self._new_runtimes(only=st.index)[0]
         except Exception:
-            log.exception("replacing stream thread %d failed", index + 1)
+            log.exception("replacing stream thread %d failed", st.index)
             return False
+        with self._lock:
+            self._runtimes = [new if r is old else r for r in self._runtimes]
+            st.runtime = new
         return True
 
     def run(self) -> None:
@@ -849,6 +906,17 @@ class KafkaStreams:
             ),
             metric("version", "The version of the Kafka Streams client", lambda: __version__),
         ]
+
+
+@dataclass
+class _StreamThread:
+    """A started stream thread: its index (Kafka's StreamThread-<index>),
+    its runtime (a new one after replace_thread) and its own stop signal."""
+
+    index: int
+    runtime: Runtime
+    stop: threading.Event
+    thread: threading.Thread | None = None
 
 
 def _answer(view: Any, query: Query) -> QueryResult[Any]:

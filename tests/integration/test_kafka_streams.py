@@ -571,3 +571,60 @@ def test_pause_keeps_the_group_and_resume_catches_up(kafka: KafkaCluster, tmp_pa
             return latest_by_key(output, serdes.String(), serdes.Long()) == expected
 
         _wait_for(caught_up, "every count after resume()")
+
+
+def test_add_and_remove_a_stream_thread(kafka: KafkaCluster, tmp_path: Path) -> None:
+    """Kafka's addStreamThread/removeStreamThread: a thread added while
+    running takes a share of the tasks; removed, it hands them back; the
+    counts stay exact throughout."""
+    boot = kafka.bootstrap_servers
+    source, sink, app_id = unique("text"), unique("counts"), unique("threads")
+    create_topics(boot, {source: 4, sink: 4})
+    first = lines(300, seed=7)
+    produce(boot, source, ((None, line.encode(), BASE_TS + i) for i, line in enumerate(first)))
+    config = app_config(boot, app_id, str(tmp_path), **{"commit.interval.ms": 200})
+    all_tasks = sorted(f"{s}_{p}" for s in (0, 1) for p in range(4))
+
+    def owned() -> list[list[str]]:
+        return list(app._local_tasks().values())
+
+    def counted(text: list[str]) -> Callable[[], bool]:
+        expected = dict(Counter(word for line in text for word in line.split()))
+        return lambda: (
+            latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long()) == expected
+        )
+
+    with KafkaStreams(word_count_topology(source, sink), config) as app:
+        assert app.add_stream_thread() is None  # not started
+        app.start()
+        _wait_for(lambda: app.state is State.RUNNING and owned() == [all_tasks], "one thread")
+        added = app.add_stream_thread()
+        assert added is not None and added.endswith("-StreamThread-2")
+
+        def split() -> bool:
+            threads = owned()
+            tasks = sorted(t for ts in threads for t in ts)
+            return (
+                app.state is State.RUNNING
+                and len(threads) == 2
+                and all(threads)
+                and tasks == all_tasks
+            )
+
+        _wait_for(split, "the added thread to take a share of the tasks")
+        second = lines(300, seed=8)
+        produce(
+            boot,
+            source,
+            ((None, line.encode(), BASE_TS + 1_000 + i) for i, line in enumerate(second)),
+        )
+        _wait_for(counted(first + second), "exact counts with two threads")
+        assert app.remove_stream_thread(timeout=60) == added
+        _wait_for(lambda: app.state is State.RUNNING and owned() == [all_tasks], "one thread again")
+        third = lines(100, seed=9)
+        produce(
+            boot,
+            source,
+            ((None, line.encode(), BASE_TS + 2_000 + i) for i, line in enumerate(third)),
+        )
+        _wait_for(counted(first + second + third), "exact counts after the removal")

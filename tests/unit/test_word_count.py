@@ -203,6 +203,23 @@ def test_the_standby_listener_is_set_before_start(wc_log: EmbeddedLog, log_path:
     app.close()
 
 
+def test_stream_threads_on_the_embedded_log(wc_log: EmbeddedLog, log_path: str) -> None:
+    app = make_app(log_path, **{"commit.interval.ms": 100})
+    assert app.add_stream_thread() is None  # not running
+    app.start()
+    try:
+        with pytest.raises(StromError, match="cannot add a stream thread: this transport runs one"):
+            app.add_stream_thread()
+        produce_lines(wc_log, ["a a"])
+        wait_until(lambda: final_counts(wc_log) == {"a": 2}, timeout=60, what="counts")
+        assert app.remove_stream_thread(timeout=30) == f"{APP}-StreamThread-1"
+        assert app.remove_stream_thread() is None  # none left
+        assert app.state is State.RUNNING and app._runtimes == []
+    finally:
+        assert app.close(timeout=30)
+    assert app.state is State.NOT_RUNNING
+
+
 def test_a_paused_app_does_not_run_until_the_end(wc_log: EmbeddedLog, log_path: str) -> None:
     app = make_app(log_path)
     app.pause()

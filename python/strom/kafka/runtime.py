@@ -961,6 +961,15 @@ class KafkaTransport(Transport):
     def stream_threads(self, config: StreamsConfig) -> int:
         return int(config["num.stream.threads"])
 
+    def why_no_more_threads(self, config: StreamsConfig, builder: InternalTopologyBuilder) -> str:
+        if config["num.standby.replicas"]:
+            return "num.standby.replicas needs one stream thread for now"
+        if builder.global_subtopology() is not None and self._global_thread is None:
+            # A single thread keeps the global stores itself; a second one
+            # would open them again.
+            return "the global stores belong to the one stream thread it started with"
+        return ""
+
     def runtime(
         self,
         builder: InternalTopologyBuilder,

@@ -707,6 +707,10 @@ class Transport(ABC):
     def stream_threads(self, config: StreamsConfig) -> int:
         """How many stream threads the instance runs."""
 
+    def why_no_more_threads(self, config: StreamsConfig, builder: InternalTopologyBuilder) -> str:
+        """Why ``KafkaStreams.add_stream_thread`` cannot add one here ('' if it can)."""
+        return "this transport runs one stream thread"
+
     @abstractmethod
     def runtime(
         self,
