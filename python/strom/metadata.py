@@ -128,4 +128,7 @@ class ThreadMetadata:
     thread_state: str
     active_tasks: frozenset[TaskMetadata] = frozenset()
     standby_tasks: frozenset[TaskMetadata] = frozenset()
+    # Its clients' ids (none on the embedded log, which has no clients).
     consumer_client_id: str = ""
+    restore_consumer_client_id: str = ""
+    producer_client_ids: frozenset[str] = frozenset()

@@ -784,15 +784,19 @@ class KafkaStreams:
         self._check_queryable("metadata_for_local_threads")
         threads = []
         for runtime in list(self._runtimes):
+            committed = runtime.committed_offsets()
             active = frozenset(
-                TaskMetadata(
-                    task_id,
-                    frozenset(TopicPartition(t, p) for t, p in task.input_partitions()),
-                )
-                for task_id, task in list(runtime.tasks.items())
+                _task_metadata(task, committed, runtime.end_offset)
+                for task in list(runtime.tasks.values())
             )
+            standby = frozenset(_task_metadata(task) for task in runtime.standby_tasks())
             state = "PARTITIONS_ASSIGNED" if self._state is State.REBALANCING else "RUNNING"
-            threads.append(ThreadMetadata(runtime.thread_name, state, active))
+            consumer, restore, producers = runtime.client_ids()
+            threads.append(
+                ThreadMetadata(
+                    runtime.thread_name, state, active, standby, consumer, restore, producers
+                )
+            )
         return threads
 
     def all_local_store_partition_lags(self) -> dict[str, dict[int, LagInfo]]:
@@ -906,6 +910,22 @@ class KafkaStreams:
             ),
             metric("version", "The version of the Kafka Streams client", lambda: __version__),
         ]
+
+
+def _task_metadata(
+    task: Any,
+    committed: dict[tuple[str, int], int] | None = None,
+    end_offset: Callable[[str, int], int] | None = None,
+) -> TaskMetadata:
+    """A task's metadata: its input partitions, with their committed and end
+    offsets when given (an active task's)."""
+    inputs = [TopicPartition(t, p) for t, p in task.input_partitions()]
+    return TaskMetadata(
+        task.task_id,
+        frozenset(inputs),
+        {tp: committed[tp] for tp in inputs if tp in committed} if committed else {},
+        {tp: end_offset(*tp) for tp in inputs} if end_offset else {},
+    )
 
 
 @dataclass

@@ -140,6 +140,12 @@ def _takeover(kafka: KafkaCluster, tmp_path: Path, replicas: int) -> tuple[int, 
                 "each instance's standby of the other's task to catch up",
             )
             assert _standbys(first).records > 0
+            (thread,) = first.metadata_for_local_threads()
+            assert {t.task_id for t in thread.standby_tasks} == _active(second)
+            assert {t.task_id for t in thread.active_tasks} == _active(first)
+            assert thread.consumer_client_id.endswith("-StreamThread-1-consumer")
+            assert thread.restore_consumer_client_id.endswith("-StreamThread-1-restore-consumer")
+            assert {p.rsplit("-", 1)[-1] for p in thread.producer_client_ids} == {"producer"}
             # allLocalStorePartitionLags: the active task's store and the
             # standby's, each at its changelog's end once caught up.
             [active] = [int(t.split("_")[1]) for t in _active(first)]

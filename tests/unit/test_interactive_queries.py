@@ -277,7 +277,9 @@ def test_a_store_closed_under_a_view_is_reported_as_moved() -> None:
         gone.all()
 
 
-def test_metadata_names_this_instance_and_the_sinks_partition(app: KafkaStreams) -> None:
+def test_metadata_names_this_instance_and_the_sinks_partition(
+    app: KafkaStreams, log: EmbeddedLog
+) -> None:
     here = HostInfo("localhost", 7070)
     for word in WORDS:
         meta = app.query_metadata_for_key("counts", word, S)
@@ -295,6 +297,15 @@ def test_metadata_names_this_instance_and_the_sinks_partition(app: KafkaStreams)
     (thread,) = app.metadata_for_local_threads()
     assert {t.task_id for t in thread.active_tasks} == {"0_0", "0_1", "0_2"}
     assert thread.thread_state == "RUNNING"
+    # Run to the end and committed: every input partition's committed offset is its end.
+    ends = log.end_offsets("words")
+    for task in thread.active_tasks:
+        (tp,) = task.topic_partitions
+        assert task.committed_offsets == task.end_offsets == {tp: ends[tp.partition]}
+    assert sum(ends.values()) == len(records())
+    # The embedded log has no clients, and keeps no standbys.
+    assert thread.consumer_client_id == "" and thread.producer_client_ids == frozenset()
+    assert thread.standby_tasks == frozenset()
 
 
 def test_metadata_without_application_server(log: EmbeddedLog, log_path: str) -> None:

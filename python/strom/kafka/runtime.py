@@ -751,6 +751,20 @@ class KafkaRuntime(Runtime):
             self.standbys.commit()
         super()._commit_stores()
 
+    def client_ids(self) -> tuple[str, str, frozenset[str]]:
+        return (
+            self.consumer.client_id,
+            self.restore_consumer.client_id,
+            frozenset({self.producer.client_id}),
+        )
+
+    def standby_tasks(self) -> list[StreamTask]:
+        return [] if self.standbys is None else list(self.standbys.tasks.values())
+
+    def committed_offsets(self) -> dict[tuple[str, int], int]:
+        """Those the group coordinator acknowledged (commits are asynchronous)."""
+        return dict(self._committed)
+
     def store_partition_lags(self) -> list[tuple[str, int, int, int]]:
         standbys = [] if self.standbys is None else self.standbys.store_positions()
         return super().store_partition_lags() + standbys

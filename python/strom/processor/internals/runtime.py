@@ -111,6 +111,7 @@ class Runtime(ABC):
         self.paused = False
         self._inputs_paused = self._polls_while_paused = False
         self.paused_polls = 0  # polls made while paused
+        self._last_committed: dict[tuple[str, int], int] = {}
 
     # --- transport hooks --------------------------------------------------------
     @abstractmethod
@@ -505,6 +506,7 @@ class Runtime(ABC):
         if not self.transactional:
             self._commit_stores()
         self._commit_offsets(offsets)
+        self._last_committed.update((key, offset) for key, (offset, _) in offsets.items())
         if self.transactional:
             self._commit_stores()
         self._dirty = self._uncommitted = False
@@ -606,6 +608,22 @@ class Runtime(ABC):
     def _metered_tasks(self) -> list[StreamTask]:
         """The tasks whose counters the thread's metrics follow."""
         return list(self.tasks.values())
+
+    def client_ids(self) -> tuple[str, str, frozenset[str]]:
+        """The ids of this thread's consumer, restore consumer and producers
+        (a transport without clients has none)."""
+        return "", "", frozenset()
+
+    def standby_tasks(self) -> list[StreamTask]:
+        return []
+
+    def end_offset(self, topic: str, partition: int) -> int:
+        """An input partition's end offset, as the transport last saw it."""
+        return self._end_offset(topic, partition)
+
+    def committed_offsets(self) -> dict[tuple[str, int], int]:
+        """The input offsets committed last, by partition."""
+        return dict(self._last_committed)
 
     def store_partition_lags(self) -> list[tuple[str, int, int, int]]:
         """(store, partition, position, changelog end) of every logged store
