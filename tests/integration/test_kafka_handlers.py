@@ -22,6 +22,7 @@ from tests.integration.kafka_support import (
     BASE_TS,
     app_config,
     create_topics,
+    ordered_producer,
     produce,
     read_all,
     unique,
@@ -97,7 +98,13 @@ def test_too_large_record_log_and_continue_goes_to_dead_letters(
     create_topics(boot, {sink: 1}, config={"max.message.bytes": str(MAX_MESSAGE_BYTES)})
     values = [f"v{i}" for i in range(40)]
     values.insert(15, BIG)
-    produce(boot, source, _records(values))
+    producer = ordered_producer(boot)
+    for key, value, timestamp in _records(values):
+        # The big record's headers travel to its output record, which the
+        # broker rejects: its dead letter starts with them.
+        headers = [("trace", b"big")] if value == BIG.encode() else None
+        producer.produce(source, value, key, timestamp=timestamp, headers=headers)
+    assert producer.flush(30) == 0
     config = app_config(
         boot,
         app_id,
@@ -115,6 +122,7 @@ def test_too_large_record_log_and_continue_goes_to_dead_letters(
     assert [m.value().decode() for m in read_all(boot, sink)] == [f"v{i}" for i in range(40)]
     [letter] = read_all(boot, dead)
     assert letter.value() == BIG.encode()
+    assert letter.headers()[0] == ("trace", b"big")
     headers = _headers(letter)
     assert b"too large" in (headers["__streams.errors.message"] or b"").lower()
     assert (headers["__streams.errors.exception"] or b"").startswith(b"strom.")

@@ -12,6 +12,7 @@ import logging
 import re
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import replace
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from confluent_kafka import KafkaError, KafkaException, TopicPartition
@@ -462,10 +463,12 @@ class DeliveryFailures:
         timestamp: int,
         *,
         queued: bool,
+        headers: list[tuple[str, bytes | None]] | None = None,
     ) -> None:
         """A record for ``topic-partition`` failed with ``error``; ``queued``:
         the client had accepted it (a delivery report), else ``produce``
-        refused it outright."""
+        refused it outright. Its ``headers`` go to the handler's context and
+        head its dead letter."""
         where = f"{topic}-{partition}" if partition >= 0 else topic
         code = error.code()
         if code in _PURGED:
@@ -483,7 +486,7 @@ class DeliveryFailures:
             return
         exc = KafkaClientError(message)
         record = FailedRecord(topic, partition, key, value, timestamp)
-        context = UNKNOWN_CONTEXT
+        context = replace(UNKNOWN_CONTEXT, headers=list(headers or ()))
         try:
             go_on = continue_after(self.handler, context, record, exc)
         except ProductionError as user_error:
@@ -660,8 +663,19 @@ class KafkaProducer:
         for topic, partition, end in native.take_written():
             if end > written.get((topic, partition), -1):
                 written[(topic, partition)] = end
-        for topic, partition, key, value, timestamp, error, queued in native.take_failures():
-            self.failures.failed(error, topic, partition, key, value, timestamp, queued=queued)
+        for (
+            topic,
+            partition,
+            key,
+            value,
+            timestamp,
+            error,
+            queued,
+            headers,
+        ) in native.take_failures():
+            self.failures.failed(
+                error, topic, partition, key, value, timestamp, queued=queued, headers=headers
+            )
         relay_client_events(native, self.client_id)
         for error in native.take_errors():
             if error.code() in AUTHENTICATION:

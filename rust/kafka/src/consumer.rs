@@ -1,6 +1,5 @@
 use std::collections::HashMap;
 use std::ffi::CString;
-use std::os::raw::c_char;
 use std::ptr;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -16,6 +15,7 @@ use strom_core::log::{ReadBatch, Span};
 
 use crate::client::{ClientConfig, Context, Events, check, lock};
 use crate::error::{ClientError, Result, c_string};
+use crate::producer::message_headers;
 
 /// A partition and an offset (and the metadata committed with it).
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -626,7 +626,7 @@ unsafe fn take_message(
     let timestamp = unsafe { rdsys::rd_kafka_message_timestamp(message, &raw mut kind) };
     batch.timestamps.push(timestamp);
     if headers {
-        batch.push_headers(unsafe { headers_of(message) });
+        batch.push_headers(unsafe { message_headers(message) });
     }
     1
 }
@@ -641,36 +641,6 @@ unsafe fn copy_span(buffer: &mut Vec<u8>, data: *const u8, len: usize) -> Option
     // SAFETY: the caller's promise.
     buffer.extend_from_slice(unsafe { std::slice::from_raw_parts(data, len) });
     Some(Span { start, len })
-}
-
-/// # Safety
-/// `message` is a live message.
-unsafe fn headers_of(message: *const rdsys::rd_kafka_message_t) -> Vec<(String, Option<Vec<u8>>)> {
-    let mut headers: *mut rdsys::rd_kafka_headers_t = ptr::null_mut();
-    // SAFETY: the headers stay owned by the message.
-    let err = unsafe { rdsys::rd_kafka_message_headers(message, &raw mut headers) };
-    if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR || headers.is_null() {
-        return Vec::new();
-    }
-    let mut out = Vec::new();
-    for i in 0.. {
-        let mut name: *const c_char = ptr::null();
-        let mut value: *const std::os::raw::c_void = ptr::null();
-        let mut size = 0usize;
-        let err = unsafe {
-            rdsys::rd_kafka_header_get_all(headers, i, &raw mut name, &raw mut value, &raw mut size)
-        };
-        if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-            break;
-        }
-        let bytes = if value.is_null() {
-            None
-        } else {
-            Some(unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) }.to_vec())
-        };
-        out.push((unsafe { c_string(name) }, bytes));
-    }
-    out
 }
 
 /// # Safety

@@ -89,6 +89,7 @@ pub struct Failure {
     pub key: Option<Vec<u8>>,
     pub value: Option<Vec<u8>>,
     pub timestamp: i64,
+    pub headers: Headers,
     pub error: ClientError,
     /// The client had accepted it (a delivery report), else it refused it outright.
     pub queued: bool,
@@ -199,6 +200,46 @@ impl Drop for MainQueue {
         // SAFETY: we own one reference.
         unsafe { rdsys::rd_kafka_queue_destroy(self.0) }
     }
+}
+
+/// The headers of a message, consumed or produced (none when it has none).
+///
+/// # Safety
+/// `message` is a live message.
+pub(crate) unsafe fn message_headers(message: *const rdsys::rd_kafka_message_t) -> Headers {
+    let mut list: *mut rdsys::rd_kafka_headers_t = ptr::null_mut();
+    // SAFETY: the caller's promise; the list stays owned by the message.
+    let err = unsafe { rdsys::rd_kafka_message_headers(message, &raw mut list) };
+    if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR || list.is_null() {
+        return Vec::new();
+    }
+    // SAFETY: a live list, read before the message goes.
+    unsafe { header_list(list) }
+}
+
+/// The headers of a librdkafka header list, in order.
+///
+/// # Safety
+/// `list` is a live header list.
+unsafe fn header_list(list: *const rdsys::rd_kafka_headers_t) -> Headers {
+    let mut out = Vec::new();
+    for i in 0.. {
+        let mut name: *const std::os::raw::c_char = ptr::null();
+        let mut value: *const std::os::raw::c_void = ptr::null();
+        let mut size = 0usize;
+        // SAFETY: the list is live; name and value stay owned by it.
+        let err = unsafe {
+            rdsys::rd_kafka_header_get_all(list, i, &raw mut name, &raw mut value, &raw mut size)
+        };
+        if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
+            break;
+        }
+        // SAFETY: librdkafka nul-terminates names; a value has `size` bytes.
+        let value = (!value.is_null())
+            .then(|| unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) }.to_vec());
+        out.push((unsafe { c_string(name) }, value));
+    }
+    out
 }
 
 /// A librdkafka header list of our own, destroyed on drop unless given
@@ -391,6 +432,8 @@ impl Producer {
                 key: bytes(m.key, m.key_len),
                 value: bytes(m.payload, m.len),
                 timestamp,
+                // SAFETY: the report's message is live until destroyed below.
+                headers: unsafe { message_headers(message) },
                 error,
                 queued: true,
             });
@@ -442,6 +485,7 @@ impl Producer {
                         key: record.key.map(<[u8]>::to_vec),
                         value: record.value.map(<[u8]>::to_vec),
                         timestamp: record.timestamp,
+                        headers: record.headers.to_vec(),
                         error: error.clone(),
                         queued: false,
                     });
@@ -563,6 +607,7 @@ impl Producer {
                         key: key.map(<[u8]>::to_vec),
                         value: value.map(<[u8]>::to_vec),
                         timestamp,
+                        headers: record.headers.to_vec(),
                         error: ClientError::from_resp(err, "producing"),
                         queued: false,
                     });
@@ -642,6 +687,7 @@ impl Producer {
                         key: back.key.map(<[u8]>::to_vec),
                         value: back.payload.map(<[u8]>::to_vec),
                         timestamp,
+                        headers: headers.to_vec(),
                         error: ClientError::new(
                             error.rdkafka_error_code().map_or(-196, |c| c as i32),
                             error.to_string(),
@@ -785,35 +831,9 @@ mod tests {
     use super::*;
 
     /// The headers of a librdkafka list, read back as we gave them.
-    fn read_back(list: &NativeHeaders) -> Vec<(String, Option<Vec<u8>>)> {
-        let mut out = Vec::new();
-        let mut i = 0;
-        loop {
-            let mut name: *const std::os::raw::c_char = ptr::null();
-            let mut value: *const std::os::raw::c_void = ptr::null();
-            let mut size = 0usize;
-            // SAFETY: the list is live; name and value stay owned by it.
-            let err = unsafe {
-                rdsys::rd_kafka_header_get_all(
-                    list.0,
-                    i,
-                    &raw mut name,
-                    &raw mut value,
-                    &raw mut size,
-                )
-            };
-            if err != RDKafkaRespErr::RD_KAFKA_RESP_ERR_NO_ERROR {
-                return out;
-            }
-            // SAFETY: librdkafka nul-terminates names; the value has `size` bytes.
-            let name = unsafe { std::ffi::CStr::from_ptr(name) }
-                .to_string_lossy()
-                .into_owned();
-            let value = (!value.is_null())
-                .then(|| unsafe { std::slice::from_raw_parts(value.cast::<u8>(), size) }.to_vec());
-            out.push((name, value));
-            i += 1;
-        }
+    fn read_back(list: &NativeHeaders) -> Headers {
+        // SAFETY: the list is live while `list` is.
+        unsafe { header_list(list.0) }
     }
 
     #[test]

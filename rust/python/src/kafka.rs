@@ -17,7 +17,7 @@ use strom_kafka::{
 };
 
 use crate::expr::ExprPipeline;
-use crate::log::{RecordBatch, headers_column, record_batch};
+use crate::log::{RecordBatch, headers_column, headers_list, record_batch};
 
 /// How often a waiting call comes back for Ctrl-C.
 const SIGNAL_CHECK_INTERVAL: Duration = Duration::from_millis(100);
@@ -603,6 +603,7 @@ impl KafkaProducer {
                 let key = f.key.as_deref().map(|k| PyBytes::new(py, k));
                 let value = f.value.as_deref().map(|v| PyBytes::new(py, v));
                 let error = kafka_error(py, &f.error)?;
+                let headers = headers_list(py, &f.headers)?;
                 (
                     f.topic,
                     f.partition,
@@ -611,6 +612,7 @@ impl KafkaProducer {
                     f.timestamp,
                     error,
                     f.queued,
+                    headers,
                 )
                     .into_pyobject(py)
             })

@@ -55,7 +55,7 @@ fn lock<T>(m: &Mutex<T>) -> MutexGuard<'_, T> {
     m.lock().unwrap_or_else(PoisonError::into_inner)
 }
 
-fn headers_list<'py>(
+pub(crate) fn headers_list<'py>(
     py: Python<'py>,
     headers: &[(String, Option<Vec<u8>>)],
 ) -> PyResult<Bound<'py, PyList>> {
