@@ -612,4 +612,4 @@ def _stores(steps: list[Step], records: list[Input]) -> str:
 
 
 # Mappers that return null for a value that is not.
-NULL_MAKERS = frozenset({"m_null_if_odd"})
+NULL_MAKERS = frozenset({"m_null_if_odd", "mk_null_unless_key_a"})
