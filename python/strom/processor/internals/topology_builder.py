@@ -322,11 +322,14 @@ class InternalTopologyBuilder:
         return node
 
     def describe(self) -> str:
-        """Kafka's ``TopologyDescription`` text."""
-        lines = ["Topologies:"]
+        """Kafka's ``TopologyDescription`` text, to the character: each
+        sub-topology behind two spaces (the first behind three), all but
+        global stores' followed by an empty line."""
+        parts = []
         for sub in self._all_subtopologies():
-            suffix = " for global store (will not generate tasks)" if self._is_global(sub) else ""
-            lines.append(f"   Sub-topology: {sub.id}{suffix}")
+            is_global = self._is_global(sub)
+            suffix = " for global store (will not generate tasks)" if is_global else ""
+            lines = [f"  Sub-topology: {sub.id}{suffix}"]
             for name in sub.nodes:
                 node = self.nodes[name]
                 if isinstance(node, SourceDef):
@@ -344,5 +347,5 @@ class InternalTopologyBuilder:
                     lines.append(f"      --> {', '.join(node.children) or 'none'}")
                 if not isinstance(node, SourceDef) and node.parents:
                     lines.append(f"      <-- {', '.join(node.parents)}")
-            lines.append("")
-        return "\n".join(lines)
+            parts.append("\n".join(lines) + ("\n" if is_global else "\n\n"))
+        return "Topologies:\n " + "".join(parts)
