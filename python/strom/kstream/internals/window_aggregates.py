@@ -423,7 +423,8 @@ class KStreamSlidingWindowAggregate(_WindowedAggregate):
         old, old_time = base
         new = self.aggregator(key, value, old)
         new_time = ts if old is None else max(ts, old_time)
-        self.store.put(key, (new, new_time), start)
+        # A null aggregate deletes the window (Kafka's ValueAndTimestamp.make).
+        self.store.put(key, None if new is None else (new, new_time), start)
         if self.forwards:
             out.add(Windowed(key, Window(start, end)), new, old, new_time, offset)
 

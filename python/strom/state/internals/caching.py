@@ -405,8 +405,12 @@ class CachingWindowStore(_CachingWindowedBase):
         for cache_key, value, timestamp in flushed:
             raw_key, start = _split_windowed(cache_key)
             old = self.native.fetch_one(raw_key, start)
+            if value is None and old is None:
+                # Neither written nor forwarded, as Kafka's putAndMaybeForward
+                # skips it: the store's time does not move for it.
+                continue
             self.native.put(raw_key, value, start, timestamp)
-            if self.listener is not None and (value is not None or old is not None):
+            if self.listener is not None:
                 key = self.key_serde.deserialize(self.name, raw_key)
                 new_value = self.value_serde.deserialize(self.name, value)
                 old_value = self.value_serde.deserialize(self.name, old)
@@ -546,11 +550,13 @@ class CachingSessionStore(_CachingWindowedBase):
         for cache_key, value, timestamp in flushed:
             raw_key, end, start = _split_session(cache_key)
             old = self.native.fetch_session(raw_key, start, end)
+            if value is None and old is None and self.listener is not None:
+                continue  # as for windows, above
             if value is None:
                 self.native.remove(raw_key, start, end, timestamp)
             else:
                 self.native.put(raw_key, start, end, value, timestamp)
-            if self.listener is not None and (value is not None or old is not None):
+            if self.listener is not None:
                 key = self.key_serde.deserialize(self.name, raw_key)
                 new_value = self.value_serde.deserialize(self.name, value)
                 old_value = self.value_serde.deserialize(self.name, old)
