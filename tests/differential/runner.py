@@ -353,6 +353,16 @@ def code(case: Case) -> str:
             )
         elif s.op == "merge":
             rhs = f"{src}.merge({s.inputs[1]})"
+        elif s.op == "cogroup":
+            used += [*a["fns"], a["init"]] + ([a["merger"]] if "merger" in a else [])
+            rhs = f"{src}.cogroup({a['fns'][0]})" + "".join(
+                f".cogroup({g}, {agg})" for g, agg in zip(s.inputs[1:], a["fns"][1:], strict=True)
+            )
+            if "windows" in a:
+                rhs += f".windowed_by({_windows_code(a['windows'])})"
+            merger = f", {a['merger']}" if "merger" in a else ""
+            mat = f", materialized={a['store']!r}" if a.get("store") else ""
+            rhs += f".aggregate({a['init']}{merger}{mat})"
         elif s.op == "process":
             rhs = (
                 f"{src}.process(lambda: {fn}({a['store']!r}), {a['store']!r})  # + add_state_store"

@@ -20,6 +20,11 @@ functions.py, never given as code. The operations (``args`` in brackets):
   ``aggregate`` [init, fn, store?], ``windowed_by`` [windows, emit]
 - on a windowed stream: ``count`` / ``reduce`` / ``aggregate`` (sessions take
   a ``merger`` too)
+- ``cogroup`` (one input per grouped stream) [fns: an aggregator per input,
+  init, windows?, merger? (sessions), store?]: Kafka's ``cogroup`` chain and
+  its ``aggregate``, windowed when ``windows`` is given (grouping steps may
+  then carry a ``name``, Kafka's ``Grouped.as``, so that two repartition
+  topics do not clash there)
 - on a grouped table: ``count``, ``reduce`` [adder, subtractor],
   ``aggregate`` [init, adder, subtractor]
 - ``join`` / ``left_join`` / ``outer_join`` (two inputs) [fn, and

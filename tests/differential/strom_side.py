@@ -20,6 +20,7 @@ from strom.kstream import (
     KStream,
     KTable,
     Materialized,
+    SessionWindowedCogroupedKStream,
     SessionWindowedKStream,
     SessionWindows,
     SlidingWindowedKStream,
@@ -169,6 +170,8 @@ class Builder:
             return windowed.emit_strategy(emit)
         if op in ("join", "left_join", "outer_join"):
             return self._join(step)
+        if op == "cogroup":
+            return self._cogroup(step)
         parent = self._in(step, 0)
         if isinstance(parent, KStream):
             return self._stream_op(step, parent)
@@ -261,6 +264,22 @@ class Builder:
                 return g.aggregate(init, aggregator, merger, store)
             return g.aggregate(init, aggregator, store)
         raise ValueError(f"op {op} does not apply to {type(g).__name__}")
+
+    def _cogroup(self, step: Step) -> KTable:
+        args = step.args
+        aggregators = [f.get(f.AGGREGATORS, fn, "aggregator") for fn in args["fns"]]
+        cogrouped = self._in(step, 0).cogroup(aggregators[0])
+        for index, aggregator in enumerate(aggregators[1:], start=1):
+            cogrouped = cogrouped.cogroup(self._in(step, index), aggregator)
+        init = f.get(f.INITIALIZERS, args["init"], "initializer")
+        store = args.get("store")
+        if "windows" not in args:
+            return cogrouped.aggregate(init, materialized=store)
+        windowed = cogrouped.windowed_by(_windows(args["windows"]))
+        if isinstance(windowed, SessionWindowedCogroupedKStream):
+            merger = f.get(f.MERGERS, args["merger"], "merger")
+            return windowed.aggregate(init, merger, materialized=store)
+        return windowed.aggregate(init, materialized=store)
 
     def _join(self, step: Step) -> Any:
         op, args = step.op, step.args

@@ -399,3 +399,54 @@ def test_issue_16_a_record_inside_a_session_retracts_it_first(
     expected = ["b@[0,0] -> 1 @0", "b@[0,0] -> null @0", "b@[0,4] -> 2 @4"]
     expected += ["b@[0,4] -> 3 @4"] if cache else ["b@[0,4] -> null @4", "b@[0,4] -> 3 @4"]
     check(reference, t, inputs, expected, cache=cache, stores="rocksdb")
+
+
+def test_c16_a_null_sliding_aggregate_deletes_its_window(reference: Reference) -> None:
+    """C16 (found by the cogroup family). Kafka's
+    KStreamSlidingWindowAggregate puts ``ValueAndTimestamp.make(newAgg,
+    ts)``, which is null for a null aggregate: the window is deleted, and
+    later records no longer find it. strom stored the null aggregate as an
+    empty value, which later records then found and built on."""
+    t = Spec()
+    grouped = t.group_by_key(t.stream(topic="in0"))
+    sliding = {"kind": "sliding", "size": 20, "grace": 10}
+    windowed = t.windowed_by(grouped, windows=sliding, emit="update")
+    t.to(t.to_stream(t.aggregate(windowed, init="i_empty", fn="a_null_if_big")), key="tw:20")
+    inputs = records(("in0", "c", "3", 69), ("in0", "c", "3", 74), ("in0", "c", "9", 75))
+    check(
+        reference,
+        t,
+        inputs,
+        [
+            'c@[49,69) -> "3" @69',
+            'c@[70,90) -> "3" @74',
+            'c@[54,74) -> "6" @74',
+            "c@[70,90) -> null @75",
+            "c@[75,95) -> null @75",
+            "c@[55,75) -> null @75",
+        ],
+    )
+
+
+def test_c17_a_cached_null_never_stored_does_not_move_the_store_time(
+    reference: Reference,
+) -> None:
+    """C17 (found by the cogroup family). Kafka's CachingWindowStore neither
+    writes nor forwards a null aggregate for a window the store does not
+    hold, so the store's time stays where it was. Here the second stream's
+    first window is null (9 > 8); the first stream's late record (its own
+    stream time is 16) then still finds b@[0,20) in the store, and its null
+    aggregate deletes it. strom wrote the null, the store's time moved to 20
+    and hid b@[0,20): the delete was then of nothing, and dropped."""
+    t = Spec()
+    rekeyed = t.group_by_key(t.select_key(t.stream(topic="in0"), fn="k_abc_from_value"))
+    direct = t.group_by_key(t.stream(topic="in1"))
+    tumbling = {"kind": "tumbling", "size": 20, "grace": 0}
+    fns = ["a_null_if_big", "a_null_if_big"]
+    table = t.cogroup(rekeyed, direct, fns=fns, init="i_empty", windows=tumbling)
+    t.to(t.to_stream(table), key="tw:20")
+    inputs = records(
+        ("in0", "a", "1", 15), ("in0", "c", "7", 16), ("in1", "c", "9", 21), ("in0", "c", "1", 1)
+    )
+    lines = ['b@[0,20) -> "1" @15', 'b@[0,20) -> "8" @16', "b@[0,20) -> null @1"]
+    check(reference, t, inputs, lines, cache=True, stores="rocksdb")

@@ -1,5 +1,10 @@
 """The Streams DSL: KStream, KTable and their grouped forms, and option objects."""
 
+from strom.kstream.cogrouped_kstream import (
+    CogroupedKStream,
+    SessionWindowedCogroupedKStream,
+    TimeWindowedCogroupedKStream,
+)
 from strom.kstream.emit_strategy import EmitStrategy
 from strom.kstream.global_ktable import GlobalKTable
 from strom.kstream.join_windows import JoinWindows
@@ -20,6 +25,7 @@ from strom.windowed import Window, Windowed
 __all__ = [
     "BranchedKStream",
     "BufferConfig",
+    "CogroupedKStream",
     "EmitStrategy",
     "GlobalKTable",
     "JoinWindows",
@@ -28,11 +34,13 @@ __all__ = [
     "KStream",
     "KTable",
     "Materialized",
+    "SessionWindowedCogroupedKStream",
     "SessionWindowedKStream",
     "SessionWindows",
     "SlidingWindowedKStream",
     "SlidingWindows",
     "Suppressed",
+    "TimeWindowedCogroupedKStream",
     "TimeWindowedKStream",
     "TimeWindows",
     "Window",

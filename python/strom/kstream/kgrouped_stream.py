@@ -6,7 +6,7 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, overload
 
 from strom.errors import TopologyError
-from strom.kstream import windowed_kstream
+from strom.kstream import cogrouped_kstream, windowed_kstream
 from strom.kstream.internals import aggregations
 from strom.kstream.internals import processors as p
 from strom.kstream.internals import table_processors as tp
@@ -62,6 +62,15 @@ class KGroupedStream:
             repartition=self._repartition_required,
             node=lambda store, _retention: node(store),
         )
+
+    def cogroup(
+        self, aggregator: Callable[[Any, Any, Any], Any]
+    ) -> cogrouped_kstream.CogroupedKStream:
+        """Starts aggregating this and other grouped streams into one table:
+        this stream's records update the aggregate with
+        ``aggregator(key, value, aggregate)``; add others with
+        ``CogroupedKStream.cogroup``, then ``aggregate``."""
+        return cogrouped_kstream.CogroupedKStream(self, aggregator)
 
     def count(self, materialized: Materialized | str | None = None) -> KTable:
         """Counts records per key (null keys and values are skipped) into a

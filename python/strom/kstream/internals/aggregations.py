@@ -5,7 +5,7 @@ result table."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -19,10 +19,15 @@ from strom.kstream.internals.native_window import (
     NativeSlidingWindowAggregate,
     NativeTimeWindowAggregate,
 )
-from strom.kstream.internals.table_processors import ValueGetterSupplier, store_getter
+from strom.kstream.internals.table_processors import (
+    KStreamAggregate,
+    ValueGetterSupplier,
+    store_getter,
+)
 from strom.kstream.internals.table_suppliers import AggregateSupplier, TableView
 from strom.kstream.materialized import Materialized
 from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
+from strom.processor.internals.nodes import PassThrough
 from strom.serdes import Double, Long, Serde, SessionWindowed, TimeWindowed
 from strom.state.stores import to_millis
 
@@ -32,8 +37,10 @@ if TYPE_CHECKING:
     from strom.kstream.kgrouped_stream import KGroupedStream
     from strom.kstream.ktable import KTable
     from strom.processor.internals.nodes import Node
+    from strom.processor.internals.topology_builder import StoreDef
 
 AnyWindows = TimeWindows | SlidingWindows | SessionWindows
+Aggregator = Callable[[Any, Any, Any], Any]
 
 
 def add_aggregation(
@@ -64,40 +71,139 @@ def add_aggregation(
     value_serde = mat.value_serde or result_serde
     if repartition:
         parent = builder.repartition(store_name, parent, key_serde, repartition_serde)
-    store = mat.store_def(store_name, key_serde, store_value_serde or value_serde)
-    table_key_serde = key_serde
-    grace_ms = None
-    retention = 0
-    if windows is not None:
-        spec = window_store(windows)
-        grace_ms = spec.grace_ms
-        # Kept for the default retention unless Materialized asks for longer.
-        retention = spec.retention_ms
-        if mat.retention is not None:
-            asked = to_millis(mat.retention, "retention")
-            if asked < retention:
-                raise TopologyError(
-                    f"store {store_name!r}: the retention ({asked} ms) must be at least "
-                    f"{spec.minimum} ({retention} ms)"
-                )
-            retention = asked
-        store.kind, store.window_size_ms = spec.kind, spec.window_size_ms
-        store.retention_ms = retention
-        if emit is not None and emit.final_only:
-            if isinstance(windows, SessionWindows | SlidingWindows):
-                # Kafka's SessionStoreMaterializer and SlidingWindowStoreMaterializer
-                # never cache a store that serves final results; its
-                # WindowStoreMaterializer (time windows) does, as Materialized says.
-                store.caching = False
-            # Final results come from Kafka's time-ordered stores, which keep
-            # a little longer: one more window start, or whole time segments
-            # of sessions; the processors hide the rest from lookups.
-            store.retention_ms += wa.segment_interval(retention) if spec.kind == "session" else 1
-        store.timestamped = spec.kind == "window"
-        if key_serde is not None:
-            table_key_serde = spec.key_serde(key_serde)
-    builder.internal.add_processor(agg_name, lambda: node(store_name, retention), parent)
-    builder.internal.add_store(store, agg_name)
+    store = _aggregate_store(
+        mat, store_name, key_serde, store_value_serde or value_serde, windows, emit
+    )
+    builder.internal.add_processor(agg_name, lambda: node(store_name, store.retention), parent)
+    builder.internal.add_store(store.definition, agg_name)
+    return _result_table(builder, agg_name, store, mat, value_serde, windows)
+
+
+def add_cogroup(
+    builder: StreamsBuilder,
+    patterns: Sequence[tuple[KGroupedStream, Aggregator]],
+    initializer: Callable[[], Any],
+    materialized: Materialized | str | None,
+    name: str | None,
+    windows: AnyWindows | None = None,
+    merger: Aggregator | None = None,
+) -> KTable:
+    """Kafka's CogroupedStreamAggregateBuilder: one aggregation processor
+    per grouped stream (each with its own aggregator and, windowed, its own
+    observed stream time), all writing one store, and a pass-through that
+    merges their updates into the result table. The grouped streams whose
+    key changed are repartitioned first, and every input of the aggregation
+    must be co-partitioned. Windowed results are emitted on every update
+    (Kafka's cogroup has no emit strategy). The store's serdes are the
+    Materialized's or the defaults, as in Kafka; repartition topics use the
+    grouped streams' own."""
+    mat = Materialized.of(materialized)
+    prefix = "COGROUPKSTREAM-AGGREGATE-"
+    store_name = mat.store_name or builder.new_name(f"{prefix}STATE-STORE-")
+    parents = []
+    repartitioned = 0
+    for grouped, _aggregator in patterns:
+        parent = grouped._node
+        if grouped._repartition_required:
+            # Kafka names every such topic <store>-repartition, so two of
+            # them clash there (Grouped.as names one apart); strom has no
+            # Grouped name, and numbers the others.
+            topic = store_name if repartitioned == 0 else f"{store_name}-{repartitioned}"
+            repartitioned += 1
+            parent = builder.repartition(topic, parent, grouped._key_serde, grouped._value_serde)
+        parents.append(parent)
+    store = _aggregate_store(mat, store_name, mat.key_serde, mat.value_serde, windows, None)
+
+    def make(aggregator: Aggregator) -> Callable[[], Node]:
+        if isinstance(windows, TimeWindows):
+            return lambda: wa.KStreamWindowAggregate(
+                store_name, windows, initializer, aggregator, False
+            )
+        if isinstance(windows, SlidingWindows):
+            return lambda: wa.KStreamSlidingWindowAggregate(
+                store_name, windows, initializer, aggregator, False
+            )
+        if isinstance(windows, SessionWindows):
+            assert merger is not None
+            return lambda: wa.KStreamSessionWindowAggregate(
+                store_name, windows, store.retention, initializer, aggregator, merger, False
+            )
+        return lambda: KStreamAggregate(store_name, initializer, aggregator)
+
+    agg_names = []
+    for i, ((_grouped, aggregator), parent) in enumerate(zip(patterns, parents, strict=True)):
+        generated = builder.new_name(prefix)  # spent even when named, as Kafka does
+        agg_name = f"{name}-cogroup-agg-{i}" if name else generated
+        builder.internal.add_processor(agg_name, make(aggregator), parent)
+        agg_names.append(agg_name)
+    builder.internal.add_store(store.definition, *agg_names)
+    generated = builder.new_name("COGROUPKSTREAM-MERGE-")
+    merge_name = f"{name}-cogroup-merge" if name else generated
+    builder.internal.add_processor(merge_name, PassThrough, *agg_names)
+    builder.internal.co_partition(merge_name)
+    return _result_table(builder, merge_name, store, mat, mat.value_serde, windows)
+
+
+@dataclass(frozen=True)
+class _AggregateStore:
+    """An aggregation's store, and what its processors and table need of it."""
+
+    definition: StoreDef
+    # A windowed store's retention, else 0.
+    retention: int
+    # How long after a window's end suppress(until_window_closes) waits.
+    grace_ms: int | None
+    table_key_serde: Serde[Any] | None
+
+
+def _aggregate_store(
+    mat: Materialized,
+    store_name: str,
+    key_serde: Serde[Any] | None,
+    value_serde: Serde[Any] | None,
+    windows: AnyWindows | None,
+    emit: EmitStrategy | None,
+) -> _AggregateStore:
+    store = mat.store_def(store_name, key_serde, value_serde)
+    if windows is None:
+        return _AggregateStore(store, 0, None, key_serde)
+    spec = window_store(windows)
+    # Kept for the default retention unless Materialized asks for longer.
+    retention = spec.retention_ms
+    if mat.retention is not None:
+        asked = to_millis(mat.retention, "retention")
+        if asked < retention:
+            raise TopologyError(
+                f"store {store_name!r}: the retention ({asked} ms) must be at least "
+                f"{spec.minimum} ({retention} ms)"
+            )
+        retention = asked
+    store.kind, store.window_size_ms = spec.kind, spec.window_size_ms
+    store.retention_ms = retention
+    if emit is not None and emit.final_only:
+        if isinstance(windows, SessionWindows | SlidingWindows):
+            # Kafka's SessionStoreMaterializer and SlidingWindowStoreMaterializer
+            # never cache a store that serves final results; its
+            # WindowStoreMaterializer (time windows) does, as Materialized says.
+            store.caching = False
+        # Final results come from Kafka's time-ordered stores, which keep
+        # a little longer: one more window start, or whole time segments
+        # of sessions; the processors hide the rest from lookups.
+        store.retention_ms += wa.segment_interval(retention) if spec.kind == "session" else 1
+    store.timestamped = spec.kind == "window"
+    table_key_serde = None if key_serde is None else spec.key_serde(key_serde)
+    return _AggregateStore(store, retention, spec.grace_ms, table_key_serde)
+
+
+def _result_table(
+    builder: StreamsBuilder,
+    node: str,
+    store: _AggregateStore,
+    mat: Materialized,
+    value_serde: Serde[Any] | None,
+    windows: AnyWindows | None,
+) -> KTable:
+    store_name = store.definition.name
     getter: ValueGetterSupplier = store_getter(store_name)
     if windows is not None:
         # Joins read a windowed table by window, not by key.
@@ -105,12 +211,12 @@ def add_aggregation(
         getter = read(store_name)
     return ktable.KTable(
         builder,
-        agg_name,
-        table_key_serde,
+        node,
+        store.table_key_serde,
         value_serde,
         AggregateSupplier(TableView((store_name,), getter)),
         store_name=mat.store_name,
-        window_grace_ms=grace_ms,
+        window_grace_ms=store.grace_ms,
     )
 
 

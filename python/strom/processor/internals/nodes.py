@@ -100,7 +100,9 @@ class Node(ABC):
         """Has ``store``'s record cache hand what it writes out to
         ``listener`` (``forward_flushed``), with the updates' headers."""
         store.listener = self.forward_flushed if listener is None else listener
-        self.cached_headers = {}
+        # Per store, not per node: a cogroup's nodes write one cache, whose
+        # entries keep the headers of whichever record last updated them.
+        self.cached_headers = self.task.cached_headers(store)
 
     def remember_headers(self, batch: Batch) -> None:
         """Notes the headers of ``batch``'s records by key (see ``cached_headers``)."""

@@ -313,7 +313,7 @@ class Runtime(ABC):
             if joins and len(set(sizes.values())) > 1:
                 listed = ", ".join(f"{t} ({n})" for t, n in sorted(sizes.items()))
                 raise TopologyError(
-                    f"join {joins[0]!r} needs co-partitioned inputs, but the topics "
+                    f"{joins[0]!r} (a join or cogroup) needs co-partitioned inputs, but the topics "
                     f"have different partition counts: {listed}; repartition one side"
                 )
 

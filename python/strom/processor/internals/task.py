@@ -283,6 +283,8 @@ class StreamTask:
         self._store_defs = builder.stores
         # The caching stores: flushed on commit, closed with the task.
         self._caching: list[Any] = []
+        # Per caching store: the headers of the record that last updated each key.
+        self._cached_headers: dict[int, dict[Any, Headers]] = {}
         self.changelogs: dict[str, str] = {}
         # Logged native stores and their changelog topics.
         self._logged: list[tuple[Any, str]] = []
@@ -666,6 +668,11 @@ class StreamTask:
         punctuated = self.wall_clock_punctuations.may_punctuate(self.wall_clock_ms())
         self._send_changelogs()
         return punctuated
+
+    def cached_headers(self, store: Any) -> dict[Any, Headers]:
+        """The headers ``store``'s record cache keeps by key, shared by the
+        nodes that write it (see ``Node.cached_headers``)."""
+        return self._cached_headers.setdefault(id(store), {})
 
     def flush(self) -> None:
         """On commit: the caches write and forward their dirty entries first,

@@ -12,6 +12,7 @@ import org.apache.kafka.streams.StreamsBuilder;
 import org.apache.kafka.streams.Topology;
 import org.apache.kafka.streams.kstream.BranchedKStream;
 import org.apache.kafka.streams.kstream.Branched;
+import org.apache.kafka.streams.kstream.CogroupedKStream;
 import org.apache.kafka.streams.kstream.Consumed;
 import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.GlobalKTable;
@@ -28,6 +29,7 @@ import org.apache.kafka.streams.kstream.SessionWindowedKStream;
 import org.apache.kafka.streams.kstream.SessionWindows;
 import org.apache.kafka.streams.kstream.SlidingWindows;
 import org.apache.kafka.streams.kstream.Suppressed;
+import org.apache.kafka.streams.kstream.TimeWindowedCogroupedKStream;
 import org.apache.kafka.streams.kstream.TimeWindowedKStream;
 import org.apache.kafka.streams.kstream.TimeWindows;
 import org.apache.kafka.streams.kstream.ValueJoinerWithKey;
@@ -94,14 +96,23 @@ final class Builder {
             .withValueSerde(valueSerde(serdes.get(1).asText()));
     }
 
-    /** Grouped.with(key, value) when the step names serdes ("serdes": [key, value]). */
+    /**
+     * Grouped.with(key, value) when the step names serdes ("serdes": [key, value]),
+     * named (Grouped.as) when it names itself; else null.
+     */
     @SuppressWarnings({"rawtypes", "unchecked"})
     private static Grouped grouped(JsonNode step) {
         JsonNode serdes = step.path("args").get("serdes");
-        if (serdes == null || serdes.isNull()) {
-            return null;
+        String name = optional(step, "name");
+        Grouped grouped = null;
+        if (serdes != null && !serdes.isNull()) {
+            grouped = Grouped.with(
+                keySerde(serdes.get(0).asText()), valueSerde(serdes.get(1).asText()));
         }
-        return Grouped.with(keySerde(serdes.get(0).asText()), valueSerde(serdes.get(1).asText()));
+        if (name != null) {
+            grouped = grouped == null ? Grouped.as(name) : grouped.withName(name);
+        }
+        return grouped;
     }
 
     @SuppressWarnings({"rawtypes", "unchecked"})
@@ -183,6 +194,7 @@ final class Builder {
                 yield ((KStream) in(step, 0)).process(() -> Fns.processor(fn, store), store);
             }
             case "windowed_by" -> windowedBy(step);
+            case "cogroup" -> cogroup(step);
             case "join", "left_join", "outer_join" -> join(step, op);
             default -> {
                 Object parent = in(step, 0);
@@ -365,6 +377,43 @@ final class Builder {
                 Duration.ofMillis(number(w, "size")), grace)).emitStrategy(emit);
             default -> throw new IllegalArgumentException("unknown windows " + kind);
         };
+    }
+
+    /** KGroupedStream.cogroup of the step's inputs, each with its aggregator, then aggregate. */
+    @SuppressWarnings({"rawtypes", "unchecked"})
+    private Object cogroup(JsonNode step) {
+        JsonNode fns = step.path("args").get("fns");
+        CogroupedKStream cogrouped = ((KGroupedStream) in(step, 0)).cogroup(
+            Fns.get(Fns.AGGREGATORS, fns.get(0).asText(), "aggregator"));
+        for (int i = 1; i < fns.size(); i++) {
+            cogrouped = cogrouped.cogroup((KGroupedStream) in(step, i),
+                Fns.get(Fns.AGGREGATORS, fns.get(i).asText(), "aggregator"));
+        }
+        var init = Fns.get(Fns.INITIALIZERS, arg(step, "init"), "initializer");
+        Materialized m = materialized(step);
+        JsonNode w = step.path("args").get("windows");
+        if (w == null || w.isNull()) {
+            return m == null ? cogrouped.aggregate(init) : cogrouped.aggregate(init, m);
+        }
+        String kind = w.get("kind").asText();
+        Duration size = Duration.ofMillis(number(w, "size"));
+        Duration grace = Duration.ofMillis(number(w, "grace"));
+        if (kind.equals("session")) {
+            var merger = Fns.get(Fns.MERGERS, arg(step, "merger"), "merger");
+            var windowed = cogrouped.windowedBy(SessionWindows.ofInactivityGapAndGrace(size, grace));
+            return m == null ? windowed.aggregate(init, merger) : windowed.aggregate(init, merger, m);
+        }
+        TimeWindowedCogroupedKStream windowed;
+        if (kind.equals("sliding")) {
+            windowed = cogrouped.windowedBy(SlidingWindows.ofTimeDifferenceAndGrace(size, grace));
+        } else {
+            TimeWindows windows = TimeWindows.ofSizeAndGrace(size, grace);
+            if (kind.equals("hopping")) {
+                windows = windows.advanceBy(Duration.ofMillis(number(w, "advance")));
+            }
+            windowed = cogrouped.windowedBy(windows);
+        }
+        return m == null ? windowed.aggregate(init) : windowed.aggregate(init, m);
     }
 
     @SuppressWarnings({"rawtypes", "unchecked"})
