@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 
@@ -16,6 +17,10 @@ from strom.processor.internals.topology_builder import InternalTopologyBuilder, 
 from strom.serdes import Serde
 from strom.state.stores import StoreBuilder
 from strom.topology import Topology, store_def
+
+# A prefix Kafka takes for one of its own generated names: its repartition
+# nodes then get generated names too.
+_GENERATED_STREAM_NAME = re.compile(r"KSTREAM.*-[0-9]{10}")
 
 __all__ = ["StreamsBuilder"]
 
@@ -43,6 +48,15 @@ class StreamsBuilder:
         name = f"{prefix}{self._index:010d}"
         self._index += 1
         return name
+
+    def processor_name(self, name: str | None, prefix: str, suffix: str = "") -> str:
+        """``name`` + ``suffix`` when the user named the operation, else a
+        generated name; an index is spent either way (Kafka's
+        ``NamedInternal.orElseGenerateWithPrefix`` and
+        ``suffixWithOrElseGet``), so the names generated after a named
+        operation are Kafka's too."""
+        generated = self.new_name(prefix)
+        return f"{name}{suffix}" if name else generated
 
     def stream(
         self,
@@ -153,15 +167,19 @@ class StreamsBuilder:
         """Inserts ``<prefix>-repartition``: a null-key filter and a sink in
         the parent's sub-topology, a source in a new one; returns the source.
         The filter drops records with a null key unless ``build`` finds a
-        join downstream that takes them."""
-        for _ in range(3):  # Kafka spends three indexes here; names stay aligned.
-            self.new_name("")
+        join downstream that takes them. Named as Kafka's
+        ``createRepartitionedSource`` names them: generated names when the
+        prefix is a generated ``KSTREAM-…`` name, else after the topic."""
         topic = f"{prefix}-repartition"
-        filter_name, sink_name, source_name = (
-            f"{topic}-filter",
-            f"{topic}-sink",
-            f"{topic}-source",
-        )
+        sink_name = self.new_name("KSTREAM-SINK-")
+        filter_name = self.new_name("KSTREAM-FILTER-")
+        source_name = self.new_name("KSTREAM-SOURCE-")
+        if not _GENERATED_STREAM_NAME.fullmatch(prefix):
+            filter_name, sink_name, source_name = (
+                f"{topic}-filter",
+                f"{topic}-sink",
+                f"{topic}-source",
+            )
         self._null_key_filters[filter_name] = False
         self.internal.add_processor(
             filter_name,
@@ -180,6 +198,22 @@ class StreamsBuilder:
         self.internal.add_source(source_name, [topic], key_serde, value_serde, internal=True)
         if num_partitions is not None:
             self.internal.repartition_partitions[topic] = num_partitions
+        return source_name
+
+    def table_repartition(
+        self, prefix: str, parent: str, key_serde: Serde[Any] | None, value_serde: Serde[Any]
+    ) -> str:
+        """Inserts ``<prefix>-repartition`` behind a ``KTable.group_by``: a
+        sink and a source (Kafka's GroupedTableOperationRepartitionNode,
+        with no null-key filter: its re-keying drops null keys); returns
+        the source."""
+        topic = f"{prefix}-repartition"
+        sink_name = self.new_name("KSTREAM-SINK-")
+        source_name = self.new_name("KSTREAM-SOURCE-")
+        self.internal.add_sink(
+            sink_name, topic, parent, key_serde=key_serde, value_serde=value_serde, internal=True
+        )
+        self.internal.add_source(source_name, [topic], key_serde, value_serde, internal=True)
         return source_name
 
     def add_state_store(self, builder: StoreBuilder) -> StreamsBuilder:

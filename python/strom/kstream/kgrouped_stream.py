@@ -36,12 +36,15 @@ class KGroupedStream:
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
         repartition_required: bool,
+        repartition_name: str | None = None,
     ) -> None:
         self._builder = builder
         self._node = node
         self._key_serde = key_serde
         self._value_serde = value_serde
         self._repartition_required = repartition_required
+        # Kafka's Grouped.as: the repartition topic's name, <name>-repartition.
+        self._repartition_name = repartition_name
 
     def _aggregate(
         self,
@@ -60,6 +63,7 @@ class KGroupedStream:
             result_serde=result_serde,
             repartition_serde=self._value_serde,
             repartition=self._repartition_required,
+            repartition_name=self._repartition_name,
             node=lambda store, _retention: node(store),
         )
 

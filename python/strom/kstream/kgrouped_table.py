@@ -25,11 +25,13 @@ class KGroupedTable:
         node: str,
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
+        repartition_name: str | None = None,
     ) -> None:
         self._builder = builder
         self._node = node
         self._key_serde = key_serde
         self._value_serde = value_serde
+        self._repartition_name = repartition_name
 
     def _aggregate(
         self,
@@ -52,6 +54,8 @@ class KGroupedTable:
             # Changes go through the value serde, else the default one.
             repartition_serde=tp.ChangeSerde(inner),
             repartition=True,
+            repartition_name=self._repartition_name,
+            grouped_table=True,
             node=lambda store, _retention: tp.KTableAggregate(
                 store, initializer, adder, subtractor
             ),

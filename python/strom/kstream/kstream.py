@@ -82,7 +82,7 @@ class KStream:
         native: object = None,
     ) -> KStream:
         """``native``: the expression the node runs natively (for describe())."""
-        node_name = name or self._builder.new_name(prefix)
+        node_name = self._builder.processor_name(name, prefix)
         described = None if native is None else repr(native)
         self._builder.internal.add_processor(node_name, node, self._node, native=described)
         return KStream(
@@ -238,13 +238,13 @@ class KStream:
 
     def print(self, *, label: str | None = None, name: str | None = None) -> None:
         """Prints ``[label]: key, value`` for each record (for debugging)."""
-        node_name = name or self._builder.new_name("KSTREAM-PRINTER-")
+        node_name = self._builder.processor_name(name, "KSTREAM-PRINTER-")
         text = label or self._node
         self._builder.internal.add_processor(node_name, lambda: p.KStreamPrint(text), self._node)
 
     def merge(self, other: KStream, *, name: str | None = None) -> KStream:
         """The records of both streams (no order between them is promised)."""
-        node_name = name or self._builder.new_name("KSTREAM-MERGE-")
+        node_name = self._builder.processor_name(name, "KSTREAM-MERGE-")
         self._builder.internal.add_processor(node_name, PassThrough, self._node, other._node)
         return KStream(
             self._builder,
@@ -257,7 +257,7 @@ class KStream:
     def split(self, name: str | None = None) -> BranchedKStream:
         """Routes each record to the first branch whose predicate matches:
         ``split().branch(pred).branch(pred2).default_branch()``."""
-        return BranchedKStream(self, name or self._builder.new_name("KSTREAM-BRANCH-"))
+        return BranchedKStream(self, self._builder.processor_name(name, "KSTREAM-BRANCH-"))
 
     def through(
         self,
@@ -317,7 +317,7 @@ class KStream:
         ``topic(key, value, record_context)`` returns for each record."""
         extractor = None if isinstance(topic, str) else topic
         self._builder.internal.add_sink(
-            name or self._builder.new_name("KSTREAM-SINK-"),
+            self._builder.processor_name(name, "KSTREAM-SINK-"),
             topic if isinstance(topic, str) else "",
             self._node,
             key_serde=key_serde or self._key_serde,
@@ -348,7 +348,7 @@ class KStream:
         """Runs a Processor API ``Processor`` on each record, with access to
         ``store_names`` (added with ``StreamsBuilder.add_state_store``); what
         it forwards is the new stream (keys may have changed)."""
-        node_name = name or self._builder.new_name("KSTREAM-PROCESSOR-")
+        node_name = self._builder.processor_name(name, "KSTREAM-PROCESSOR-")
         self._builder.internal.add_processor(
             node_name, lambda: ProcessorAdapter(supplier), self._node
         )
@@ -365,7 +365,7 @@ class KStream:
         """``process`` for a ``FixedKeyProcessor`` (Kafka's
         ``processValues``): it forwards ``FixedKeyRecord``s, which keep their
         keys, so the key serde stays and no repartition follows."""
-        node_name = name or self._builder.new_name("KSTREAM-PROCESSVALUES-")
+        node_name = self._builder.processor_name(name, "KSTREAM-PROCESSVALUES-")
         self._builder.internal.add_processor(
             node_name, lambda: ProcessorAdapter(supplier, fixed_key=True), self._node
         )
@@ -535,9 +535,8 @@ class KStream:
                 raise TopologyError(
                     "a join with a GlobalKTable takes (table, key_selector, joiner)"
                 )
-            node_name = name or self._builder.new_name(
-                "KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-"
-            )
+            # Kafka names both global-table joins KSTREAM-LEFTJOIN-.
+            node_name = self._builder.processor_name(name, "KSTREAM-LEFTJOIN-")
             store = other.queryable_store_name
             self._builder.internal.add_processor(
                 node_name,
@@ -588,15 +587,17 @@ class KStream:
                 "(join before suppressing)"
             )
         builder = self._builder
-        node_name = name or builder.new_name("KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
         parent = self._node
         # Kafka's Joined: its serdes, where given, for the repartition topic
         # and the result's keys.
         key_serde = key_serde or self._key_serde
         if self._repartition_required:
+            # Named after the join's name, else the stream's node (Kafka's
+            # repartitionForJoin), before the join is named.
             parent = builder.repartition(
-                node_name, parent, key_serde, value_serde or self._value_serde
+                name or parent, parent, key_serde, value_serde or self._value_serde
             )
+        node_name = builder.processor_name(name, "KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
         builder.internal.add_processor(
             node_name, lambda: tp.KStreamKTableJoin(view.getter, joiner, left, with_key), parent
         )
@@ -613,29 +614,39 @@ class KStream:
         *,
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
+        name: str | None = None,
     ) -> KGroupedStream:
         """Groups by ``key_selector(key, value)``; aggregating then goes through
-        a repartition topic, as in Kafka Streams."""
-        selected = self.select_key(key_selector)
+        a repartition topic, as in Kafka Streams. ``name`` (Kafka's
+        ``Grouped.as``) names the key selector and the repartition topic,
+        ``<name>-repartition``."""
+        selected = self.select_key(key_selector, name=name)
         return kgrouped_stream.KGroupedStream(
             self._builder,
             selected._node,
             key_serde,
             value_serde or self._value_serde,
             repartition_required=True,
+            repartition_name=name,
         )
 
     def group_by_key(
-        self, *, key_serde: Serde[Any] | None = None, value_serde: Serde[Any] | None = None
+        self,
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        name: str | None = None,
     ) -> KGroupedStream:
         """Groups by the current key (repartitioning only if a key-changing
-        operation came before)."""
+        operation came before; ``name``, Kafka's ``Grouped.as``, then names
+        the repartition topic ``<name>-repartition``)."""
         return kgrouped_stream.KGroupedStream(
             self._builder,
             self._node,
             key_serde or self._key_serde,
             value_serde or self._value_serde,
             self._repartition_required,
+            repartition_name=name,
         )
 
 

@@ -75,7 +75,7 @@ class KTable:
         name: str | None,
         value_serde_kept: bool,
     ) -> KTable:
-        node_name = name or self._builder.new_name(prefix)
+        node_name = self._builder.processor_name(name, prefix)
         self._builder.internal.add_processor(node_name, node, self._node)
         return KTable(
             self._builder,
@@ -148,7 +148,7 @@ class KTable:
         mat = Materialized.of(materialized)
         # Kafka names the store first (MaterializedInternal), then the processor.
         store_name = mat.store_name or builder.new_name(f"{prefix}STATE-STORE-")
-        node_name = name or builder.new_name(prefix)
+        node_name = builder.processor_name(name, prefix)
         supplier.materialize(store_name)
         key_serde = mat.key_serde or self._key_serde
         value_serde = mat.value_serde or (self._value_serde if value_serde_kept else None)
@@ -198,7 +198,7 @@ class KTable:
 
     def to_stream(self, *, name: str | None = None) -> KStream:
         """The table's updates as a stream (deletes as None values)."""
-        node_name = name or self._builder.new_name("KTABLE-TOSTREAM-")
+        node_name = self._builder.processor_name(name, "KTABLE-TOSTREAM-")
         self._builder.internal.add_processor(node_name, tp.KTableToStream, self._node)
         return kstream.KStream(self._builder, node_name, self._key_serde, self._value_serde)
 
@@ -251,16 +251,21 @@ class KTable:
         *,
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
+        name: str | None = None,
     ) -> KGroupedTable:
         """Re-keys the table with ``selector(key, value) -> (new_key, new_value)``
-        for an aggregation that retracts old values and adds new ones."""
+        for an aggregation that retracts old values and adds new ones.
+        ``name`` (Kafka's ``Grouped.as``) names the selector and the
+        repartition topic, ``<name>-repartition``."""
         # The aggregation retracts old values: they must come (Kafka's groupBy).
         self._enable_sending_old_values(True)
-        node_name = self._builder.new_name("KTABLE-SELECT-")
+        node_name = self._builder.processor_name(name, "KTABLE-SELECT-")
         self._builder.internal.add_processor(
             node_name, lambda: tp.KTableRepartitionMap(selector), self._node
         )
-        return kgrouped_table.KGroupedTable(self._builder, node_name, key_serde, value_serde)
+        return kgrouped_table.KGroupedTable(
+            self._builder, node_name, key_serde, value_serde, repartition_name=name
+        )
 
     # --- joins ----------------------------------------------------------------
     def join(

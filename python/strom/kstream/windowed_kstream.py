@@ -94,6 +94,7 @@ class _WindowedKStream(ABC, Generic[W]):
             result_serde=result_serde,
             repartition_serde=grouped._value_serde,
             repartition=grouped._repartition_required,
+            repartition_name=grouped._repartition_name,
             node=lambda store, retention: self._node(
                 store, retention, initializer, aggregator, merger, final_only
             ),

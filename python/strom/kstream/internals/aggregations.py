@@ -55,22 +55,33 @@ def add_aggregation(
     repartition_serde: Serde[Any] | None,
     repartition: bool,
     node: Callable[[str, int], Node],
+    repartition_name: str | None = None,
     windows: AnyWindows | None = None,
     emit: EmitStrategy | None = None,
     store_value_serde: Serde[Any] | None = None,
+    grouped_table: bool = False,
 ) -> KTable:
     """The shape every DSL aggregation shares: name the processor and its
     store (Kafka's ``<PREFIX>-STATE-STORE-…`` unless materialized with a
-    name), repartition through ``<store>-repartition`` when the key changed,
-    add the store, and return the result table. ``node(store, retention)``
-    makes the processor (the retention of a windowed store, else 0)."""
+    name), repartition through ``<store>-repartition`` when the key changed
+    (always after a ``KTable.group_by``: ``grouped_table``), add the store,
+    and return the result table. ``node(store, retention)`` makes the
+    processor (the retention of a windowed store, else 0)."""
     mat = Materialized.of(materialized)
-    agg_name = builder.new_name(name_prefix)
-    store_name = mat.store_name or builder.new_name(f"{name_prefix}STATE-STORE-")
+    # Kafka names the store first (MaterializedInternal); the processor
+    # follows a grouped table's repartition topic and precedes a stream's.
+    # A grouped table's reduce names its store KTABLE-AGGREGATE-STATE-STORE-.
+    store_prefix = "KTABLE-AGGREGATE-" if grouped_table else name_prefix
+    store_name = mat.store_name or builder.new_name(f"{store_prefix}STATE-STORE-")
     key_serde = mat.key_serde or key_serde
     value_serde = mat.value_serde or result_serde
-    if repartition:
-        parent = builder.repartition(store_name, parent, key_serde, repartition_serde)
+    topic_prefix = repartition_name or store_name
+    if grouped_table:
+        assert repartition_serde is not None
+        parent = builder.table_repartition(topic_prefix, parent, key_serde, repartition_serde)
+    agg_name = builder.new_name(name_prefix)
+    if repartition and not grouped_table:
+        parent = builder.repartition(topic_prefix, parent, key_serde, repartition_serde)
     store = _aggregate_store(
         mat, store_name, key_serde, store_value_serde or value_serde, windows, emit
     )
@@ -101,15 +112,16 @@ def add_cogroup(
     prefix = "COGROUPKSTREAM-AGGREGATE-"
     store_name = mat.store_name or builder.new_name(f"{prefix}STATE-STORE-")
     parents = []
-    repartitioned = 0
+    unnamed = 0
     for grouped, _aggregator in patterns:
         parent = grouped._node
         if grouped._repartition_required:
-            # Kafka names every such topic <store>-repartition, so two of
-            # them clash there (Grouped.as names one apart); strom has no
-            # Grouped name, and numbers the others.
-            topic = store_name if repartitioned == 0 else f"{store_name}-{repartitioned}"
-            repartitioned += 1
+            topic = grouped._repartition_name
+            if topic is None:
+                # Kafka names every unnamed one <store>-repartition, so that
+                # two of them clash there; strom numbers the others.
+                topic = store_name if unnamed == 0 else f"{store_name}-{unnamed}"
+                unnamed += 1
             parent = builder.repartition(topic, parent, grouped._key_serde, grouped._value_serde)
         parents.append(parent)
     store = _aggregate_store(mat, store_name, mat.key_serde, mat.value_serde, windows, None)
@@ -298,6 +310,7 @@ def native_windowed(
         result_serde=result_serde,
         repartition_serde=grouped._value_serde,
         repartition=grouped._repartition_required,
+        repartition_name=grouped._repartition_name,
         node=lambda store, retention: node_type(
             store,
             windows,  # type: ignore[arg-type]  # each node type takes its own windows

@@ -503,8 +503,8 @@ def stream_stream_join(
 
     this_suffix = "-outer-this-join" if right_outer else "-this-join"
     other_suffix = "-outer-other-join" if left_outer else "-other-join"
-    this_windowed = f"{name}-this-windowed" if name else builder.new_name("KSTREAM-WINDOWED-")
-    other_windowed = f"{name}-other-windowed" if name else builder.new_name("KSTREAM-WINDOWED-")
+    this_windowed = builder.processor_name(name, "KSTREAM-WINDOWED-", "-this-windowed")
+    other_windowed = builder.processor_name(name, "KSTREAM-WINDOWED-", "-other-windowed")
     this_prefix = "KSTREAM-OUTERTHIS-" if right_outer else "KSTREAM-JOINTHIS-"
     this_generated = builder.new_name(this_prefix)
     other_generated = builder.new_name(
@@ -512,7 +512,7 @@ def stream_stream_join(
     )
     this_join = f"{name}{this_suffix}" if name else this_generated
     other_join = f"{name}{other_suffix}" if name else other_generated
-    merge = f"{name}-merge" if name else builder.new_name("KSTREAM-MERGE-")
+    merge = builder.processor_name(name, "KSTREAM-MERGE-", "-merge")
     this_store = f"{store_name}{this_suffix}-store" if store_name else f"{this_generated}-store"
     other_store = f"{store_name}{other_suffix}-store" if store_name else f"{other_generated}-store"
     outer_store = None
@@ -591,8 +591,8 @@ def repartition_for_join(
 ) -> str:
     """``<prefix>-repartition`` for one side of a join; a stream joined
     again reuses its repartition topic (Kafka still spends the names)."""
-    source = f"{prefix}-repartition-source"
-    if source in builder.internal.nodes:
+    source = builder.internal.source_of(f"{prefix}-repartition")
+    if source is not None:
         for _ in range(3):
             builder.new_name("")
         return source

@@ -244,12 +244,9 @@ def primary_key_join(
     store_name = None
     if mat is not None:
         store_name = mat.store_name or builder.new_name("KTABLE-MERGE-STATE-STORE-")
-    if name is not None:
-        merge_name, this_name, other_name = name, f"{name}-join-this", f"{name}-join-other"
-    else:
-        merge_name = builder.new_name("KTABLE-MERGE-")
-        this_name = builder.new_name("KTABLE-JOINTHIS-")
-        other_name = builder.new_name("KTABLE-JOINOTHER-")
+    merge_name = builder.processor_name(name, "KTABLE-MERGE-")
+    this_name = builder.processor_name(name, "KTABLE-JOINTHIS-", "-join-this")
+    other_name = builder.processor_name(name, "KTABLE-JOINOTHER-", "-join-other")
     # An outer side must be able to retract what it joined before.
     if kind in ("left", "outer"):
         this._enable_sending_old_values(True)
@@ -793,7 +790,7 @@ def foreign_key_join(
     this._enable_sending_old_values(True)
 
     def named(suffix: str, prefix: str) -> str:
-        return f"{name}{suffix}" if name is not None else builder.new_name(prefix)
+        return builder.processor_name(name, prefix, suffix)
 
     sub_topic = named("-subscription-registration", _FK + "SUBSCRIPTION-REGISTRATION-") + "-topic"
     send_name = named("-subscription-registration-processor", _FK + "SUBSCRIPTION-REGISTRATION-")

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import TopologyError
+from strom.processor.internals.describe_order import describe_order, java_hash_order
 from strom.state.stores import KEY_VALUE
 
 if TYPE_CHECKING:
@@ -232,6 +233,10 @@ class InternalTopologyBuilder:
                 if processor not in self.stores[store].processors:
                     self.stores[store].processors.append(processor)
 
+    def source_of(self, topic: str) -> str | None:
+        """The source node that reads ``topic``, if one does."""
+        return self._topic_to_source.get(topic)
+
     def co_partition(self, node: str) -> None:
         """Marks a join: its sub-topology's source topics need equal partition counts."""
         self.co_partitioned.append(node)
@@ -324,28 +329,38 @@ class InternalTopologyBuilder:
     def describe(self) -> str:
         """Kafka's ``TopologyDescription`` text, to the character: each
         sub-topology behind two spaces (the first behind three), all but
-        global stores' followed by an empty line."""
+        global stores' followed by an empty line, its nodes and their
+        neighbours in Kafka's order (see ``describe_order``)."""
         parts = []
         for sub in self._all_subtopologies():
             is_global = self._is_global(sub)
             suffix = " for global store (will not generate tasks)" if is_global else ""
             lines = [f"  Sub-topology: {sub.id}{suffix}"]
-            for name in sub.nodes:
+            members = set(sub.nodes)
+            order = describe_order(
+                {
+                    name: [p for p in getattr(self.nodes[name], "parents", ()) if p in members]
+                    for name in self.nodes
+                    if name in members
+                }
+            )
+            for name in sub.nodes if is_global else order.nodes:
                 node = self.nodes[name]
                 if isinstance(node, SourceDef):
                     lines.append(f"    Source: {name} (topics: [{', '.join(node.topics)}])")
                 elif isinstance(node, ProcessorDef):
                     native = "" if node.native is None else f" (native: {node.native})"
-                    lines.append(
-                        f"    Processor: {name} (stores: [{', '.join(node.stores)}]){native}"
-                    )
+                    stores = ", ".join(java_hash_order(node.stores, copied=True))
+                    lines.append(f"    Processor: {name} (stores: [{stores}]){native}")
                 elif node.topic_extractor is not None:
                     lines.append(f"    Sink: {name} (extractor: {node.topic_extractor!r})")
                 else:
                     lines.append(f"    Sink: {name} (topic: {node.topic})")
                 if not isinstance(node, SinkDef):
-                    lines.append(f"      --> {', '.join(node.children) or 'none'}")
+                    children = node.children if is_global else order.successors[name]
+                    lines.append(f"      --> {', '.join(children) or 'none'}")
                 if not isinstance(node, SourceDef) and node.parents:
-                    lines.append(f"      <-- {', '.join(node.parents)}")
+                    parents = node.parents if is_global else order.predecessors[name]
+                    lines.append(f"      <-- {', '.join(parents)}")
             parts.append("\n".join(lines) + ("\n" if is_global else "\n\n"))
         return "Topologies:\n " + "".join(parts)
