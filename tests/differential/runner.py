@@ -3,7 +3,9 @@ and shrinks mismatches, and renders them for a person to read."""
 
 from __future__ import annotations
 
+import difflib
 import json
+import re
 from collections import Counter
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
@@ -28,7 +30,14 @@ class Outcome:
             # Both refusing the case (e.g. a full suppression buffer that
             # shuts down) is agreement; what they say need not be.
             return bool(self.kafka.error) and bool(self.strom.error)
-        return self.kafka.outputs == self.strom.outputs
+        return self.kafka.outputs == self.strom.outputs and self.topologies_agree
+
+    @property
+    def topologies_agree(self) -> bool:
+        """Both describe the topology in the same words: sub-topologies,
+        node names, topics, stores, wiring and the order of it all."""
+        kafka, strom = self.kafka.topology, self.strom.topology
+        return kafka is None or strom is None or described(kafka) == described(strom)
 
     @property
     def signature(self) -> str:
@@ -38,12 +47,18 @@ class Outcome:
             return "strom raises " + _error_name(self.strom.error)
         if self.kafka.error and not self.strom.error:
             return "kafka raises " + _error_name(self.kafka.error)
-        kinds = []
+        kinds = [] if self.topologies_agree else ["topology names"]
         for topic in sorted(set(self.kafka.outputs) | set(self.strom.outputs)):
             k, s = self.kafka.outputs.get(topic, []), self.strom.outputs.get(topic, [])
             if k != s:
                 kinds.append(_difference(k, s))
         return " + ".join(sorted(set(kinds)))
+
+
+def described(text: str) -> str:
+    """A topology description without strom's notes on natively run nodes
+    (``(native: …)``), which Kafka has no counterpart of."""
+    return re.sub(r" \(native: .*\)$", "", text, flags=re.MULTILINE)
 
 
 def signature_of_error(error: str) -> str:
@@ -230,6 +245,17 @@ def render(outcome: Outcome) -> str:
     lines += render_records(case, outcome.kafka)
     lines.append("strom:")
     lines += render_records(case, outcome.strom)
+    if not outcome.topologies_agree:
+        lines.append("topology descriptions (kafka, strom):")
+        diff = difflib.unified_diff(
+            (outcome.kafka.topology or "").splitlines(),
+            (outcome.strom.topology or "").splitlines(),
+            "kafka",
+            "strom",
+            lineterm="",
+            n=1,
+        )
+        lines += ["  " + line for line in diff]
     lines.append("as strom code:")
     lines += ["  " + line for line in code(case).splitlines()]
     lines.append("spec: " + case.dumps())

@@ -130,14 +130,17 @@ class Result:
 
     outputs: dict[str, list[OutputRecord]] = field(default_factory=dict)
     error: str | None = None
+    # The topology's description (Topology.describe()), when it was built.
+    topology: str | None = None
 
     @staticmethod
     def from_reference(data: dict[str, Any]) -> Result:
         if data.get("error"):
-            return Result(error=str(data["error"]))
+            return Result(error=str(data["error"]), topology=data.get("topology"))
         return Result(
             {
                 topic: [(k, v, int(t), tuple((hk, hv) for hk, hv in h)) for k, v, t, h in records]
                 for topic, records in data["outputs"].items()
-            }
+            },
+            topology=data.get("topology"),
         )

@@ -209,9 +209,10 @@ class Builder:
         if op == "to_table":
             return s.to_table(args.get("store"))
         if op == "group_by_key":
-            return s.group_by_key(**_grouped(args))
+            return s.group_by_key(**_grouped(args), name=args.get("name"))
         if op == "group_by":
-            return s.group_by(f.get(f.KEY_SELECTORS, fn, "key selector"), **_grouped(args))
+            selector = f.get(f.KEY_SELECTORS, fn, "key selector")
+            return s.group_by(selector, **_grouped(args), name=args.get("name"))
         raise ValueError(f"op {op} does not apply to a KStream")
 
     def _table_op(self, step: Step, t: KTable) -> Any:
@@ -232,7 +233,8 @@ class Builder:
         if op == "suppress":
             return t.suppress(_suppressed(args))
         if op == "group_by":
-            return t.group_by(f.get(f.KV_MAPPERS, fn, "key-value mapper"), **_grouped(args))
+            mapper = f.get(f.KV_MAPPERS, fn, "key-value mapper")
+            return t.group_by(mapper, **_grouped(args), name=args.get("name"))
         raise ValueError(f"op {op} does not apply to a KTable")
 
     def _aggregation(self, step: Step, g: Any) -> Any:
@@ -320,6 +322,7 @@ def run(case: Case) -> Result:
     try:
         builder = Builder()
         topology = builder.build(case.steps)
+        description = str(topology.describe())
         config = {
             "statestore.cache.max.bytes": CACHE_BYTES if case.cache else 0,
             "default.key.serde": serdes.String(),
@@ -352,6 +355,6 @@ def run(case: Case) -> Result:
                     )
                     for r in out.read_records_to_list()
                 ]
-        return Result(outputs)
+        return Result(outputs, topology=description)
     except Exception:  # any failure is an outcome to compare with Kafka's
         return Result(error=traceback.format_exc(limit=-8))

@@ -34,8 +34,9 @@ import org.apache.kafka.streams.test.TestRecord;
  * Reads case specs as JSON lines on stdin and, for each, prints one JSON line:
  * what every output topic of the case's topology received on Kafka Streams'
  * TopologyTestDriver, record by record ({"id", "outputs": {topic: [[key hex,
- * value hex, timestamp, headers]...]}}), or {"id", "error"} when building or
- * running it threw. One JVM serves a whole batch of cases.
+ * value hex, timestamp, headers]...]}, "topology": its description}), or
+ * {"id", "error"} when building or running it threw (with "topology" when
+ * building did not). One JVM serves a whole batch of cases.
  *
  * <p>A line with "eval" instead asks for the vocabulary's functions applied to
  * given arguments (see Fns.evaluate), to check them against their Python twins.
@@ -77,6 +78,7 @@ public final class Main {
                 builder.step(step);
             }
             Topology topology = builder.build();
+            result.put("topology", topology.describe().toString());
             Path stateDir = Files.createTempDirectory(stateRoot, "case-");
             try (TopologyTestDriver driver =
                      new TopologyTestDriver(topology, config(spec, stateDir))) {

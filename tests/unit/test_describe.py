@@ -1,0 +1,120 @@
+"""Topology.describe() prints Kafka's TopologyDescription text to the
+character: the expected texts are Kafka's own (its TopologyTest and
+CogroupedKStreamImplTest); tests/differential compares the descriptions of
+random topologies with Kafka's as well."""
+
+from __future__ import annotations
+
+from strom import StreamsBuilder, serdes
+from strom.kstream import JoinWindows, Materialized
+from strom.processor.internals.describe_order import java_hash_order, java_string_hash
+
+S, INT = serdes.String(), serdes.Integer()
+
+
+def test_java_string_hash_is_javas() -> None:
+    # "hello".hashCode() == 99162322; "polygenelubricants".hashCode() == Integer.MIN_VALUE
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("polygenelubricants") == 2**31
+    assert java_string_hash("") == 0
+
+
+def test_stores_print_in_java_hash_set_order() -> None:
+    # TopologyTest.streamStreamOuterJoinTopologyWithCustomStoresNames
+    assert java_hash_order(
+        ["custom-name-outer-this-join-store", "custom-name-outer-shared-join-store"], copied=True
+    ) == ["custom-name-outer-this-join-store", "custom-name-outer-shared-join-store"]
+    assert java_hash_order(
+        ["custom-name-outer-shared-join-store", "custom-name-outer-other-join-store"], copied=True
+    ) == ["custom-name-outer-other-join-store", "custom-name-outer-shared-join-store"]
+
+
+def test_outer_join_with_default_store_names() -> None:
+    # TopologyTest.streamStreamOuterJoinTopologyWithDefaultStoresNames
+    builder = StreamsBuilder()
+    stream1 = builder.stream("input-topic1", key_serde=INT, value_serde=S)
+    stream2 = builder.stream("input-topic2", key_serde=INT, value_serde=S)
+    stream1.outer_join(
+        stream2, lambda a, b: f"{a}+{b}", JoinWindows.of_time_difference_with_no_grace(100)
+    )
+    assert str(builder.build().describe()) == (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: KSTREAM-SOURCE-0000000000 (topics: [input-topic1])\n"
+        "      --> KSTREAM-WINDOWED-0000000002\n"
+        "    Source: KSTREAM-SOURCE-0000000001 (topics: [input-topic2])\n"
+        "      --> KSTREAM-WINDOWED-0000000003\n"
+        "    Processor: KSTREAM-WINDOWED-0000000002 (stores: "
+        "[KSTREAM-OUTERTHIS-0000000004-store])\n"
+        "      --> KSTREAM-OUTERTHIS-0000000004\n"
+        "      <-- KSTREAM-SOURCE-0000000000\n"
+        "    Processor: KSTREAM-WINDOWED-0000000003 (stores: "
+        "[KSTREAM-OUTEROTHER-0000000005-store])\n"
+        "      --> KSTREAM-OUTEROTHER-0000000005\n"
+        "      <-- KSTREAM-SOURCE-0000000001\n"
+        "    Processor: KSTREAM-OUTEROTHER-0000000005 (stores: "
+        "[KSTREAM-OUTERTHIS-0000000004-store, KSTREAM-OUTERSHARED-0000000004-store])\n"
+        "      --> KSTREAM-MERGE-0000000006\n"
+        "      <-- KSTREAM-WINDOWED-0000000003\n"
+        "    Processor: KSTREAM-OUTERTHIS-0000000004 (stores: "
+        "[KSTREAM-OUTEROTHER-0000000005-store, KSTREAM-OUTERSHARED-0000000004-store])\n"
+        "      --> KSTREAM-MERGE-0000000006\n"
+        "      <-- KSTREAM-WINDOWED-0000000002\n"
+        "    Processor: KSTREAM-MERGE-0000000006 (stores: [])\n"
+        "      --> none\n"
+        "      <-- KSTREAM-OUTERTHIS-0000000004, KSTREAM-OUTEROTHER-0000000005\n\n"
+    )
+
+
+def test_unmaterialized_and_named_table_map_values() -> None:
+    # TopologyTest.kTableNonMaterializedMapValuesShouldPreserveTopologyStructure
+    builder = StreamsBuilder()
+    builder.table("input-topic").map_values(lambda v: None)
+    assert str(builder.build().describe()) == (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: KSTREAM-SOURCE-0000000001 (topics: [input-topic])\n"
+        "      --> KTABLE-SOURCE-0000000002\n"
+        "    Processor: KTABLE-SOURCE-0000000002 (stores: [])\n"
+        "      --> KTABLE-MAPVALUES-0000000003\n"
+        "      <-- KSTREAM-SOURCE-0000000001\n"
+        "    Processor: KTABLE-MAPVALUES-0000000003 (stores: [])\n"
+        "      --> none\n"
+        "      <-- KTABLE-SOURCE-0000000002\n\n"
+    )
+    # ...NamedMaterializedMapValuesShouldPreserveTopologyStructure
+    builder = StreamsBuilder()
+    builder.table("input-topic").map_values(lambda v: None, materialized=Materialized("store-name"))
+    assert str(builder.build().describe()) == (
+        "Topologies:\n"
+        "   Sub-topology: 0\n"
+        "    Source: KSTREAM-SOURCE-0000000001 (topics: [input-topic])\n"
+        "      --> KTABLE-SOURCE-0000000002\n"
+        "    Processor: KTABLE-SOURCE-0000000002 (stores: [])\n"
+        "      --> KTABLE-MAPVALUES-0000000003\n"
+        "      <-- KSTREAM-SOURCE-0000000001\n"
+        "    Processor: KTABLE-MAPVALUES-0000000003 (stores: [store-name])\n"
+        "      --> none\n"
+        "      <-- KTABLE-SOURCE-0000000002\n\n"
+    )
+
+
+def test_names_given_to_operations_still_spend_their_index() -> None:
+    """Kafka's NamedInternal.orElseGenerateWithPrefix: a named filter spends
+    an index, so the names generated after it are those Kafka generates."""
+    builder = StreamsBuilder()
+    builder.stream("in").filter(lambda k, v: True, name="keep").to("out")
+    assert "Sink: KSTREAM-SINK-0000000002 (topic: out)" in str(builder.build().describe())
+
+
+def test_group_by_names_the_selector_and_the_repartition_topic() -> None:
+    """Kafka's Grouped.as: the key selector is named, the repartition topic
+    is <name>-repartition, and its nodes are named after it."""
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=S).group_by(
+        lambda k, v: v, name="by-value"
+    ).count()
+    text = str(builder.build().describe())
+    assert "Processor: by-value (stores: [])" in text
+    assert "Sink: by-value-repartition-sink (topic: by-value-repartition)" in text
+    assert "Source: by-value-repartition-source (topics: [by-value-repartition])" in text
