@@ -6,6 +6,7 @@ modules (see strom.kstream.kstream).
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
@@ -23,6 +24,7 @@ if TYPE_CHECKING:
     from strom.kstream.kgrouped_table import KGroupedTable
     from strom.kstream.kstream import KStream
     from strom.kstream.suppressed import Suppressed
+    from strom.processor.api import ValueTransformerWithKey
     from strom.processor.internals.nodes import Node
     from strom.serdes import Serde
 
@@ -194,6 +196,53 @@ class KTable:
             lambda: tp.KTableMapValues(mapper, supplier, with_key),
             name,
             False,
+        )
+
+    def transform_values(
+        self,
+        supplier: Callable[[], ValueTransformerWithKey[Any, Any]],
+        *store_names: str,
+        materialized: Materialized | str | None = None,
+        name: str | None = None,
+    ) -> KTable:
+        """Each entry's new value from ``supplier()``'s
+        ``ValueTransformerWithKey.transform(key, value)`` (Kafka's
+        ``transformValues``), which may use the state stores named (added
+        with ``StreamsBuilder.add_state_store``). It is called for deletes
+        too (value None), and may make a value of them. ``materialized``
+        with a store name keeps the result in a queryable store."""
+        if not callable(supplier):
+            raise TopologyError("transform_values takes a supplier of ValueTransformerWithKey")
+        builder = self._builder
+        mat = None if materialized is None else Materialized.of(materialized)
+        # Kafka materializes only a store with a name (a queryable one).
+        store_name = None if mat is None else mat.store_name
+        node_name = builder.processor_name(name, "KTABLE-TRANSFORMVALUES-")
+        table_supplier = ts.TransformValuesSupplier(self, node_name, supplier, store_names)
+        key_serde = self._key_serde
+        value_serde = None
+        if mat is not None:
+            key_serde = mat.key_serde or key_serde
+            value_serde = mat.value_serde
+        node: Callable[[], Node]
+        if store_name is None:
+            node = functools.partial(tp.KTableTransformValues, supplier, table_supplier)
+        else:
+            table_supplier.materialize(store_name)
+            node = functools.partial(tp.KTableTransformValuesMaterialized, store_name, supplier)
+        builder.internal.add_processor(node_name, node, self._node)
+        if store_name is not None:
+            assert mat is not None
+            builder.internal.add_store(mat.store_def(store_name, key_serde, value_serde), node_name)
+        builder.internal.connect_processor_and_stores([node_name], list(store_names))
+        return KTable(
+            builder,
+            node_name,
+            key_serde,
+            value_serde,
+            table_supplier,
+            window_grace_ms=self._window_grace_ms,
+            store_name=store_name,
         )
 
     def to_stream(self, *, name: str | None = None) -> KStream:

@@ -13,6 +13,7 @@ from strom.processor.api import (
     StandbyUpdateListener,
     StateRestoreListener,
     SuspendReason,
+    ValueTransformerWithKey,
     wallclock_timestamp_extractor,
 )
 
@@ -29,5 +30,6 @@ __all__ = [
     "StandbyUpdateListener",
     "StateRestoreListener",
     "SuspendReason",
+    "ValueTransformerWithKey",
     "wallclock_timestamp_extractor",
 ]

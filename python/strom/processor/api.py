@@ -248,3 +248,21 @@ class FixedKeyProcessor(ABC, Generic[K, V]):
 
     def close(self) -> None:
         """Called when the task closes."""
+
+
+class ValueTransformerWithKey(ABC, Generic[K, V]):
+    """Computes a table's new value from a key and its value, with state
+    stores if it needs them (Kafka's ``ValueTransformerWithKey``, for
+    ``KTable.transform_values``). It must not change the key, so its
+    context refuses ``forward``; it may read and write stores and schedule
+    punctuations."""
+
+    def init(self, context: ProcessorContext) -> None:
+        """Called once before the first value, with a context that cannot forward."""
+
+    @abstractmethod
+    def transform(self, read_only_key: K, value: V | None) -> Any:
+        """The new value for ``value`` (None for a deleted or absent one)."""
+
+    def close(self) -> None:
+        """Called when the task closes."""

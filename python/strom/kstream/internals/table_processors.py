@@ -10,8 +10,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 
 from strom import _core
 from strom.errors import SerializationError, StoreError
+from strom.processor.api import ValueTransformerWithKey
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, drop, log, without
+from strom.processor.internals.processor_node import ValueTransformerRunner
 from strom.serdes import Long, Serde, String, Timestamped, WrappingSerde
 from strom.state.internals.caching import CachingKeyValueStore
 
@@ -378,6 +380,102 @@ class KTableMaterializedChange(_StoreNode):
                 kept.append(i)
             batch, news = batch.select(kept), [news[i] for i in kept]
         self._update_batch(batch, lambda _key, _old, i: news[i])
+
+
+class KTableTransformValues(Node):
+    """Kafka's KTableTransformValues without a store: each update's new
+    value, and its old one when old values are sent, is what the
+    transformer makes of it (of None too: a delete may become a value)."""
+
+    def __init__(
+        self,
+        supplier: Callable[[], ValueTransformerWithKey[Any, Any]],
+        send_old: SendsOldValues,
+    ) -> None:
+        super().__init__()
+        self.supplier = supplier
+        self.send_old = send_old
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        stores = task.node_stores.get(self.name, [])
+        self.runner = ValueTransformerRunner(task, self.name, stores, self.supplier)
+
+    def process(self, batch: Batch) -> None:
+        runner, send_old = self.runner, self.send_old.send_old_values
+        olds_in = old_values_of(batch)
+        news: list[Any] = []
+        olds: list[Any] = []
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                news.append(runner.transform(batch, i, batch.values[i]))
+                olds.append(runner.transform(batch, i, olds_in[i]) if send_old else None)
+
+        batch = without(batch, self.each_record(batch, run))
+        self.forward(batch.derive(batch.keys, news, batch.timestamps, batch.offsets, olds))
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+class KTableTransformValuesMaterialized(_StoreNode):
+    """KTableTransformValues with a queryable store: the transformer's
+    value is kept there at the record's timestamp (None deletes), and the
+    old value forwarded is the store's."""
+
+    latest_timestamp = False
+
+    def __init__(
+        self, store_name: str, supplier: Callable[[], ValueTransformerWithKey[Any, Any]]
+    ) -> None:
+        super().__init__(store_name)
+        self.supplier = supplier
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        stores = task.node_stores.get(self.name, [])
+        self.runner = ValueTransformerRunner(task, self.name, stores, self.supplier)
+
+    def process(self, batch: Batch) -> None:
+        runner = self.runner
+        news: list[Any] = []
+
+        def run(indices: Iterator[int]) -> None:
+            # Appended one by one: a record that fails leaves those before it.
+            news.extend(runner.transform(batch, i, batch.values[i]) for i in indices)
+
+        batch = without(batch, self.each_record(batch, run))
+        self._update_batch(batch, lambda _key, _old, i: news[i])
+
+    def close(self) -> None:
+        self.runner.close()
+
+
+def transformed_getter(
+    parent: ValueGetterSupplier,
+    name: str,
+    store_names: list[str],
+    supplier: Callable[[], ValueTransformerWithKey[Any, Any]],
+) -> ValueGetterSupplier:
+    """Kafka's KTableTransformValuesGetter: a transformer of its own per
+    reader, applied to the parent's value (None included); a value it makes
+    of an absent one takes the reading record's timestamp."""
+
+    def make(task: StreamTask) -> Callable[[Any], tuple[Any, int] | None]:
+        get = parent(task)
+        runner = ValueTransformerRunner(task, name, store_names, supplier)
+
+        def lookup(key: Any) -> tuple[Any, int] | None:
+            found = get(key)
+            value = runner.transformer.transform(key, None if found is None else found[0])
+            if value is None:
+                return None
+            return value, task.current_timestamp if found is None else found[1]
+
+        return lookup
+
+    return make
 
 
 class KTableToStream(Node):

@@ -22,6 +22,7 @@ from strom.kstream.internals.table_processors import (
     filtered_getter,
     mapped_getter,
     store_getter,
+    transformed_getter,
 )
 
 if TYPE_CHECKING:
@@ -158,6 +159,31 @@ class MapValuesSupplier(_ChildSupplier):
 
     def derive_getter(self, parent: ValueGetterSupplier) -> ValueGetterSupplier:
         return mapped_getter(parent, self.mapper, self.with_key)
+
+
+class TransformValuesSupplier(_ChildSupplier):
+    """KTableTransformValues: its readers also read the transformer's stores."""
+
+    def __init__(
+        self,
+        parent: KTable,
+        node: str,
+        supplier: Callable[[], Any],
+        store_names: tuple[str, ...],
+    ) -> None:
+        super().__init__(parent)
+        self.node = node
+        self.supplier = supplier
+        self.store_names = store_names
+
+    def view(self) -> TableView | None:
+        found = super().view()
+        if found is None or self.store_name is not None:
+            return found
+        return TableView(found.stores + self.store_names, found.getter)
+
+    def derive_getter(self, parent: ValueGetterSupplier) -> ValueGetterSupplier:
+        return transformed_getter(parent, self.node, list(self.store_names), self.supplier)
 
 
 class SuppressSupplier(TableSupplier):

@@ -8,7 +8,7 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from strom.errors import ErrorHandlerContext, StoreError, TopologyError
 from strom.processor.api import (
@@ -21,6 +21,7 @@ from strom.processor.api import (
     PunctuationType,
     Record,
     RecordMetadata,
+    ValueTransformerWithKey,
 )
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import processing_failed
@@ -35,6 +36,20 @@ if TYPE_CHECKING:
 _Forwarded = tuple[list[Any], list[Any], list[int], list[int], list[Headers | None]]
 
 
+class _ContextOwner(Protocol):
+    """What a context serves: a processor node, or a value transformer."""
+
+    name: str
+    store_names: list[str]
+    current: RecordMetadata | None
+
+    def collect(
+        self, record: Record[Any, Any] | FixedKeyRecord[Any, Any], child: str | None
+    ) -> None: ...
+
+    def punctuate(self, callback: Callable[[int], None], timestamp: int) -> None: ...
+
+
 @dataclass(order=True)
 class _Schedule(Cancellable):
     """One scheduled punctuation (Kafka's ``PunctuationSchedule``)."""
@@ -43,7 +58,7 @@ class _Schedule(Cancellable):
     seq: int
     interval: int = field(compare=False)
     callback: Callable[[int], None] = field(compare=False)
-    node: ProcessorAdapter = field(compare=False)
+    node: _ContextOwner = field(compare=False)
     cancelled: bool = field(default=False, compare=False)
 
     def cancel(self) -> None:
@@ -98,7 +113,7 @@ def _millis(interval: int | timedelta) -> int:
 
 
 class _NodeContext(ProcessorContext):
-    def __init__(self, task: StreamTask, node: ProcessorAdapter) -> None:
+    def __init__(self, task: StreamTask, node: _ContextOwner) -> None:
         self._task = task
         self._node = node
 
@@ -267,3 +282,56 @@ class ProcessorAdapter(Node):
 
     def close(self) -> None:
         self.processor.close()
+
+
+class ValueTransformerRunner:
+    """A task's ``ValueTransformerWithKey`` (``KTable.transform_values``) and
+    its context, which cannot forward (Kafka's
+    ``ForwardingDisabledProcessorContext``): the transformer may only
+    compute the value for the key it is given."""
+
+    def __init__(
+        self,
+        task: StreamTask,
+        name: str,
+        store_names: list[str],
+        supplier: Callable[[], ValueTransformerWithKey[Any, Any]],
+    ) -> None:
+        self.task = task
+        self.name = name
+        self.store_names = store_names
+        self.current: RecordMetadata | None = None
+        transformer = supplier()
+        if not isinstance(transformer, ValueTransformerWithKey):
+            raise TopologyError(
+                f"the supplier of {name!r} returned {transformer!r}, not a ValueTransformerWithKey"
+            )
+        self.transformer = transformer
+        transformer.init(_NodeContext(task, self))
+
+    def transform(self, batch: Batch, i: int, value: Any) -> Any:
+        """The transformer's value for record ``i`` of ``batch`` (or for
+        ``value`` under its key: an old value)."""
+        self.current = RecordMetadata(batch.topic, batch.partition, batch.offsets[i])
+        self.task.current_timestamp = batch.timestamps[i]
+        return self.transformer.transform(batch.keys[i], value)
+
+    def collect(
+        self, record: Record[Any, Any] | FixedKeyRecord[Any, Any], child: str | None
+    ) -> None:
+        raise TopologyError(
+            f"{self.name!r}: a ValueTransformerWithKey cannot forward records (it could "
+            "change their keys); return the new value from transform() instead"
+        )
+
+    def punctuate(self, callback: Callable[[int], None], timestamp: int) -> None:
+        task = self.task
+        task.current_timestamp = timestamp
+        try:
+            callback(timestamp)
+        except Exception as exc:
+            context = ErrorHandlerContext(None, -1, -1, timestamp, self.name, task.task_id)
+            processing_failed(task, context, None, exc, f"a punctuation at {timestamp}")
+
+    def close(self) -> None:
+        self.transformer.close()
