@@ -11,7 +11,7 @@ from typing import Any
 
 from strom import KeyValue
 from strom.kstream import Windowed
-from strom.processor import Processor, ProcessorContext, Record
+from strom.processor import Processor, ProcessorContext, Record, ValueTransformerWithKey
 
 _INT = re.compile(r"-?[0-9]{1,9}")
 _ABC = ("a", "b", "c")
@@ -88,6 +88,24 @@ FLAT_VALUE_MAPPERS: dict[str, Callable[[Any], Iterable[Any]]] = {
 }
 
 # Given the key too (``with_key=True``, Kafka's ValueMapperWithKey).
+# KTable.transform_values: transform(key, value) of a ValueTransformerWithKey,
+# which Kafka calls for deletes (None) too.
+TRANSFORMERS: dict[str, Callable[[Any, Any], Any]] = {
+    "t_key_arrow": lambda k, v: s(k) + "->" + s(v) + "!",
+    "t_keep_nulls": lambda k, v: None if v is None else s(k) + "=" + s(v),
+}
+
+
+class Transformer(ValueTransformerWithKey[Any, Any]):
+    """A ValueTransformerWithKey of the TRANSFORMERS function ``name``."""
+
+    def __init__(self, name: str) -> None:
+        self.fn = TRANSFORMERS[name]
+
+    def transform(self, read_only_key: Any, value: Any) -> Any:
+        return self.fn(read_only_key, value)
+
+
 KEYED_MAPPERS: dict[str, Callable[[Any, Any], Any]] = {
     "mk_key_tag": lambda k, v: s(k) + ":" + s(v),
     "mk_null_unless_key_a": lambda k, v: s(v) if s(k).startswith("a") else None,

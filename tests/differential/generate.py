@@ -28,6 +28,7 @@ MAPPERS = ("m_inc", "m_tag", "m_null_if_odd", "m_mod3")
 # With the key (with_key=True): one pick in three of a value mapper.
 KEYED_MAPPERS = ("mk_key_tag", "mk_null_unless_key_a")
 VALUE_MAPPERS = MAPPERS + MAPPERS + KEYED_MAPPERS
+TRANSFORMERS = ("t_key_arrow", "t_keep_nulls")
 REKEY_SELECTORS = ("k_from_value", "k_abc_from_value", "k_const", "k_null_for_c")
 KV_REKEYS = ("kv_key_from_value", "kv_rekey_ab", "kv_swap")
 REDUCERS = ("r_concat", "r_sum", "r_null_if_big")
@@ -247,11 +248,17 @@ class Gen:
         if node.key == "s" and self.chance(0.3):
             store = {"store": self.store(), "serdes": [node.key, value]}
         if op == "map_values":
+            fn = self.pick(VALUE_MAPPERS)
+            step_no = len(self.steps)
+            if step_no % 3 == 0:
+                # One value mapping in three is a transform_values, chosen
+                # with no draw, so that the cases stay those of the same seeds.
+                op, fn = "transform_values", TRANSFORMERS[step_no % len(TRANSFORMERS)]
             return self.add(
                 op,
                 [t],
                 Node("table", node.key, "s", node.windowed_table, node.session),
-                fn=self.pick(VALUE_MAPPERS),
+                fn=fn,
                 **store,
             )
         return self.add(

@@ -370,7 +370,7 @@ def code(case: Case) -> str:
                 rhs = f"{src}.{s.op}({other}, {fn})"
             if fn and fn.startswith("jk_"):
                 rhs = rhs[:-1] + ", with_key=True)"
-        elif s.op in ("filter", "filter_not", "map_values") and a.get("store"):
+        elif s.op in ("filter", "filter_not", "map_values", "transform_values") and a.get("store"):
             k, v = a["serdes"]
             keyed = ", with_key=True" if fn and fn.startswith("mk_") else ""
             rhs = (

@@ -228,6 +228,9 @@ class Builder:
             return t.map_values(f.KEYED_MAPPERS[fn], materialized=mat, with_key=True)
         if op == "map_values":
             return t.map_values(f.get(f.MAPPERS, fn, "mapper"), materialized=mat)
+        if op == "transform_values":
+            f.get(f.TRANSFORMERS, fn, "transformer")  # an unknown name fails here
+            return t.transform_values(lambda: f.Transformer(fn), materialized=mat)
         if op == "to_stream":
             return t.to_stream()
         if op == "suppress":

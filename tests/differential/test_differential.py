@@ -105,6 +105,8 @@ def _calls() -> list[tuple[str, str, list[Any]]]:
         "INITIALIZERS": [()],
         "AGGREGATORS": [("a", v, agg) for v, agg in pairs],
         "MERGERS": [("a", x, y) for x, y in pairs],
+        "KEYED_MAPPERS": two,
+        "TRANSFORMERS": two,
     }
     for table, argument_lists in tables.items():
         for name in getattr(f, table):

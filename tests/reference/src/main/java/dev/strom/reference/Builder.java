@@ -282,6 +282,11 @@ final class Builder {
                 var mapper = Fns.get(Fns.MAPPERS, arg(step, "fn"), "mapper");
                 yield m == null ? t.mapValues(mapper) : t.mapValues(mapper, m);
             }
+            case "transform_values" -> {
+                Materialized m = tableMaterialized(step);
+                var supplier = Fns.transformer(arg(step, "fn"));
+                yield m == null ? t.transformValues(supplier) : t.transformValues(supplier, m);
+            }
             case "to_stream" -> t.toStream();
             case "suppress" -> t.suppress(suppressed(step.path("args")));
             case "group_by" -> {

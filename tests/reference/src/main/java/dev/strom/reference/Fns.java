@@ -19,6 +19,8 @@ import org.apache.kafka.streams.kstream.ValueJoiner;
 import org.apache.kafka.streams.kstream.ValueJoinerWithKey;
 import org.apache.kafka.streams.kstream.ValueMapper;
 import org.apache.kafka.streams.kstream.ValueMapperWithKey;
+import org.apache.kafka.streams.kstream.ValueTransformerWithKey;
+import org.apache.kafka.streams.kstream.ValueTransformerWithKeySupplier;
 import org.apache.kafka.streams.kstream.Windowed;
 import org.apache.kafka.streams.processor.api.Processor;
 import org.apache.kafka.streams.processor.api.ProcessorContext;
@@ -103,6 +105,28 @@ final class Fns {
             "fm_drop_odd", (k, v) -> v == null || !even(v)
                 ? List.<KeyValue<Object, Object>>of()
                 : List.of(KeyValue.pair(k, s(v))));
+
+    /** KTable.transformValues: ValueTransformerWithKey.transform, deletes (null) included. */
+    static final Map<String, ValueMapperWithKey<Object, Object, Object>> TRANSFORMERS = Map.of(
+        "t_key_arrow", (k, v) -> s(k) + "->" + s(v) + "!",
+        "t_keep_nulls", (k, v) -> v == null ? null : s(k) + "=" + s(v));
+
+    /** A supplier of ValueTransformerWithKeys that compute TRANSFORMERS' function {@code name}. */
+    static ValueTransformerWithKeySupplier<Object, Object, Object> transformer(String name) {
+        ValueMapperWithKey<Object, Object, Object> fn = get(TRANSFORMERS, name, "transformer");
+        return () -> new ValueTransformerWithKey<>() {
+            @Override
+            public void init(org.apache.kafka.streams.processor.ProcessorContext context) {}
+
+            @Override
+            public Object transform(Object readOnlyKey, Object value) {
+                return fn.apply(readOnlyKey, value);
+            }
+
+            @Override
+            public void close() {}
+        };
+    }
 
     /** Given the key too (ValueMapperWithKey). */
     static final Map<String, ValueMapperWithKey<Object, Object, Object>> KEYED_MAPPERS = Map.of(
@@ -264,6 +288,9 @@ final class Fns {
                 case "MERGERS" -> get(MERGERS, name, "merger").apply(a.get(0), a.get(1), a.get(2));
                 case "JOINERS" -> get(JOINERS, name, "joiner").apply(a.get(0), a.get(1));
                 case "FOREIGN_KEYS" -> get(FOREIGN_KEYS, name, "extractor").apply(a.get(0));
+                case "KEYED_MAPPERS" -> get(KEYED_MAPPERS, name, "mapper").apply(a.get(0), a.get(1));
+                case "TRANSFORMERS" -> get(TRANSFORMERS, name, "transformer")
+                    .apply(a.get(0), a.get(1));
                 default -> throw new IllegalArgumentException("unknown kind " + call.get("kind"));
             };
             values.add(json.valueToTree(plain(result)));
