@@ -312,3 +312,53 @@ fn compaction_rules() {
     assert!(matches!(log.compact("x", 0), Err(Error::UnknownTopic(_))));
     assert_eq!(log.compact("c", 0).unwrap().segments_cleaned, 0);
 }
+
+/// `min.compaction.lag.ms`, as Kafka: only the closed segments before the
+/// first one holding a record newer than now - lag are compacted, and only
+/// their records shadow older ones (what a versioned store's changelog
+/// needs: every version stays until the history no longer reaches it).
+#[test]
+fn compaction_lag_keeps_recent_records_and_what_they_would_shadow() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    let lagged = config(&[
+        ("cleanup.policy", "compact"),
+        ("min.compaction.lag.ms", "100"),
+    ]);
+    log.create_topic("t", lagged).unwrap();
+    // Timestamps = offsets: records 0..200 over 7 keys, several segments.
+    for i in (0..200).step_by(10) {
+        log.append("t", 0, &keyed(i..i + 10, 7)).unwrap();
+    }
+    let segs = segments(dir.path(), "t");
+    // At now = 150, records up to timestamp 50 are past the lag.
+    let cut = 50u64;
+    let cleanable: Vec<(u64, u64)> = segs
+        .windows(2)
+        .map(|w| (w[0].0, w[1].0 - 1))
+        .take_while(|&(_, last)| last <= cut)
+        .collect();
+    assert!(!cleanable.is_empty() && cleanable.len() < segs.len() - 1);
+    let end = cleanable.last().unwrap().1;
+    let mut latest = HashMap::new();
+    for o in 0..=end {
+        latest.insert(o % 7, o);
+    }
+    let expected: Vec<u64> = (0..200)
+        .filter(|&o| o > end || latest[&(o % 7)] == o)
+        .collect();
+    log.compact("t", 150).unwrap();
+    assert_eq!(
+        read_all(&log, "t").iter().map(|e| e.0).collect::<Vec<_>>(),
+        expected
+    );
+    // The config survives a reopen; a bad value is an error.
+    drop(log);
+    let log = Log::open(dir.path()).unwrap();
+    assert_eq!(log.topic_config("t").unwrap().min_compaction_lag_ms, 100);
+    let mut c = TopicConfig::new(1);
+    assert!(matches!(
+        c.set("min.compaction.lag.ms", "-1"),
+        Err(Error::Config(_))
+    ));
+}

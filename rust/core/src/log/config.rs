@@ -12,6 +12,7 @@ pub(crate) const RETENTION_MS: &str = "retention.ms";
 pub(crate) const RETENTION_BYTES: &str = "retention.bytes";
 pub(crate) const CLEANUP_POLICY: &str = "cleanup.policy";
 pub(crate) const DELETE_RETENTION_MS: &str = "delete.retention.ms";
+pub(crate) const MIN_COMPACTION_LAG_MS: &str = "min.compaction.lag.ms";
 pub(crate) const INDEX_INTERVAL_BYTES: &str = "index.interval.bytes";
 /// The topic metadata file's own key, next to the Kafka ones.
 const PARTITIONS: &str = "partitions";
@@ -87,6 +88,7 @@ pub(crate) fn new_config(partitions: u32) -> TopicConfig {
         retention_bytes: None,
         cleanup_policy: CleanupPolicy::default(),
         delete_retention_ms: 24 * 60 * 60 * 1000,
+        min_compaction_lag_ms: 0,
         index_interval_bytes: 4096,
     }
 }
@@ -124,6 +126,7 @@ pub(crate) fn set(config: &mut TopicConfig, key: &str, value: &str) -> Result<()
             })?;
         }
         DELETE_RETENTION_MS => config.delete_retention_ms = at_least(key, value, 0)?,
+        MIN_COMPACTION_LAG_MS => config.min_compaction_lag_ms = at_least(key, value, 0)?,
         INDEX_INTERVAL_BYTES => {
             let v = at_least(key, value, 0)?;
             config.index_interval_bytes = u32::try_from(v)
@@ -135,7 +138,8 @@ pub(crate) fn set(config: &mut TopicConfig, key: &str, value: &str) -> Result<()
             return Err(Error::Config(format!(
                 "unknown topic config '{key}' (value '{value}'); the embedded log supports \
                  {SEGMENT_BYTES}, {SEGMENT_MS}, {RETENTION_MS}, {RETENTION_BYTES}, \
-                 {CLEANUP_POLICY}, {DELETE_RETENTION_MS}, {INDEX_INTERVAL_BYTES}"
+                 {CLEANUP_POLICY}, {DELETE_RETENTION_MS}, {MIN_COMPACTION_LAG_MS}, \
+                 {INDEX_INTERVAL_BYTES}"
             )));
         }
     }
@@ -159,6 +163,10 @@ pub(crate) fn to_properties(config: &TopicConfig) -> Vec<(String, String)> {
         (
             DELETE_RETENTION_MS.into(),
             config.delete_retention_ms.to_string(),
+        ),
+        (
+            MIN_COMPACTION_LAG_MS.into(),
+            config.min_compaction_lag_ms.to_string(),
         ),
         (
             INDEX_INTERVAL_BYTES.into(),

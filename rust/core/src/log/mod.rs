@@ -238,6 +238,9 @@ pub struct TopicConfig {
     pub cleanup_policy: CleanupPolicy,
     /// `delete.retention.ms` (default 1 day).
     pub delete_retention_ms: i64,
+    /// `min.compaction.lag.ms` (default 0): records newer than this are
+    /// not compacted (and shadow nothing yet).
+    pub min_compaction_lag_ms: i64,
     /// `index.interval.bytes` (default 4096).
     pub index_interval_bytes: u32,
 }

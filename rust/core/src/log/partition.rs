@@ -283,10 +283,19 @@ impl PartitionHandle {
         let _cleaner = lock(&self.cleaner);
         let (closed, active, config) = {
             let p = lock(&self.state);
-            let views: Vec<SegmentView> = p.segments.iter().map(|s| p.view_of(s, 0)).collect();
-            let mut views = views;
-            let active = views.pop().expect("a partition has a segment");
-            (views, active, Arc::clone(&p.config))
+            let config = Arc::clone(&p.config);
+            let mut segments = p.segments.iter();
+            let active = p.view_of(segments.next_back().expect("a partition has a segment"), 0);
+            // With min.compaction.lag.ms, as Kafka: only the closed segments
+            // before the first one holding a record newer than now - lag.
+            let cut = now_ms.saturating_sub(config.min_compaction_lag_ms);
+            let closed: Vec<SegmentView> = segments
+                .take_while(|s| {
+                    config.min_compaction_lag_ms == 0 || s.max_timestamp.unwrap_or(i64::MIN) <= cut
+                })
+                .map(|s| p.view_of(s, 0))
+                .collect();
+            (closed, active, config)
         };
         let mut stats = CompactionStats::default();
         if closed.is_empty() {
@@ -294,8 +303,12 @@ impl PartitionHandle {
         }
         // The latest offset of every key, the active segment included: its
         // records shadow older ones although it is not rewritten itself.
+        // Under a compaction lag only the cleanable segments count (Kafka's
+        // offset map covers no more), so a record still within the lag
+        // shadows nothing.
+        let shadowing = (config.min_compaction_lag_ms == 0).then_some(&active);
         let mut latest: HashMap<Box<[u8]>, u64> = HashMap::new();
-        for v in closed.iter().chain(std::iter::once(&active)) {
+        for v in closed.iter().chain(shadowing) {
             let scan = segment::scan(&v.file, &v.path, v.base, v.end, u64::MAX, |_, frame, f| {
                 if let Some(key) = f.key(frame) {
                     if let Some(o) = latest.get_mut(key) {
