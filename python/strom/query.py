@@ -11,7 +11,8 @@ by ``KafkaStreams.query(request)``.
 Queries: ``KeyQuery`` and ``RangeQuery`` on key-value stores (plain values
 of the DSL's timestamped stores, as Kafka's), ``WindowKeyQuery`` on window
 stores, ``WindowRangeQuery`` on window stores (a window start range) and
-session stores (a key). A leaf: no strom imports."""
+session stores (a key), ``VersionedKeyQuery`` and ``MultiVersionedKeyQuery``
+on versioned stores. A leaf: no strom imports."""
 
 from __future__ import annotations
 
@@ -24,11 +25,13 @@ from typing import Any, Generic, TypeVar
 __all__ = [
     "FailureReason",
     "KeyQuery",
+    "MultiVersionedKeyQuery",
     "Query",
     "QueryResult",
     "RangeQuery",
     "StateQueryRequest",
     "StateQueryResult",
+    "VersionedKeyQuery",
     "WindowKeyQuery",
     "WindowRangeQuery",
 ]
@@ -113,6 +116,50 @@ class WindowRangeQuery(Query):
     @staticmethod
     def with_window_start_range(time_from: Time, time_to: Time) -> WindowRangeQuery:
         return WindowRangeQuery(time_from=_millis(time_from), time_to=_millis(time_to))
+
+
+@dataclass(frozen=True)
+class VersionedKeyQuery(Query):
+    """One key of a versioned store: its latest ``VersionedRecord``, or with
+    ``as_of(t)`` the one valid at ``t`` (None when there is none)."""
+
+    key: Any
+    as_of_timestamp: int | None = None
+
+    @staticmethod
+    def with_key(key: Any) -> VersionedKeyQuery:
+        return VersionedKeyQuery(key)
+
+    def as_of(self, at: Time) -> VersionedKeyQuery:
+        return replace(self, as_of_timestamp=_millis(at))
+
+
+@dataclass(frozen=True)
+class MultiVersionedKeyQuery(Query):
+    """The ``VersionedRecord``s of one key of a versioned store valid at some
+    time in ``[from_time, to_time]`` (None: open), newest first unless
+    ``with_ascending_timestamps()``; tombstones are left out."""
+
+    key: Any
+    from_timestamp: int | None = None
+    to_timestamp: int | None = None
+    ascending: bool = False
+
+    @staticmethod
+    def with_key(key: Any) -> MultiVersionedKeyQuery:
+        return MultiVersionedKeyQuery(key)
+
+    def from_time(self, at: Time) -> MultiVersionedKeyQuery:
+        return replace(self, from_timestamp=_millis(at))
+
+    def to_time(self, at: Time) -> MultiVersionedKeyQuery:
+        return replace(self, to_timestamp=_millis(at))
+
+    def with_ascending_timestamps(self) -> MultiVersionedKeyQuery:
+        return replace(self, ascending=True)
+
+    def with_descending_timestamps(self) -> MultiVersionedKeyQuery:
+        return replace(self, ascending=False)
 
 
 class FailureReason(enum.Enum):

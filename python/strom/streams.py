@@ -44,17 +44,24 @@ from strom.processor.internals.streams_metadata import (
 from strom.query import (
     FailureReason,
     KeyQuery,
+    MultiVersionedKeyQuery,
     Query,
     QueryResult,
     RangeQuery,
     StateQueryRequest,
     StateQueryResult,
+    VersionedKeyQuery,
     WindowKeyQuery,
     WindowRangeQuery,
 )
 from strom.serdes import Serde
 from strom.state.internals.registry import store_kind
-from strom.state.views import ReadOnlyKeyValueView, ReadOnlySessionView, ReadOnlyWindowView
+from strom.state.views import (
+    ReadOnlyKeyValueView,
+    ReadOnlySessionView,
+    ReadOnlyVersionedView,
+    ReadOnlyWindowView,
+)
 from strom.topology import Topology
 
 if TYPE_CHECKING:
@@ -944,9 +951,15 @@ def _answer(view: Any, query: Query) -> QueryResult[Any]:
     kv = isinstance(view, ReadOnlyKeyValueView)
     window = isinstance(view, ReadOnlyWindowView)
     session = isinstance(view, ReadOnlySessionView)
+    versioned = isinstance(view, ReadOnlyVersionedView)
     try:
         if kv and isinstance(query, KeyQuery):
             return QueryResult.for_result(view.get(query.key))
+        if versioned and isinstance(query, VersionedKeyQuery):
+            return QueryResult.for_result(view.get(query.key, query.as_of_timestamp))
+        if versioned and isinstance(query, MultiVersionedKeyQuery):
+            records = view.versions(query.key, query.from_timestamp, query.to_timestamp)
+            return QueryResult.for_result(iter(records if query.ascending else records[::-1]))
         if kv and isinstance(query, RangeQuery):
             found = view.range(query.lower, query.upper)
         elif window and isinstance(query, WindowKeyQuery):

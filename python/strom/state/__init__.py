@@ -3,6 +3,7 @@
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
 from strom.state.stores import StoreBuilder, Stores, StoreSupplier
+from strom.state.versioned import VersionedKeyValueStore, VersionedRecord
 from strom.state.window import WindowStore
 
 __all__ = [
@@ -11,5 +12,7 @@ __all__ = [
     "StoreBuilder",
     "StoreSupplier",
     "Stores",
+    "VersionedKeyValueStore",
+    "VersionedRecord",
     "WindowStore",
 ]

@@ -16,6 +16,7 @@ __all__ = ["StoreBuilder", "StoreSupplier", "Stores"]
 KEY_VALUE = "key_value"
 WINDOW = "window"
 SESSION = "session"
+VERSIONED = "versioned"
 Duration = int | timedelta
 
 
@@ -51,7 +52,8 @@ class StoreSupplier:
 
     @property
     def segment_interval_ms(self) -> int | None:
-        """Kafka's segment interval for segmented stores: max(retention / 2, 60 s)."""
+        """Kafka's segment interval for segmented stores: max(retention / 2, 60 s)
+        (for a versioned store, ``retention_ms`` is its history retention)."""
         if self.retention_ms is None:
             return None
         return max(self.retention_ms // 2, 60_000)
@@ -74,6 +76,9 @@ class StoreBuilder:
         return self.supplier.name
 
     def with_caching_enabled(self) -> StoreBuilder:
+        if self.supplier.kind == VERSIONED:
+            # As Kafka's VersionedKeyValueStoreBuilder.
+            raise TopologyError(f"store {self.name!r}: versioned stores do not support caching")
         return replace(self, caching=True)
 
     def with_caching_disabled(self) -> StoreBuilder:
@@ -139,6 +144,19 @@ class Stores:
         return StoreSupplier(_check_name(name), SESSION, False, to_millis(retention, "retention"))
 
     @staticmethod
+    def persistent_versioned_key_value_store(
+        name: str, history_retention: Duration, segment_interval: Duration | None = None
+    ) -> StoreSupplier:
+        """A key-value store that keeps every version of each key for
+        ``history_retention`` (Kafka's versioned store, KIP-889; see
+        ``strom.state.versioned``). ``segment_interval`` is accepted for
+        Kafka's signature: strom keeps each key's versions together."""
+        history_ms = to_millis(history_retention, "history_retention")
+        if segment_interval is not None and to_millis(segment_interval, "segment_interval") < 1:
+            raise TopologyError(f"store {name!r}: the segment interval must be at least 1 ms")
+        return StoreSupplier(_check_name(name), VERSIONED, True, history_ms)
+
+    @staticmethod
     def _builder(
         supplier: StoreSupplier,
         kind: str,
@@ -157,6 +175,12 @@ class Stores:
         supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
     ) -> StoreBuilder:
         return Stores._builder(supplier, KEY_VALUE, key_serde, value_serde)
+
+    @staticmethod
+    def versioned_key_value_store_builder(
+        supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
+    ) -> StoreBuilder:
+        return Stores._builder(supplier, VERSIONED, key_serde, value_serde)
 
     @staticmethod
     def window_store_builder(

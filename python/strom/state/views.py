@@ -282,3 +282,27 @@ class ReadOnlySessionView(_PlainWindowed):
 def _check_key(store: str, key: Any) -> None:
     if key is None:
         raise StoreError(f"store {store!r}: a query key must not be None")
+
+
+class ReadOnlyVersionedView(_Composite):
+    """A versioned key-value store over the local active tasks (what Kafka's
+    IQv2 ``VersionedKeyQuery`` and ``MultiVersionedKeyQuery`` read)."""
+
+    def get(self, key: Any, as_of_timestamp: int | None = None) -> Any:
+        """The key's latest ``VersionedRecord`` or the one valid at
+        ``as_of_timestamp``, or None."""
+        _check_key(self.name, key)
+        for found in self._each(lambda s: s.get(key, as_of_timestamp)):
+            if found is not None:
+                return found
+        return None
+
+    def versions(
+        self, key: Any, from_time: int | None = None, to_time: int | None = None
+    ) -> list[Any]:
+        """The key's ``VersionedRecord``s valid in ``[from_time, to_time]``, oldest first."""
+        _check_key(self.name, key)
+        out: list[Any] = []
+        for found in self._each(lambda s: s.versions(key, from_time, to_time)):
+            out.extend(found)
+        return out

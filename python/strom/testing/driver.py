@@ -26,7 +26,8 @@ from strom.processor.internals.task import (
 )
 from strom.serdes import Serde
 from strom.state.session import SessionStore
-from strom.state.stores import KEY_VALUE, SESSION, WINDOW, Duration, to_millis
+from strom.state.stores import KEY_VALUE, SESSION, VERSIONED, WINDOW, Duration, to_millis
+from strom.state.versioned import VersionedKeyValueStore
 from strom.state.views import plain
 from strom.state.window import WindowStore
 from strom.topology import Topology
@@ -288,6 +289,12 @@ class TopologyTestDriver:
 
     def get_session_store(self, name: str) -> SessionStore[Any, Any]:
         store: SessionStore[Any, Any] = self._store(name, SESSION, "SessionStore")
+        return store
+
+    def get_versioned_key_value_store(self, name: str) -> VersionedKeyValueStore[Any, Any]:
+        store: VersionedKeyValueStore[Any, Any] = self._store(
+            name, VERSIONED, "VersionedKeyValueStore"
+        )
         return store
 
     def metrics(self) -> dict[str, int]:

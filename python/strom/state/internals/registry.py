@@ -28,16 +28,27 @@ from strom.state.internals.caching import (
 )
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
-from strom.state.stores import KEY_VALUE, SESSION, WINDOW
-from strom.state.views import ReadOnlyKeyValueView, ReadOnlySessionView, ReadOnlyWindowView
+from strom.state.stores import KEY_VALUE, SESSION, VERSIONED, WINDOW
+from strom.state.versioned import VersionedBytesStore, VersionedKeyValueStore
+from strom.state.views import (
+    ReadOnlyKeyValueView,
+    ReadOnlySessionView,
+    ReadOnlyVersionedView,
+    ReadOnlyWindowView,
+)
 from strom.state.window import WindowStore
 
 if TYPE_CHECKING:
     from strom.embedded import EmbeddedLog
     from strom.processor.internals.topology_builder import StoreDef
 
-QueryView = ReadOnlyKeyValueView | ReadOnlyWindowView | ReadOnlySessionView
-NativeStore = _core.NativeKeyValueStore | _core.NativeWindowStore | _core.NativeSessionStore
+QueryView = ReadOnlyKeyValueView | ReadOnlyWindowView | ReadOnlySessionView | ReadOnlyVersionedView
+NativeStore = (
+    _core.NativeKeyValueStore
+    | _core.NativeWindowStore
+    | _core.NativeSessionStore
+    | VersionedBytesStore
+)
 Clock = Callable[[], int]
 # A store's contents as columns: keys, values, and (windowed stores) the
 # windows' starts and ends.
@@ -227,8 +238,36 @@ class SessionKind(_WindowedKind):
         return keys, values, starts, ends
 
 
+class VersionedKind(StoreKind):
+    """Kafka's versioned key-value store: no record cache; a changelog of
+    puts at their versions' timestamps, compacted no sooner than the history
+    retention plus a day (Kafka's ``min.compaction.lag.ms`` for it)."""
+
+    name = VERSIONED
+    typed_class = VersionedKeyValueStore
+    caching_class = VersionedKeyValueStore  # unused: caching() leaves it uncached
+    view_class = ReadOnlyVersionedView
+
+    def open_native(self, store: StoreDef, path: Path | None) -> tuple[NativeStore, bytes | None]:
+        assert store.retention_ms is not None, "a versioned store has a history retention"
+        return VersionedBytesStore.open(path, store.retention_ms)
+
+    def caching(
+        self, typed: Any, cache: _core.NativeThreadCache, namespace: str, clock: Clock
+    ) -> Any:
+        return typed
+
+    def changelog_config(self, store: StoreDef, additional_retention_ms: int) -> dict[str, str]:
+        lag = (store.retention_ms or 0) + 24 * 60 * 60 * 1000
+        return {"cleanup.policy": "compact", "min.compaction.lag.ms": str(lag)} | store.log_config
+
+    def contents(self, native: Any) -> Contents:
+        entries = native.latest_entries()
+        return [k for k, _ in entries], [v for _, v in entries], None, None
+
+
 KINDS: dict[str, StoreKind] = {
-    kind.name: kind for kind in (KeyValueKind(), WindowKind(), SessionKind())
+    kind.name: kind for kind in (KeyValueKind(), WindowKind(), SessionKind(), VersionedKind())
 }
 
 
