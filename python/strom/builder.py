@@ -125,7 +125,10 @@ class StreamsBuilder:
         """Adds a source table's node (Kafka's KTableSource) under ``parent``:
         materialized now if ``mat`` names its store, else when needed."""
         supplier = SourceSupplier(self.internal, name, mat.store_def(store_name, keys, values))
-        self.internal.add_processor(name, lambda: table_source(supplier.store_name), parent)
+        versioned = mat.versioned
+        self.internal.add_processor(
+            name, lambda: table_source(supplier.store_name, versioned), parent
+        )
         if mat.store_name is not None:
             supplier.materialize()
         return KTable(self, name, keys, values, supplier, store_name=mat.store_name)
@@ -141,6 +144,7 @@ class StreamsBuilder:
         """A GlobalKTable over every partition of ``topic``, kept in the store
         ``materialized`` names (else ``<topic>-STATE-STORE-…``)."""
         mat = Materialized.of(materialized)
+        mat.refuse_versioned("a GlobalKTable")
         store_name = mat.store_name or self.new_name(f"{topic}-STATE-STORE-")
         keys, values = mat.key_serde or key_serde, mat.value_serde or value_serde
         source_name = self.new_name("KSTREAM-SOURCE-")

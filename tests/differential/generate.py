@@ -29,6 +29,9 @@ MAPPERS = ("m_inc", "m_tag", "m_null_if_odd", "m_mod3")
 KEYED_MAPPERS = ("mk_key_tag", "mk_null_unless_key_a")
 VALUE_MAPPERS = MAPPERS + MAPPERS + KEYED_MAPPERS
 TRANSFORMERS = ("t_key_arrow", "t_keep_nulls")
+# A versioned table's history retention: one shorter than a case's inputs
+# span (some puts and reads fall outside it), one longer.
+VERSIONED_HISTORY_MS = (20, 1_000)
 REKEY_SELECTORS = ("k_from_value", "k_abc_from_value", "k_const", "k_null_for_c")
 KV_REKEYS = ("kv_key_from_value", "kv_rekey_ab", "kv_swap")
 REDUCERS = ("r_concat", "r_sum", "r_null_if_big")
@@ -107,10 +110,15 @@ class Gen:
     def stream(self) -> str:
         return self.add("stream", [], Node("stream"), topic=self.topic("stream"))
 
-    def table(self, materialized: bool | None = None) -> str:
+    def table(self, materialized: bool | None = None, versioned: bool = False) -> str:
         if materialized is None:
             materialized = self.chance(0.5)
-        args = {"store": self.store()} if materialized else {}
+        materialized = materialized or versioned
+        args: dict[str, Any] = {"store": self.store()} if materialized else {}
+        if versioned or (materialized and len(self.steps) % 3 == 0):
+            # One materialized table in three is versioned (KIP-914), chosen
+            # with no draw: its history is what the inputs' times span.
+            args["versioned"] = VERSIONED_HISTORY_MS[len(self.steps) % 2]
         return self.add("table", [], Node("table"), topic=self.topic("table"), **args)
 
     def global_table(self) -> str:
@@ -549,7 +557,8 @@ def table_join(g: Gen) -> None:
             s = g.add(
                 "select_key", [s], Node("stream"), fn=g.pick(("k_null_for_c", "k_abc_from_value"))
             )
-        t = g.table()
+        # Every other one on a versioned table, read as of each stream record.
+        t = g.table(versioned=len(g.steps) % 2 == 0)
         if g.chance(0.3):
             t = g.table_op(t)
         g.sink(g.add(g.pick(("join", "left_join")), [s, t], Node("stream"), fn=fn))

@@ -331,6 +331,9 @@ def code(case: Case) -> str:
         if s.op in ("stream", "global_table", "table"):
             method = "stream" if s.op == "stream" else s.op
             mat = f", materialized={a['store']!r}" if a.get("store") else ""
+            if "versioned" in a:
+                supplier = f"{a['store']!r}, {a['versioned']}"
+                mat = f", materialized=Stores.persistent_versioned_key_value_store({supplier})"
             rhs = f"b.{method}({a['topic']!r}, key_serde=String(), value_serde=String(){mat})"
         elif s.op == "to":
             lines.append(

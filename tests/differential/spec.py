@@ -6,7 +6,8 @@ A step names its operation, the ids of the nodes it reads (``inputs``, JSON
 ``in``) and its arguments; user functions are named from the vocabulary in
 functions.py, never given as code. The operations (``args`` in brackets):
 
-- sources: ``stream`` / ``table`` [topic, store?] / ``global_table`` [topic]
+- sources: ``stream`` / ``table`` [topic, store?, versioned? (a history
+  retention: the store is a versioned one)] / ``global_table`` [topic]
 - on a stream: ``filter`` ``filter_not`` ``map_values`` ``map`` ``select_key``
   ``flat_map`` ``flat_map_values`` [fn], ``merge`` (two inputs),
   ``split`` [preds, default] then ``branch`` [name: index or "default"],

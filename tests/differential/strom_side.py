@@ -128,8 +128,11 @@ class Builder:
         if op == "stream":
             return self.builder.stream(args["topic"], key_serde=string, value_serde=string)
         if op == "table":
+            store = args.get("store")
+            if "versioned" in args:
+                store = Stores.persistent_versioned_key_value_store(store, args["versioned"])
             return self.builder.table(
-                args["topic"], key_serde=string, value_serde=string, materialized=args.get("store")
+                args["topic"], key_serde=string, value_serde=string, materialized=store
             )
         if op == "global_table":
             return self.builder.global_table(args["topic"], key_serde=string, value_serde=string)

@@ -599,7 +599,9 @@ class KStream:
             )
         node_name = builder.processor_name(name, "KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
         builder.internal.add_processor(
-            node_name, lambda: tp.KStreamKTableJoin(view.getter, joiner, left, with_key), parent
+            node_name,
+            lambda: tp.KStreamKTableJoin(view.getter, joiner, left, with_key, view.versioned),
+            parent,
         )
         if left:
             builder.relax_null_keys(node_name)  # KIP-962: it joins null keys

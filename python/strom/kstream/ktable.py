@@ -117,18 +117,21 @@ class KTable:
         name: str | None,
     ) -> KTable:
         supplier = ts.FilterSupplier(self, predicate, negate)
+        versioned_parent = self._supplier.versioned
         if materialized is not None:
 
             def keep(key: Any, value: Any) -> Any:
                 return value if bool(predicate(key, value)) is not negate else None
 
+            # Kafka's filter under versioned semantics forwards every update.
+            skip_both_absent = not versioned_parent
             return self._then_materialized(
-                "KTABLE-FILTER-", supplier, keep, True, materialized, name, True
+                "KTABLE-FILTER-", supplier, keep, skip_both_absent, materialized, name, True
             )
         return self._then(
             "KTABLE-FILTER-",
             supplier,
-            lambda: tp.KTableFilter(predicate, negate, supplier),
+            lambda: tp.KTableFilter(predicate, negate, supplier, versioned_parent),
             name,
             True,
         )
@@ -148,6 +151,7 @@ class KTable:
         readers by key read it."""
         builder = self._builder
         mat = Materialized.of(materialized)
+        mat.refuse_versioned("a KTable filter or map_values")
         # Kafka names the store first (MaterializedInternal), then the processor.
         store_name = mat.store_name or builder.new_name(f"{prefix}STATE-STORE-")
         node_name = builder.processor_name(name, prefix)
@@ -215,6 +219,8 @@ class KTable:
             raise TopologyError("transform_values takes a supplier of ValueTransformerWithKey")
         builder = self._builder
         mat = None if materialized is None else Materialized.of(materialized)
+        if mat is not None:
+            mat.refuse_versioned("transform_values")
         # Kafka materializes only a store with a name (a queryable one).
         store_name = None if mat is None else mat.store_name
         node_name = builder.processor_name(name, "KTABLE-TRANSFORMVALUES-")

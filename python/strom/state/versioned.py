@@ -145,6 +145,12 @@ class VersionedBytesStore:
         while at > 0 and versions[at - 1][0] >= timestamp:
             at -= 1
         if at < len(versions) and versions[at][0] == timestamp:
+            if value is None and len(versions) == 1 and versions[0][1] is not None:
+                # A tombstone replacing a key's only version leaves nothing
+                # (Kafka's latest-value store just drops it): an older put
+                # later is then the latest.
+                self.inner.put(key, None, timestamp)
+                return VALID_TO_UNDEFINED
             versions[at] = (timestamp, value)
         else:
             versions.insert(at, (timestamp, value))

@@ -68,6 +68,7 @@ def add_aggregation(
     and return the result table. ``node(store, retention)`` makes the
     processor (the retention of a windowed store, else 0)."""
     mat = Materialized.of(materialized)
+    mat.refuse_versioned("an aggregation")
     # Kafka names the store first (MaterializedInternal); the processor
     # follows a grouped table's repartition topic and precedes a stream's.
     # A grouped table's reduce names its store KTABLE-AGGREGATE-STATE-STORE-.
@@ -109,6 +110,7 @@ def add_cogroup(
     Materialized's or the defaults, as in Kafka; repartition topics use the
     grouped streams' own."""
     mat = Materialized.of(materialized)
+    mat.refuse_versioned("a cogroup")
     prefix = "COGROUPKSTREAM-AGGREGATE-"
     store_name = mat.store_name or builder.new_name(f"{prefix}STATE-STORE-")
     parents = []

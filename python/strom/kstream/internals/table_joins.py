@@ -21,6 +21,7 @@ from strom.kstream.internals.table_processors import (
     SendsOldValues,
     ValueGetterSupplier,
     _StoreNode,
+    latest_only,
     store_getter,
 )
 from strom.kstream.internals.table_suppliers import TableSupplier, TableView
@@ -104,6 +105,7 @@ class KTableKTableJoin(Node):
         self.lookup: Lookup = self.getter(task)
 
     def process(self, batch: Batch) -> None:
+        batch = latest_only(batch)
         lookup, key_joiner, kind, with_key = self.lookup, self.joiner, self.kind, self.with_key
         send_old = self.send_old.send_old_values
         # Old values exist only where the parent was asked to send them.
@@ -241,6 +243,8 @@ def primary_key_join(
     (named as Kafka names them) and returns the result table."""
     builder = this._builder
     mat = None if materialized is None else Materialized.of(materialized)
+    if mat is not None:
+        mat.refuse_versioned("a table-table join")
     store_name = None
     if mat is not None:
         store_name = mat.store_name or builder.new_name("KTABLE-MERGE-STATE-STORE-")
@@ -548,6 +552,7 @@ class SubscriptionSend(Node):
         self.serdes.resolve(task, self.name)
 
     def process(self, batch: Batch) -> None:
+        batch = latest_only(batch)
         olds = batch.old_values if self.parent_send_old.send_old_values else None
         out = _Out()
         partition = self.task.partition
@@ -625,6 +630,7 @@ class SubscriptionReceive(Node):
         self.store: Any = task.key_value_store(self.store_name)
 
     def process(self, batch: Batch) -> None:
+        batch = latest_only(batch)
         out = _Out()
         store = self.store
         dropped = 0
@@ -808,6 +814,7 @@ def foreign_key_join(
     )
     output_name = named("-result", _FK + "OUTPUT-")
     mat = Materialized.of(materialized)
+    mat.refuse_versioned("a foreign-key join")
     # Kafka names the result's store even when it is not materialized.
     output_store = mat.store_name or builder.new_name(_FK + "OUTPUT-STATE-STORE-")
 

@@ -16,6 +16,7 @@ from strom.processor.internals.nodes import Node, drop, log, without
 from strom.processor.internals.processor_node import ValueTransformerRunner
 from strom.serdes import Long, Serde, String, Timestamped, WrappingSerde
 from strom.state.internals.caching import CachingKeyValueStore
+from strom.state.versioned import NOT_PUT, VALID_TO_UNDEFINED
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
@@ -27,6 +28,15 @@ class SendsOldValues(Protocol):
     (see strom.kstream.internals.table_suppliers)."""
 
     send_old_values: bool
+
+
+def latest_only(batch: Batch) -> Batch:
+    """A versioned table's changes without those that are not their key's
+    latest version: what joins and re-groupings take (Kafka's processors
+    with versioned semantics skip ``!isLatest`` changes)."""
+    if batch.is_latest is None:
+        return batch
+    return batch.select([i for i, latest in enumerate(batch.is_latest) if latest])
 
 
 def old_values_of(batch: Batch) -> list[Any]:
@@ -43,6 +53,11 @@ class _StoreNode(Node):
     def __init__(self, store_name: str) -> None:
         super().__init__()
         self.store_name = store_name
+
+    def forward(self, batch: Batch) -> None:
+        # A (non-versioned) store's changes are each its key's latest.
+        batch.is_latest = None
+        super().forward(batch)
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
@@ -249,9 +264,69 @@ def skip_null_keys(node: Node, batch: Batch) -> Batch:
     return batch.select([i for i, k in enumerate(batch.keys) if k is not None])
 
 
-def table_source(store_name: str | None) -> Node:
+def table_source(store_name: str | None, versioned: bool = False) -> Node:
     """The node of a source table: over its store when it has one."""
-    return KTableSourceUnmaterialized() if store_name is None else KTableSource(store_name)
+    if store_name is None:
+        return KTableSourceUnmaterialized()
+    return KTableSourceVersioned(store_name) if versioned else KTableSource(store_name)
+
+
+class KTableSourceVersioned(Node):
+    """Kafka's KTableSource over a versioned store: every update becomes a
+    version at its timestamp. One older than the latest (out of order) is
+    forwarded marked not latest (``Batch.is_latest``), with the latest value
+    as its old value; one older than the store's history is neither put nor
+    forwarded."""
+
+    def __init__(self, store_name: str) -> None:
+        super().__init__()
+        self.store_name = store_name
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        self.store: Any = task.store(self.store_name)
+
+    def process(self, batch: Batch) -> None:
+        batch = skip_null_keys(self, batch)
+        store, task = self.store, self.task
+        keys, values, stamps = batch.keys, batch.values, batch.timestamps
+        kept: list[int] = []
+        olds: list[Any] = []
+        latest: list[bool] = []
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                task.current_timestamp = stamps[i]
+                previous = store.get(keys[i])
+                code = store.put(keys[i], values[i], stamps[i])
+                if code == NOT_PUT:
+                    continue
+                kept.append(i)
+                olds.append(None if previous is None else previous.value)
+                latest.append(code == VALID_TO_UNDEFINED)
+
+        self.each_record(batch, run)
+        out = batch.select(kept)
+        out = out.derive(out.keys, out.values, out.timestamps, out.offsets, olds)
+        out.is_latest = None if all(latest) else latest
+        self.forward(out)
+
+
+def versioned_getter(store_name: str) -> ValueGetterSupplier:
+    """A versioned table's value getter: the latest value, or with a time the
+    value as of then (what a stream-table join reads, Kafka's ``get(key,
+    asOf)``)."""
+
+    def supplier(task: StreamTask) -> Callable[..., tuple[Any, int] | None]:
+        store = task.store(store_name)
+
+        def lookup(key: Any, *as_of: int) -> tuple[Any, int] | None:
+            found = store.get(key, *as_of)
+            return None if found is None else (found.value, found.timestamp)
+
+        return lookup
+
+    return supplier
 
 
 class KTableFilter(Node):
@@ -260,12 +335,18 @@ class KTableFilter(Node):
     is not forwarded at all)."""
 
     def __init__(
-        self, predicate: Callable[[Any, Any], bool], negate: bool, send_old: SendsOldValues
+        self,
+        predicate: Callable[[Any, Any], bool],
+        negate: bool,
+        send_old: SendsOldValues,
+        versioned_parent: bool = False,
     ) -> None:
         super().__init__()
         self.predicate = predicate
         self.negate = negate
         self.send_old = send_old
+        # Kafka's useVersionedSemantics: every update is forwarded.
+        self.versioned_parent = versioned_parent
 
     def _keep(self, key: Any, value: Any) -> Any:
         if value is None or bool(self.predicate(key, value)) is self.negate:
@@ -274,6 +355,7 @@ class KTableFilter(Node):
 
     def process(self, batch: Batch) -> None:
         send_old = self.send_old.send_old_values
+        skip_absent = send_old and not self.versioned_parent
         keys, values, old_values = batch.keys, batch.values, old_values_of(batch)
         out: list[Any] = []
         olds: list[Any] = []
@@ -286,7 +368,7 @@ class KTableFilter(Node):
                 old2 = self._keep(key, old) if send_old else None
                 # Kafka forwards a tombstone for a filtered-out update, unless
                 # old values are sent and there is nothing to retract.
-                if send_old and new2 is None and old2 is None:
+                if skip_absent and new2 is None and old2 is None:
                     continue
                 kept.append(i)
                 out.append(new2)
@@ -462,12 +544,12 @@ def transformed_getter(
     reader, applied to the parent's value (None included); a value it makes
     of an absent one takes the reading record's timestamp."""
 
-    def make(task: StreamTask) -> Callable[[Any], tuple[Any, int] | None]:
+    def make(task: StreamTask) -> Callable[..., tuple[Any, int] | None]:
         get = parent(task)
         runner = ValueTransformerRunner(task, name, store_names, supplier)
 
-        def lookup(key: Any) -> tuple[Any, int] | None:
-            found = get(key)
+        def lookup(key: Any, *as_of: int) -> tuple[Any, int] | None:
+            found = get(key, *as_of)
             value = runner.transformer.transform(key, None if found is None else found[0])
             if value is None:
                 return None
@@ -482,7 +564,9 @@ class KTableToStream(Node):
     """The table's updates as a stream of new values (tombstones included)."""
 
     def process(self, batch: Batch) -> None:
-        self.forward(batch.derive(batch.keys, batch.values, batch.timestamps, batch.offsets))
+        out = batch.derive(batch.keys, batch.values, batch.timestamps, batch.offsets)
+        out.is_latest = None  # a stream's records: out-of-order versions included
+        self.forward(out)
 
 
 class KTableRepartitionMap(Node):
@@ -494,6 +578,7 @@ class KTableRepartitionMap(Node):
         self.selector = selector
 
     def process(self, batch: Batch) -> None:
+        batch = latest_only(batch)
         fn = self.selector
         keys: list[Any] = []
         changes: list[tuple[Any, Any]] = []
@@ -704,7 +789,8 @@ class KStreamAggregate(_StoreNode):
 # A table's value getter: given a task, a function from key to the current
 # (value, timestamp), or None (Kafka's KTableValueGetter and ValueAndTimestamp).
 # Stores answer directly; filtered, mapped and joined tables compute through.
-ValueGetterSupplier = Callable[["StreamTask"], Callable[[Any], "tuple[Any, int] | None"]]
+# Getters of versioned tables also take a time: lookup(key, as_of).
+ValueGetterSupplier = Callable[["StreamTask"], Callable[..., "tuple[Any, int] | None"]]
 
 
 def is_timestamped(store: Any) -> bool:
@@ -745,11 +831,11 @@ def store_getter(store_name: str) -> ValueGetterSupplier:
 def filtered_getter(
     parent: ValueGetterSupplier, predicate: Callable[[Any, Any], bool], negate: bool
 ) -> ValueGetterSupplier:
-    def supplier(task: StreamTask) -> Callable[[Any], tuple[Any, int] | None]:
+    def supplier(task: StreamTask) -> Callable[..., tuple[Any, int] | None]:
         get = parent(task)
 
-        def lookup(key: Any) -> tuple[Any, int] | None:
-            found = get(key)
+        def lookup(key: Any, *as_of: int) -> tuple[Any, int] | None:
+            found = get(key, *as_of)
             if found is None or bool(predicate(key, found[0])) is negate:
                 return None
             return found
@@ -762,11 +848,11 @@ def filtered_getter(
 def mapped_getter(
     parent: ValueGetterSupplier, mapper: Callable[..., Any], with_key: bool = False
 ) -> ValueGetterSupplier:
-    def supplier(task: StreamTask) -> Callable[[Any], tuple[Any, int] | None]:
+    def supplier(task: StreamTask) -> Callable[..., tuple[Any, int] | None]:
         get = parent(task)
 
-        def lookup(key: Any) -> tuple[Any, int] | None:
-            found = get(key)
+        def lookup(key: Any, *as_of: int) -> tuple[Any, int] | None:
+            found = get(key, *as_of)
             if found is None:
                 return None
             mapped = mapper(key, found[0]) if with_key else mapper(found[0])
@@ -784,7 +870,8 @@ class KStreamKTableJoin(Node):
     stream records trigger output, at the stream record's timestamp. Inner:
     no match, no output; left: the joiner gets None. Records with a null
     value are dropped, and so are those with a null key, except in a left
-    join (Kafka's KStreamKTableJoinProcessor, KIP-962)."""
+    join (Kafka's KStreamKTableJoinProcessor, KIP-962). A versioned table is
+    read as of each stream record's timestamp."""
 
     def __init__(
         self,
@@ -792,12 +879,14 @@ class KStreamKTableJoin(Node):
         joiner: Callable[..., Any],
         left: bool,
         with_key: bool = False,
+        versioned: bool = False,
     ) -> None:
         super().__init__()
         self.getter = getter
         self.joiner = joiner
         self.left = left
         self.with_key = with_key
+        self.versioned = versioned
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
@@ -805,6 +894,7 @@ class KStreamKTableJoin(Node):
 
     def process(self, batch: Batch) -> None:
         lookup, joiner, left, with_key = self.lookup, self.joiner, self.left, self.with_key
+        versioned, stamps = self.versioned, batch.timestamps
         kept: list[int] = []
         joined: list[Any] = []
 
@@ -814,7 +904,10 @@ class KStreamKTableJoin(Node):
                 if value is None or (key is None and not left):
                     self.task.metrics.dropped_records += 1
                     continue
-                found = None if key is None else lookup(key)
+                if key is None:
+                    found = None
+                else:
+                    found = lookup(key, stamps[i]) if versioned else lookup(key)
                 if found is None and not left:
                     continue
                 table_value = None if found is None else found[0]

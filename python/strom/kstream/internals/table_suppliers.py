@@ -17,13 +17,16 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, NamedTuple
 
+from strom.errors import TopologyError
 from strom.kstream.internals.table_processors import (
     ValueGetterSupplier,
     filtered_getter,
     mapped_getter,
     store_getter,
     transformed_getter,
+    versioned_getter,
 )
+from strom.state.stores import VERSIONED
 
 if TYPE_CHECKING:
     from strom.kstream.ktable import KTable
@@ -32,10 +35,12 @@ if TYPE_CHECKING:
 
 class TableView(NamedTuple):
     """How to read a table by key (Kafka's KTableValueGetterSupplier): the
-    stores a reader must be connected to, and the getter."""
+    stores a reader must be connected to, the getter, and whether the table
+    is versioned (its getter then also reads as of a time)."""
 
     stores: tuple[str, ...]
     getter: ValueGetterSupplier
+    versioned: bool = False
 
 
 class TableSupplier(ABC):
@@ -44,6 +49,12 @@ class TableSupplier(ABC):
     # Whether the processor's changes carry real old values (Kafka's
     # sendOldValues); read by the nodes when they run.
     send_old_values: bool = False
+
+    @property
+    def versioned(self) -> bool:
+        """Whether the table is versioned (Kafka's isOutputVersioned, and
+        the versioned semantics of what reads it)."""
+        return False
 
     @abstractmethod
     def enable_sending_old_values(self, force_materialization: bool) -> bool:
@@ -68,6 +79,10 @@ class SourceSupplier(TableSupplier):
         # The store's name once it is materialized (the node reads it).
         self.store_name: str | None = None
 
+    @property
+    def versioned(self) -> bool:
+        return self.store.kind == VERSIONED
+
     def materialize(self) -> None:
         """Adds the store, connected to the source's node (added before)."""
         if self.store_name is None:
@@ -84,6 +99,8 @@ class SourceSupplier(TableSupplier):
     def view(self) -> TableView:
         self.materialize()
         assert self.store_name is not None
+        if self.store.kind == VERSIONED:
+            return TableView((self.store_name,), versioned_getter(self.store_name), True)
         return TableView((self.store_name,), store_getter(self.store_name))
 
 
@@ -115,6 +132,11 @@ class _ChildSupplier(TableSupplier):
     def materialize(self, store_name: str) -> None:
         self.store_name = store_name
 
+    @property
+    def versioned(self) -> bool:
+        # A store of its own is not versioned; without one it reads as its parent.
+        return self.store_name is None and self.parent._supplier.versioned
+
     def enable_sending_old_values(self, force_materialization: bool) -> bool:
         if self.store_name is not None or self.parent._enable_sending_old_values(
             force_materialization
@@ -128,7 +150,7 @@ class _ChildSupplier(TableSupplier):
         parent = self.parent._view()
         if parent is None:
             return None
-        return TableView(parent.stores, self.derive_getter(parent.getter))
+        return TableView(parent.stores, self.derive_getter(parent.getter), parent.versioned)
 
     @abstractmethod
     def derive_getter(self, parent: ValueGetterSupplier) -> ValueGetterSupplier: ...
@@ -180,7 +202,7 @@ class TransformValuesSupplier(_ChildSupplier):
         found = super().view()
         if found is None or self.store_name is not None:
             return found
-        return TableView(found.stores + self.store_names, found.getter)
+        return found._replace(stores=found.stores + self.store_names)
 
     def derive_getter(self, parent: ValueGetterSupplier) -> ValueGetterSupplier:
         return transformed_getter(parent, self.node, list(self.store_names), self.supplier)
@@ -191,6 +213,11 @@ class SuppressSupplier(TableSupplier):
     values (forced when made), and it forwards them."""
 
     def __init__(self, parent: KTable) -> None:
+        if parent._supplier.versioned:
+            raise TopologyError(
+                "suppress() works on non-versioned tables only (as Kafka's); this table "
+                "is versioned, or reads one through filters or value mappers"
+            )
         self.parent = parent
         self.send_old_values = parent._enable_sending_old_values(True)
 

@@ -40,6 +40,7 @@ class Batch:
         "_values",
         "encoded",
         "headers",
+        "is_latest",
         "old_values",
         "partition",
         "raw_keys",
@@ -76,6 +77,9 @@ class Batch:
         self.encoded = encoded
         self.raw_keys = raw_keys
         self.read = read
+        # For KTable changes of a versioned table: whether each is its key's
+        # latest version (Kafka's Change.isLatest); None: all are.
+        self.is_latest: list[bool] | None = None
 
     @classmethod
     def of_read(cls, records: _core.RecordBatch, key_serde: Any, value_serde: Any) -> Batch:
@@ -85,7 +89,7 @@ class Batch:
         batch.topic = records.topic
         batch.partition = records.partition
         batch._keys = batch._values = batch._timestamps = batch._offsets = None
-        batch.old_values = batch.headers = batch.encoded = None
+        batch.old_values = batch.headers = batch.encoded = batch.is_latest = None
         batch.raw_keys = True
         batch.read = (records, key_serde, value_serde)
         return batch
@@ -142,20 +146,25 @@ class Batch:
         records (``headers``) follow them: row for row when ``offsets`` are
         this batch's own, else by input offset (a flat-map's records take
         those of the record they came from)."""
-        headers = self.headers
+        headers, is_latest = self.headers, self.is_latest
         if headers is not None and offsets is not self._offsets:
             of = dict(zip(self.offsets, headers, strict=True))
             headers = [of.get(o) for o in offsets]
-        return Batch(
+        if is_latest is not None and offsets is not self._offsets:
+            latest = dict(zip(self.offsets, is_latest, strict=True))
+            is_latest = [latest.get(o, True) for o in offsets]
+        derived = Batch(
             self.topic, self.partition, keys, values, timestamps, offsets, old_values, headers
         )
+        derived.is_latest = is_latest
+        return derived
 
     def decoded(self) -> Batch:
         """The batch with its values as objects (itself if they are)."""
         if self.encoded is None:
             return self
         values = self.encoded.deserialize_batch(self.topic, self.values)
-        return Batch(
+        decoded = Batch(
             self.topic,
             self.partition,
             self.keys,
@@ -167,13 +176,15 @@ class Batch:
             raw_keys=self.raw_keys,
             read=self.read,
         )
+        decoded.is_latest = self.is_latest
+        return decoded
 
     def select(self, indices: list[int]) -> Batch:
         """The records at ``indices`` (a filter's survivors)."""
         if len(indices) == len(self):
             return self
         keys, values, ts, offs = self.keys, self.values, self.timestamps, self.offsets
-        return Batch(
+        selected = Batch(
             self.topic,
             self.partition,
             [keys[i] for i in indices],
@@ -185,3 +196,6 @@ class Batch:
             encoded=self.encoded,
             raw_keys=self.raw_keys,
         )
+        if self.is_latest is not None:
+            selected.is_latest = [self.is_latest[i] for i in indices]
+        return selected

@@ -148,6 +148,11 @@ final class Builder {
                 Consumed.with(keySerde("s"), valueSerde("s")));
             case "table" -> {
                 Materialized m = materialized(step);
+                JsonNode history = step.path("args").get("versioned");
+                if (history != null && !history.isNull()) {
+                    m = Materialized.as(Stores.persistentVersionedKeyValueStore(
+                        arg(step, "store"), Duration.ofMillis(history.asLong())));
+                }
                 Consumed consumed = Consumed.with(keySerde("s"), valueSerde("s"));
                 yield m == null ? builder.table(arg(step, "topic"), consumed)
                     : builder.table(arg(step, "topic"), consumed, m);

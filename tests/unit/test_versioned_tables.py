@@ -1,0 +1,119 @@
+"""Versioned tables (KIP-914): a source table kept in a versioned store, read
+as of each stream record's time by stream-table joins, and its out-of-order
+updates left out of joins and re-groupings. tests/differential runs random
+versioned tables against Kafka's TopologyTestDriver as well."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from strom import StreamsBuilder, serdes
+from strom.errors import TopologyError
+from strom.kstream import BufferConfig, Materialized, Suppressed
+from strom.state import Stores, VersionedRecord
+from strom.testing import TopologyTestDriver
+
+S, L = serdes.String(), serdes.Long()
+
+
+def versioned(name: str = "prices", history: int = 60_000) -> Materialized:
+    return Materialized(Stores.persistent_versioned_key_value_store(name, history))
+
+
+def rows(driver: TopologyTestDriver, topic: str, value_serde: Any = S) -> list[Any]:
+    out = driver.create_output_topic(topic, S, value_serde).read_records_to_list()
+    return [(r.key, r.value, r.timestamp) for r in out]
+
+
+def priced_orders(table_materialized: Materialized | str) -> StreamsBuilder:
+    builder = StreamsBuilder()
+    prices = builder.table("prices", key_serde=S, value_serde=S, materialized=table_materialized)
+    orders = builder.stream("orders", key_serde=S, value_serde=S)
+    orders.left_join(prices, lambda qty, price: f"{qty}@{price}").to(
+        "priced", key_serde=S, value_serde=S
+    )
+    return builder
+
+
+def test_a_stream_joins_the_version_valid_at_its_records_time() -> None:
+    with TopologyTestDriver(priced_orders(versioned()).build()) as driver:
+        prices = driver.create_input_topic("prices", S, S)
+        prices.pipe_input("apple", "1.00", 1_000)
+        prices.pipe_input("apple", "1.20", 10_000)
+        orders = driver.create_input_topic("orders", S, S)
+        orders.pipe_input("apple", "3", 5_000)  # late: the price then was 1.00
+        orders.pipe_input("apple", "2", 12_000)
+        orders.pipe_input("apple", "1", 500)  # before any price
+        assert rows(driver, "priced") == [
+            ("apple", "3@1.00", 5_000),
+            ("apple", "2@1.20", 12_000),
+            ("apple", "1@None", 500),
+        ]
+        store = driver.get_versioned_key_value_store("prices")
+        assert store.get("apple", 9_999) == VersionedRecord("1.00", 1_000, 10_000)
+
+
+def test_a_plain_table_joins_its_latest_value() -> None:
+    with TopologyTestDriver(priced_orders("prices").build()) as driver:
+        prices = driver.create_input_topic("prices", S, S)
+        prices.pipe_input("apple", "1.00", 1_000)
+        prices.pipe_input("apple", "1.20", 10_000)
+        driver.create_input_topic("orders", S, S).pipe_input("apple", "3", 5_000)
+        assert rows(driver, "priced") == [("apple", "3@1.20", 5_000)]
+
+
+def test_an_out_of_order_update_is_a_version_but_not_the_tables_value() -> None:
+    """Kafka forwards it (to_stream shows it), but re-groupings and joins
+    take only each key's latest version."""
+    builder = StreamsBuilder()
+    table = builder.table("prices", key_serde=S, value_serde=S, materialized=versioned())
+    table.to_stream().to("changes", key_serde=S, value_serde=S)
+    table.group_by(lambda k, v: (v, k), key_serde=S, value_serde=S).count().to_stream().to(
+        "per-price", key_serde=S, value_serde=L
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        prices = driver.create_input_topic("prices", S, S)
+        prices.pipe_input("apple", "1.00", 1_000)
+        prices.pipe_input("apple", "1.20", 10_000)
+        prices.pipe_input("apple", "0.90", 5_000)  # out of order
+        assert rows(driver, "changes") == [
+            ("apple", "1.00", 1_000),
+            ("apple", "1.20", 10_000),
+            ("apple", "0.90", 5_000),
+        ]
+        assert rows(driver, "per-price", L) == [
+            ("1.00", 1, 1_000),
+            ("1.00", 0, 10_000),
+            ("1.20", 1, 10_000),
+        ]
+        store = driver.get_versioned_key_value_store("prices")
+        assert store.get("apple", 6_000) == VersionedRecord("0.90", 5_000, 10_000)
+
+
+def test_updates_older_than_the_history_are_dropped() -> None:
+    builder = StreamsBuilder()
+    table = builder.table("prices", key_serde=S, value_serde=S, materialized=versioned(history=100))
+    table.to_stream().to("changes", key_serde=S, value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        prices = driver.create_input_topic("prices", S, S)
+        prices.pipe_input("apple", "1.00", 1_000)
+        prices.pipe_input("pear", "2.00", 899)  # 1_000 - 100 > 899: not put, not forwarded
+        prices.pipe_input("pear", "2.10", 900)
+        assert rows(driver, "changes") == [("apple", "1.00", 1_000), ("pear", "2.10", 900)]
+
+
+def test_what_versioned_tables_do_not_take() -> None:
+    builder = StreamsBuilder()
+    table = builder.table("prices", key_serde=S, value_serde=S, materialized=versioned())
+    with pytest.raises(TopologyError, match="non-versioned"):
+        table.suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded()))
+    with pytest.raises(TopologyError, match="versioned store yet"):
+        builder.stream("in", key_serde=S, value_serde=S).group_by_key().count(versioned("counts"))
+    with pytest.raises(TopologyError, match="caching"):
+        Stores.versioned_key_value_store_builder(
+            Stores.persistent_versioned_key_value_store("v", 10), S, S
+        ).with_caching_enabled()
+    with pytest.raises(TopologyError, match="key-value or versioned"):
+        Materialized(Stores.in_memory_window_store("w", 10, 10))
