@@ -557,11 +557,19 @@ def table_join(g: Gen) -> None:
             s = g.add(
                 "select_key", [s], Node("stream"), fn=g.pick(("k_null_for_c", "k_abc_from_value"))
             )
-        # Every other one on a versioned table, read as of each stream record.
-        t = g.table(versioned=len(g.steps) % 2 == 0)
+        # Half on a versioned table, read as of each stream record, two in
+        # three of those with a grace period.
+        versioned = g.chance(0.5)
+        t = g.table(versioned=versioned)
         if g.chance(0.3):
             t = g.table_op(t)
-        g.sink(g.add(g.pick(("join", "left_join")), [s, t], Node("stream"), fn=fn))
+        op = g.pick(("join", "left_join"))
+        # Kafka's grace buffer fails on a left join's null key (a
+        # NullPointerException in RocksDBTimeOrderedKeyValueBuffer.put; strom
+        # joins such a record at once), so only inner joins take a grace.
+        grace_ms = g.pick((None, 5, 20)) if versioned and op == "join" else None
+        grace = {} if grace_ms is None else {"grace": grace_ms}
+        g.sink(g.add(op, [s, t], Node("stream"), fn=fn, **grace))
     elif kind == "stream_global":
         s, t = g.stream(), g.global_table()
         key_fn = g.pick(("k_same", "k_abc_from_value", "k_null_for_c"))

@@ -305,7 +305,7 @@ class Builder:
             )
             return getattr(left, op)(right, joiner, windows, **with_key)
         if isinstance(left, KStream) and isinstance(right, KTable):
-            return getattr(left, op)(right, joiner, **with_key)
+            return getattr(left, op)(right, joiner, **with_key, grace=args.get("grace"))
         if isinstance(left, KStream) and isinstance(right, GlobalKTable):
             selector = f.get(f.KEY_SELECTORS, args["key_fn"], "key selector")
             return getattr(left, op)(right, selector, joiner, **with_key)

@@ -9,9 +9,10 @@ from typing import Any
 
 import pytest
 
-from strom import StreamsBuilder, serdes
+from strom import KafkaStreams, StreamsBuilder, serdes
+from strom.embedded import EmbeddedLog
 from strom.errors import TopologyError
-from strom.kstream import BufferConfig, Materialized, Suppressed
+from strom.kstream import BufferConfig, JoinWindows, Materialized, Suppressed
 from strom.state import Stores, VersionedRecord
 from strom.testing import TopologyTestDriver
 
@@ -117,3 +118,77 @@ def test_what_versioned_tables_do_not_take() -> None:
         ).with_caching_enabled()
     with pytest.raises(TopologyError, match="key-value or versioned"):
         Materialized(Stores.in_memory_window_store("w", 10, 10))
+
+
+def test_a_grace_period_waits_for_late_table_updates() -> None:
+    """Kafka's Joined.withGracePeriod: a stream record waits until stream
+    time is the grace past it, so a table update arriving late (but within
+    it) is the one it joins; then records join in timestamp order."""
+    builder = StreamsBuilder()
+    prices = builder.table("prices", key_serde=S, value_serde=S, materialized=versioned())
+    orders = builder.stream("orders", key_serde=S, value_serde=S)
+    orders.join(prices, lambda qty, price: f"{qty}@{price}", grace=1_000).to(
+        "priced", key_serde=S, value_serde=S
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        price_in = driver.create_input_topic("prices", S, S)
+        order_in = driver.create_input_topic("orders", S, S)
+        price_in.pipe_input("apple", "1.00", 0)
+        order_in.pipe_input("apple", "2", 5_000)  # held back
+        order_in.pipe_input("apple", "1", 4_500)  # held back, older
+        price_in.pipe_input("apple", "1.50", 4_000)  # late, within the grace
+        assert rows(driver, "priced") == []
+        order_in.pipe_input("apple", "7", 6_000)  # stream time 6_000: releases up to 5_000
+        assert rows(driver, "priced") == [
+            ("apple", "1@1.50", 4_500),
+            ("apple", "2@1.50", 5_000),
+        ]
+        order_in.pipe_input("apple", "9", 1_000)  # older than 6_000 - grace: joins at once
+        assert rows(driver, "priced") == [("apple", "9@1.00", 1_000)]
+
+
+def test_grace_needs_a_versioned_table_and_a_table() -> None:
+    builder = StreamsBuilder()
+    plain = builder.table("prices", key_serde=S, value_serde=S, materialized="plain")
+    orders = builder.stream("orders", key_serde=S, value_serde=S)
+    with pytest.raises(TopologyError, match="versioned table"):
+        orders.join(plain, lambda a, b: a, grace=10)
+    with pytest.raises(TopologyError, match="JoinWindows"):
+        windows = JoinWindows.of_time_difference_with_no_grace(5)
+        orders.join(orders, lambda a, b: a, windows, grace=1)
+
+
+def test_held_back_records_survive_a_restart(tmp_path: Any) -> None:
+    """The grace buffer is a changelogged store: records held back when an
+    instance stops are joined by the next one."""
+    log_path = str(tmp_path / "log")
+    log = EmbeddedLog(log_path)
+    for topic in ("prices", "orders", "priced"):
+        log.create_topic(topic)
+
+    def app(state: str) -> KafkaStreams:
+        builder = StreamsBuilder()
+        prices = builder.table("prices", key_serde=S, value_serde=S, materialized=versioned())
+        builder.stream("orders", key_serde=S, value_serde=S).join(
+            prices, lambda qty, price: f"{qty}@{price}", grace=1_000
+        ).to("priced", key_serde=S, value_serde=S)
+        props = {
+            "application.id": "graced",
+            "bootstrap.servers": f"embedded:{log_path}",
+            "state.dir": str(tmp_path / state),
+        }
+        return KafkaStreams(builder.build(), props)
+
+    with log.producer(S, S) as producer:
+        producer.produce("prices", "apple", "1.00", timestamp=0)
+        producer.produce("orders", "apple", "2", timestamp=5_000)
+    with app("first") as first:
+        first.run_until_end(timeout=30)
+    assert log.end_offsets("priced")[0] == 0  # still held back
+    with log.producer(S, S) as producer:
+        producer.produce("orders", "apple", "3", timestamp=7_000)
+    with app("second") as second:  # no local state: the buffer comes from its changelog
+        second.run_until_end(timeout=30)
+    assert [(r.key, r.value, r.timestamp) for r in log.read("priced", 0, 0, 10)] == [
+        (b"apple", b"2@1.00", 5_000)
+    ]

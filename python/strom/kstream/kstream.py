@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import warnings
 from collections.abc import Callable, Iterable, Sequence
+from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import TopologyError
@@ -24,6 +25,8 @@ from strom.kstream.join_windows import JoinWindows
 from strom.kstream.materialized import Materialized
 from strom.processor.internals.nodes import Node, PassThrough
 from strom.processor.internals.processor_node import ProcessorAdapter
+from strom.processor.internals.topology_builder import StoreDef
+from strom.state.stores import to_millis
 
 if TYPE_CHECKING:
     from strom.builder import StreamsBuilder
@@ -387,6 +390,7 @@ class KStream:
         store_name: str | None = None,
         logging: bool = True,
         with_key: bool = False,
+        grace: int | timedelta | None = None,
     ) -> KStream:
         """Inner join, in Kafka's argument order:
 
@@ -411,6 +415,12 @@ class KStream:
         ``with_key=True`` gives the joiner the key first, ``joiner(key, value,
         other_value)`` (Kafka's ``ValueJoinerWithKey``; with a GlobalKTable,
         the stream record's key).
+
+        A versioned table (see ``Materialized``) is read as of each stream
+        record's timestamp; ``grace`` (Kafka's ``Joined.withGracePeriod``,
+        versioned tables only) holds stream records back until stream time
+        is that far past them, then joins them in timestamp order, so that
+        table updates arriving late within it are seen.
         """
         return self._join(
             other,
@@ -422,6 +432,7 @@ class KStream:
             store_name=store_name,
             logging=logging,
             with_key=with_key,
+            grace=grace,
         )
 
     def left_join(
@@ -437,6 +448,7 @@ class KStream:
         store_name: str | None = None,
         logging: bool = True,
         with_key: bool = False,
+        grace: int | timedelta | None = None,
     ) -> KStream:
         """Left join: like ``join``, but a record with no match is joined
         with None. With another KStream that result comes only once the
@@ -452,6 +464,7 @@ class KStream:
             store_name=store_name,
             logging=logging,
             with_key=with_key,
+            grace=grace,
         )
 
     def outer_join(
@@ -502,7 +515,13 @@ class KStream:
         store_name: str | None,
         logging: bool,
         with_key: bool,
+        grace: int | timedelta | None = None,
     ) -> KStream:
+        if grace is not None and not isinstance(other, ktable.KTable):
+            raise TopologyError(
+                "grace= is a stream-table join's (Kafka's Joined.withGracePeriod); "
+                "a stream-stream join's grace belongs to its JoinWindows"
+            )
         if isinstance(other, KStream):
             return sj.stream_stream_join(
                 self,
@@ -565,6 +584,7 @@ class KStream:
             key_serde=key_serde,
             value_serde=value_serde,
             with_key=with_key,
+            grace=grace,
         )
 
     def _table_join(
@@ -577,6 +597,7 @@ class KStream:
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
         with_key: bool = False,
+        grace: int | timedelta | None = None,
     ) -> KStream:
         if not isinstance(table, ktable.KTable):
             raise TopologyError(f"a KStream joins a KTable here, not {type(table).__name__}")
@@ -585,6 +606,12 @@ class KStream:
             raise TopologyError(
                 f"table {table._node!r} cannot be joined: it has no value getter "
                 "(join before suppressing)"
+            )
+        grace_ms = None if grace is None else to_millis(grace, "grace")
+        if grace_ms is not None and not view.versioned:
+            raise TopologyError(
+                "a stream-table join takes a grace period only with a versioned table "
+                "(as Kafka's: 'KTable must be versioned to use a grace period')"
             )
         builder = self._builder
         parent = self._node
@@ -598,11 +625,19 @@ class KStream:
                 name or parent, parent, key_serde, value_serde or self._value_serde
             )
         node_name = builder.processor_name(name, "KSTREAM-LEFTJOIN-" if left else "KSTREAM-JOIN-")
+        buffer = None if grace_ms is None else f"{node_name}-Buffer"
         builder.internal.add_processor(
             node_name,
-            lambda: tp.KStreamKTableJoin(view.getter, joiner, left, with_key, view.versioned),
+            lambda: tp.KStreamKTableJoin(
+                view.getter, joiner, left, with_key, view.versioned, grace_ms or 0, buffer
+            ),
             parent,
         )
+        if buffer is not None:
+            # The stream records held back, in a changelogged store of their
+            # own (Kafka's <join>-Buffer), by the stream's serdes.
+            buffered_values = value_serde or self._value_serde
+            builder.internal.add_store(StoreDef(buffer, key_serde, buffered_values), node_name)
         if left:
             builder.relax_null_keys(node_name)  # KIP-962: it joins null keys
         builder.internal.connect_processor_and_stores([node_name], list(view.stores))

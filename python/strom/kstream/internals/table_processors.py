@@ -871,7 +871,13 @@ class KStreamKTableJoin(Node):
     no match, no output; left: the joiner gets None. Records with a null
     value are dropped, and so are those with a null key, except in a left
     join (Kafka's KStreamKTableJoinProcessor, KIP-962). A versioned table is
-    read as of each stream record's timestamp."""
+    read as of each stream record's timestamp.
+
+    With a grace period (``buffer`` names its store), stream records wait
+    in a buffer until the buffer's stream time is ``grace_ms`` past them,
+    then join in timestamp order (then serialized key, then arrival), as
+    Kafka's RocksDBTimeOrderedKeyValueBuffer releases them; a record
+    already older than that joins at once."""
 
     def __init__(
         self,
@@ -880,6 +886,8 @@ class KStreamKTableJoin(Node):
         left: bool,
         with_key: bool = False,
         versioned: bool = False,
+        grace_ms: int = 0,
+        buffer: str | None = None,
     ) -> None:
         super().__init__()
         self.getter = getter
@@ -887,14 +895,34 @@ class KStreamKTableJoin(Node):
         self.left = left
         self.with_key = with_key
         self.versioned = versioned
+        self.grace_ms = grace_ms
+        self.buffer_name = buffer
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
         self.lookup = self.getter(task)
+        if self.buffer_name is not None:
+            self.buffer: Any = task.key_value_store(self.buffer_name)
+            self._time_key = f"{self.name}#buffer-time"
+            self.buffer_time = task.state.node_times.get(self._time_key, NO_TIME)
+
+    def _join_one(self, key: Any, value: Any, timestamp: int) -> tuple[bool, Any]:
+        if key is None:
+            found = None
+        else:
+            found = self.lookup(key, timestamp) if self.versioned else self.lookup(key)
+        if found is None and not self.left:
+            return False, None
+        table_value = None if found is None else found[0]
+        if self.with_key:
+            return True, self.joiner(key, value, table_value)
+        return True, self.joiner(value, table_value)
 
     def process(self, batch: Batch) -> None:
-        lookup, joiner, left, with_key = self.lookup, self.joiner, self.left, self.with_key
-        versioned, stamps = self.versioned, batch.timestamps
+        if self.buffer_name is not None:
+            self._process_buffered(batch)
+            return
+        left, stamps = self.left, batch.timestamps
         kept: list[int] = []
         joined: list[Any] = []
 
@@ -904,21 +932,116 @@ class KStreamKTableJoin(Node):
                 if value is None or (key is None and not left):
                     self.task.metrics.dropped_records += 1
                     continue
-                if key is None:
-                    found = None
-                else:
-                    found = lookup(key, stamps[i]) if versioned else lookup(key)
-                if found is None and not left:
-                    continue
-                table_value = None if found is None else found[0]
-                joined.append(
-                    joiner(key, value, table_value) if with_key else joiner(value, table_value)
-                )
-                kept.append(i)
+                matched, result = self._join_one(key, value, stamps[i])
+                if matched:
+                    joined.append(result)
+                    kept.append(i)
 
         self.each_record(batch, run)
         selected = batch.select(kept)
         self.forward(selected.derive(selected.keys, joined, selected.timestamps, selected.offsets))
+
+    def _process_buffered(self, batch: Batch) -> None:
+        task, left, grace = self.task, self.left, self.grace_ms
+        keys, values, stamps, offsets = batch.keys, batch.values, batch.timestamps, batch.offsets
+        headers_in = task.record_headers(batch)
+        out: tuple[list[Any], list[Any], list[int], list[int], list[Any]] = ([], [], [], [], [])
+
+        def emit(key: Any, value: Any, timestamp: int, offset: int, headers: Any) -> None:
+            task.current_timestamp = timestamp
+            matched, joined = self._join_one(key, value, timestamp)
+            if matched:
+                for column, item in zip(
+                    out, (key, joined, timestamp, offset, headers), strict=True
+                ):
+                    column.append(item)
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                key, value, timestamp = keys[i], values[i], stamps[i]
+                if value is None or (key is None and not left):
+                    task.metrics.dropped_records += 1
+                    continue
+                headers = None if headers_in is None else headers_in[i]
+                if key is None or self.buffer_time - grace > timestamp:
+                    emit(key, value, timestamp, offsets[i], headers)
+                    continue
+                self._buffer_put(key, value, timestamp, offsets[i], headers)
+                self.buffer_time = max(self.buffer_time, timestamp)
+                self._evict(emit)
+
+        try:
+            self.each_record(batch, run)
+        finally:
+            task.state.node_times[self._time_key] = self.buffer_time
+        keys_out, values_out, stamps_out, offsets_out, headers_out = out
+        result = Batch(
+            batch.topic,
+            batch.partition,
+            keys_out,
+            values_out,
+            stamps_out,
+            offsets_out,
+            headers=headers_out if any(headers_out) else None,
+        )
+        self.forward(result)
+
+    def _buffer_put(self, key: Any, value: Any, timestamp: int, offset: int, headers: Any) -> None:
+        store = self.buffer
+        raw_key = store.key_serde.serialize(self.buffer_name, key) or b""
+        entry_key = timestamp.to_bytes(8, "big") + raw_key + offset.to_bytes(8, "big")
+        raw_value = store.value_serde.serialize(self.buffer_name, value)
+        store.native.put(entry_key, _buffered(raw_value, headers), timestamp)
+
+    def _evict(self, emit: Callable[[Any, Any, int, int, Any], None]) -> None:
+        """Joins every buffered record at or before buffer time - grace, in order."""
+        limit = self.buffer_time - self.grace_ms
+        if limit < 0:
+            return
+        store = self.buffer
+        for entry_key, entry in store.native.range(None, (limit + 1).to_bytes(8, "big")):
+            timestamp = int.from_bytes(entry_key[:8], "big")
+            offset = int.from_bytes(entry_key[-8:], "big")
+            key = store.key_serde.deserialize(self.buffer_name, entry_key[8:-8])
+            raw_value, headers = _unbuffered(entry)
+            value = store.value_serde.deserialize(self.buffer_name, raw_value)
+            store.native.put(entry_key, None, timestamp)
+            emit(key, value, timestamp, offset, headers)
+
+
+_I32 = struct.Struct(">i")
+NO_TIME = -(2**63)
+
+
+def _buffered(value: bytes | None, headers: Any) -> bytes:
+    """A buffered stream record's value bytes and headers."""
+    parts = [_I32.pack(-1 if value is None else len(value)), value or b""]
+    items = list(headers or ())
+    parts.append(_I32.pack(len(items)))
+    for name, data in items:
+        name_bytes = name.encode()
+        parts += [_I32.pack(len(name_bytes)), name_bytes]
+        parts += [_I32.pack(-1 if data is None else len(data)), data or b""]
+    return b"".join(parts)
+
+
+def _unbuffered(entry: bytes) -> tuple[bytes | None, Any]:
+    def field(at: int) -> tuple[bytes | None, int]:
+        (length,) = _I32.unpack_from(entry, at)
+        at += 4
+        if length < 0:
+            return None, at
+        return entry[at : at + length], at + length
+
+    value, at = field(0)
+    (count,) = _I32.unpack_from(entry, at)
+    at += 4
+    headers = []
+    for _ in range(count):
+        name, at = field(at)
+        data, at = field(at)
+        headers.append(((name or b"").decode(), data))
+    return value, headers or None
 
 
 class KStreamGlobalKTableJoin(Node):

@@ -18,6 +18,7 @@ import org.apache.kafka.streams.kstream.EmitStrategy;
 import org.apache.kafka.streams.kstream.GlobalKTable;
 import org.apache.kafka.streams.kstream.Grouped;
 import org.apache.kafka.streams.kstream.JoinWindows;
+import org.apache.kafka.streams.kstream.Joined;
 import org.apache.kafka.streams.kstream.KGroupedStream;
 import org.apache.kafka.streams.kstream.KGroupedTable;
 import org.apache.kafka.streams.kstream.KStream;
@@ -483,6 +484,10 @@ final class Builder {
             };
         }
         if (left instanceof KStream s && right instanceof KTable t) {
+            Joined joined = graceJoined(step);
+            if (joined != null) {
+                return op.equals("join") ? s.join(t, joiner, joined) : s.leftJoin(t, joiner, joined);
+            }
             return op.equals("join") ? s.join(t, joiner) : s.leftJoin(t, joiner);
         }
         if (left instanceof KStream s && right instanceof GlobalKTable g) {
@@ -518,11 +523,26 @@ final class Builder {
             };
         }
         if (right instanceof KTable t) {
+            Joined joined = graceJoined(step);
+            if (joined != null) {
+                return op.equals("join") ? s.join(t, joiner, joined) : s.leftJoin(t, joiner, joined);
+            }
             return op.equals("join") ? s.join(t, joiner) : s.leftJoin(t, joiner);
         }
         var selector = Fns.get(Fns.KEY_SELECTORS, arg(step, "key_fn"), "key selector");
         GlobalKTable g = (GlobalKTable) right;
         return op.equals("join") ? s.join(g, selector, joiner) : s.leftJoin(g, selector, joiner);
+    }
+
+    /** Joined.withGracePeriod of a stream-table join whose step names a grace, else null. */
+    @SuppressWarnings({"rawtypes", "unchecked"})
+    private static Joined graceJoined(JsonNode step) {
+        JsonNode grace = step.path("args").get("grace");
+        if (grace == null || grace.isNull()) {
+            return null;
+        }
+        return Joined.with(keySerde("s"), valueSerde("s"), valueSerde("s"))
+            .withGracePeriod(Duration.ofMillis(grace.asLong()));
     }
 
     private static JoinWindows joinWindows(JsonNode step) {
