@@ -145,11 +145,14 @@ class VersionedBytesStore:
         while at > 0 and versions[at - 1][0] >= timestamp:
             at -= 1
         if at < len(versions) and versions[at][0] == timestamp:
-            if value is None and len(versions) == 1 and versions[0][1] is not None:
-                # A tombstone replacing a key's only version leaves nothing
-                # (Kafka's latest-value store just drops it): an older put
-                # later is then the latest.
-                self.inner.put(key, None, timestamp)
+            replaced_latest = at == len(versions) - 1 and versions[at][1] is not None
+            if value is None and replaced_latest and (at == 0 or versions[at - 1][1] is None):
+                # Kafka's latest-value store just drops a value a tombstone
+                # replaces; only a value it had moved out (a non-null
+                # previous version) ends there. Otherwise nothing is left of
+                # it, and an older put later may be the latest.
+                del versions[at]
+                self._write(key, versions, timestamp)
                 return VALID_TO_UNDEFINED
             versions[at] = (timestamp, value)
         else:
@@ -160,12 +163,17 @@ class VersionedBytesStore:
         keep = 0
         while keep + 1 < len(versions) and versions[keep + 1][0] <= start:
             keep += 1
-        versions = versions[keep:]
-        if len(versions) == 1 and versions[0][1] is None and versions[0][0] <= start:
-            self.inner.put(key, None, timestamp)  # a tombstone with nothing to shadow
+        self._write(key, versions[keep:], timestamp)
+        return valid_to
+
+    def _write(self, key: bytes, versions: Versions, timestamp: int) -> None:
+        start = self._history_start()
+        if not versions or (
+            len(versions) == 1 and versions[0][1] is None and versions[0][0] <= start
+        ):
+            self.inner.put(key, None, timestamp)  # nothing, or a tombstone shadowing nothing
         else:
             self.inner.put(key, _encode(versions), timestamp)
-        return valid_to
 
     def get(self, key: bytes, as_of: int | None = None) -> tuple[bytes, int, int | None] | None:
         """(value, valid from, valid to) of the version valid at ``as_of``
