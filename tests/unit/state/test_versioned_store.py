@@ -191,23 +191,31 @@ def test_processors_use_it_and_the_driver_reads_it() -> None:
         assert prices.get("apple", 6_000) == VersionedRecord("1.20", 5_000, 7_000)
 
 
-def test_it_is_restored_from_its_changelog(tmp_path: Path) -> None:
-    """The changelog holds each put at its version's timestamp; a new
-    instance without local state replays it into the same versions."""
-    log_path = str(tmp_path / "log")
-    log = EmbeddedLog(log_path)
+def apple_prices(tmp_path: Path) -> EmbeddedLog:
+    """An embedded log with three prices of one key, one out of order."""
+    log = EmbeddedLog(str(tmp_path / "log"))
     log.create_topic("prices")
     with log.producer(S, S) as producer:
         for value, ts in [("1.00", 1_000), ("1.20", 5_000), ("0.90", 3_000)]:
             producer.produce("prices", "apple", value, timestamp=ts)
+    return log
 
+
+def app(tmp_path: Path, app_id: str, state: str) -> KafkaStreams:
     props = {
-        "application.id": "versioned",
-        "bootstrap.servers": f"embedded:{log_path}",
-        "state.dir": str(tmp_path / "first"),
+        "application.id": app_id,
+        "bootstrap.servers": f"embedded:{tmp_path / 'log'}",
+        "state.dir": str(tmp_path / state),
     }
-    with KafkaStreams(topology(), props) as app:
-        app.run_until_end(timeout=30)
+    return KafkaStreams(topology(), props)
+
+
+def test_it_is_restored_from_its_changelog(tmp_path: Path) -> None:
+    """The changelog holds each put at its version's timestamp; a new
+    instance without local state replays it into the same versions."""
+    log = apple_prices(tmp_path)
+    with app(tmp_path, "versioned", "first") as first:
+        first.run_until_end(timeout=30)
     changelog = [
         (r.key, r.value, r.timestamp) for r in log.read("versioned-prices-changelog", 0, 0, 10)
     ]
@@ -216,15 +224,10 @@ def test_it_is_restored_from_its_changelog(tmp_path: Path) -> None:
         (b"apple", b"1.20", 5_000),
         (b"apple", b"0.90", 3_000),
     ]
-    props = {
-        "application.id": "versioned",
-        "bootstrap.servers": f"embedded:{log_path}",
-        "state.dir": str(tmp_path / "second"),
-    }
-    with KafkaStreams(topology(), props) as app:
-        app.run_until_end(timeout=30)
-        seen = app.store("prices").versions("apple")
-        assert app.store("prices").get("apple", 4_000) == VersionedRecord("0.90", 3_000, 5_000)
+    with app(tmp_path, "versioned", "second") as second:
+        second.run_until_end(timeout=30)
+        seen = second.store("prices").versions("apple")
+        assert second.store("prices").get("apple", 4_000) == VersionedRecord("0.90", 3_000, 5_000)
     assert [(r.value, r.timestamp, r.valid_to) for r in seen] == [
         ("1.00", 1_000, 3_000),
         ("0.90", 3_000, 5_000),
@@ -233,31 +236,21 @@ def test_it_is_restored_from_its_changelog(tmp_path: Path) -> None:
 
 
 def test_interactive_queries_v2_read_versions(tmp_path: Path) -> None:
-    log_path = str(tmp_path / "log")
-    log = EmbeddedLog(log_path)
-    log.create_topic("prices")
-    with log.producer(S, S) as producer:
-        for value, ts in [("1.00", 1_000), ("1.20", 5_000), ("0.90", 3_000)]:
-            producer.produce("prices", "apple", value, timestamp=ts)
-    props = {
-        "application.id": "versioned-iq",
-        "bootstrap.servers": f"embedded:{log_path}",
-        "state.dir": str(tmp_path / "state"),
-    }
-    with KafkaStreams(topology(), props) as app:
-        app.run_until_end(timeout=30)
+    apple_prices(tmp_path)
+    with app(tmp_path, "versioned-iq", "state") as running:
+        running.run_until_end(timeout=30)
         in_store = StateQueryRequest.in_store("prices")
-        latest = app.query(in_store.with_query(VersionedKeyQuery.with_key("apple")))
+        latest = running.query(in_store.with_query(VersionedKeyQuery.with_key("apple")))
         assert latest.get_only_partition_result().get_result() == VersionedRecord("1.20", 5_000)
-        then = app.query(in_store.with_query(VersionedKeyQuery.with_key("apple").as_of(3_500)))
+        then = running.query(in_store.with_query(VersionedKeyQuery.with_key("apple").as_of(3_500)))
         assert then.get_only_partition_result().get_result() == VersionedRecord(
             "0.90", 3_000, 5_000
         )
         query = MultiVersionedKeyQuery.with_key("apple").from_time(2_000).to_time(4_000)
-        newest_first = app.query(in_store.with_query(query))
+        newest_first = running.query(in_store.with_query(query))
         records = list(newest_first.get_only_partition_result().get_result())
         assert [r.value for r in records] == ["0.90", "1.00"]
-        ascending = app.query(in_store.with_query(query.with_ascending_timestamps()))
+        ascending = running.query(in_store.with_query(query.with_ascending_timestamps()))
         assert [r.value for r in ascending.get_only_partition_result().get_result()] == [
             "1.00",
             "0.90",

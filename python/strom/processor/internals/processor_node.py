@@ -112,6 +112,20 @@ def _millis(interval: int | timedelta) -> int:
     return millis
 
 
+def run_punctuation(
+    task: StreamTask, name: str, callback: Callable[[int], None], timestamp: int
+) -> None:
+    """Calls a punctuation of node ``name`` at ``timestamp``. Kafka's
+    processing exception handler is asked about punctuations too, with no
+    record; skipping one drops no record."""
+    task.current_timestamp = timestamp
+    try:
+        callback(timestamp)
+    except Exception as exc:
+        context = ErrorHandlerContext(None, -1, -1, timestamp, name, task.task_id)
+        processing_failed(task, context, None, exc, f"a punctuation at {timestamp}")
+
+
 class _NodeContext(ProcessorContext):
     def __init__(self, task: StreamTask, node: _ContextOwner) -> None:
         self._task = task
@@ -269,15 +283,7 @@ class ProcessorAdapter(Node):
     def punctuate(self, callback: Callable[[int], None], timestamp: int) -> None:
         self._origin = ("", -1, -1)
         self._input_headers = False
-        task = self.task
-        task.current_timestamp = timestamp
-        try:
-            callback(timestamp)
-        except Exception as exc:
-            # Kafka's processing exception handler is asked about punctuations
-            # too, with no record; skipping one drops no record.
-            context = ErrorHandlerContext(None, -1, -1, timestamp, self.name, task.task_id)
-            processing_failed(task, context, None, exc, f"a punctuation at {timestamp}")
+        run_punctuation(self.task, self.name, callback, timestamp)
         self._emit()
 
     def close(self) -> None:
@@ -325,13 +331,7 @@ class ValueTransformerRunner:
         )
 
     def punctuate(self, callback: Callable[[int], None], timestamp: int) -> None:
-        task = self.task
-        task.current_timestamp = timestamp
-        try:
-            callback(timestamp)
-        except Exception as exc:
-            context = ErrorHandlerContext(None, -1, -1, timestamp, self.name, task.task_id)
-            processing_failed(task, context, None, exc, f"a punctuation at {timestamp}")
+        run_punctuation(self.task, self.name, callback, timestamp)
 
     def close(self) -> None:
         self.transformer.close()
