@@ -228,6 +228,9 @@ class VersionedKeyValueStore(Generic[K, V]):
         native: VersionedBytesStore,
         clock: Callable[[], int] | None = None,
     ) -> None:
+        # ``clock`` is every typed store's; a version's own timestamp is what
+        # its changelog record takes, so it goes unused here.
+        del clock
         self.name = name
         self.key_serde = key_serde
         self.value_serde = value_serde

@@ -904,7 +904,8 @@ class KStreamKTableJoin(Node):
         if self.buffer_name is not None:
             self.buffer: Any = task.key_value_store(self.buffer_name)
             self._time_key = f"{self.name}#buffer-time"
-            self.buffer_time = task.state.node_times.get(self._time_key, NO_TIME)
+            self.buffer_time = NO_TIME
+            self._buffer_time_read = False  # when the first batch comes
 
     def _join_one(self, key: Any, value: Any, timestamp: int) -> tuple[bool, Any]:
         if key is None:
@@ -943,6 +944,12 @@ class KStreamKTableJoin(Node):
 
     def _process_buffered(self, batch: Batch) -> None:
         task, left, grace = self.task, self.left, self.grace_ms
+        if not self._buffer_time_read:
+            # As committed, and at least the latest record held back (the
+            # buffer may just have been restored from its changelog).
+            held = [int.from_bytes(k[:8], "big") for k, _ in self.buffer.native.range(None, None)]
+            self.buffer_time = max([task.state.node_times.get(self._time_key, NO_TIME), *held])
+            self._buffer_time_read = True
         keys, values, stamps, offsets = batch.keys, batch.values, batch.timestamps, batch.offsets
         headers_in = task.record_headers(batch)
         out: tuple[list[Any], list[Any], list[int], list[int], list[Any]] = ([], [], [], [], [])
