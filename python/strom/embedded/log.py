@@ -100,8 +100,8 @@ class EmbeddedLog(Closeable):
         ``config`` takes Kafka's topic config keys: ``cleanup.policy``
         (``delete`` | ``compact`` | ``compact,delete``), ``retention.ms``
         (default -1: keep forever), ``retention.bytes``, ``segment.bytes``,
-        ``segment.ms``, ``delete.retention.ms``, ``index.interval.bytes``.
-        Unknown keys, bad values and an existing topic raise
+        ``segment.ms``, ``delete.retention.ms``, ``min.compaction.lag.ms``,
+        ``index.interval.bytes``. Unknown keys, bad values and an existing topic raise
         :class:`~strom.errors.ConfigError`.
         """
         if isinstance(partitions, bool) or not isinstance(partitions, int) or partitions < 1:
