@@ -25,11 +25,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     group.addoption(
         "--soak",
         action="store_true",
-        help="run the long differential soak (5,000 cases per family) instead of the default 2,000",
+        help="run the long differential soak (5,000 cases per family) instead of the default 1,500",
     )
     group.addoption(
         "--diff-cases",
         type=int,
         default=None,
-        help="differential cases per family (default 2000, 5000 with --soak; or STROM_DIFF_CASES)",
+        help="differential cases per family (default 1500, 5000 with --soak; or STROM_DIFF_CASES)",
     )

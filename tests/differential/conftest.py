@@ -12,7 +12,7 @@ from tests.differential.reference import Reference
 
 # Per family. The default run (make test) takes about four minutes on two
 # cores; make soak runs the long one.
-DEFAULT_CASES = 2000
+DEFAULT_CASES = 1500
 SOAK_CASES = 5000
 
 
@@ -30,7 +30,7 @@ def diff_seed() -> str:
 
 @pytest.fixture(scope="session")
 def diff_cases(request: pytest.FixtureRequest) -> int:
-    """Cases per family: --diff-cases, else STROM_DIFF_CASES, else 2,000 (5,000 with --soak)."""
+    """Cases per family: --diff-cases, else STROM_DIFF_CASES, else 1,500 (5,000 with --soak)."""
     asked = request.config.getoption("--diff-cases")
     if asked is None and os.environ.get("STROM_DIFF_CASES"):
         asked = int(os.environ["STROM_DIFF_CASES"])

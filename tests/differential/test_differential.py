@@ -1,7 +1,7 @@
 """strom's TopologyTestDriver against Kafka Streams' own, record for record,
 on random cases of every DSL family (issues #16 and #24).
 
-Each family runs ``--diff-cases`` cases (2,000 by default, 5,000 with
+Each family runs ``--diff-cases`` cases (1,500 by default, 5,000 with
 ``--soak``, ``make soak``) from a fresh seed; a failure prints the seed (rerun with
 ``STROM_DIFF_SEED=<seed>``), the count of mismatches per class, and a shrunk
 reproducer of each class: topology, input, Kafka's output and strom's.
