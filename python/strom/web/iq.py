@@ -47,7 +47,7 @@ from strom.serdes import (
     String,
 )
 from strom.state.internals.registry import store_kind
-from strom.state.stores import KEY_VALUE, SESSION, WINDOW
+from strom.state.stores import KEY_VALUE, SESSION, VERSIONED, WINDOW
 from strom.windowed import Windowed
 
 if TYPE_CHECKING:
@@ -206,7 +206,8 @@ class QueryService:
         self, store: str, key_text: str, params: Mapping[str, str], path: str, forwarded: bool
     ) -> Answer:
         """The key's value (key-value), windows (window: ``from``/``to``
-        window starts) or sessions (session). ``forward=false`` in the
+        window starts), sessions (session) or version (versioned: the latest,
+        or ``as_of`` a time). ``forward=false`` in the
         query asks for a redirect rather than a forwarded answer."""
         forward = self.forward and params.get("forward", "").lower() != "false"
         kind = store_kind(self._store_def(store)).name
@@ -222,6 +223,19 @@ class QueryService:
 
             def read(view: Any) -> Any:
                 return {"windows": entries(view.fetch(key, time_from, time_to))}
+
+        elif kind == VERSIONED:
+            as_of = _int_param(params, "as_of", -1) if params.get("as_of") else None
+
+            def read(view: Any) -> Any:
+                found = view.get(key, as_of)
+                if found is None:
+                    return {"value": None}
+                return {
+                    "value": to_json(found.value),
+                    "timestamp": found.timestamp,
+                    "valid_to": found.valid_to,
+                }
 
         else:
             assert kind == SESSION

@@ -21,6 +21,7 @@ from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError
 from strom.kstream import Materialized, SessionWindows, TimeWindows
+from strom.state import Stores
 from strom.web.iq import QueryError, parse_key, to_json
 
 S = serdes.String()
@@ -169,6 +170,34 @@ def test_key_types_follow_the_key_serde(log: EmbeddedLog, log_path: str) -> None
         status, body = get_json(f"{base}/keys/{urllib.parse.quote('two')}")
         assert status == 400 and "'two' is not a Long value" in body["error"]
         assert [e["key"] for e in get_json(f"{base}/range?from=2&to=400")[1]["entries"]] == [2, 300]
+
+
+def test_a_versioned_tables_key_as_of_a_time(log: EmbeddedLog, log_path: str) -> None:
+    log.create_topic("prices", partitions=1)
+    with log.producer(S, S) as producer:
+        for price, ts in [("1.00", 1_000), ("1.20", 5_000)]:
+            producer.produce("prices", "apple", price, timestamp=ts)
+    builder = StreamsBuilder()
+    history = Stores.persistent_versioned_key_value_store("prices", 60_000)
+    builder.table("prices", key_serde=S, value_serde=S, materialized=Materialized(history))
+    (port,) = free_ports(1)
+    config = {
+        "application.id": "iq-versioned",
+        "bootstrap.servers": f"embedded:{log_path}",
+        "application.server": f"127.0.0.1:{port}",
+        "iq.http": True,
+    }
+    with KafkaStreams(builder.build(), config) as app:
+        app.run_until_end(timeout=60)
+        base = f"http://127.0.0.1:{port}/iq/stores/prices"
+        status, body = get_json(f"{base}/keys/apple")
+        assert status == 200
+        assert (body["value"], body["timestamp"], body["valid_to"]) == ("1.20", 5_000, None)
+        body = get_json(f"{base}/keys/apple?as_of=4000")[1]
+        assert (body["value"], body["timestamp"], body["valid_to"]) == ("1.00", 1_000, 5_000)
+        assert get_json(f"{base}/keys/apple?as_of=10")[1]["value"] is None
+        status, body = get_json(f"{base}/all")
+        assert status == 400 and "versioned" in body["error"]
 
 
 def test_url_keys_of_the_other_java_serdes() -> None:
