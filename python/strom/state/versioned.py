@@ -27,6 +27,7 @@ from typing import Generic, TypeVar, cast
 from strom import _core
 from strom.errors import StoreError
 from strom.serdes import Serde
+from strom.state.internals.typed import serialize_key
 
 __all__ = ["NOT_PUT", "VALID_TO_UNDEFINED", "VersionedKeyValueStore", "VersionedRecord"]
 
@@ -241,12 +242,7 @@ class VersionedKeyValueStore(Generic[K, V]):
         return self.native.history_retention_ms
 
     def _key(self, key: K) -> bytes:
-        if key is None:
-            raise StoreError(f"store {self.name!r}: keys must not be None")
-        raw = self.key_serde.serialize(self.name, key)
-        if raw is None:
-            raise StoreError(f"store {self.name!r}: the key serde turned {key!r} into None")
-        return raw
+        return serialize_key(self.name, self.key_serde, key)
 
     def _value(self, raw: bytes) -> V:
         # Stored bytes are a value (tombstones are not read back as records).

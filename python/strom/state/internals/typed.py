@@ -35,6 +35,16 @@ def deserialize_values(serde: Serde[Any], name: str, raw: Sequence[bytes | None]
     return [None if t is None else (v, t) for v, t in zip(values, stamps, strict=True)]
 
 
+def serialize_key(store: str, serde: Serde[Any], key: Any) -> bytes:
+    """A store key's bytes; a None key, or one its serde makes None, is a StoreError."""
+    if key is None:
+        raise StoreError(f"store {store!r}: keys must not be None")
+    raw = serde.serialize(store, key)
+    if raw is None:
+        raise StoreError(f"store {store!r}: the key serde turned {key!r} into None")
+    return raw
+
+
 # (keys, starts, ends, values) as the native scans return them
 Columns = tuple[list[bytes], list[int], list[int], list[bytes]]
 
@@ -60,12 +70,7 @@ class TypedWindowedStore(Generic[K, V]):
         self._clock = clock or (lambda: 0)
 
     def _key(self, key: K | None) -> bytes:
-        if key is None:
-            raise StoreError(f"store {self.name!r}: keys must not be None")
-        raw = self.key_serde.serialize(self.name, key)
-        if raw is None:
-            raise StoreError(f"store {self.name!r}: the key serde turned {key!r} into None")
-        return raw
+        return serialize_key(self.name, self.key_serde, key)
 
     def _keys(self, keys: Sequence[K]) -> list[bytes]:
         if any(k is None for k in keys):
