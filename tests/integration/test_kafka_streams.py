@@ -368,12 +368,36 @@ def test_reset_deletes_the_foreign_key_join_topics(kafka: KafkaCluster, tmp_path
     )
 
 
+# --- the word count with its tasks on stream threads ---------------------------
+
+
+def word_count_topics(kafka: KafkaCluster, name: str, partitions: int) -> tuple[str, str, str]:
+    """Fresh source and sink topics of ``partitions`` each, and an app id."""
+    source, sink, app_id = unique("text"), unique("counts"), unique(name)
+    create_topics(kafka.bootstrap_servers, {source: partitions, sink: partitions})
+    return source, sink, app_id
+
+
+def produce_lines(boot: str, source: str, text: list[str], first_ts: int = BASE_TS) -> None:
+    produce(boot, source, ((None, line.encode(), first_ts + i) for i, line in enumerate(text)))
+
+
+def counts_of(boot: str, sink: str, text: list[str]) -> Callable[[], bool]:
+    """Whether the sink's latest counts are those of ``text``'s words."""
+    expected = dict(Counter(word for line in text for word in line.split()))
+    return lambda: latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long()) == expected
+
+
+def every_task(partitions: int) -> list[str]:
+    """The word count's tasks: both sub-topologies, every partition."""
+    return sorted(f"{s}_{p}" for s in (0, 1) for p in range(partitions))
+
+
 def test_stream_threads_share_the_tasks(kafka: KafkaCluster, tmp_path: Path) -> None:
     boot = kafka.bootstrap_servers
-    source, sink, app_id = unique("text"), unique("counts"), unique("threads")
-    create_topics(boot, {source: 4, sink: 4})
+    source, sink, app_id = word_count_topics(kafka, "threads", 4)
     text = lines(1500, seed=6)
-    produce(boot, source, ((None, line.encode(), BASE_TS + i) for i, line in enumerate(text)))
+    produce_lines(boot, source, text)
     config = app_config(boot, app_id, str(tmp_path), **{"num.stream.threads": 2})
     with KafkaStreams(word_count_topology(source, sink), config) as app:
         app.run_until_end(timeout=120)
@@ -381,7 +405,7 @@ def test_stream_threads_share_the_tasks(kafka: KafkaCluster, tmp_path: Path) -> 
         # Every task of both sub-topologies, each on exactly one of the two threads.
         assert len(threads) == 2 and all(threads.values())
         owned = [task for tasks in threads.values() for task in tasks]
-        assert sorted(owned) == sorted(f"{s}_{p}" for s in (0, 1) for p in range(4))
+        assert sorted(owned) == every_task(4)
         store = {kv.key: kv.value for kv in app.store("counts").all()}
     expected = dict(Counter(w for line in text for w in line.split()))
     assert store == expected
@@ -392,10 +416,9 @@ def test_started_stream_threads_split_the_tasks(kafka: KafkaCluster, tmp_path: P
     """Started in the background, the two threads of an instance end up with
     the tasks split between them, whichever joined the group first."""
     boot = kafka.bootstrap_servers
-    source, sink, app_id = unique("text"), unique("counts"), unique("split")
-    create_topics(boot, {source: 4, sink: 4})
+    source, sink, app_id = word_count_topics(kafka, "split", 4)
     config = app_config(boot, app_id, str(tmp_path), **{"num.stream.threads": 2})
-    all_tasks = sorted(f"{s}_{p}" for s in (0, 1) for p in range(4))
+    all_tasks = every_task(4)
     with KafkaStreams(word_count_topology(source, sink), config) as app:
         app.start()
 
@@ -548,10 +571,9 @@ def test_pause_keeps_the_group_and_resume_catches_up(kafka: KafkaCluster, tmp_pa
     paused in the consumer), stays RUNNING and in the group, and processes
     nothing until resume()."""
     boot = kafka.bootstrap_servers
-    source, sink, app_id = unique("text"), unique("counts"), unique("pause")
-    create_topics(boot, {source: 2, sink: 2})
+    source, sink, app_id = word_count_topics(kafka, "pause", 2)
     text = lines(200, seed=5)
-    produce(boot, source, ((None, line.encode(), BASE_TS + i) for i, line in enumerate(text)))
+    produce_lines(boot, source, text)
     config = app_config(boot, app_id, str(tmp_path), **{"commit.interval.ms": 200})
     with KafkaStreams(word_count_topology(source, sink), config) as app:
         app.pause()
@@ -564,13 +586,7 @@ def test_pause_keeps_the_group_and_resume_catches_up(kafka: KafkaCluster, tmp_pa
         assert app.metrics()["records-processed"] == 0
         assert read_all(boot, sink, committed_only=False) == []
         app.resume()
-        expected = dict(Counter(word for line in text for word in line.split()))
-
-        def caught_up() -> bool:
-            output = read_all(boot, sink)
-            return latest_by_key(output, serdes.String(), serdes.Long()) == expected
-
-        _wait_for(caught_up, "every count after resume()")
+        _wait_for(counts_of(boot, sink, text), "every count after resume()")
 
 
 def test_add_and_remove_a_stream_thread(kafka: KafkaCluster, tmp_path: Path) -> None:
@@ -578,21 +594,14 @@ def test_add_and_remove_a_stream_thread(kafka: KafkaCluster, tmp_path: Path) -> 
     running takes a share of the tasks; removed, it hands them back; the
     counts stay exact throughout."""
     boot = kafka.bootstrap_servers
-    source, sink, app_id = unique("text"), unique("counts"), unique("threads")
-    create_topics(boot, {source: 4, sink: 4})
+    source, sink, app_id = word_count_topics(kafka, "threads", 4)
     first = lines(300, seed=7)
-    produce(boot, source, ((None, line.encode(), BASE_TS + i) for i, line in enumerate(first)))
+    produce_lines(boot, source, first)
     config = app_config(boot, app_id, str(tmp_path), **{"commit.interval.ms": 200})
-    all_tasks = sorted(f"{s}_{p}" for s in (0, 1) for p in range(4))
+    all_tasks = every_task(4)
 
     def owned() -> list[list[str]]:
         return list(app._local_tasks().values())
-
-    def counted(text: list[str]) -> Callable[[], bool]:
-        expected = dict(Counter(word for line in text for word in line.split()))
-        return lambda: (
-            latest_by_key(read_all(boot, sink), serdes.String(), serdes.Long()) == expected
-        )
 
     with KafkaStreams(word_count_topology(source, sink), config) as app:
         assert app.add_stream_thread() is None  # not started
@@ -613,18 +622,10 @@ def test_add_and_remove_a_stream_thread(kafka: KafkaCluster, tmp_path: Path) -> 
 
         _wait_for(split, "the added thread to take a share of the tasks")
         second = lines(300, seed=8)
-        produce(
-            boot,
-            source,
-            ((None, line.encode(), BASE_TS + 1_000 + i) for i, line in enumerate(second)),
-        )
-        _wait_for(counted(first + second), "exact counts with two threads")
+        produce_lines(boot, source, second, BASE_TS + 1_000)
+        _wait_for(counts_of(boot, sink, first + second), "exact counts with two threads")
         assert app.remove_stream_thread(timeout=60) == added
         _wait_for(lambda: app.state is State.RUNNING and owned() == [all_tasks], "one thread again")
         third = lines(100, seed=9)
-        produce(
-            boot,
-            source,
-            ((None, line.encode(), BASE_TS + 2_000 + i) for i, line in enumerate(third)),
-        )
-        _wait_for(counted(first + second + third), "exact counts after the removal")
+        produce_lines(boot, source, third, BASE_TS + 2_000)
+        _wait_for(counts_of(boot, sink, first + second + third), "exact counts after the removal")

@@ -20,7 +20,7 @@ key changed are repartitioned first).
 from __future__ import annotations
 
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, overload
+from typing import TYPE_CHECKING, Any, Generic, TypeVar, overload
 
 from strom.errors import TopologyError
 from strom.kstream import kgrouped_stream
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from strom.kstream.materialized import Materialized
 
 Aggregator = Callable[[Any, Any, Any], Any]
+W = TypeVar("W", TimeWindows | SlidingWindows, SessionWindows)
 Patterns = list[tuple["KGroupedStream", Aggregator]]
 
 
@@ -104,20 +105,37 @@ class CogroupedKStream:
         )
 
 
-class TimeWindowedCogroupedKStream:
+class _WindowedCogrouped(Generic[W]):
+    """What the windowed cogrouped streams share: the cogrouped stream's own
+    list of grouped streams (as Kafka shares its map) and the windows."""
+
+    def __init__(self, builder: StreamsBuilder, patterns: Patterns, windows: W) -> None:
+        self._builder = builder
+        self._patterns = patterns
+        self._windows: W = windows
+
+    def _aggregate(
+        self,
+        initializer: Callable[[], Any],
+        materialized: Materialized | str | None,
+        name: str | None,
+        merger: Aggregator | None = None,
+    ) -> KTable:
+        _check_initializer(initializer)
+        return aggregations.add_cogroup(
+            self._builder,
+            list(self._patterns),
+            initializer,
+            materialized,
+            name,
+            self._windows,
+            merger,
+        )
+
+
+class TimeWindowedCogroupedKStream(_WindowedCogrouped[TimeWindows | SlidingWindows]):
     """A cogrouped stream in time or sliding windows (Kafka's
     ``TimeWindowedCogroupedKStream``)."""
-
-    def __init__(
-        self,
-        builder: StreamsBuilder,
-        patterns: Patterns,
-        windows: TimeWindows | SlidingWindows,
-    ) -> None:
-        self._builder = builder
-        # The cogrouped stream's own list, as Kafka shares its map.
-        self._patterns = patterns
-        self._windows = windows
 
     def aggregate(
         self,
@@ -127,22 +145,12 @@ class TimeWindowedCogroupedKStream:
         name: str | None = None,
     ) -> KTable:
         """One aggregate per key and window, from ``initializer()``."""
-        _check_initializer(initializer)
-        return aggregations.add_cogroup(
-            self._builder, list(self._patterns), initializer, materialized, name, self._windows
-        )
+        return self._aggregate(initializer, materialized, name)
 
 
-class SessionWindowedCogroupedKStream:
+class SessionWindowedCogroupedKStream(_WindowedCogrouped[SessionWindows]):
     """A cogrouped stream in session windows (Kafka's
     ``SessionWindowedCogroupedKStream``)."""
-
-    def __init__(
-        self, builder: StreamsBuilder, patterns: Patterns, windows: SessionWindows
-    ) -> None:
-        self._builder = builder
-        self._patterns = patterns
-        self._windows = windows
 
     def aggregate(
         self,
@@ -155,18 +163,9 @@ class SessionWindowedCogroupedKStream:
         """One aggregate per key and session, from ``initializer()``;
         ``merger(key, agg1, agg2)`` combines the aggregates of sessions a
         record merges."""
-        _check_initializer(initializer)
         if not callable(merger):
             raise TopologyError("aggregate takes an initializer and a merger(key, agg1, agg2)")
-        return aggregations.add_cogroup(
-            self._builder,
-            list(self._patterns),
-            initializer,
-            materialized,
-            name,
-            self._windows,
-            merger,
-        )
+        return self._aggregate(initializer, materialized, name, merger)
 
 
 def _check_initializer(initializer: Any) -> None:

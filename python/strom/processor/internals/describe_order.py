@@ -202,9 +202,9 @@ def describe_order(parents: dict[str, list[str]]) -> DescribedOrder:
         for parent in connected_parents[name]:
             grow(parent, delta)
 
-    # The node group is a HashSet filled in topology order; Kafka's map of
-    # its nodes iterates in that set's order.
-    for name in java_hash_order(java_hash_order(list(parents))):
+    # The node group is a HashSet filled in topology order, and Kafka's map
+    # of its nodes, filled from it and as large, iterates in the same order.
+    for name in java_hash_order(list(parents)):
         for parent in parents[name]:
             predecessors[name].add(parent)
             connected_parents[name].append(parent)
