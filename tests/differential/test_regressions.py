@@ -477,6 +477,15 @@ def test_c17_a_cached_null_never_stored_does_not_move_the_store_time(
             ),
             ["b -> 1 @10", "b -> 0 @56", "a -> 1 @56", "a -> 0 @56"],
         ),
+        (  # a value on a tombstone at its time: the tombstone still bounds
+            records(
+                ("in0", "b", None, 75),
+                ("in0", "b", "8", 75),
+                ("in0", "b", None, 75),
+                ("in0", "b", "6", 74),
+            ),
+            ["a -> 1 @75", "a -> 0 @75"],
+        ),
     ],
 )
 def test_c18_a_tombstone_replacing_a_versioned_tables_latest_value(

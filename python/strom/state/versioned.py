@@ -143,19 +143,34 @@ class VersionedBytesStore:
         self.observed_stream_time = max(self.observed_stream_time, timestamp)
         versions = _decode(self.inner.get(key))
         at = len(versions)
-        while at > 0 and versions[at - 1][0] >= timestamp:
+        while at > 0 and versions[at - 1][0] > timestamp:
             at -= 1
-        if at < len(versions) and versions[at][0] == timestamp:
-            replaced_latest = at == len(versions) - 1 and versions[at][1] is not None
-            if value is None and replaced_latest and (at == 0 or versions[at - 1][1] is None):
+        # versions[at - 1] is the last version at or before the timestamp.
+        if at > 0 and versions[at - 1][0] == timestamp:
+            at -= 1
+            current, latest = versions[at][1], at == len(versions) - 1
+            previous = versions[at - 1] if at > 0 else None
+            if value is None and latest and current is not None:
                 # Kafka's latest-value store just drops a value a tombstone
-                # replaces; only a value it had moved out (a non-null
-                # previous version) ends there. Otherwise nothing is left of
-                # it, and an older put later may be the latest.
-                del versions[at]
+                # replaces. What bounded it stays: a tombstone at the same
+                # time, or the previous value it moved out (that now ends
+                # here). Otherwise nothing is left, and an older put later
+                # may be the latest.
+                if previous is not None and previous[0] == timestamp:
+                    del versions[at]
+                elif previous is not None and previous[1] is not None:
+                    versions[at] = (timestamp, None)
+                else:
+                    del versions[at]
                 self._write(key, versions, timestamp)
                 return VALID_TO_UNDEFINED
-            versions[at] = (timestamp, value)
+            if value is not None and latest and current is None:
+                # A value on a latest tombstone at its time: Kafka keeps the
+                # tombstone (its segment record ends there) beside the value.
+                at += 1
+                versions.insert(at, (timestamp, value))
+            else:
+                versions[at] = (timestamp, value)
         else:
             versions.insert(at, (timestamp, value))
         valid_to = versions[at + 1][0] if at + 1 < len(versions) else VALID_TO_UNDEFINED
