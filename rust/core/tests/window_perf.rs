@@ -16,7 +16,11 @@
 //! into 100 batches, as `benches/test_window_kernels.py` calls the binding
 //! (its results then fit in cache and are not page-faulted in afresh);
 //! `STROM_WINDOW_PERF_KEYS=1000` draws the keys from fewer (all in cache:
-//! the kernels' work without the slot misses); `STROM_WINDOW_PERF_CASES`
+//! the kernels' work without the slot misses); `STROM_WINDOW_PERF_SIZE`
+//! sets the window size in ms (60000; with 600000 a key's window takes
+//! ten times the records, so new windows are a tenth as frequent);
+//! `STROM_WINDOW_PERF_DRAIN=1` drains the store changes after every batch
+//! (timed), as the DSL's node does; `STROM_WINDOW_PERF_CASES`
 //! runs only the cases whose names contain one of its comma-separated
 //! parts (`"tumbling count"` for a profile of one, `"count"` for two). `bare_hash_map_yardstick`
 //! runs the same records through a bare loop over hash maps (100 batches;
@@ -92,19 +96,24 @@ where
     }
     let mut out = WindowedResults::new();
     let mut seconds = Vec::new();
+    let drain = std::env::var_os("STROM_WINDOW_PERF_DRAIN").is_some();
     let mut changes = 0;
     for _ in 0..RUNS {
+        changes = 0;
         let mut p =
             TimeWindowedAggregation::new(agg.clone(), windows, EmitStrategy::OnWindowUpdate);
         let (t, cpu) = (Instant::now(), thread_cpu_seconds());
         for batch in batches {
             p.process_into(batch, 0, &mut out);
+            if drain {
+                changes += p.drain_changes().len();
+            }
         }
         seconds.push(match (cpu, thread_cpu_seconds()) {
             (Some(from), Some(to)) => to - from,
             _ => t.elapsed().as_secs_f64(),
         });
-        changes = p.drain_changes().len();
+        changes += p.drain_changes().len();
     }
     let best = seconds.iter().copied().fold(f64::INFINITY, f64::min);
     println!(
@@ -128,8 +137,9 @@ fn windowed_count_and_sum_throughput() {
         k.parse().expect("STROM_WINDOW_PERF_KEYS is a number")
     });
     let input = input(calls, n_keys);
-    let tumbling = TimeWindows::of_size_and_grace(60_000, 5_000).unwrap();
-    let hopping = tumbling.advance_by(15_000).unwrap();
+    let size: i64 = std::env::var("STROM_WINDOW_PERF_SIZE").map_or(60_000, |s| s.parse().unwrap());
+    let tumbling = TimeWindows::of_size_and_grace(size, 5_000).unwrap();
+    let hopping = tumbling.advance_by(size / 4).unwrap();
     let step = RECORDS / calls;
     let rows = |i: usize| i * step..(i + 1) * step;
     let counts: Vec<_> = (0..calls)

@@ -354,7 +354,7 @@ impl<S: Copy + Default> StartTable<S> {
         self.len
     }
 
-    fn capacity(&self) -> usize {
+    pub(crate) fn capacity(&self) -> usize {
         self.slots.len()
     }
 
@@ -690,12 +690,20 @@ impl<S: Copy + Default> Tables<S> {
 
     /// Drops the oldest table (into the pool).
     pub fn pop_first(&mut self) {
-        if self.live.is_empty() {
-            return;
+        if let Some(t) = self.take_first() {
+            self.recycle(t);
         }
-        let t = self.live.remove(0);
+    }
+
+    /// Takes the oldest table out of the live ones.
+    pub fn take_first(&mut self) -> Option<StartTable<S>> {
+        (!self.live.is_empty()).then(|| self.live.remove(0))
+    }
+
+    /// Keeps a table taken out for reuse by a later start.
+    pub fn recycle(&mut self, table: StartTable<S>) {
         if self.pool.len() < 4 {
-            self.pool.push(t);
+            self.pool.push(table);
         }
     }
 

@@ -30,7 +30,7 @@ use super::column::{Batch, ValueColumn};
 use super::results::{BatchStats, StoreChanges, WindowedResults};
 
 use super::spec::{DEFAULT_EMIT_INTERVAL_MS, EmitStrategy, NO_TIMESTAMP, TimeWindows};
-use super::table::{Hint, Probe, Tables, Upsert};
+use super::table::{Hint, Probe, StartTable, Tables, Upsert};
 use crate::error::{Error, Result};
 use crate::store::{SegmentFactory, WindowStore};
 
@@ -134,6 +134,10 @@ pub struct TimeWindowedAggregation<A: Aggregate> {
     /// Slot bytes above which window slots are prefetched.
     prefetch_above: usize,
     pending: StoreChanges<A::State>,
+    /// Update mode: tables of closed windows, most of whose slots changed
+    /// since the last drain, oldest first; the drain copies their changes
+    /// out (see `evict_closed`).
+    closed: Vec<StartTable<A::State>>,
     totals: BatchStats,
 }
 
@@ -172,6 +176,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
             prepared: None,
             prefetch_above: DEFAULT_PREFETCH_ABOVE_BYTES,
             pending: StoreChanges::default(),
+            closed: Vec::new(),
             totals: BatchStats::default(),
         }
     }
@@ -602,24 +607,55 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
     }
 
     /// Update mode: forgets windows that closed (end <= close time); they
-    /// can no longer change.
+    /// can no longer change. A table most of whose windows changed since
+    /// the last drain is kept whole until the drain, which copies them out
+    /// once: copying them into the pending changes here cost about a
+    /// quarter of a tumbling count's time at 100k keys (the list's fresh
+    /// pages), and the table's slots hold them as compactly. A table with
+    /// few changes has them copied and is reused at once.
     fn evict_closed(&mut self, close: i64) {
         while self.windows.window_end(self.tables.first_start()) <= close {
-            self.capture_first_dirty();
-            self.tables.pop_first();
+            let Some(mut table) = self.tables.take_first() else {
+                return;
+            };
+            if table.dirty.len() * 2 >= table.capacity() {
+                self.closed.push(table);
+            } else {
+                // The pending changes stay in start order (the store's
+                // retention follows the starts it is given).
+                self.capture_closed();
+                let end = self.windows.window_end(table.start);
+                Self::capture(&mut self.pending, end, &mut table);
+                self.tables.recycle(table);
+            }
         }
     }
 
-    /// Records the changes of the oldest table's windows not yet drained.
+    /// Copies the closed tables' changes into the pending ones and reuses
+    /// the tables.
+    fn capture_closed(&mut self) {
+        for mut table in std::mem::take(&mut self.closed) {
+            let end = self.windows.window_end(table.start);
+            Self::capture(&mut self.pending, end, &mut table);
+            self.tables.recycle(table);
+        }
+    }
+
+    /// Final mode: records the changes of the oldest table, about to be
+    /// dropped.
     fn capture_first_dirty(&mut self) {
-        let Some(table) = self.tables.first_mut() else {
-            return;
-        };
-        let end = self.windows.window_end(table.start);
+        if let Some(table) = self.tables.first_mut() {
+            let end = self.windows.window_end(table.start);
+            Self::capture(&mut self.pending, end, table);
+        }
+    }
+
+    /// Records the changes of a table's windows not yet drained.
+    fn capture(pending: &mut StoreChanges<A::State>, end: i64, table: &mut StartTable<A::State>) {
         for i in table.take_dirty() {
             let slot = table.slot(i);
             if slot.is_dirty() {
-                self.pending.push(
+                pending.push(
                     table.key(i),
                     table.start,
                     end,
@@ -704,6 +740,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
     /// timestamped window store holds them), e.g. with
     /// [`TimeWindowedAggregation::write_changes`].
     pub fn drain_changes(&mut self) -> StoreChanges<A::State> {
+        self.capture_closed();
         let mut changes = std::mem::take(&mut self.pending);
         for table in self.tables.iter_mut() {
             let end = self.windows.window_end(table.start);
