@@ -153,6 +153,35 @@ def test_a_join_reads_the_transformed_table_through_its_transformer() -> None:
         assert outputs(driver) == [("A", "x/A->a!", 2), ("B", "y/B->None!", 3)]
 
 
+def test_every_transformer_is_closed_with_the_task_the_getters_too() -> None:
+    # Kafka's KTableTransformValuesGetter closes its transformer.
+    made: list[Closing] = []
+
+    class Closing(Exclamation):
+        closed = 0
+
+        def __init__(self) -> None:
+            super().__init__()
+            made.append(self)
+
+        def close(self) -> None:
+            self.closed += 1
+
+    builder = StreamsBuilder()
+    table = builder.table("table", key_serde=S, value_serde=S, materialized="parent")
+    transformed = table.transform_values(Closing)
+    builder.stream("stream", key_serde=S, value_serde=S).join(
+        transformed, lambda v, tv: f"{v}/{tv}"
+    ).to("out", key_serde=S, value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("table", S, S).pipe_input("A", "a", 1)
+        driver.create_input_topic("stream", S, S).pipe_input("A", "x", 2)
+        assert outputs(driver) == [("A", "x/A->a!", 2)]
+        # The node's transformer and the join's getter's.
+        assert len(made) == 2 and all(t.closed == 0 for t in made)
+    assert [t.closed for t in made] == [1, 1]
+
+
 def test_the_transformer_cannot_forward() -> None:
     class Forwarding(ValueTransformerWithKey[str, str]):
         def init(self, context: ProcessorContext) -> None:

@@ -547,6 +547,7 @@ def transformed_getter(
     def make(task: StreamTask) -> Callable[..., tuple[Any, int] | None]:
         get = parent(task)
         runner = ValueTransformerRunner(task, name, store_names, supplier)
+        task.on_close(runner.close)
 
         def lookup(key: Any, *as_of: int) -> tuple[Any, int] | None:
             found = get(key, *as_of)

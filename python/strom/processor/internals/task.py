@@ -283,6 +283,9 @@ class StreamTask:
         self._store_defs = builder.stores
         # The caching stores: flushed on commit, closed with the task.
         self._caching: list[Any] = []
+        # What else closes with the task, after its nodes (value getters'
+        # transformers).
+        self._on_close: list[Callable[[], None]] = []
         # Per caching store: the headers of the record that last updated each key.
         self._cached_headers: dict[int, dict[Any, Headers]] = {}
         self.changelogs: dict[str, str] = {}
@@ -694,9 +697,15 @@ class StreamTask:
             {store: changelog_ends[topic] for store, topic in self.changelogs.items()}
         )
 
+    def on_close(self, close: Callable[[], None]) -> None:
+        """Runs ``close`` when the task closes, after its nodes."""
+        self._on_close.append(close)
+
     def close(self) -> None:
         for node in self.nodes.values():
             node.close()
+        for close in self._on_close:
+            close()
         for store in self._caching:
             store.close()
         self.state.close()
