@@ -205,6 +205,12 @@
 //!     persistent store, 2.1-2.3 s into an in-memory one (3.4-3.8 s before
 //!     its segments took batches in key order and kept key heads inline).
 //!     The store writes are where a DSL windowed count's native time goes.
+//!   - in cache (1,000 keys), a fifth of the tumbling loop's samples wait
+//!     on the slot load that follows the control bytes' match. Probing 16
+//!     rows ahead there too (the hints without prefetch instructions), so
+//!     that the record's lookup starts at its slot, was 5-10% slower
+//!     (three alternated pairs, 2026-11-27): the extra pass costs more than
+//!     the shorter chain saves.
 //!   - what is left is the in-cache loop (30-40M records/s tumbling). So
 //!     the bars (40M, 15M at 100k keys) would want a new window of a key to
 //!     cost no more than an update, and the in-cache loop about a third
