@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import random
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +28,7 @@ from tests.spark.support import (
 from strom import StreamsBuilder, Topology, col, serdes, struct
 from strom.cli.demo import generate_lines, word_count_topology
 from strom.kstream import JoinWindows, Materialized, SessionWindows, TimeWindows
+from strom.state import Stores
 
 S, L = serdes.String(), serdes.Long()
 CONFIG = {"application.id": "replay-test", "statestore.cache.max.bytes": 0}
@@ -288,6 +290,49 @@ def test_stream_table_join(spark: SparkSession, tmp_path: Path) -> None:
         stores=["users"],
     )
     check_all_ways(spark, scenario, tmp_path)
+
+
+def enriched_orders_as_of() -> Topology:
+    # A versioned users table, read as of each order's time; orders wait a
+    # grace period in the join's buffer for late user updates.
+    builder = StreamsBuilder()
+    users = builder.table(
+        "users",
+        key_serde=S,
+        value_serde=S,
+        materialized=Materialized(Stores.persistent_versioned_key_value_store("users", 60_000)),
+    )
+    (
+        builder.stream("orders", key_serde=S, value_serde=L)
+        .left_join(users, lambda amount, city: f"{amount}@{city}", grace=300)
+        .to("enriched", key_serde=S, value_serde=S)
+    )
+    return builder.build()
+
+
+def test_stream_table_join_as_of_a_versioned_table(spark: SparkSession, tmp_path: Path) -> None:
+    """User updates and orders come out of order: each order sees the
+    user's city as of its own timestamp, after the grace period."""
+    rnd = random.Random(11)
+    users = [
+        (f"user-{rnd.randrange(10)}", rnd.choice(["oslo", "rome", None]), t - rnd.randrange(400))
+        for t in range(400, 3_400, 20)
+    ]
+    orders = [
+        (f"user-{rnd.randrange(10)}", rnd.randrange(1, 500), 400 + t - rnd.randrange(500))
+        for t in range(0, 3_000, 10)
+    ]
+    scenario = Scenario(
+        enriched_orders_as_of,
+        {"users": users, "orders": orders},
+        {"users": (S, S), "orders": (S, L), "enriched": (S, S)},
+        ["enriched"],
+    )
+    check_all_ways(spark, scenario, tmp_path)
+    # The input makes the versions matter: joined with the latest values at
+    # once, as an unversioned table is, orders see other cities.
+    latest = run_driver_per_partition(replace(scenario, build=enriched_orders), CONFIG)
+    assert latest["enriched"] != run_driver_per_partition(scenario, CONFIG)["enriched"]
 
 
 def sessions() -> Topology:
