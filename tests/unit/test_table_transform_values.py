@@ -136,16 +136,22 @@ def test_a_stateless_transformer_computes_old_values_again(materialized: Any) ->
         assert outputs(driver) == [("A", "1", 5), ("A", "2", 15), ("A", "3", 15)]
 
 
-def test_a_join_reads_the_transformed_table_through_its_transformer() -> None:
-    # shouldTransformOnGetIfNotMaterialized: the getter transforms the
-    # parent's value with a transformer of its own.
+def stream_joining_transformed_table(supplier: Any) -> Any:
+    """A stream joined with a table transformed by ``supplier``'s
+    transformers (unmaterialized: the join reads it through its getter)."""
     builder = StreamsBuilder()
     table = builder.table("table", key_serde=S, value_serde=S, materialized="parent")
-    transformed = table.transform_values(Exclamation)
+    transformed = table.transform_values(supplier)
     builder.stream("stream", key_serde=S, value_serde=S).join(
         transformed, lambda v, tv: f"{v}/{tv}"
     ).to("out", key_serde=S, value_serde=S)
-    with TopologyTestDriver(builder.build()) as driver:
+    return builder.build()
+
+
+def test_a_join_reads_the_transformed_table_through_its_transformer() -> None:
+    # shouldTransformOnGetIfNotMaterialized: the getter transforms the
+    # parent's value with a transformer of its own.
+    with TopologyTestDriver(stream_joining_transformed_table(Exclamation)) as driver:
         driver.create_input_topic("table", S, S).pipe_input("A", "a", 1)
         driver.create_input_topic("stream", S, S).pipe_input("A", "x", 2)
         # An absent key: the transformer still makes a value of None.
@@ -167,13 +173,7 @@ def test_every_transformer_is_closed_with_the_task_the_getters_too() -> None:
         def close(self) -> None:
             self.closed += 1
 
-    builder = StreamsBuilder()
-    table = builder.table("table", key_serde=S, value_serde=S, materialized="parent")
-    transformed = table.transform_values(Closing)
-    builder.stream("stream", key_serde=S, value_serde=S).join(
-        transformed, lambda v, tv: f"{v}/{tv}"
-    ).to("out", key_serde=S, value_serde=S)
-    with TopologyTestDriver(builder.build()) as driver:
+    with TopologyTestDriver(stream_joining_transformed_table(Closing)) as driver:
         driver.create_input_topic("table", S, S).pipe_input("A", "a", 1)
         driver.create_input_topic("stream", S, S).pipe_input("A", "x", 2)
         assert outputs(driver) == [("A", "x/A->a!", 2)]

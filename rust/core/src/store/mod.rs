@@ -11,6 +11,7 @@
 pub mod cache;
 pub mod changelog;
 pub mod kernels;
+mod key;
 pub mod kv;
 pub mod persistent;
 pub mod persistent_time_segments;

@@ -16,8 +16,8 @@ use std::ops::Bound;
 use std::sync::{Mutex, PoisonError};
 
 use super::Location;
-use super::key::IndexKey;
 use super::table::KeyTable;
+use crate::store::key::IndexKey;
 use crate::window::keys::FastState;
 
 /// The keys added since the run was sorted are merged into it once there

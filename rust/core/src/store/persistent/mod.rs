@@ -16,7 +16,6 @@
 
 pub(crate) mod files;
 mod index;
-mod key;
 pub(crate) mod mmap;
 mod recovery;
 mod segment_log;

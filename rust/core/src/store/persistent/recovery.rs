@@ -8,10 +8,10 @@ use std::path::{Path, PathBuf};
 use super::Location;
 use super::files::{MANIFEST_FILE, io, remove_if_exists, sync_dir};
 use super::index::KeyIndex;
-use super::key::IndexKey;
 use super::segment_log::{KEY_LEN_AT, Segment};
 use crate::error::{Error, Result};
 use crate::log::format::{self, FrameView, LENGTH_SIZE, MIN_FRAME};
+use crate::store::key::IndexKey;
 
 /// The header key that marks a commit marker frame.
 pub(super) const COMMIT_HEADER: &str = "strom.commit";

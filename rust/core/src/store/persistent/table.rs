@@ -12,7 +12,7 @@
 use std::hash::BuildHasher;
 
 use super::Location;
-use super::key::IndexKey;
+use crate::store::key::IndexKey;
 use crate::window::keys::FastState;
 
 /// Tag of an empty slot; a full one has the high bit set.

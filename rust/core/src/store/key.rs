@@ -1,7 +1,9 @@
-//! Index keys: short keys (most Kafka keys: ids, longs, short strings) are
-//! stored inside the B-tree node, so a lookup compares bytes it already has
-//! in cache instead of chasing a pointer per comparison, and costs no heap
-//! allocation.
+//! Keys of the ordered stores' trees (the persistent store's index, the
+//! in-memory store): short keys (most Kafka keys: ids, longs, short
+//! strings; a window store's key, start and seqnum for keys of up to 10
+//! bytes) are stored inside the B-tree node, so a lookup compares bytes it
+//! already has in cache instead of chasing a pointer per comparison, and
+//! costs no heap allocation.
 
 use std::borrow::Borrow;
 use std::cmp::Ordering;
@@ -12,7 +14,7 @@ const INLINE: usize = 22;
 
 /// A key of the index: 24 bytes, inline up to 22 bytes, boxed beyond.
 #[derive(Clone)]
-pub(super) enum IndexKey {
+pub(crate) enum IndexKey {
     Inline { len: u8, bytes: [u8; INLINE] },
     Heap(Box<[u8]>),
 }
