@@ -610,7 +610,7 @@ impl<A: Aggregate> TimeWindowedAggregation<A> {
     /// can no longer change. A table most of whose windows changed since
     /// the last drain is kept whole until the drain, which copies them out
     /// once: copying them into the pending changes here cost about a
-    /// quarter of a tumbling count's time at 100k keys (the list's fresh
+    /// sixth of a tumbling count's time at 100k keys (the list's fresh
     /// pages), and the table's slots hold them as compactly. A table with
     /// few changes has them copied and is reused at once.
     fn evict_closed(&mut self, close: i64) {
