@@ -156,9 +156,7 @@ class VersionedBytesStore:
                 # time, or the previous value it moved out (that now ends
                 # here). Otherwise nothing is left, and an older put later
                 # may be the latest.
-                if previous is not None and previous[0] == timestamp:
-                    del versions[at]
-                elif previous is not None and previous[1] is not None:
+                if previous is not None and previous[0] != timestamp and previous[1] is not None:
                     versions[at] = (timestamp, None)
                 else:
                     del versions[at]

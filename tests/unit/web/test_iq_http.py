@@ -5,6 +5,7 @@ store's kind does not have. (Two instances on Kafka: tests/integration.)"""
 
 from __future__ import annotations
 
+import contextlib
 import re
 import urllib.error
 import urllib.parse
@@ -12,12 +13,13 @@ import urllib.request
 import uuid
 from collections import Counter
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
 from tests.kafka_harness import free_ports
 from tests.support import get_json
 
-from strom import KafkaStreams, StreamsBuilder, serdes
+from strom import KafkaStreams, StreamsBuilder, Topology, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError
 from strom.kstream import Materialized, SessionWindows, TimeWindows
@@ -41,14 +43,25 @@ def served(log: EmbeddedLog, log_path: str) -> Iterator[tuple[str, KafkaStreams]
     grouped.windowed_by(SessionWindows.of_inactivity_gap_with_no_grace(5_000)).count(
         Materialized("sessions")
     )
+    with serving(builder.build(), log_path, "iq-http") as served_app:
+        yield served_app
+
+
+@contextlib.contextmanager
+def serving(
+    topology: Topology, log_path: str, app_id: str, host: str = "127.0.0.1", **config: Any
+) -> Iterator[tuple[str, KafkaStreams]]:
+    """The app on the embedded log, run to the end of its input, serving
+    IQ over HTTP on a free port (``application.server`` ``host:port``, and
+    ``config`` on top): its base URL on 127.0.0.1 and the app."""
     (port,) = free_ports(1)
-    config = {
-        "application.id": "iq-http",
+    settings = {
+        "application.id": app_id,
         "bootstrap.servers": f"embedded:{log_path}",
-        "application.server": f"127.0.0.1:{port}",
+        "application.server": f"{host}:{port}",
         "iq.http": True,
     }
-    with KafkaStreams(builder.build(), config) as app:
+    with KafkaStreams(topology, settings | config) as app:
         app.run_until_end(timeout=120)
         assert app.web_server is not None and app.web_server.port == port
         yield f"http://127.0.0.1:{port}", app
@@ -155,17 +168,10 @@ def test_key_types_follow_the_key_serde(log: EmbeddedLog, log_path: str) -> None
     builder.stream("numbers", key_serde=serdes.Long(), value_serde=S).group_by_key().count(
         Materialized("by-number")
     )
-    (port,) = free_ports(1)
-    config = {
-        "application.id": "iq-long",
-        "bootstrap.servers": f"embedded:{log_path}",
-        "application.server": f"localhost:{port}",
-        "iq.http": True,
-        "web.host": "127.0.0.1",
-    }
-    with KafkaStreams(builder.build(), config) as app:
-        app.run_until_end(timeout=60)
-        base = f"http://127.0.0.1:{port}/iq/stores/by-number"
+    # Advertised as localhost, bound where web.host says.
+    web = {"web.host": "127.0.0.1"}
+    with serving(builder.build(), log_path, "iq-long", "localhost", **web) as (url, _app):
+        base = f"{url}/iq/stores/by-number"
         assert get_json(f"{base}/keys/2")[1]["value"] == 2
         status, body = get_json(f"{base}/keys/{urllib.parse.quote('two')}")
         assert status == 400 and "'two' is not a Long value" in body["error"]
@@ -180,16 +186,8 @@ def test_a_versioned_tables_key_as_of_a_time(log: EmbeddedLog, log_path: str) ->
     builder = StreamsBuilder()
     history = Stores.persistent_versioned_key_value_store("prices", 60_000)
     builder.table("prices", key_serde=S, value_serde=S, materialized=Materialized(history))
-    (port,) = free_ports(1)
-    config = {
-        "application.id": "iq-versioned",
-        "bootstrap.servers": f"embedded:{log_path}",
-        "application.server": f"127.0.0.1:{port}",
-        "iq.http": True,
-    }
-    with KafkaStreams(builder.build(), config) as app:
-        app.run_until_end(timeout=60)
-        base = f"http://127.0.0.1:{port}/iq/stores/prices"
+    with serving(builder.build(), log_path, "iq-versioned") as (url, _app):
+        base = f"{url}/iq/stores/prices"
         status, body = get_json(f"{base}/keys/apple")
         assert status == 200
         assert (body["value"], body["timestamp"], body["valid_to"]) == ("1.20", 5_000, None)
