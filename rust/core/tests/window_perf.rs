@@ -25,7 +25,8 @@
 //! parts (`"tumbling count"` for a profile of one, `"count"` for two). `bare_hash_map_yardstick`
 //! runs the same records through a bare loop over hash maps (100 batches;
 //! `cargo test ... -- --ignored --nocapture bare` runs it alone), to show
-//! how far the kernels are from the machine.
+//! how far the kernels are from the machine; `pane_ring_yardstick`
+//! (`... pane`) through a bare loop over one ring of panes per key.
 
 use std::time::Instant;
 
@@ -326,6 +327,187 @@ fn bare_hash_map_yardstick() {
         let best = seconds.iter().copied().fold(f64::INFINITY, f64::min);
         println!(
             "{name:<26} best {:>5.1} M records/s ({:.2} s), {:.1} ns a record; {results} results; load {}",
+            RECORDS as f64 / best / 1e6,
+            best,
+            best * 1e9 / RECORDS as f64,
+            load_average(),
+        );
+    }
+}
+
+/// One key's panes (windows of the advance's length; a window's count and
+/// timestamp are its panes' sum and maximum): counts, timestamps as offsets
+/// into their pane, a changed bit per window start, 2 cache lines.
+#[derive(Clone, Copy, Default)]
+#[repr(C, align(64))]
+struct PaneSlot {
+    key: u128,
+    lowest: i64,
+    dirty: u8,
+    counts: [u32; 8],
+    offsets: [u32; 8],
+}
+
+/// Records ahead whose pane slots are prefetched.
+const AHEAD: usize = 16;
+
+#[inline]
+fn prefetch(p: *const PaneSlot) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults.
+    unsafe {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(p.cast());
+        _mm_prefetch::<_MM_HINT_T0>(p.cast::<u8>().wrapping_add(64).cast());
+    }
+}
+
+/// A second yardstick: one slot per key holding a ring of its panes, so
+/// a record makes one lookup and one update whatever its number of
+/// windows, and a key's new window inserts nothing; a window's result is
+/// the sum of its panes (exact for counts and integer sums, not for
+/// floating-point ones). The changes of windows whose panes leave the ring
+/// are captured, as the kernels' closes do. Knock-outs, to see where the
+/// time goes: `STROM_WINDOW_PERF_NO_RESULTS=1` writes no result columns,
+/// `STROM_WINDOW_PERF_NO_CAPTURE=1` keeps no captured changes.
+#[test]
+#[ignore = "throughput measurement; run in release mode"]
+fn pane_ring_yardstick() {
+    use std::hash::BuildHasher;
+    let calls = 100;
+    let n_keys: u64 = std::env::var("STROM_WINDOW_PERF_KEYS").map_or(100_000, |k| {
+        k.parse().expect("STROM_WINDOW_PERF_KEYS is a number")
+    });
+    let input = input(calls, n_keys);
+    let (size, grace) = (60_000_i64, 5_000_i64);
+    let hasher = std::hash::BuildHasherDefault::<MixHasher>::default();
+    println!("{RECORDS} records, {n_keys} keys, {calls} batches, a ring of panes per key:");
+    for (name, advance) in [
+        ("tumbling count", size),
+        ("hopping (4 windows) count", size / 4),
+    ] {
+        let per = (size / advance) as usize;
+        let no_capture = std::env::var_os("STROM_WINDOW_PERF_NO_CAPTURE").is_some();
+        let no_results = std::env::var_os("STROM_WINDOW_PERF_NO_RESULTS").is_some();
+        let mut seconds = Vec::new();
+        let mut results = 0;
+        let mut captured = 0;
+        for _ in 0..RUNS {
+            let mask = (n_keys as usize * 2).next_power_of_two() - 1;
+            let mut slots = vec![PaneSlot::default(); mask + 1];
+            let mut changes: Vec<(u128, i64, u64, i64)> = Vec::new();
+            let (mut rows, mut starts, mut ends, mut values, mut stamps) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut words, mut homes) = (Vec::new(), Vec::new());
+            let (mut stream_time, mut expired) = (-1_i64, 0_u64);
+            results = 0;
+            let (t, cpu) = (Instant::now(), thread_cpu_seconds());
+            for (b, keys) in input.keys.iter().enumerate() {
+                let column = keys.column();
+                let from = b * (RECORDS / calls);
+                words.clear();
+                homes.clear();
+                for i in 0..column.len() {
+                    let key = key_word(column.get(i).expect("a key"));
+                    words.push(key);
+                    homes.push(hasher.hash_one(key) as usize & mask);
+                }
+                for &h in homes.iter().take(AHEAD) {
+                    prefetch(&raw const slots[h]);
+                }
+                for (i, &ts) in input.timestamps[from..from + column.len()]
+                    .iter()
+                    .enumerate()
+                {
+                    if let Some(&h) = homes.get(i + AHEAD) {
+                        prefetch(&raw const slots[h]);
+                    }
+                    let key = words[i];
+                    stream_time = stream_time.max(ts);
+                    let close = stream_time - grace;
+                    let pane = ts / advance;
+                    let mut at = homes[i];
+                    while slots[at].key != key && slots[at].key != 0 {
+                        at = (at + 1) & mask;
+                    }
+                    let slot = &mut slots[at];
+                    if slot.key == 0 {
+                        slot.key = key;
+                        slot.lowest = (pane - 4).max(0);
+                    }
+                    if pane >= slot.lowest + 8 {
+                        // Panes leave the ring: capture the changed windows
+                        // that start in them (closed by now) first.
+                        let lowest = pane - 7;
+                        for w in slot.lowest..lowest.min(slot.lowest + 8) {
+                            let bit = 1 << (w & 7);
+                            if slot.dirty & bit != 0 {
+                                slot.dirty &= !bit;
+                                let (mut count, mut stamp) = (0_u64, 0_i64);
+                                for q in w..(w + per as i64).min(slot.lowest + 8) {
+                                    let r = (q & 7) as usize;
+                                    count += u64::from(slot.counts[r]);
+                                    stamp = stamp.max(q * advance + i64::from(slot.offsets[r]));
+                                }
+                                if no_capture {
+                                    std::hint::black_box((count, stamp));
+                                } else {
+                                    changes.push((key, w * advance, count, stamp));
+                                }
+                            }
+                            let r = (w & 7) as usize;
+                            slot.counts[r] = 0;
+                            slot.offsets[r] = 0;
+                        }
+                        slot.lowest = lowest;
+                    }
+                    assert!(
+                        pane >= slot.lowest,
+                        "the yardstick's input is never that late"
+                    );
+                    let r = (pane & 7) as usize;
+                    slot.counts[r] += 1;
+                    slot.offsets[r] = slot.offsets[r].max((ts - pane * advance) as u32);
+                    let first = (pane + 1 - per as i64).max(0).max(slot.lowest);
+                    for w in first..=pane {
+                        if (w * advance) + size <= close {
+                            expired += 1;
+                            continue;
+                        }
+                        let (mut count, mut stamp) = (0_u64, 0_i64);
+                        for q in w..w + per as i64 {
+                            let r = (q & 7) as usize;
+                            count += u64::from(slot.counts[r]);
+                            stamp = stamp.max(q * advance + i64::from(slot.offsets[r]));
+                        }
+                        slot.dirty |= 1 << (w & 7);
+                        if no_results {
+                            std::hint::black_box((count, stamp));
+                            continue;
+                        }
+                        rows.push((from + i) as u32);
+                        starts.push(w * advance);
+                        ends.push(w * advance + size);
+                        values.push(count as i64);
+                        stamps.push(stamp);
+                    }
+                }
+                results += rows.len();
+                for column in [&mut starts, &mut ends, &mut values, &mut stamps] {
+                    column.clear();
+                }
+                rows.clear();
+            }
+            seconds.push(match (cpu, thread_cpu_seconds()) {
+                (Some(from), Some(to)) => to - from,
+                _ => t.elapsed().as_secs_f64(),
+            });
+            captured = changes.len();
+            assert_eq!(expired, 0, "the input has no late records");
+        }
+        let best = seconds.iter().copied().fold(f64::INFINITY, f64::min);
+        println!(
+            "{name:<26} best {:>5.1} M records/s ({:.2} s), {:.1} ns a record; {results} results, {captured} changes captured; load {}",
             RECORDS as f64 / best / 1e6,
             best,
             best * 1e9 / RECORDS as f64,

@@ -215,6 +215,27 @@
 //!     the bars (40M, 15M at 100k keys) would want a new window of a key to
 //!     cost no more than an update, and the in-cache loop about a third
 //!     cheaper; `STROM_WINDOW_PERF_CASES` runs one case for a profile.
+//!   - a ring of panes per key (`pane_ring_yardstick` in
+//!     `tests/window_perf.rs`, 2026-11-27): one slot per key (two cache
+//!     lines) holds the counts and latest timestamps of its last eight
+//!     panes (windows of the advance's length), so a record makes one
+//!     lookup and one update whatever its number of windows, a key's new
+//!     window inserts nothing, and a window's result is the sum of its
+//!     panes (exact for counts and integer sums only). A bare loop, alternated
+//!     twice with the kernel (100 batches): at 1,000 keys it runs tumbling
+//!     at 53-54M records/s and hopping x4 at 25M (the kernel: 43-44M and
+//!     15M); at 100k keys 25-26M and 10-10.5M (the kernel: 30-30.5M and
+//!     8.5M). Knocking out its captured changes gives 26M and 11.5M, and
+//!     its result writes as well 30-31M and 13M; a one-line slot (no
+//!     timestamps, a throwaway build) with neither, 31M and 16M. `perf`
+//!     puts half of that last loop's samples on the slot's prefetch
+//!     instruction and its first load: the misses, not the work, at 100k
+//!     keys. So a pane ring would make hopping about 1.2x faster before
+//!     Kafka's bookkeeping (late records, restore, old values, final
+//!     mode) is added back, and tumbling slower (two lines a key against
+//!     the kernel's 32-byte slots); not built. On these VMs a loop that
+//!     touches one random line per record for 100k keys runs at about
+//!     30M records/s even when it writes nothing, under the 40M bar.
 //! - **Store visibility is Kafka's.** Kafka reads windows back through its
 //!   store, whose retention hides old windows; the kernels emulate what the
 //!   default stores show, so that, as in Kafka, final results of windows the
