@@ -1,7 +1,8 @@
-"""Versioned tables (KIP-914): a source table kept in a versioned store, read
-as of each stream record's time by stream-table joins, and its out-of-order
-updates left out of joins and re-groupings. tests/differential runs random
-versioned tables against Kafka's TopologyTestDriver as well."""
+"""Versioned tables (KIP-914): a source table or an aggregation kept in a
+versioned store, read as of each stream record's time by stream-table joins,
+and its out-of-order updates left out of joins and re-groupings.
+tests/differential runs random versioned tables and aggregations against
+Kafka's TopologyTestDriver as well."""
 
 from __future__ import annotations
 
@@ -12,15 +13,15 @@ import pytest
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import TopologyError
-from strom.kstream import BufferConfig, JoinWindows, Materialized, Suppressed
+from strom.kstream import BufferConfig, JoinWindows, Materialized, Suppressed, TimeWindows
 from strom.state import Stores, VersionedRecord
 from strom.testing import TopologyTestDriver
 
 S, L = serdes.String(), serdes.Long()
 
 
-def versioned(name: str = "prices", history: int = 60_000) -> Materialized:
-    return Materialized(Stores.persistent_versioned_key_value_store(name, history))
+def versioned(name: str = "prices", history: int = 60_000, **serdes: Any) -> Materialized:
+    return Materialized(Stores.persistent_versioned_key_value_store(name, history), **serdes)
 
 
 def rows(driver: TopologyTestDriver, topic: str, value_serde: Any = S) -> list[Any]:
@@ -111,7 +112,10 @@ def test_what_versioned_tables_do_not_take() -> None:
     with pytest.raises(TopologyError, match="non-versioned"):
         table.suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded()))
     with pytest.raises(TopologyError, match="versioned store yet"):
-        builder.stream("in", key_serde=S, value_serde=S).group_by_key().count(versioned("counts"))
+        table.filter(lambda _k, _v: True, materialized=versioned("filtered"))
+    grouped = builder.stream("in", key_serde=S, value_serde=S).group_by_key()
+    with pytest.raises(TopologyError, match="window or session store"):
+        grouped.windowed_by(TimeWindows.of_size_with_no_grace(10)).count(versioned("counts"))
     with pytest.raises(TopologyError, match="caching"):
         Stores.versioned_key_value_store_builder(
             Stores.persistent_versioned_key_value_store("v", 10), S, S
@@ -192,3 +196,165 @@ def test_held_back_records_survive_a_restart(tmp_path: Any) -> None:
     assert [(r.key, r.value, r.timestamp) for r in log.read("priced", 0, 0, 10)] == [
         (b"apple", b"2@1.00", 5_000)
     ]
+
+
+def test_a_versioned_count_drops_records_older_than_its_history() -> None:
+    """Kafka's KStreamAggregate over a versioned store: the result time is
+    the later of the record's and the latest version's; a result older than
+    the store's history is neither put nor forwarded."""
+    builder = StreamsBuilder()
+    counts = (
+        builder.stream("clicks", key_serde=S, value_serde=S)
+        .group_by_key()
+        .count(versioned("counts", history=50))
+    )
+    counts.to_stream().to("counts", key_serde=S, value_serde=L)
+    with TopologyTestDriver(builder.build()) as driver:
+        clicks = driver.create_input_topic("clicks", S, S)
+        for user, time in [("a", 100), ("a", 90), ("b", 200), ("a", 120), ("c", 100), ("c", 210)]:
+            clicks.pipe_input(user, "x", time)
+        assert rows(driver, "counts", L) == [
+            ("a", 1, 100),
+            ("a", 2, 100),  # out of order: timed as the latest version
+            ("b", 1, 200),
+            # a at 120 and c at 100: stream time 200, so older than the history
+            ("c", 1, 210),
+        ]
+        store = driver.get_versioned_key_value_store("counts")
+        assert store.get("a") == VersionedRecord(2, 100)
+        assert store.get("c", 209) is None
+
+
+def test_a_stream_joins_an_aggregate_as_of_its_records_time() -> None:
+    """A versioned aggregation's table is versioned: a stream-table join
+    reads the aggregate that was valid at each stream record's time."""
+    builder = StreamsBuilder()
+    totals = (
+        builder.stream("deposits", key_serde=S, value_serde=L)
+        .group_by_key()
+        .reduce(lambda total, amount: total + amount, versioned("totals"))
+    )
+    orders = builder.stream("orders", key_serde=S, value_serde=S)
+    orders.left_join(totals, lambda order, total: f"{order}:{total}").to(
+        "checked", key_serde=S, value_serde=S
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        deposits = driver.create_input_topic("deposits", S, L)
+        deposits.pipe_input("ann", 10, 1_000)
+        deposits.pipe_input("ann", 5, 3_000)
+        orders_in = driver.create_input_topic("orders", S, S)
+        orders_in.pipe_input("ann", "o1", 2_000)  # late: the total then was 10
+        orders_in.pipe_input("ann", "o2", 4_000)
+        orders_in.pipe_input("ann", "o3", 500)
+        assert rows(driver, "checked") == [
+            ("ann", "o1:10", 2_000),
+            ("ann", "o2:15", 4_000),
+            ("ann", "o3:None", 500),
+        ]
+
+
+def test_an_aggregate_put_before_a_later_tombstone_is_not_the_latest() -> None:
+    """An aggregator that returns None deletes the key as of its record's
+    time; a record older than that delete starts a new aggregate, kept as a
+    version before it and forwarded marked not latest: to_stream shows it,
+    a table-table join skips it."""
+    builder = StreamsBuilder()
+    sums = (
+        builder.stream("amounts", key_serde=S, value_serde=L)
+        .group_by_key()
+        .aggregate(
+            lambda: 0,
+            lambda _k, amount, total: None if amount < 0 else total + amount,
+            versioned("sums", value_serde=L),
+        )
+    )
+    sums.to_stream().to("sums", key_serde=S, value_serde=L)
+    limits = builder.table("limits", key_serde=S, value_serde=L)
+    sums.join(limits, lambda total, limit: total <= limit).to_stream().to(
+        "within", key_serde=S, value_serde=serdes.Boolean()
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("limits", S, L).pipe_input("k", 100, 0)
+        amounts = driver.create_input_topic("amounts", S, L)
+        amounts.pipe_input("k", 40, 1_000)
+        amounts.pipe_input("k", -1, 2_000)  # a tombstone at 2_000
+        amounts.pipe_input("k", 7, 1_500)  # no latest value: a new aggregate at 1_500
+        assert rows(driver, "sums", L) == [("k", 40, 1_000), ("k", None, 2_000), ("k", 7, 1_500)]
+        within = driver.create_output_topic("within", S, serdes.Boolean()).read_records_to_list()
+        assert [(r.value, r.timestamp) for r in within] == [(True, 1_000), (None, 2_000)]
+        store = driver.get_versioned_key_value_store("sums")
+        assert store.get("k") is None
+        assert store.get("k", 1_999) == VersionedRecord(7, 1_500, 2_000)
+
+
+def test_a_versioned_table_aggregation_and_cogroup() -> None:
+    """KGroupedTable aggregations and cogroups take versioned stores too,
+    with Kafka's result times; their stores keep the versions."""
+    builder = StreamsBuilder()
+    table = builder.table("users", key_serde=S, value_serde=S)
+    by_city = table.group_by(lambda user, city: (city, user), key_serde=S, value_serde=S).count(
+        versioned("by-city")
+    )
+    by_city.to_stream().to("by-city", key_serde=S, value_serde=L)
+    visits = builder.stream("visits", key_serde=S, value_serde=S).group_by_key()
+    orders = builder.stream("orders", key_serde=S, value_serde=S).group_by_key()
+    activity = (
+        visits.cogroup(lambda _k, _v, agg: agg + "v")
+        .cogroup(orders, lambda _k, _v, agg: agg + "o")
+        .aggregate(lambda: "", materialized=versioned("activity", key_serde=S, value_serde=S))
+    )
+    activity.to_stream().to("activity", key_serde=S, value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        users = driver.create_input_topic("users", S, S)
+        users.pipe_input("ann", "oslo", 1_000)
+        users.pipe_input("bob", "oslo", 2_000)
+        users.pipe_input("ann", "rome", 3_000)
+        assert rows(driver, "by-city", L) == [
+            ("oslo", 1, 1_000),
+            ("oslo", 2, 2_000),
+            ("oslo", 1, 3_000),
+            ("rome", 1, 3_000),
+        ]
+        counts = driver.get_versioned_key_value_store("by-city")
+        assert counts.get("oslo", 2_500) == VersionedRecord(2, 2_000, 3_000)
+        driver.create_input_topic("visits", S, S).pipe_input("ann", "x", 10)
+        driver.create_input_topic("orders", S, S).pipe_input("ann", "y", 5)
+        assert rows(driver, "activity") == [("ann", "v", 10), ("ann", "vo", 10)]
+        assert driver.get_versioned_key_value_store("activity").get("ann", 9) is None
+
+
+def test_a_versioned_aggregate_is_restored_from_its_changelog(tmp_path: Any) -> None:
+    """A versioned aggregation's store is changelogged: an instance with no
+    local state goes on from the versions the last one wrote, history
+    included."""
+    log_path = str(tmp_path / "log")
+    log = EmbeddedLog(log_path)
+    for topic in ("clicks", "counts"):
+        log.create_topic(topic)
+
+    def app(state: str) -> KafkaStreams:
+        builder = StreamsBuilder()
+        builder.stream("clicks", key_serde=S, value_serde=S).group_by_key().count(
+            versioned("counts", history=1_000)
+        ).to_stream().to("counts", key_serde=S, value_serde=L)
+        props = {
+            "application.id": "versioned-count",
+            "bootstrap.servers": f"embedded:{log_path}",
+            "state.dir": str(tmp_path / state),
+        }
+        return KafkaStreams(builder.build(), props)
+
+    with log.producer(S, S) as producer:
+        producer.produce("clicks", "a", "x", timestamp=1_000)
+        producer.produce("clicks", "a", "x", timestamp=2_000)
+    with app("first") as first:
+        first.run_until_end(timeout=30)
+    with log.producer(S, S) as producer:
+        producer.produce("clicks", "a", "x", timestamp=3_000)
+    with app("second") as second:  # no local state: the store comes from its changelog
+        second.run_until_end(timeout=30)
+        store = second.store("counts")
+        assert store.get("a") == VersionedRecord(3, 3_000)
+        assert store.get("a", 2_500) == VersionedRecord(2, 2_000, 3_000)
+    counted = [(r.key, L.deserialize("counts", r.value)) for r in log.read("counts", 0, 0, 10)]
+    assert counted == [(b"a", 1), (b"a", 2), (b"a", 3)]

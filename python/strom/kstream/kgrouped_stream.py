@@ -10,13 +10,13 @@ from strom.kstream import cogrouped_kstream, windowed_kstream
 from strom.kstream.internals import aggregations
 from strom.kstream.internals import processors as p
 from strom.kstream.internals import table_processors as tp
+from strom.kstream.materialized import Materialized
 from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
 from strom.serdes import Long
 
 if TYPE_CHECKING:
     from strom.builder import StreamsBuilder
     from strom.kstream.ktable import KTable
-    from strom.kstream.materialized import Materialized
     from strom.kstream.windowed_kstream import (
         SessionWindowedKStream,
         SlidingWindowedKStream,
@@ -79,7 +79,14 @@ class KGroupedStream:
     def count(self, materialized: Materialized | str | None = None) -> KTable:
         """Counts records per key (null keys and values are skipped) into a
         KTable of ``int``."""
-        return self._aggregate("KSTREAM-AGGREGATE-", materialized, Long(), p.KStreamCount)
+        node: Callable[[str], Node] = p.KStreamCount
+        if Materialized.of(materialized).versioned:
+            # The native count writes a plain store: a versioned one takes
+            # Kafka's count as an aggregate (its initializer and adder).
+            def node(store: str) -> Node:
+                return tp.KStreamAggregate(store, tp.count_initializer, tp.count_adder)
+
+        return self._aggregate("KSTREAM-AGGREGATE-", materialized, Long(), node)
 
     @overload
     def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream: ...

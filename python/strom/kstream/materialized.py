@@ -68,8 +68,8 @@ class Materialized:
         if self.versioned:
             raise TopologyError(
                 f"store {self.store_name!r}: {what} cannot be materialized in a versioned "
-                "store yet (source tables can: builder.table(..., materialized=Materialized("
-                "Stores.persistent_versioned_key_value_store(...))))"
+                "store yet (source tables and aggregations that are not windowed can: "
+                "materialized=Materialized(Stores.persistent_versioned_key_value_store(...)))"
             )
 
     def store_def(

@@ -23,6 +23,7 @@ from strom.kstream.internals.table_processors import (
     KStreamAggregate,
     ValueGetterSupplier,
     store_getter,
+    versioned_getter,
 )
 from strom.kstream.internals.table_suppliers import AggregateSupplier, TableView
 from strom.kstream.materialized import Materialized
@@ -68,7 +69,8 @@ def add_aggregation(
     and return the result table. ``node(store, retention)`` makes the
     processor (the retention of a windowed store, else 0)."""
     mat = Materialized.of(materialized)
-    mat.refuse_versioned("an aggregation")
+    if windows is not None:
+        _refuse_versioned_windows(mat)
     # Kafka names the store first (MaterializedInternal); the processor
     # follows a grouped table's repartition topic and precedes a stream's.
     # A grouped table's reduce names its store KTABLE-AGGREGATE-STATE-STORE-.
@@ -110,7 +112,8 @@ def add_cogroup(
     Materialized's or the defaults, as in Kafka; repartition topics use the
     grouped streams' own."""
     mat = Materialized.of(materialized)
-    mat.refuse_versioned("a cogroup")
+    if windows is not None:
+        _refuse_versioned_windows(mat)
     prefix = "COGROUPKSTREAM-AGGREGATE-"
     store_name = mat.store_name or builder.new_name(f"{prefix}STATE-STORE-")
     parents = []
@@ -156,6 +159,15 @@ def add_cogroup(
     builder.internal.add_processor(merge_name, PassThrough, *agg_names)
     builder.internal.co_partition(merge_name)
     return _result_table(builder, merge_name, store, mat, mat.value_serde, windows)
+
+
+def _refuse_versioned_windows(mat: Materialized) -> None:
+    if mat.versioned:
+        raise TopologyError(
+            f"store {mat.store_name!r}: a windowed aggregation keeps a window or session "
+            "store; a versioned store is a key-value store (as in Kafka, whose windowed "
+            "Materialized takes no versioned store supplier)"
+        )
 
 
 @dataclass(frozen=True)
@@ -223,12 +235,14 @@ def _result_table(
         # Joins read a windowed table by window, not by key.
         read = wa.session_getter if isinstance(windows, SessionWindows) else wa.window_getter
         getter = read(store_name)
+    elif mat.versioned:
+        getter = versioned_getter(store_name)
     return ktable.KTable(
         builder,
         node,
         store.table_key_serde,
         value_serde,
-        AggregateSupplier(TableView((store_name,), getter)),
+        AggregateSupplier(TableView((store_name,), getter, mat.versioned)),
         store_name=mat.store_name,
         window_grace_ms=store.grace_ms,
     )

@@ -16,7 +16,7 @@ from strom.processor.internals.nodes import Node, drop, log, without
 from strom.processor.internals.processor_node import ValueTransformerRunner
 from strom.serdes import Long, Serde, String, Timestamped, WrappingSerde
 from strom.state.internals.caching import CachingKeyValueStore
-from strom.state.versioned import NOT_PUT, VALID_TO_UNDEFINED
+from strom.state.versioned import NOT_PUT, VALID_TO_UNDEFINED, VersionedKeyValueStore
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
@@ -55,13 +55,21 @@ class _StoreNode(Node):
         self.store_name = store_name
 
     def forward(self, batch: Batch) -> None:
-        # A (non-versioned) store's changes are each its key's latest.
-        batch.is_latest = None
+        if not self.versioned:
+            # A (non-versioned) store's changes are each its key's latest.
+            batch.is_latest = None
         super().forward(batch)
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
-        self.store: Any = task.key_value_store(self.store_name)
+        store = task.store(self.store_name)
+        # An aggregation materialized in a versioned store (KIP-914).
+        self.versioned = isinstance(store, VersionedKeyValueStore)
+        if self.versioned:
+            self.store = store
+            self.caching = self.timestamped = False
+            return
+        self.store = task.key_value_store(self.store_name)
         self.caching = isinstance(self.store, CachingKeyValueStore)
         if self.caching:
             # Updates reach the children when the cache writes them out.
@@ -152,6 +160,9 @@ class _StoreNode(Node):
         """``_put_each`` over the whole batch: old values read in one native
         call, ``update`` per record (a record whose key came earlier in the
         batch sees that record's result), new values written in one."""
+        if self.versioned:
+            self._update_versioned(batch, update)
+            return
         keys, record_stamps = batch.keys, batch.timestamps
         try:
             raw_keys = self._raw_keys(keys)
@@ -208,6 +219,49 @@ class _StoreNode(Node):
         self.store.upsert_raw(raw_keys, encoded, batch.timestamps, False)
         if not self.caching:
             self.forward(batch.derive(batch.keys, news, stamps, batch.offsets, old_values))
+
+    def _update_versioned(self, batch: Batch, update: Callable[[Any, Any, int], Any]) -> None:
+        """Kafka's aggregations over a versioned store: the latest version
+        is the old aggregate; the new one is put as a version at the result
+        timestamp. One the store does not put (older than its history
+        retention) is not forwarded either; one older than the key's latest
+        version (after a tombstone) is forwarded marked not latest."""
+        store, task, latest_timestamp = self.store, self.task, self.latest_timestamp
+        keys, record_stamps = batch.keys, batch.timestamps
+        kept: list[int] = []
+        not_put: list[int] = []
+        news: list[Any] = []
+        olds: list[Any] = []
+        stamps: list[int] = []
+        latest: list[bool] = []
+
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                timestamp = record_stamps[i]
+                task.current_timestamp = timestamp
+                found = store.get(keys[i])
+                old = None
+                if found is not None:
+                    old = found.value
+                    if latest_timestamp:
+                        timestamp = max(timestamp, found.timestamp)
+                new = update(keys[i], old, i)
+                code = store.put(keys[i], new, timestamp)
+                if code == NOT_PUT:
+                    not_put.append(i)
+                    continue
+                kept.append(i)
+                news.append(new)
+                olds.append(old)
+                stamps.append(timestamp)
+                latest.append(code == VALID_TO_UNDEFINED)
+
+        skipped = self.each_record(batch, run)
+        olds = self.sent_old_values(olds, sorted(skipped + not_put))
+        out = batch.select(kept)
+        out = out.derive(out.keys, news, stamps, out.offsets, olds)
+        out.is_latest = None if all(latest) else latest
+        self.forward(out)
 
     def _encode_error(self, value: Any, stamp: int) -> Exception | None:
         try:

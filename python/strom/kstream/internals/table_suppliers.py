@@ -111,6 +111,10 @@ class AggregateSupplier(TableSupplier):
     def __init__(self, view: TableView) -> None:
         self._view = view
 
+    @property
+    def versioned(self) -> bool:
+        return self._view.versioned
+
     def enable_sending_old_values(self, force_materialization: bool) -> bool:
         self.send_old_values = True
         return True
