@@ -98,8 +98,15 @@ class Gen:
         self.stores += 1
         return f"store-{self.stores}"
 
-    def maybe_store(self, p: float = 0.3) -> dict[str, Any]:
-        return {"store": self.store()} if self.chance(p) else {}
+    def maybe_store(self, p: float = 0.3, versionable: bool = False) -> dict[str, Any]:
+        if not self.chance(p):
+            return {}
+        if versionable and len(self.steps) % 3 == 0:
+            # One in three of the key-value stores that can be versioned is
+            # (KIP-914), chosen with no draw, so that the cases stay those
+            # of the same seeds.
+            return {"store": self.store(), "versioned": VERSIONED_HISTORY_MS[len(self.steps) % 2]}
+        return {"store": self.store()}
 
     # --- sources ---------------------------------------------------------------
     def topic(self, role: str) -> str:
@@ -196,7 +203,7 @@ class Gen:
         """count, reduce or aggregate of a grouped stream: a table."""
         ops = ["count", "aggregate"] + (["reduce"] if self.nodes[g].value == "s" else [])
         op = self.pick(ops)
-        store = self.maybe_store()
+        store = self.maybe_store(versionable=True)
         if op == "count":
             return self.add("count", [g], Node("table", value="l"), **store)
         if op == "reduce":
@@ -326,7 +333,7 @@ class Gen:
             )
         )
         op = self.pick(("count", "reduce", "aggregate"))
-        store = self.maybe_store()
+        store = self.maybe_store(versionable=True)
         if op == "count":
             return self.add("count", [g], Node("table", value="l"), **store)
         if op == "reduce":
@@ -494,7 +501,7 @@ def cogroup(g: Gen) -> None:
     args: dict[str, Any] = {
         "fns": [g.pick(aggregators) for _ in inputs],
         "init": g.pick(("i_empty", "i_zero")),
-        **g.maybe_store(),
+        **g.maybe_store(versionable=windows is None),
     }
     node = Node("table")
     if windows is not None:

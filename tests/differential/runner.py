@@ -318,6 +318,13 @@ def _serde_code(kind: str) -> str:
     return _SERDE_CODE.get(kind) or f"TimeWindowed(String(), {kind[3:]})"
 
 
+def _store_code(args: dict[str, Any]) -> str:
+    if "versioned" in args:
+        supplier = f"{args['store']!r}, {args['versioned']}"
+        return f"Stores.persistent_versioned_key_value_store({supplier})"
+    return repr(args["store"])
+
+
 def code(case: Case) -> str:
     """The case as strom code (functions by their names in functions.py)."""
     lines = ["b = StreamsBuilder()"]
@@ -325,15 +332,12 @@ def code(case: Case) -> str:
     for s in case.steps:
         a, src = s.args, (s.inputs[0] if s.inputs else "")
         fn = a.get("fn")
-        store = f", {a['store']!r}" if a.get("store") else ""
+        store = f", {_store_code(a)}" if a.get("store") else ""
         if fn:
             used.append(fn)
         if s.op in ("stream", "global_table", "table"):
             method = "stream" if s.op == "stream" else s.op
-            mat = f", materialized={a['store']!r}" if a.get("store") else ""
-            if "versioned" in a:
-                supplier = f"{a['store']!r}, {a['versioned']}"
-                mat = f", materialized=Stores.persistent_versioned_key_value_store({supplier})"
+            mat = f", materialized={_store_code(a)}" if a.get("store") else ""
             rhs = f"b.{method}({a['topic']!r}, key_serde=String(), value_serde=String(){mat})"
         elif s.op == "to":
             lines.append(
@@ -390,7 +394,7 @@ def code(case: Case) -> str:
             if "windows" in a:
                 rhs += f".windowed_by({_windows_code(a['windows'])})"
             merger = f", {a['merger']}" if "merger" in a else ""
-            mat = f", materialized={a['store']!r}" if a.get("store") else ""
+            mat = f", materialized={_store_code(a)}" if a.get("store") else ""
             rhs += f".aggregate({a['init']}{merger}{mat})"
         elif s.op == "process":
             rhs = (

@@ -18,7 +18,10 @@ functions.py, never given as code. The operations (``args`` in brackets):
   with ``serdes``: Kafka's ``Materialized.as(store)`` with them], ``to_stream``,
   ``suppress`` [kind, limit_ms, buffer], ``group_by`` [fn]
 - on a grouped stream: ``count`` [store?], ``reduce`` [fn, store?],
-  ``aggregate`` [init, fn, store?], ``windowed_by`` [windows, emit]
+  ``aggregate`` [init, fn, store?], ``windowed_by`` [windows, emit]; a
+  ``versioned`` history with the store of an aggregation that is not
+  windowed (a cogroup's too, and a grouped table's) makes it a versioned
+  one, as for ``table``
 - on a windowed stream: ``count`` / ``reduce`` / ``aggregate`` (sessions take
   a ``merger`` too)
 - ``cogroup`` (one input per grouped stream) [fns: an aggregator per input,

@@ -128,11 +128,8 @@ class Builder:
         if op == "stream":
             return self.builder.stream(args["topic"], key_serde=string, value_serde=string)
         if op == "table":
-            store = args.get("store")
-            if "versioned" in args:
-                store = Stores.persistent_versioned_key_value_store(store, args["versioned"])
             return self.builder.table(
-                args["topic"], key_serde=string, value_serde=string, materialized=store
+                args["topic"], key_serde=string, value_serde=string, materialized=_store(args)
             )
         if op == "global_table":
             return self.builder.global_table(args["topic"], key_serde=string, value_serde=string)
@@ -245,7 +242,7 @@ class Builder:
 
     def _aggregation(self, step: Step, g: Any) -> Any:
         op, args = step.op, step.args
-        store = args.get("store")
+        store = _store(args)
         if op == "count":
             return g.count(store)
         if isinstance(g, KGroupedTable):
@@ -280,7 +277,7 @@ class Builder:
         for index, aggregator in enumerate(aggregators[1:], start=1):
             cogrouped = cogrouped.cogroup(self._in(step, index), aggregator)
         init = f.get(f.INITIALIZERS, args["init"], "initializer")
-        store = args.get("store")
+        store = _store(args)
         if "windows" not in args:
             return cogrouped.aggregate(init, materialized=store)
         windowed = cogrouped.windowed_by(_windows(args["windows"]))
@@ -316,6 +313,14 @@ class Builder:
                 return getattr(left, op)(right, joiner, foreign_key=extractor)
             return getattr(left, op)(right, joiner)
         raise ValueError(f"no {op} of {type(left).__name__} with {type(right).__name__}")
+
+
+def _store(args: dict[str, Any]) -> Any:
+    """A step's store: its name, or a versioned store with the step's
+    history retention (KIP-914), or None."""
+    if "versioned" in args:
+        return Stores.persistent_versioned_key_value_store(args["store"], args["versioned"])
+    return args.get("store")
 
 
 def _hex(data: bytes | None) -> str | None:

@@ -78,10 +78,19 @@ final class Builder {
         return node.get(name).asLong();
     }
 
+    /** Materialized.as(store), as a versioned store when the step gives its history; or null. */
     @SuppressWarnings({"rawtypes", "unchecked"})
     private static Materialized materialized(JsonNode step) {
         String store = optional(step, "store");
-        return store == null ? null : Materialized.as(store);
+        if (store == null) {
+            return null;
+        }
+        JsonNode history = step.path("args").get("versioned");
+        if (history != null && !history.isNull()) {
+            return Materialized.as(Stores.persistentVersionedKeyValueStore(
+                store, Duration.ofMillis(history.asLong())));
+        }
+        return Materialized.as(store);
     }
 
     /** Materialized.as(store) with the step's serdes ("serdes": [key, value]), or null. */
@@ -149,11 +158,6 @@ final class Builder {
                 Consumed.with(keySerde("s"), valueSerde("s")));
             case "table" -> {
                 Materialized m = materialized(step);
-                JsonNode history = step.path("args").get("versioned");
-                if (history != null && !history.isNull()) {
-                    m = Materialized.as(Stores.persistentVersionedKeyValueStore(
-                        arg(step, "store"), Duration.ofMillis(history.asLong())));
-                }
                 Consumed consumed = Consumed.with(keySerde("s"), valueSerde("s"));
                 yield m == null ? builder.table(arg(step, "topic"), consumed)
                     : builder.table(arg(step, "topic"), consumed, m);
