@@ -144,7 +144,10 @@ class StreamsBuilder:
         """A GlobalKTable over every partition of ``topic``, kept in the store
         ``materialized`` names (else ``<topic>-STATE-STORE-…``)."""
         mat = Materialized.of(materialized)
-        mat.refuse_versioned("a GlobalKTable")
+        if mat.versioned:
+            raise TopologyError(
+                f"store {mat.store_name!r}: a GlobalKTable cannot be versioned (as in Kafka)"
+            )
         store_name = mat.store_name or self.new_name(f"{topic}-STATE-STORE-")
         keys, values = mat.key_serde or key_serde, mat.value_serde or value_serde
         source_name = self.new_name("KSTREAM-SOURCE-")

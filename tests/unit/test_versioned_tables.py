@@ -111,8 +111,8 @@ def test_what_versioned_tables_do_not_take() -> None:
     table = builder.table("prices", key_serde=S, value_serde=S, materialized=versioned())
     with pytest.raises(TopologyError, match="non-versioned"):
         table.suppress(Suppressed.until_time_limit(10, BufferConfig.unbounded()))
-    with pytest.raises(TopologyError, match="versioned store yet"):
-        table.filter(lambda _k, _v: True, materialized=versioned("filtered"))
+    with pytest.raises(TopologyError, match="GlobalKTable cannot be versioned"):
+        builder.global_table("rates", key_serde=S, value_serde=S, materialized=versioned("g"))
     grouped = builder.stream("in", key_serde=S, value_serde=S).group_by_key()
     with pytest.raises(TopologyError, match="window or session store"):
         grouped.windowed_by(TimeWindows.of_size_with_no_grace(10)).count(versioned("counts"))
@@ -358,3 +358,86 @@ def test_a_versioned_aggregate_is_restored_from_its_changelog(tmp_path: Any) -> 
         assert store.get("a", 2_500) == VersionedRecord(2, 2_000, 3_000)
     counted = [(r.key, L.deserialize("counts", r.value)) for r in log.read("counts", 0, 0, 10)]
     assert counted == [(b"a", 1), (b"a", 2), (b"a", 3)]
+
+
+def test_a_filter_kept_in_a_versioned_store_keeps_out_of_order_versions() -> None:
+    """A filter (or map_values, transform_values) materialized in a
+    versioned store puts each update at its own time: an update older than
+    the key's latest is a version, forwarded marked not latest, and a
+    stream joins the filtered table as of its records' times."""
+    builder = StreamsBuilder()
+    prices = builder.table("prices", key_serde=S, value_serde=S)
+    cheap = prices.filter(lambda _k, price: float(price) < 2, materialized=versioned("cheap"))
+    cheap.to_stream().to("cheap", key_serde=S, value_serde=S)
+    orders = builder.stream("orders", key_serde=S, value_serde=S)
+    orders.join(cheap, lambda qty, price: f"{qty}@{price}").to("deals", key_serde=S, value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        prices_in = driver.create_input_topic("prices", S, S)
+        prices_in.pipe_input("apple", "1.50", 1_000)
+        prices_in.pipe_input("apple", "1.20", 500)  # older than the latest: a version
+        prices_in.pipe_input("apple", "2.50", 2_000)  # filtered out: a tombstone at 2_000
+        assert rows(driver, "cheap") == [
+            ("apple", "1.50", 1_000),
+            ("apple", "1.20", 500),
+            ("apple", None, 2_000),
+        ]
+        store = driver.get_versioned_key_value_store("cheap")
+        assert store.get("apple") is None
+        assert store.get("apple", 700) == VersionedRecord("1.20", 500, 1_000)
+        orders_in = driver.create_input_topic("orders", S, S)
+        orders_in.pipe_input("apple", "4", 800)
+        orders_in.pipe_input("apple", "5", 1_500)
+        orders_in.pipe_input("apple", "6", 2_500)  # not cheap then: no deal
+        assert rows(driver, "deals") == [("apple", "4@1.20", 800), ("apple", "5@1.50", 1_500)]
+
+
+def test_a_table_join_kept_in_a_versioned_store() -> None:
+    """A table-table join materialized in a versioned store keeps each
+    result as a version at its time, so its table is versioned."""
+    builder = StreamsBuilder()
+    names = builder.table("names", key_serde=S, value_serde=S)
+    cities = builder.table("cities", key_serde=S, value_serde=S)
+    joined = names.join(
+        cities,
+        lambda name, city: f"{name} in {city}",
+        materialized=Materialized(
+            Stores.persistent_versioned_key_value_store("who-where", 60_000),
+            key_serde=S,
+            value_serde=S,
+        ),
+    )
+    joined.to_stream().to("who-where", key_serde=S, value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("names", S, S).pipe_input("u1", "ann", 100)
+        cities_in = driver.create_input_topic("cities", S, S)
+        cities_in.pipe_input("u1", "oslo", 200)
+        cities_in.pipe_input("u1", "rome", 300)
+        assert rows(driver, "who-where") == [("u1", "ann in oslo", 200), ("u1", "ann in rome", 300)]
+        store = driver.get_versioned_key_value_store("who-where")
+        assert store.get("u1", 250) == VersionedRecord("ann in oslo", 200, 300)
+        assert store.get("u1", 150) is None
+
+
+def test_a_foreign_key_join_kept_in_a_versioned_store() -> None:
+    builder = StreamsBuilder()
+    orders = builder.table("orders", key_serde=S, value_serde=S)
+    products = builder.table("products", key_serde=S, value_serde=S)
+    orders.join(
+        products,
+        lambda product, name: name,
+        foreign_key=lambda product: product,
+        materialized=Materialized(
+            Stores.persistent_versioned_key_value_store("order-names", 60_000),
+            key_serde=S,
+            value_serde=S,
+        ),
+    ).to_stream().to("order-names", key_serde=S, value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        products_in = driver.create_input_topic("products", S, S)
+        products_in.pipe_input("p1", "pen", 100)
+        driver.create_input_topic("orders", S, S).pipe_input("o1", "p1", 200)
+        products_in.pipe_input("p1", "ink pen", 300)
+        assert rows(driver, "order-names") == [("o1", "pen", 200), ("o1", "ink pen", 300)]
+        store = driver.get_versioned_key_value_store("order-names")
+        assert store.get("o1", 250) == VersionedRecord("pen", 200, 300)
+        assert store.get("o1") == VersionedRecord("ink pen", 300)

@@ -151,11 +151,10 @@ class KTable:
         readers by key read it."""
         builder = self._builder
         mat = Materialized.of(materialized)
-        mat.refuse_versioned("a KTable filter or map_values")
         # Kafka names the store first (MaterializedInternal), then the processor.
         store_name = mat.store_name or builder.new_name(f"{prefix}STATE-STORE-")
         node_name = builder.processor_name(name, prefix)
-        supplier.materialize(store_name)
+        supplier.materialize(store_name, mat.versioned)
         key_serde = mat.key_serde or self._key_serde
         value_serde = mat.value_serde or (self._value_serde if value_serde_kept else None)
         builder.internal.add_processor(
@@ -219,8 +218,6 @@ class KTable:
             raise TopologyError("transform_values takes a supplier of ValueTransformerWithKey")
         builder = self._builder
         mat = None if materialized is None else Materialized.of(materialized)
-        if mat is not None:
-            mat.refuse_versioned("transform_values")
         # Kafka materializes only a store with a name (a queryable one).
         store_name = None if mat is None else mat.store_name
         node_name = builder.processor_name(name, "KTABLE-TRANSFORMVALUES-")
@@ -234,7 +231,8 @@ class KTable:
         if store_name is None:
             node = functools.partial(tp.KTableTransformValues, supplier, table_supplier)
         else:
-            table_supplier.materialize(store_name)
+            assert mat is not None
+            table_supplier.materialize(store_name, mat.versioned)
             node = functools.partial(tp.KTableTransformValuesMaterialized, store_name, supplier)
         builder.internal.add_processor(node_name, node, self._node)
         if store_name is not None:

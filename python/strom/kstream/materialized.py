@@ -63,15 +63,6 @@ class Materialized:
         """Whether the store keeps versions (a versioned store supplier)."""
         return self.supplier is not None and self.supplier.kind == VERSIONED
 
-    def refuse_versioned(self, what: str) -> None:
-        """A clear error where strom does not take a versioned store yet."""
-        if self.versioned:
-            raise TopologyError(
-                f"store {self.store_name!r}: {what} cannot be materialized in a versioned "
-                "store yet (source tables and aggregations that are not windowed can: "
-                "materialized=Materialized(Stores.persistent_versioned_key_value_store(...)))"
-            )
-
     def store_def(
         self, name: str, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
     ) -> StoreDef:

@@ -22,7 +22,9 @@ from strom.kstream.internals.table_processors import (
     ValueGetterSupplier,
     _StoreNode,
     latest_only,
+    old_values_of,
     store_getter,
+    versioned_getter,
 )
 from strom.kstream.internals.table_suppliers import TableSupplier, TableView
 from strom.kstream.materialized import Materialized
@@ -53,6 +55,12 @@ class JoinSupplier(TableSupplier):
         self.this = this
         self.other = other
         self._view = view
+
+    @property
+    def versioned(self) -> bool:
+        # Only its own store makes a join's result versioned (Kafka sets an
+        # unmaterialized join's output not versioned, whatever its inputs).
+        return self._view.versioned
 
     def enable_sending_old_values(self, force_materialization: bool) -> bool:
         self.this._enable_sending_old_values(True)
@@ -188,6 +196,10 @@ class KTableKTableJoinMergerMaterialized(_StoreNode):
 
     def process(self, batch: Batch) -> None:
         values = batch.values
+        if self.versioned:
+            # Kafka forwards the join's old value here, not the store's.
+            self._update_versioned(batch, lambda _key, _old, i: values[i], old_values_of(batch))
+            return
         self._put_each(batch, lambda _key, _old, i: values[i])
 
 
@@ -243,8 +255,6 @@ def primary_key_join(
     (named as Kafka names them) and returns the result table."""
     builder = this._builder
     mat = None if materialized is None else Materialized.of(materialized)
-    if mat is not None:
-        mat.refuse_versioned("a table-table join")
     store_name = None
     if mat is not None:
         store_name = mat.store_name or builder.new_name("KTABLE-MERGE-STATE-STORE-")
@@ -260,7 +270,10 @@ def primary_key_join(
     assert this_view is not None and other_view is not None, "checked by KTable"
     getter = join_getter(kind, this_view.getter, other_view.getter, joiner, with_key)
     if mat is not None and store_name is not None:
-        view = TableView((store_name,), store_getter(store_name))
+        if mat.versioned:
+            view = TableView((store_name,), versioned_getter(store_name), True)
+        else:
+            view = TableView((store_name,), store_getter(store_name))
     else:
         view = TableView(this_view.stores + other_view.stores, getter)
     supplier = JoinSupplier(this, other, view)
@@ -814,7 +827,6 @@ def foreign_key_join(
     )
     output_name = named("-result", _FK + "OUTPUT-")
     mat = Materialized.of(materialized)
-    mat.refuse_versioned("a foreign-key join")
     # Kafka names the result's store even when it is not materialized.
     output_store = mat.store_name or builder.new_name(_FK + "OUTPUT-STATE-STORE-")
 

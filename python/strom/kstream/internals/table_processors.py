@@ -220,12 +220,20 @@ class _StoreNode(Node):
         if not self.caching:
             self.forward(batch.derive(batch.keys, news, stamps, batch.offsets, old_values))
 
-    def _update_versioned(self, batch: Batch, update: Callable[[Any, Any, int], Any]) -> None:
-        """Kafka's aggregations over a versioned store: the latest version
-        is the old aggregate; the new one is put as a version at the result
-        timestamp. One the store does not put (older than its history
-        retention) is not forwarded either; one older than the key's latest
-        version (after a tombstone) is forwarded marked not latest."""
+    def _update_versioned(
+        self,
+        batch: Batch,
+        update: Callable[[Any, Any, int], Any],
+        sent_olds: list[Any] | None = None,
+    ) -> None:
+        """``_update_batch`` over a versioned store (Kafka's processors with
+        a versioned store, KIP-914): the latest version is the old value;
+        the new one is put as a version at the result timestamp. One the
+        store does not put (older than its history retention) is not
+        forwarded either; one older than the key's latest version (a later
+        tombstone, or a later value) is forwarded marked not latest. The
+        old values forwarded are the store's, or ``sent_olds`` (one per
+        record) when given."""
         store, task, latest_timestamp = self.store, self.task, self.latest_timestamp
         keys, record_stamps = batch.keys, batch.timestamps
         kept: list[int] = []
@@ -252,7 +260,7 @@ class _StoreNode(Node):
                     continue
                 kept.append(i)
                 news.append(new)
-                olds.append(old)
+                olds.append(old if sent_olds is None else sent_olds[i])
                 stamps.append(timestamp)
                 latest.append(code == VALID_TO_UNDEFINED)
 

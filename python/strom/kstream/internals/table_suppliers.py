@@ -132,14 +132,19 @@ class _ChildSupplier(TableSupplier):
     def __init__(self, parent: KTable) -> None:
         self.parent = parent
         self.store_name: str | None = None
+        self.store_versioned = False
 
-    def materialize(self, store_name: str) -> None:
+    def materialize(self, store_name: str, versioned: bool = False) -> None:
         self.store_name = store_name
+        self.store_versioned = versioned
 
     @property
     def versioned(self) -> bool:
-        # A store of its own is not versioned; without one it reads as its parent.
-        return self.store_name is None and self.parent._supplier.versioned
+        # With a store of its own the table is as that store; without one it
+        # reads as its parent (Kafka's isVersionedUpstream).
+        if self.store_name is not None:
+            return self.store_versioned
+        return self.parent._supplier.versioned
 
     def enable_sending_old_values(self, force_materialization: bool) -> bool:
         if self.store_name is not None or self.parent._enable_sending_old_values(
@@ -150,6 +155,8 @@ class _ChildSupplier(TableSupplier):
 
     def view(self) -> TableView | None:
         if self.store_name is not None:
+            if self.store_versioned:
+                return TableView((self.store_name,), versioned_getter(self.store_name), True)
             return TableView((self.store_name,), store_getter(self.store_name))
         parent = self.parent._view()
         if parent is None:
