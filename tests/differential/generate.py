@@ -260,8 +260,10 @@ class Gen:
         # A store of its own (Kafka's queryable name), with the result's
         # serdes (keyed as the table: windowed keys only on windowed tables).
         store: dict[str, Any] = {}
-        if node.key == "s" and self.chance(0.3):
-            store = {"store": self.store(), "serdes": [node.key, value]}
+        if node.key == "s":
+            store = self.maybe_store(versionable=True)
+            if store:
+                store["serdes"] = [node.key, value]
         if op == "map_values":
             fn = self.pick(VALUE_MAPPERS)
             step_no = len(self.steps)
@@ -585,14 +587,20 @@ def table_join(g: Gen) -> None:
         left, right = g.table(), g.table()
         if g.chance(0.3):
             left = g.table_op(left)
-        joined = g.add(
-            g.pick(("join", "left_join", "outer_join")), [left, right], Node("table"), fn=fn
-        )
+        op = g.pick(("join", "left_join", "outer_join"))
+        store = g.maybe_store(0.3, versionable=True)
+        if store:
+            store["serdes"] = ["s", "s"]
+        joined = g.add(op, [left, right], Node("table"), fn=fn, **store)
         g.sink(g.regroup(joined) if g.chance(0.2) else joined)
     else:
         left, right = g.table(), g.table()
         fk = g.pick(("f_abc", "f_abc_or_null"))
-        g.sink(g.add(g.pick(("join", "left_join")), [left, right], Node("table"), fn=fn, fk=fk))
+        op = g.pick(("join", "left_join"))
+        store = g.maybe_store(0.3, versionable=True)
+        if store:
+            store["serdes"] = ["s", "s"]
+        g.sink(g.add(op, [left, right], Node("table"), fn=fn, fk=fk, **store))
 
 
 FAMILIES: dict[str, Callable[[Gen], None]] = {

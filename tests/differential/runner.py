@@ -370,18 +370,25 @@ def code(case: Case) -> str:
             elif "key_fn" in a:
                 used.append(a["key_fn"])
                 rhs = f"{src}.{s.op}({other}, {a['key_fn']}, {fn})"
-            elif "fk" in a:
-                used.append(a["fk"])
-                rhs = f"{src}.{s.op}({other}, {fn}, foreign_key={a['fk']})"
             else:
-                rhs = f"{src}.{s.op}({other}, {fn})"
+                rhs = f"{src}.{s.op}({other}, {fn}"
+                if "fk" in a:
+                    used.append(a["fk"])
+                    rhs += f", foreign_key={a['fk']}"
+                if a.get("store"):
+                    k, v = a["serdes"]
+                    rhs += (
+                        f", materialized=Materialized({_store_code(a)}, "
+                        f"key_serde={_serde_code(k)}, value_serde={_serde_code(v)})"
+                    )
+                rhs += ")"
             if fn and fn.startswith("jk_"):
                 rhs = rhs[:-1] + ", with_key=True)"
         elif s.op in ("filter", "filter_not", "map_values", "transform_values") and a.get("store"):
             k, v = a["serdes"]
             keyed = ", with_key=True" if fn and fn.startswith("mk_") else ""
             rhs = (
-                f"{src}.{s.op}({fn}, materialized=Materialized({a['store']!r}, "
+                f"{src}.{s.op}({fn}, materialized=Materialized({_store_code(a)}, "
                 f"key_serde={_serde_code(k)}, value_serde={_serde_code(v)}){keyed})"
             )
         elif s.op == "merge":

@@ -33,7 +33,9 @@ functions.py, never given as code. The operations (``args`` in brackets):
   ``aggregate`` [init, adder, subtractor]
 - ``join`` / ``left_join`` / ``outer_join`` (two inputs) [fn, and
   ``windows`` for two streams, ``key_fn`` with a global table, ``fk`` for a
-  foreign-key table join, ``grace`` for a stream join with a versioned table]
+  foreign-key table join, ``grace`` for a stream join with a versioned table,
+  ``store`` with ``serdes`` for a table-table join]
+- a table operation's or table join's ``store`` may be versioned too
 
 A sink's ``key`` is ``"s"`` (String), ``"tw:<size>"`` (time-windowed String)
 or ``"sw"`` (session-windowed String); its ``value`` is ``"s"`` or ``"l"``

@@ -219,7 +219,7 @@ class Builder:
         op, args = step.op, step.args
         fn = args.get("fn")
         # Kafka's Materialized.as(store).withKeySerde(…).withValueSerde(…).
-        mat = Materialized(args["store"], **_grouped(args)) if args.get("store") else None
+        mat = Materialized(_store(args), **_grouped(args)) if args.get("store") else None
         if op == "filter":
             return t.filter(f.get(f.PREDICATES, fn, "predicate"), materialized=mat)
         if op == "filter_not":
@@ -307,11 +307,12 @@ class Builder:
             selector = f.get(f.KEY_SELECTORS, args["key_fn"], "key selector")
             return getattr(left, op)(right, selector, joiner, **with_key)
         if isinstance(left, KTable) and isinstance(right, KTable):
+            mat = Materialized(_store(args), **_grouped(args)) if args.get("store") else None
             fk = args.get("fk")
             if fk is not None:
                 extractor = f.get(f.FOREIGN_KEYS, fk, "foreign-key extractor")
-                return getattr(left, op)(right, joiner, foreign_key=extractor)
-            return getattr(left, op)(right, joiner)
+                return getattr(left, op)(right, joiner, foreign_key=extractor, materialized=mat)
+            return getattr(left, op)(right, joiner, materialized=mat)
         raise ValueError(f"no {op} of {type(left).__name__} with {type(right).__name__}")
 
 

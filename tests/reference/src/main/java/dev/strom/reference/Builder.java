@@ -93,15 +93,15 @@ final class Builder {
         return Materialized.as(store);
     }
 
-    /** Materialized.as(store) with the step's serdes ("serdes": [key, value]), or null. */
+    /** {@link #materialized} with the step's serdes ("serdes": [key, value]), or null. */
     @SuppressWarnings({"rawtypes", "unchecked"})
     private static Materialized tableMaterialized(JsonNode step) {
-        String store = optional(step, "store");
-        if (store == null) {
+        Materialized m = materialized(step);
+        if (m == null) {
             return null;
         }
         JsonNode serdes = step.path("args").path("serdes");
-        return Materialized.as(store)
+        return m
             .withKeySerde(keySerde(serdes.get(0).asText()))
             .withValueSerde(valueSerde(serdes.get(1).asText()));
     }
@@ -500,10 +500,22 @@ final class Builder {
         }
         if (left instanceof KTable t && right instanceof KTable other) {
             String fk = optional(step, "fk");
+            Materialized m = tableMaterialized(step);
             if (fk != null) {
                 var extractor = Fns.get(Fns.FOREIGN_KEYS, fk, "foreign-key extractor");
+                if (m != null) {
+                    return op.equals("join") ? t.join(other, extractor, joiner, m)
+                        : t.leftJoin(other, extractor, joiner, m);
+                }
                 return op.equals("join") ? t.join(other, extractor, joiner)
                     : t.leftJoin(other, extractor, joiner);
+            }
+            if (m != null) {
+                return switch (op) {
+                    case "join" -> t.join(other, joiner, m);
+                    case "left_join" -> t.leftJoin(other, joiner, m);
+                    default -> t.outerJoin(other, joiner, m);
+                };
             }
             return switch (op) {
                 case "join" -> t.join(other, joiner);
