@@ -19,13 +19,8 @@ from strom.kstream.internals.native_window import (
     NativeSlidingWindowAggregate,
     NativeTimeWindowAggregate,
 )
-from strom.kstream.internals.table_processors import (
-    KStreamAggregate,
-    ValueGetterSupplier,
-    store_getter,
-    versioned_getter,
-)
-from strom.kstream.internals.table_suppliers import AggregateSupplier, TableView
+from strom.kstream.internals.table_processors import KStreamAggregate
+from strom.kstream.internals.table_suppliers import AggregateSupplier, TableView, store_view
 from strom.kstream.materialized import Materialized
 from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
 from strom.processor.internals.nodes import PassThrough
@@ -230,19 +225,17 @@ def _result_table(
     windows: AnyWindows | None,
 ) -> KTable:
     store_name = store.definition.name
-    getter: ValueGetterSupplier = store_getter(store_name)
+    view = store_view(store_name, mat.versioned)
     if windows is not None:
         # Joins read a windowed table by window, not by key.
         read = wa.session_getter if isinstance(windows, SessionWindows) else wa.window_getter
-        getter = read(store_name)
-    elif mat.versioned:
-        getter = versioned_getter(store_name)
+        view = TableView((store_name,), read(store_name))
     return ktable.KTable(
         builder,
         node,
         store.table_key_serde,
         value_serde,
-        AggregateSupplier(TableView((store_name,), getter, mat.versioned)),
+        AggregateSupplier(view),
         store_name=mat.store_name,
         window_grace_ms=store.grace_ms,
     )

@@ -23,10 +23,8 @@ from strom.kstream.internals.table_processors import (
     _StoreNode,
     latest_only,
     old_values_of,
-    store_getter,
-    versioned_getter,
 )
-from strom.kstream.internals.table_suppliers import TableSupplier, TableView
+from strom.kstream.internals.table_suppliers import TableSupplier, TableView, store_view
 from strom.kstream.materialized import Materialized
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
@@ -270,10 +268,7 @@ def primary_key_join(
     assert this_view is not None and other_view is not None, "checked by KTable"
     getter = join_getter(kind, this_view.getter, other_view.getter, joiner, with_key)
     if mat is not None and store_name is not None:
-        if mat.versioned:
-            view = TableView((store_name,), versioned_getter(store_name), True)
-        else:
-            view = TableView((store_name,), store_getter(store_name))
+        view = store_view(store_name, mat.versioned)
     else:
         view = TableView(this_view.stores + other_view.stores, getter)
     supplier = JoinSupplier(this, other, view)

@@ -63,7 +63,7 @@ class _StoreNode(Node):
     def init(self, task: StreamTask) -> None:
         super().init(task)
         store = task.store(self.store_name)
-        # An aggregation materialized in a versioned store (KIP-914).
+        # A processor materialized in a versioned store (KIP-914).
         self.versioned = isinstance(store, VersionedKeyValueStore)
         if self.versioned:
             self.store = store

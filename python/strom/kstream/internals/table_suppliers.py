@@ -43,6 +43,14 @@ class TableView(NamedTuple):
     versioned: bool = False
 
 
+def store_view(store_name: str, versioned: bool = False) -> TableView:
+    """How to read a table kept in a store of its own (a versioned one
+    also as of a time)."""
+    if versioned:
+        return TableView((store_name,), versioned_getter(store_name), True)
+    return TableView((store_name,), store_getter(store_name))
+
+
 class TableSupplier(ABC):
     """The build-time side of the processor behind a table."""
 
@@ -99,9 +107,7 @@ class SourceSupplier(TableSupplier):
     def view(self) -> TableView:
         self.materialize()
         assert self.store_name is not None
-        if self.store.kind == VERSIONED:
-            return TableView((self.store_name,), versioned_getter(self.store_name), True)
-        return TableView((self.store_name,), store_getter(self.store_name))
+        return store_view(self.store_name, self.versioned)
 
 
 class AggregateSupplier(TableSupplier):
@@ -155,9 +161,7 @@ class _ChildSupplier(TableSupplier):
 
     def view(self) -> TableView | None:
         if self.store_name is not None:
-            if self.store_versioned:
-                return TableView((self.store_name,), versioned_getter(self.store_name), True)
-            return TableView((self.store_name,), store_getter(self.store_name))
+            return store_view(self.store_name, self.store_versioned)
         parent = self.parent._view()
         if parent is None:
             return None
