@@ -85,6 +85,45 @@ fn thread_cpu_seconds() -> Option<f64> {
     Some(ns / 1e9)
 }
 
+/// A stopwatch of this thread's CPU time (wall time where Linux does not
+/// report it).
+struct Stopwatch(Instant, Option<f64>);
+
+impl Stopwatch {
+    fn start() -> Self {
+        Self(Instant::now(), thread_cpu_seconds())
+    }
+
+    fn seconds(&self) -> f64 {
+        match (self.1, thread_cpu_seconds()) {
+            (Some(from), Some(to)) => to - from,
+            _ => self.0.elapsed().as_secs_f64(),
+        }
+    }
+}
+
+fn best(seconds: &[f64]) -> f64 {
+    seconds.iter().copied().fold(f64::INFINITY, f64::min)
+}
+
+/// How many keys the records draw from (`STROM_WINDOW_PERF_KEYS`).
+fn n_keys() -> u64 {
+    std::env::var("STROM_WINDOW_PERF_KEYS").map_or(100_000, |k| {
+        k.parse().expect("STROM_WINDOW_PERF_KEYS is a number")
+    })
+}
+
+/// A yardstick's line: its best run, per record, and what it counted.
+fn report_yardstick(name: &str, seconds: &[f64], counted: &str) {
+    let best = best(seconds);
+    println!(
+        "{name:<26} best {:>5.1} M records/s ({best:.2} s), {:.1} ns a record; {counted}; load {}",
+        RECORDS as f64 / best / 1e6,
+        best * 1e9 / RECORDS as f64,
+        load_average(),
+    );
+}
+
 fn run<A, C>(name: &str, agg: &A, windows: TimeWindows, batches: &[Batch<'_, C>])
 where
     A: Aggregate,
@@ -103,20 +142,17 @@ where
         changes = 0;
         let mut p =
             TimeWindowedAggregation::new(agg.clone(), windows, EmitStrategy::OnWindowUpdate);
-        let (t, cpu) = (Instant::now(), thread_cpu_seconds());
+        let clock = Stopwatch::start();
         for batch in batches {
             p.process_into(batch, 0, &mut out);
             if drain {
                 changes += p.drain_changes().len();
             }
         }
-        seconds.push(match (cpu, thread_cpu_seconds()) {
-            (Some(from), Some(to)) => to - from,
-            _ => t.elapsed().as_secs_f64(),
-        });
+        seconds.push(clock.seconds());
         changes += p.drain_changes().len();
     }
-    let best = seconds.iter().copied().fold(f64::INFINITY, f64::min);
+    let best = best(&seconds);
     println!(
         "{name:<26} best {:>5.1} M records/s ({:.2} s), first {:>5.1} M/s; {} results, {} store changes; load {}",
         RECORDS as f64 / best / 1e6,
@@ -134,9 +170,7 @@ fn windowed_count_and_sum_throughput() {
     let calls: usize = std::env::var("STROM_WINDOW_PERF_CALLS").map_or(1, |c| {
         c.parse().expect("STROM_WINDOW_PERF_CALLS is a number")
     });
-    let n_keys: u64 = std::env::var("STROM_WINDOW_PERF_KEYS").map_or(100_000, |k| {
-        k.parse().expect("STROM_WINDOW_PERF_KEYS is a number")
-    });
+    let n_keys = n_keys();
     let input = input(calls, n_keys);
     let size: i64 = std::env::var("STROM_WINDOW_PERF_SIZE").map_or(60_000, |s| s.parse().unwrap());
     let tumbling = TimeWindows::of_size_and_grace(size, 5_000).unwrap();
@@ -237,9 +271,7 @@ type BareMap = hashbrown::HashMap<u128, (i64, i64, bool), std::hash::BuildHasher
 #[ignore = "throughput measurement; run in release mode"]
 fn bare_hash_map_yardstick() {
     let calls = 100;
-    let n_keys: u64 = std::env::var("STROM_WINDOW_PERF_KEYS").map_or(100_000, |k| {
-        k.parse().expect("STROM_WINDOW_PERF_KEYS is a number")
-    });
+    let n_keys = n_keys();
     let input = input(calls, n_keys);
     let (size, grace) = (60_000_i64, 5_000_i64);
     println!("{RECORDS} records, {n_keys} keys, {calls} batches, a bare loop over hash maps:");
@@ -256,7 +288,7 @@ fn bare_hash_map_yardstick() {
                 (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
             let (mut stream_time, mut expired) = (-1_i64, 0_u64);
             results = 0;
-            let (t, cpu) = (Instant::now(), thread_cpu_seconds());
+            let clock = Stopwatch::start();
             for (b, keys) in input.keys.iter().enumerate() {
                 let column = keys.column();
                 let from = b * (RECORDS / calls);
@@ -318,20 +350,10 @@ fn bare_hash_map_yardstick() {
                 }
                 rows.clear();
             }
-            seconds.push(match (cpu, thread_cpu_seconds()) {
-                (Some(from), Some(to)) => to - from,
-                _ => t.elapsed().as_secs_f64(),
-            });
+            seconds.push(clock.seconds());
             assert_eq!(expired, 0, "the input has no late records");
         }
-        let best = seconds.iter().copied().fold(f64::INFINITY, f64::min);
-        println!(
-            "{name:<26} best {:>5.1} M records/s ({:.2} s), {:.1} ns a record; {results} results; load {}",
-            RECORDS as f64 / best / 1e6,
-            best,
-            best * 1e9 / RECORDS as f64,
-            load_average(),
-        );
+        report_yardstick(name, &seconds, &format!("{results} results"));
     }
 }
 
@@ -375,9 +397,7 @@ fn prefetch(p: *const PaneSlot) {
 fn pane_ring_yardstick() {
     use std::hash::BuildHasher;
     let calls = 100;
-    let n_keys: u64 = std::env::var("STROM_WINDOW_PERF_KEYS").map_or(100_000, |k| {
-        k.parse().expect("STROM_WINDOW_PERF_KEYS is a number")
-    });
+    let n_keys = n_keys();
     let input = input(calls, n_keys);
     let (size, grace) = (60_000_i64, 5_000_i64);
     let hasher = std::hash::BuildHasherDefault::<MixHasher>::default();
@@ -401,7 +421,7 @@ fn pane_ring_yardstick() {
             let (mut words, mut homes) = (Vec::new(), Vec::new());
             let (mut stream_time, mut expired) = (-1_i64, 0_u64);
             results = 0;
-            let (t, cpu) = (Instant::now(), thread_cpu_seconds());
+            let clock = Stopwatch::start();
             for (b, keys) in input.keys.iter().enumerate() {
                 let column = keys.column();
                 let from = b * (RECORDS / calls);
@@ -498,20 +518,11 @@ fn pane_ring_yardstick() {
                 }
                 rows.clear();
             }
-            seconds.push(match (cpu, thread_cpu_seconds()) {
-                (Some(from), Some(to)) => to - from,
-                _ => t.elapsed().as_secs_f64(),
-            });
+            seconds.push(clock.seconds());
             captured = changes.len();
             assert_eq!(expired, 0, "the input has no late records");
         }
-        let best = seconds.iter().copied().fold(f64::INFINITY, f64::min);
-        println!(
-            "{name:<26} best {:>5.1} M records/s ({:.2} s), {:.1} ns a record; {results} results, {captured} changes captured; load {}",
-            RECORDS as f64 / best / 1e6,
-            best,
-            best * 1e9 / RECORDS as f64,
-            load_average(),
-        );
+        let counted = format!("{results} results, {captured} changes captured");
+        report_yardstick(name, &seconds, &counted);
     }
 }
