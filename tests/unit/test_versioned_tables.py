@@ -29,6 +29,16 @@ def rows(driver: TopologyTestDriver, topic: str, value_serde: Any = S) -> list[A
     return [(r.key, r.value, r.timestamp) for r in out]
 
 
+def embedded_app(builder: StreamsBuilder, app_id: str, log_path: str, state: Any) -> KafkaStreams:
+    """An app of ``builder``'s topology on the embedded log at ``log_path``."""
+    props = {
+        "application.id": app_id,
+        "bootstrap.servers": f"embedded:{log_path}",
+        "state.dir": str(state),
+    }
+    return KafkaStreams(builder.build(), props)
+
+
 def priced_orders(table_materialized: Materialized | str) -> StreamsBuilder:
     builder = StreamsBuilder()
     prices = builder.table("prices", key_serde=S, value_serde=S, materialized=table_materialized)
@@ -176,12 +186,7 @@ def test_held_back_records_survive_a_restart(tmp_path: Any) -> None:
         builder.stream("orders", key_serde=S, value_serde=S).join(
             prices, lambda qty, price: f"{qty}@{price}", grace=1_000
         ).to("priced", key_serde=S, value_serde=S)
-        props = {
-            "application.id": "graced",
-            "bootstrap.servers": f"embedded:{log_path}",
-            "state.dir": str(tmp_path / state),
-        }
-        return KafkaStreams(builder.build(), props)
+        return embedded_app(builder, "graced", log_path, tmp_path / state)
 
     with log.producer(S, S) as producer:
         producer.produce("prices", "apple", "1.00", timestamp=0)
@@ -337,12 +342,7 @@ def test_a_versioned_aggregate_is_restored_from_its_changelog(tmp_path: Any) -> 
         builder.stream("clicks", key_serde=S, value_serde=S).group_by_key().count(
             versioned("counts", history=1_000)
         ).to_stream().to("counts", key_serde=S, value_serde=L)
-        props = {
-            "application.id": "versioned-count",
-            "bootstrap.servers": f"embedded:{log_path}",
-            "state.dir": str(tmp_path / state),
-        }
-        return KafkaStreams(builder.build(), props)
+        return embedded_app(builder, "versioned-count", log_path, tmp_path / state)
 
     with log.producer(S, S) as producer:
         producer.produce("clicks", "a", "x", timestamp=1_000)
