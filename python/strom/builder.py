@@ -208,15 +208,21 @@ class StreamsBuilder:
         return source_name
 
     def table_repartition(
-        self, prefix: str, parent: str, key_serde: Serde[Any] | None, value_serde: Serde[Any]
+        self,
+        prefix: str,
+        parent: str,
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any],
+        name: str | None = None,
     ) -> str:
         """Inserts ``<prefix>-repartition`` behind a ``KTable.group_by``: a
         sink and a source (Kafka's GroupedTableOperationRepartitionNode,
-        with no null-key filter: its re-keying drops null keys); returns
-        the source."""
+        with no null-key filter: its re-keying drops null keys, and named
+        ``<name>-sink``/``-source`` after a named aggregation); returns the
+        source."""
         topic = f"{prefix}-repartition"
-        sink_name = self.new_name("KSTREAM-SINK-")
-        source_name = self.new_name("KSTREAM-SOURCE-")
+        sink_name = self.processor_name(name, "KSTREAM-SINK-", "-sink")
+        source_name = self.processor_name(name, "KSTREAM-SOURCE-", "-source")
         self.internal.add_sink(
             sink_name, topic, parent, key_serde=key_serde, value_serde=value_serde, internal=True
         )

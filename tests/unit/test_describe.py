@@ -118,3 +118,36 @@ def test_group_by_names_the_selector_and_the_repartition_topic() -> None:
     assert "Processor: by-value (stores: [])" in text
     assert "Sink: by-value-repartition-sink (topic: by-value-repartition)" in text
     assert "Source: by-value-repartition-source (topics: [by-value-repartition])" in text
+
+
+def test_a_named_aggregation_names_its_processor_and_its_tables_repartition() -> None:
+    """Kafka's Named on count/reduce/aggregate: the processor is named; a
+    grouped table's repartition sink and source are <name>-sink/-source;
+    the store keeps its generated name. tests/differential compares named
+    aggregations of every kind with Kafka's descriptions."""
+    builder = StreamsBuilder()
+    stream = builder.stream("in", key_serde=S, value_serde=S)
+    stream.group_by_key().count(name="clicks")
+    table = builder.table("users", key_serde=S, value_serde=S)
+    table.group_by(lambda user, city: (city, user), key_serde=S, value_serde=S).count(
+        name="by-city"
+    )
+    text = str(builder.build().describe())
+    assert "Processor: clicks (stores: [KSTREAM-AGGREGATE-STATE-STORE-0000000001])" in text
+    assert "Sink: by-city-sink (topic: KTABLE-AGGREGATE-STATE-STORE-" in text
+    assert "Source: by-city-source (topics: [KTABLE-AGGREGATE-STATE-STORE-" in text
+    assert "Processor: by-city (stores: [KTABLE-AGGREGATE-STATE-STORE-" in text
+
+
+def test_count_with_an_unnamed_materialized_spends_a_store_name() -> None:
+    """Kafka's count(Materialized) generates one more store name when the
+    Materialized names no store (kept for its topologies' compatibility)."""
+
+    def store_of_count(materialized: Materialized | None) -> str:
+        builder = StreamsBuilder()
+        builder.stream("in", key_serde=S, value_serde=S).group_by_key().count(materialized)
+        text = str(builder.build().describe())
+        return text.split("stores: [")[1].split("]")[0]
+
+    assert store_of_count(None) == "KSTREAM-AGGREGATE-STATE-STORE-0000000001"
+    assert store_of_count(Materialized(key_serde=S)) == "KSTREAM-AGGREGATE-STATE-STORE-0000000002"

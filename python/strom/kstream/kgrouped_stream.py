@@ -52,6 +52,7 @@ class KGroupedStream:
         materialized: Materialized | str | None,
         result_serde: Serde[Any] | None,
         node: Callable[[str], Node],
+        name: str | None,
     ) -> KTable:
         return aggregations.add_aggregation(
             self._builder,
@@ -65,6 +66,7 @@ class KGroupedStream:
             repartition=self._repartition_required,
             repartition_name=self._repartition_name,
             node=lambda store, _retention: node(store),
+            name=name,
         )
 
     def cogroup(
@@ -76,9 +78,13 @@ class KGroupedStream:
         ``CogroupedKStream.cogroup``, then ``aggregate``."""
         return cogrouped_kstream.CogroupedKStream(self, aggregator)
 
-    def count(self, materialized: Materialized | str | None = None) -> KTable:
+    def count(
+        self, materialized: Materialized | str | None = None, *, name: str | None = None
+    ) -> KTable:
         """Counts records per key (null keys and values are skipped) into a
-        KTable of ``int``."""
+        KTable of ``int``. ``name`` names the processor (Kafka's ``Named``),
+        as it does for ``reduce`` and ``aggregate``."""
+        aggregations.spend_count_store_name(self._builder, materialized)
         node: Callable[[str], Node] = p.KStreamCount
         if Materialized.of(materialized).versioned:
             # The native count writes a plain store: a versioned one takes
@@ -86,7 +92,7 @@ class KGroupedStream:
             def node(store: str) -> Node:
                 return tp.KStreamAggregate(store, tp.count_initializer, tp.count_adder)
 
-        return self._aggregate("KSTREAM-AGGREGATE-", materialized, Long(), node)
+        return self._aggregate("KSTREAM-AGGREGATE-", materialized, Long(), node, name)
 
     @overload
     def windowed_by(self, windows: TimeWindows) -> TimeWindowedKStream: ...
@@ -111,7 +117,11 @@ class KGroupedStream:
         )
 
     def reduce(
-        self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
+        self,
+        reducer: Callable[[Any, Any], Any],
+        materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable:
         """Combines each key's values: ``reducer(aggregate, value)``; the first
         value is the first aggregate. Null keys and values are skipped."""
@@ -120,6 +130,7 @@ class KGroupedStream:
             materialized,
             self._value_serde,
             lambda store: tp.KStreamAggregate(store, None, lambda _k, v, agg: reducer(agg, v)),
+            name,
         )
 
     def aggregate(
@@ -127,6 +138,8 @@ class KGroupedStream:
         initializer: Callable[[], Any],
         aggregator: Callable[[Any, Any, Any], Any],
         materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable:
         """``aggregator(key, value, aggregate)`` from ``initializer()`` per key.
         The result serde comes from ``materialized`` (or default.value.serde)."""
@@ -135,4 +148,5 @@ class KGroupedStream:
             materialized,
             None,
             lambda store: tp.KStreamAggregate(store, initializer, aggregator),
+            name,
         )

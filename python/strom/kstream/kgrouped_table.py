@@ -41,6 +41,7 @@ class KGroupedTable:
         initializer: Callable[[], Any] | None,
         adder: Callable[[Any, Any, Any], Any],
         subtractor: Callable[[Any, Any, Any], Any],
+        name: str | None,
     ) -> KTable:
         inner = self._value_serde
         return aggregations.add_aggregation(
@@ -59,10 +60,15 @@ class KGroupedTable:
             node=lambda store, _retention: tp.KTableAggregate(
                 store, initializer, adder, subtractor
             ),
+            name=name,
         )
 
-    def count(self, materialized: Materialized | str | None = None) -> KTable:
-        """The number of entries per new key."""
+    def count(
+        self, materialized: Materialized | str | None = None, *, name: str | None = None
+    ) -> KTable:
+        """The number of entries per new key. ``name`` names the processor
+        and the repartition sink and source (Kafka's ``Named``), as it does
+        for ``reduce`` and ``aggregate``."""
         return self._aggregate(
             "KTABLE-AGGREGATE-",
             materialized,
@@ -70,6 +76,7 @@ class KGroupedTable:
             tp.count_initializer,
             tp.count_adder,
             tp.count_subtractor,
+            name,
         )
 
     def reduce(
@@ -77,6 +84,8 @@ class KGroupedTable:
         adder: Callable[[Any, Any], Any],
         subtractor: Callable[[Any, Any], Any],
         materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable:
         """``adder(aggregate, new_value)`` and ``subtractor(aggregate, old_value)``."""
         return self._aggregate(
@@ -86,6 +95,7 @@ class KGroupedTable:
             None,
             lambda _k, v, agg: adder(agg, v),
             lambda _k, v, agg: subtractor(agg, v),
+            name,
         )
 
     def aggregate(
@@ -94,9 +104,11 @@ class KGroupedTable:
         adder: Callable[[Any, Any, Any], Any],
         subtractor: Callable[[Any, Any, Any], Any],
         materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable:
         """``adder(key, new_value, aggregate)`` / ``subtractor(key, old_value,
         aggregate)`` from ``initializer()`` per new key."""
         return self._aggregate(
-            "KTABLE-AGGREGATE-", materialized, None, initializer, adder, subtractor
+            "KTABLE-AGGREGATE-", materialized, None, initializer, adder, subtractor, name
         )

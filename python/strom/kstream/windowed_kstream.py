@@ -46,6 +46,9 @@ class _WindowedKStream(ABC, Generic[W]):
         | type[NativeSlidingWindowAggregate]
         | type[NativeSessionWindowAggregate]
     ]
+    # Kafka's count(Materialized) of time and session windows (not sliding
+    # ones) spends one more store name (see spend_count_store_name).
+    _count_spends_a_store_name: ClassVar[bool] = True
 
     def __init__(self, grouped: KGroupedStream, windows: W) -> None:
         self._grouped = grouped
@@ -82,6 +85,7 @@ class _WindowedKStream(ABC, Generic[W]):
         initializer: Callable[[], Any] | None,
         aggregator: Aggregator,
         merger: Aggregator | None = None,
+        name: str | None = None,
     ) -> KTable:
         grouped, final_only = self._grouped, self._emit.final_only
         return aggregations.add_aggregation(
@@ -100,24 +104,38 @@ class _WindowedKStream(ABC, Generic[W]):
             ),
             windows=self._windows,
             emit=self._emit,
+            name=name,
         )
 
-    def _native(self, aggregation: strom_agg.Aggregation, materialized: Any) -> KTable:
+    def _native(
+        self, aggregation: strom_agg.Aggregation, materialized: Any, name: str | None
+    ) -> KTable:
         """A built-in aggregation on the native kernel (see strom.agg)."""
         return aggregations.native_windowed(
-            self._grouped, self._windows, self._emit, aggregation, materialized, self._native_node
+            self._grouped,
+            self._windows,
+            self._emit,
+            aggregation,
+            materialized,
+            self._native_node,
+            name,
         )
 
-    def count(self, materialized: Materialized | str | None = None) -> KTable:
+    def count(
+        self, materialized: Materialized | str | None = None, *, name: str | None = None
+    ) -> KTable:
         """Records per key and window (null keys are skipped, and in time and
         sliding windows null values too), on the native kernel
         (``strom.agg.count()``) unless ``materialized`` asks for a value
-        serde other than ``Long``."""
+        serde other than ``Long``. ``name`` names the processor (Kafka's
+        ``Named``), as it does for ``reduce`` and ``aggregate``."""
+        if self._count_spends_a_store_name:
+            aggregations.spend_count_store_name(self._grouped._builder, materialized)
         value_serde = Materialized.of(materialized).value_serde
         if value_serde is None or isinstance(value_serde, Long):
-            return self._native(strom_agg.count(), materialized)
+            return self._native(strom_agg.count(), materialized, name)
         return self._aggregate(
-            "KSTREAM-AGGREGATE-", materialized, Long(), _zero, _count, _add_counts
+            "KSTREAM-AGGREGATE-", materialized, Long(), _zero, _count, _add_counts, name
         )
 
 
@@ -138,7 +156,11 @@ class TimeWindowedKStream(_WindowedKStream[TimeWindows]):
         return wa.KStreamWindowAggregate(store, self._windows, initializer, aggregator, final_only)
 
     def reduce(
-        self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
+        self,
+        reducer: Callable[[Any, Any], Any],
+        materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable:
         """``reducer(aggregate, value)`` per key and window."""
         return self._aggregate(
@@ -147,6 +169,7 @@ class TimeWindowedKStream(_WindowedKStream[TimeWindows]):
             self._grouped._value_serde,
             None,
             lambda _k, v, agg: reducer(agg, v),
+            name=name,
         )
 
     @overload
@@ -155,6 +178,8 @@ class TimeWindowedKStream(_WindowedKStream[TimeWindows]):
         initializer: strom_agg.Aggregation,
         aggregator: Materialized | str | None = None,
         materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable: ...
     @overload
     def aggregate(
@@ -162,12 +187,16 @@ class TimeWindowedKStream(_WindowedKStream[TimeWindows]):
         initializer: Callable[[], Any],
         aggregator: Aggregator,
         materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable: ...
     def aggregate(
         self,
         initializer: Callable[[], Any] | strom_agg.Aggregation,
         aggregator: Aggregator | Materialized | str | None = None,
         materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable:
         """``aggregator(key, value, aggregate)`` from ``initializer()`` per key
         and window; or a built-in ``strom.agg`` aggregation, which runs on the
@@ -175,10 +204,12 @@ class TimeWindowedKStream(_WindowedKStream[TimeWindows]):
         if isinstance(initializer, strom_agg.Aggregation):
             if aggregator is not None and not isinstance(aggregator, Materialized | str):
                 raise TopologyError("aggregate(strom.agg...) takes no aggregator")
-            return self._native(initializer, materialized or aggregator)
+            return self._native(initializer, materialized or aggregator, name)
         if not callable(aggregator):
             raise TopologyError("aggregate takes an initializer and an aggregator")
-        return self._aggregate("KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator)
+        return self._aggregate(
+            "KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator, name=name
+        )
 
 
 class SlidingWindowedKStream(_WindowedKStream[SlidingWindows]):
@@ -187,6 +218,7 @@ class SlidingWindowedKStream(_WindowedKStream[SlidingWindows]):
     inclusive, made as records enter and leave them."""
 
     _native_node = NativeSlidingWindowAggregate
+    _count_spends_a_store_name = False
 
     def _node(
         self,
@@ -203,7 +235,11 @@ class SlidingWindowedKStream(_WindowedKStream[SlidingWindows]):
         )
 
     def reduce(
-        self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
+        self,
+        reducer: Callable[[Any, Any], Any],
+        materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable:
         """``reducer(aggregate, value)`` per key and window."""
         return self._aggregate(
@@ -212,6 +248,7 @@ class SlidingWindowedKStream(_WindowedKStream[SlidingWindows]):
             self._grouped._value_serde,
             _reduce_initializer,
             _for_reducer(reducer),
+            name=name,
         )
 
     def aggregate(
@@ -219,15 +256,19 @@ class SlidingWindowedKStream(_WindowedKStream[SlidingWindows]):
         initializer: Callable[[], Any] | strom_agg.Aggregation,
         aggregator: Aggregator | Materialized | str | None = None,
         materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable:
         """``aggregator(key, value, aggregate)`` from ``initializer()`` per key
         and window; or a built-in ``strom.agg`` aggregation on the native
         kernel (null values are skipped, as sliding windows skip them)."""
         if isinstance(initializer, strom_agg.Aggregation):
-            return self._native(initializer, _agg_materialized(aggregator, materialized))
+            return self._native(initializer, _agg_materialized(aggregator, materialized), name)
         if not callable(aggregator):
             raise TopologyError("aggregate takes an initializer and an aggregator")
-        return self._aggregate("KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator)
+        return self._aggregate(
+            "KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator, name=name
+        )
 
 
 class SessionWindowedKStream(_WindowedKStream[SessionWindows]):
@@ -257,7 +298,11 @@ class SessionWindowedKStream(_WindowedKStream[SessionWindows]):
         )
 
     def reduce(
-        self, reducer: Callable[[Any, Any], Any], materialized: Materialized | str | None = None
+        self,
+        reducer: Callable[[Any, Any], Any],
+        materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable:
         """``reducer(aggregate, value)`` per key and session; merging two
         sessions reduces their aggregates."""
@@ -270,6 +315,7 @@ class SessionWindowedKStream(_WindowedKStream[SessionWindows]):
             aggregator,
             # Kafka's mergerForAggregator: the second aggregate is added to the first.
             lambda key, agg1, agg2: aggregator(key, agg2, agg1),
+            name,
         )
 
     def aggregate(
@@ -278,17 +324,21 @@ class SessionWindowedKStream(_WindowedKStream[SessionWindows]):
         aggregator: Aggregator | Materialized | str | None = None,
         merger: Aggregator | Materialized | str | None = None,
         materialized: Materialized | str | None = None,
+        *,
+        name: str | None = None,
     ) -> KTable:
         """``aggregator(key, value, aggregate)`` from ``initializer()`` per key
         and session; ``merger(key, agg1, agg2)`` combines the aggregates of
         sessions a record merges; or a built-in ``strom.agg`` aggregation on
         the native kernel."""
         if isinstance(initializer, strom_agg.Aggregation):
-            return self._native(initializer, _agg_materialized(aggregator, merger, materialized))
+            return self._native(
+                initializer, _agg_materialized(aggregator, merger, materialized), name
+            )
         if not callable(aggregator) or not callable(merger):
             raise TopologyError("aggregate takes an initializer, an aggregator and a merger")
         return self._aggregate(
-            "KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator, merger
+            "KSTREAM-AGGREGATE-", materialized, None, initializer, aggregator, merger, name
         )
 
 

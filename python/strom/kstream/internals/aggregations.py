@@ -56,13 +56,15 @@ def add_aggregation(
     emit: EmitStrategy | None = None,
     store_value_serde: Serde[Any] | None = None,
     grouped_table: bool = False,
+    name: str | None = None,
 ) -> KTable:
     """The shape every DSL aggregation shares: name the processor and its
     store (Kafka's ``<PREFIX>-STATE-STORE-…`` unless materialized with a
     name), repartition through ``<store>-repartition`` when the key changed
     (always after a ``KTable.group_by``: ``grouped_table``), add the store,
     and return the result table. ``node(store, retention)`` makes the
-    processor (the retention of a windowed store, else 0)."""
+    processor (the retention of a windowed store, else 0); ``name`` names it
+    (Kafka's ``Named``), and a grouped table's repartition sink and source."""
     mat = Materialized.of(materialized)
     if windows is not None:
         _refuse_versioned_windows(mat)
@@ -76,8 +78,8 @@ def add_aggregation(
     topic_prefix = repartition_name or store_name
     if grouped_table:
         assert repartition_serde is not None
-        parent = builder.table_repartition(topic_prefix, parent, key_serde, repartition_serde)
-    agg_name = builder.new_name(name_prefix)
+        parent = builder.table_repartition(topic_prefix, parent, key_serde, repartition_serde, name)
+    agg_name = builder.processor_name(name, name_prefix)
     if repartition and not grouped_table:
         parent = builder.repartition(topic_prefix, parent, key_serde, repartition_serde)
     store = _aggregate_store(
@@ -154,6 +156,15 @@ def add_cogroup(
     builder.internal.add_processor(merge_name, PassThrough, *agg_names)
     builder.internal.co_partition(merge_name)
     return _result_table(builder, merge_name, store, mat, mat.value_serde, windows)
+
+
+def spend_count_store_name(builder: StreamsBuilder, materialized: Any) -> None:
+    """Kafka's ``count(Materialized)`` of a grouped stream and of time and
+    session windows generates one store name more when the Materialized
+    names no store (kept for its topologies' compatibility): spent here
+    too, so that the names after it are Kafka's."""
+    if materialized is not None and Materialized.of(materialized).store_name is None:
+        builder.new_name("KSTREAM-AGGREGATE-STATE-STORE-")
 
 
 def _refuse_versioned_windows(mat: Materialized) -> None:
@@ -295,6 +306,7 @@ def native_windowed(
     node_type: type[NativeTimeWindowAggregate]
     | type[NativeSlidingWindowAggregate]
     | type[NativeSessionWindowAggregate],
+    name: str | None = None,
 ) -> KTable:
     """A built-in aggregation (see strom.agg) of any windows on the native
     kernel: its results are Longs or Doubles, a mean's store holds sum and
@@ -331,4 +343,5 @@ def native_windowed(
         windows=windows,
         emit=emit,
         store_value_serde=MeanState() if aggregation.kind == "mean" else None,
+        name=name,
     )
