@@ -424,6 +424,9 @@ def code(case: Case) -> str:
             keyed = "with_key=True" if fn and fn.startswith(("mk_", "fmk_")) else ""
             args = ", ".join(x for x in (fn or "", store.lstrip(", "), serdes, keyed) if x)
             rhs = f"{src}.{s.op}({args})"
+        if "name" in a and s.op not in ("branch",):
+            # Grouped.as on a grouping, Named on an aggregation.
+            rhs = rhs[:-1] + (", " if not rhs.endswith("(") else "") + f"name={a['name']!r})"
         lines.append(f"{s.id} = {rhs}")
     lines.append(
         "driver = TopologyTestDriver(b.build(), {'statestore.cache.max.bytes': "

@@ -21,7 +21,9 @@ functions.py, never given as code. The operations (``args`` in brackets):
   ``aggregate`` [init, fn, store?], ``windowed_by`` [windows, emit]; a
   ``versioned`` history with the store of an aggregation that is not
   windowed (a cogroup's too, and a grouped table's) makes it a versioned
-  one, as for ``table``
+  one, as for ``table``; any aggregation may carry a ``name`` (Kafka's
+  ``Named``), and a ``count`` without a store ``serdes`` (Kafka's
+  ``Materialized.with``)
 - on a windowed stream: ``count`` / ``reduce`` / ``aggregate`` (sessions take
   a ``merger`` too)
 - ``cogroup`` (one input per grouped stream) [fns: an aggregator per input,

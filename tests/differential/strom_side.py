@@ -243,14 +243,18 @@ class Builder:
     def _aggregation(self, step: Step, g: Any) -> Any:
         op, args = step.op, step.args
         store = _store(args)
+        if store is None and args.get("serdes"):
+            store = Materialized(**_grouped(args))  # Kafka's Materialized.with(serdes)
+        named = {"name": args["name"]} if "name" in args else {}
         if op == "count":
-            return g.count(store)
+            return g.count(store, **named)
         if isinstance(g, KGroupedTable):
             if op == "reduce":
                 return g.reduce(
                     f.get(f.REDUCERS, args["adder"], "reducer"),
                     f.get(f.REDUCERS, args["subtractor"], "reducer"),
                     store,
+                    **named,
                 )
             if op == "aggregate":
                 return g.aggregate(
@@ -258,16 +262,17 @@ class Builder:
                     f.get(f.AGGREGATORS, args["adder"], "aggregator"),
                     f.get(f.AGGREGATORS, args["subtractor"], "aggregator"),
                     store,
+                    **named,
                 )
         elif op == "reduce":
-            return g.reduce(f.get(f.REDUCERS, args["fn"], "reducer"), store)
+            return g.reduce(f.get(f.REDUCERS, args["fn"], "reducer"), store, **named)
         elif op == "aggregate":
             init = f.get(f.INITIALIZERS, args["init"], "initializer")
             aggregator = f.get(f.AGGREGATORS, args["fn"], "aggregator")
             if isinstance(g, SessionWindowedKStream):
                 merger = f.get(f.MERGERS, args["merger"], "merger")
-                return g.aggregate(init, aggregator, merger, store)
-            return g.aggregate(init, aggregator, store)
+                return g.aggregate(init, aggregator, merger, store, **named)
+            return g.aggregate(init, aggregator, store, **named)
         raise ValueError(f"op {op} does not apply to {type(g).__name__}")
 
     def _cogroup(self, step: Step) -> KTable:

@@ -93,6 +93,33 @@ final class Builder {
         return Materialized.as(store);
     }
 
+    /** Named.as(the step's "name") for an aggregation, or null. */
+    private static Named named(JsonNode step) {
+        String name = optional(step, "name");
+        return name == null ? null : Named.as(name);
+    }
+
+    /**
+     * An aggregation's Materialized: {@link #materialized}, or Materialized.with(the step's
+     * serdes) when it names serdes and no store, else null.
+     */
+    @SuppressWarnings({"rawtypes", "unchecked"})
+    private static Materialized aggregationMaterialized(JsonNode step) {
+        Materialized m = materialized(step);
+        JsonNode serdes = step.path("args").get("serdes");
+        if (m != null || serdes == null || serdes.isNull()) {
+            return m;
+        }
+        return Materialized.with(keySerde(serdes.get(0).asText()), valueSerde(serdes.get(1).asText()));
+    }
+
+    /** The step's Materialized, or one with no name and no serdes (Kafka then fills them in). */
+    @SuppressWarnings({"rawtypes", "unchecked"})
+    private static Materialized materializedOrDefault(JsonNode step) {
+        Materialized m = aggregationMaterialized(step);
+        return m == null ? Materialized.with(null, null) : m;
+    }
+
     /** {@link #materialized} with the step's serdes ("serdes": [key, value]), or null. */
     @SuppressWarnings({"rawtypes", "unchecked"})
     private static Materialized tableMaterialized(JsonNode step) {
@@ -330,7 +357,20 @@ final class Builder {
 
     @SuppressWarnings({"rawtypes", "unchecked"})
     private Object groupedStreamOp(JsonNode step, String op, KGroupedStream g) {
-        Materialized m = materialized(step);
+        Materialized m = aggregationMaterialized(step);
+        Named n = named(step);
+        if (n != null) {
+            Materialized mn = materializedOrDefault(step);
+            return switch (op) {
+                case "count" -> m == null ? g.count(n) : g.count(n, m);
+                case "reduce" -> g.reduce(Fns.get(Fns.REDUCERS, arg(step, "fn"), "reducer"), n, mn);
+                case "aggregate" -> g.aggregate(
+                    Fns.get(Fns.INITIALIZERS, arg(step, "init"), "initializer"),
+                    Fns.get(Fns.AGGREGATORS, arg(step, "fn"), "aggregator"), n, mn);
+                default -> throw new IllegalArgumentException(
+                    "op " + op + " does not apply to a KGroupedStream");
+            };
+        }
         return switch (op) {
             case "count" -> m == null ? g.count() : g.count(m);
             case "reduce" -> {
@@ -349,7 +389,23 @@ final class Builder {
 
     @SuppressWarnings({"rawtypes", "unchecked"})
     private Object groupedTableOp(JsonNode step, String op, KGroupedTable g) {
-        Materialized m = materialized(step);
+        Materialized m = aggregationMaterialized(step);
+        Named n = named(step);
+        if (n != null) {
+            Materialized mn = materializedOrDefault(step);
+            return switch (op) {
+                case "count" -> m == null ? g.count(n) : g.count(n, m);
+                case "reduce" -> g.reduce(
+                    Fns.get(Fns.REDUCERS, arg(step, "adder"), "reducer"),
+                    Fns.get(Fns.REDUCERS, arg(step, "subtractor"), "reducer"), n, mn);
+                case "aggregate" -> g.aggregate(
+                    Fns.get(Fns.INITIALIZERS, arg(step, "init"), "initializer"),
+                    Fns.get(Fns.AGGREGATORS, arg(step, "adder"), "aggregator"),
+                    Fns.get(Fns.AGGREGATORS, arg(step, "subtractor"), "aggregator"), n, mn);
+                default -> throw new IllegalArgumentException(
+                    "op " + op + " does not apply to a KGroupedTable");
+            };
+        }
         return switch (op) {
             case "count" -> m == null ? g.count() : g.count(m);
             case "reduce" -> {
@@ -433,7 +489,20 @@ final class Builder {
 
     @SuppressWarnings({"rawtypes", "unchecked"})
     private Object timeWindowedOp(JsonNode step, String op, TimeWindowedKStream w) {
-        Materialized m = materialized(step);
+        Materialized m = aggregationMaterialized(step);
+        Named n = named(step);
+        if (n != null) {
+            Materialized mn = materializedOrDefault(step);
+            return switch (op) {
+                case "count" -> m == null ? w.count(n) : w.count(n, m);
+                case "reduce" -> w.reduce(Fns.get(Fns.REDUCERS, arg(step, "fn"), "reducer"), n, mn);
+                case "aggregate" -> w.aggregate(
+                    Fns.get(Fns.INITIALIZERS, arg(step, "init"), "initializer"),
+                    Fns.get(Fns.AGGREGATORS, arg(step, "fn"), "aggregator"), n, mn);
+                default -> throw new IllegalArgumentException(
+                    "op " + op + " does not apply to a TimeWindowedKStream");
+            };
+        }
         return switch (op) {
             case "count" -> m == null ? w.count() : w.count(m);
             case "reduce" -> {
@@ -452,7 +521,21 @@ final class Builder {
 
     @SuppressWarnings({"rawtypes", "unchecked"})
     private Object sessionWindowedOp(JsonNode step, String op, SessionWindowedKStream w) {
-        Materialized m = materialized(step);
+        Materialized m = aggregationMaterialized(step);
+        Named n = named(step);
+        if (n != null) {
+            Materialized mn = materializedOrDefault(step);
+            return switch (op) {
+                case "count" -> m == null ? w.count(n) : w.count(n, m);
+                case "reduce" -> w.reduce(Fns.get(Fns.REDUCERS, arg(step, "fn"), "reducer"), n, mn);
+                case "aggregate" -> w.aggregate(
+                    Fns.get(Fns.INITIALIZERS, arg(step, "init"), "initializer"),
+                    Fns.get(Fns.AGGREGATORS, arg(step, "fn"), "aggregator"),
+                    Fns.get(Fns.MERGERS, arg(step, "merger"), "merger"), n, mn);
+                default -> throw new IllegalArgumentException(
+                    "op " + op + " does not apply to a SessionWindowedKStream");
+            };
+        }
         return switch (op) {
             case "count" -> m == null ? w.count() : w.count(m);
             case "reduce" -> {
