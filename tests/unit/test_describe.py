@@ -147,7 +147,21 @@ def test_count_with_an_unnamed_materialized_spends_a_store_name() -> None:
         builder = StreamsBuilder()
         builder.stream("in", key_serde=S, value_serde=S).group_by_key().count(materialized)
         text = str(builder.build().describe())
-        return text.split("stores: [")[1].split("]")[0]
+        return text.split("stores: [")[1].split("]", maxsplit=1)[0]
 
     assert store_of_count(None) == "KSTREAM-AGGREGATE-STATE-STORE-0000000001"
     assert store_of_count(Materialized(key_serde=S)) == "KSTREAM-AGGREGATE-STATE-STORE-0000000002"
+
+
+def test_to_table_and_to_stream_take_kafkas_naming_and_mapper() -> None:
+    """KStream.to_table(name=) names the table's processor and, after a key
+    change, its repartition topic; KTable.to_stream(mapper) re-keys the
+    updates (Kafka's toStream(KeyValueMapper) is toStream().selectKey)."""
+    builder = StreamsBuilder()
+    stream = builder.stream("in", key_serde=S, value_serde=S)
+    table = stream.select_key(lambda _k, v: v).to_table(name="latest")
+    table.to_stream(lambda key, value: f"{key}/{value}").to("out", key_serde=S, value_serde=S)
+    text = str(builder.build().describe())
+    assert "Sink: latest-repartition-sink (topic: latest-repartition)" in text
+    assert "Processor: latest (stores: [])" in text
+    assert "--> KSTREAM-KEY-SELECT-" in text

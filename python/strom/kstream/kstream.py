@@ -329,12 +329,16 @@ class KStream:
             topic_extractor=extractor,
         )
 
-    def to_table(self, materialized: Materialized | str | None = None) -> KTable:
+    def to_table(
+        self, materialized: Materialized | str | None = None, *, name: str | None = None
+    ) -> KTable:
         """The stream as a table: the latest value per key, None deletes
-        (kept in a store as ``StreamsBuilder.table`` keeps one)."""
+        (kept in a store as ``StreamsBuilder.table`` keeps one). ``name``
+        names the table's processor and, when the key changed, its
+        repartition topic (``<name>-repartition``), as Kafka's ``Named``."""
         builder = self._builder
         mat = Materialized.of(materialized)
-        name = builder.new_name("KSTREAM-TOTABLE-")
+        name = builder.processor_name(name, "KSTREAM-TOTABLE-")
         store_name = mat.store_name or builder.new_name("KSTREAM-TOTABLE-STATE-STORE-")
         keys, values = mat.key_serde or self._key_serde, mat.value_serde or self._value_serde
         parent = self._node

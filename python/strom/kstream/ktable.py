@@ -249,11 +249,16 @@ class KTable:
             store_name=store_name,
         )
 
-    def to_stream(self, *, name: str | None = None) -> KStream:
-        """The table's updates as a stream (deletes as None values)."""
+    def to_stream(
+        self, mapper: Callable[[Any, Any], Any] | None = None, *, name: str | None = None
+    ) -> KStream:
+        """The table's updates as a stream (deletes as None values);
+        ``mapper(key, value)`` gives each record a new key (Kafka's
+        ``toStream(KeyValueMapper)``: ``to_stream().select_key(mapper)``)."""
         node_name = self._builder.processor_name(name, "KTABLE-TOSTREAM-")
         self._builder.internal.add_processor(node_name, tp.KTableToStream, self._node)
-        return kstream.KStream(self._builder, node_name, self._key_serde, self._value_serde)
+        stream = kstream.KStream(self._builder, node_name, self._key_serde, self._value_serde)
+        return stream if mapper is None else stream.select_key(mapper)
 
     def suppress(self, suppressed: Suppressed) -> KTable:
         """Holds updates back: ``Suppressed.until_window_closes(...)`` emits
