@@ -98,6 +98,15 @@ class Gen:
         self.stores += 1
         return f"store-{self.stores}"
 
+    def to_table(self, s: str, p: float) -> str:
+        """KStream.to_table, named one time in four (Kafka's Named: the
+        processor, and the repartition topic after a key change), with no
+        draw, so that the cases stay those of the same seeds."""
+        t = self.add("to_table", [s], Node("table"), **self.maybe_store(p))
+        if int(t[1:]) % 4 == 1:
+            self.steps[-1].args["name"] = f"{t}-table"
+        return t
+
     def named_aggregation(self, aggregation: str) -> str:
         """Names one aggregation in five (Kafka's Named: its processor, and a
         grouped table's repartition sink and source), and gives one count in
@@ -174,7 +183,12 @@ class Gen:
     def sink(self, node_id: str) -> None:
         node = self.nodes[node_id]
         if node.kind == "table":
-            node_id = self.add("to_stream", [node_id], Node("stream", node.key, node.value))
+            # One table in five (not windowed) goes out re-keyed, Kafka's
+            # toStream(KeyValueMapper), its selector chosen with no draw.
+            step_no = len(self.steps)
+            rekey = node.key == node.value == "s" and step_no % 5 == 1
+            fn = {"fn": REKEY_SELECTORS[step_no % len(REKEY_SELECTORS)]} if rekey else {}
+            node_id = self.add("to_stream", [node_id], Node("stream", node.key, node.value), **fn)
         topic = f"out{self.sinks}"
         self.sinks += 1
         self.add("to", [node_id], Node("sink"), topic=topic, key=node.key, value=node.value)
@@ -430,10 +444,7 @@ def aggregate(g: Gen) -> None:
     map (repartitioning) or by key; reducers and aggregators that return null;
     to_table (#16, #24 re-grouped aggregations)."""
     s = g.chain(g.stream(), g.rng.randint(0, 1), rekey=False)
-    if g.chance(0.15):
-        t = g.add("to_table", [s], Node("table"), **g.maybe_store(0.5))
-    else:
-        t = g.aggregate(g.group(s))
+    t = g.to_table(s, 0.5) if g.chance(0.15) else g.aggregate(g.group(s))
     if g.chance(0.3):
         t = g.table_op(t)
     g.sink(t)
@@ -449,7 +460,7 @@ def table_ops(g: Gen) -> None:
     elif parent == "materialized":
         t = g.table(True)
     elif parent == "to_table":
-        t = g.add("to_table", [g.stream()], Node("table"), **g.maybe_store(0.5))
+        t = g.to_table(g.stream(), 0.5)
     else:
         t = g.aggregate(g.group(g.stream()))
     t = g.table_chain(t, g.rng.randint(1, 3))

@@ -11,11 +11,12 @@ functions.py, never given as code. The operations (``args`` in brackets):
 - on a stream: ``filter`` ``filter_not`` ``map_values`` ``map`` ``select_key``
   ``flat_map`` ``flat_map_values`` [fn], ``merge`` (two inputs),
   ``split`` [preds, default] then ``branch`` [name: index or "default"],
-  ``repartition``, ``to_table`` [store?], ``process`` [fn, store],
+  ``repartition``, ``to_table`` [store?, name?], ``process`` [fn, store],
   ``group_by_key``, ``group_by`` [fn], ``to`` [topic, key, value]
   (grouping steps may name ``serdes``: [key, value], Kafka's ``Grouped.with``)
 - on a table: ``filter`` ``filter_not`` ``map_values`` [fn, and ``store``
-  with ``serdes``: Kafka's ``Materialized.as(store)`` with them], ``to_stream``,
+  with ``serdes``: Kafka's ``Materialized.as(store)`` with them], ``to_stream``
+  [fn?: a key selector, Kafka's ``toStream(KeyValueMapper)``],
   ``suppress`` [kind, limit_ms, buffer], ``group_by`` [fn]
 - on a grouped stream: ``count`` [store?], ``reduce`` [fn, store?],
   ``aggregate`` [init, fn, store?], ``windowed_by`` [windows, emit]; a

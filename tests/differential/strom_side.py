@@ -207,7 +207,7 @@ class Builder:
         if op == "repartition":
             return s.repartition()
         if op == "to_table":
-            return s.to_table(args.get("store"))
+            return s.to_table(args.get("store"), name=args.get("name"))
         if op == "group_by_key":
             return s.group_by_key(**_grouped(args), name=args.get("name"))
         if op == "group_by":
@@ -232,7 +232,7 @@ class Builder:
             f.get(f.TRANSFORMERS, fn, "transformer")  # an unknown name fails here
             return t.transform_values(lambda: f.Transformer(fn), materialized=mat)
         if op == "to_stream":
-            return t.to_stream()
+            return t.to_stream(f.get(f.KEY_SELECTORS, fn, "key selector") if fn else None)
         if op == "suppress":
             return t.suppress(_suppressed(args))
         if op == "group_by":

@@ -282,6 +282,10 @@ final class Builder {
             case "repartition" -> s.repartition();
             case "to_table" -> {
                 Materialized m = materialized(step);
+                Named n = named(step);
+                if (n != null) {
+                    yield m == null ? s.toTable(n) : s.toTable(n, m);
+                }
                 yield m == null ? s.toTable() : s.toTable(m);
             }
             case "group_by_key" -> {
@@ -324,7 +328,11 @@ final class Builder {
                 var supplier = Fns.transformer(arg(step, "fn"));
                 yield m == null ? t.transformValues(supplier) : t.transformValues(supplier, m);
             }
-            case "to_stream" -> t.toStream();
+            case "to_stream" -> {
+                String fn = optional(step, "fn");
+                yield fn == null ? t.toStream()
+                    : t.toStream(Fns.get(Fns.KEY_SELECTORS, fn, "key selector"));
+            }
             case "suppress" -> t.suppress(suppressed(step.path("args")));
             case "group_by" -> {
                 var selector = Fns.get(Fns.KV_MAPPERS, arg(step, "fn"), "key-value mapper");
