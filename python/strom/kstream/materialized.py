@@ -14,10 +14,11 @@ from strom.state.stores import KEY_VALUE, VERSIONED, StoreSupplier
 
 @dataclass(frozen=True)
 class Materialized:
-    """Names and configures the store behind a KTable or aggregation.
-
-    ``caching``, ``retention`` and ``in_memory`` are accepted now and honoured
-    as the store features land (all stores are in memory with a changelog today).
+    """Names and configures the store behind a KTable or aggregation: its
+    serdes, the record cache (``caching``), the changelog (``logging``), a
+    windowed store's ``retention``, an in-memory store in place of the
+    persistent default (``in_memory``), or a store supplier in place of a
+    name (a versioned one makes the table versioned).
     """
 
     store_name: str | None = None
