@@ -241,6 +241,12 @@ def _pid_runs(pid: int, marker: str) -> bool:
         return False
     try:
         cmdline = Path(f"/proc/{pid}/cmdline").read_bytes().decode("utf-8", "replace")
+        if not cmdline:
+            # The java launcher shows an empty command line for a moment
+            # after it starts (measured: half the reads right after Popen);
+            # so does a zombie, which is not running.
+            stat = Path(f"/proc/{pid}/stat").read_text()
+            return stat.rpartition(")")[2].split()[0] != "Z"
     except OSError:
         return True  # no /proc: trust the pid
     return marker in cmdline
@@ -832,7 +838,7 @@ class KafkaCluster:
             return
         self._launch(node, fetch(self.version))
         self._write_state()
-        self.wait_ready(timeout)
+        self.wait_ready(timeout, expected=set(self.running()) | {i})
 
     def ensure_running(self, timeout: float | None = None) -> None:
         """Restarts any stopped node (a test may have left one down)."""
@@ -843,11 +849,14 @@ class KafkaCluster:
     def running(self) -> list[int]:
         return [n.node_id for n in self.nodes if n.is_running()]
 
-    def wait_ready(self, timeout: float | None = None) -> None:
-        """Waits until every running node reports all running nodes as alive."""
+    def wait_ready(self, timeout: float | None = None, expected: set[int] | None = None) -> None:
+        """Waits until every node of ``expected`` (the running ones by
+        default) reports all of them as alive. A start names the nodes it
+        launched: judged by the nodes found running at that moment, a node
+        not yet seen as running would leave nothing to wait for."""
         timeout = self.start_timeout if timeout is None else timeout
         deadline = time.monotonic() + timeout
-        expected = set(self.running())
+        expected = set(self.running()) if expected is None else expected
         while True:
             self._check_alive(expected)
             if self._ready(expected):
@@ -1024,7 +1033,7 @@ class KafkaCluster:
         for node in self.nodes:
             self._launch(node, libs)
         self._write_state()
-        self.wait_ready()
+        self.wait_ready(expected={node.node_id for node in self.nodes})
 
     def _java(self, libs: Path, main: str, *args: str) -> list[str]:
         return [
@@ -1096,6 +1105,8 @@ class KafkaCluster:
         node.pid_path.write_text(f"{proc.pid}\n")
 
     def _ready(self, expected: set[int]) -> bool:
+        if not expected:
+            return False
         for node in self.nodes:
             if node.node_id not in expected:
                 continue

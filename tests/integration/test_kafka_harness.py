@@ -22,7 +22,15 @@ from typing import Any
 import pytest
 from confluent_kafka import Consumer, KafkaError, KafkaException, Message, Producer, TopicPartition
 from confluent_kafka.admin import AdminClient, NewTopic
-from tests.kafka_harness import REPO_ROOT, KafkaCluster, metadata_brokers, pid_alive, tail
+from tests.kafka_harness import (
+    REPO_ROOT,
+    KafkaCluster,
+    _pid_runs,
+    java_executable,
+    metadata_brokers,
+    pid_alive,
+    tail,
+)
 from tests.support import wait_until
 
 from strom._core import partition_for_key
@@ -380,3 +388,27 @@ def test_script_starts_reports_and_stops_a_broker(tmp_path: Path) -> None:
     assert not pid_alive(pid)
     assert not (run_dir / "node-0" / "kafka.pid").exists()
     assert run("status").returncode == 1
+
+
+def test_a_jvm_just_launched_counts_as_running_and_a_zombie_does_not() -> None:
+    """A detached node is found by its pid and command line. The java
+    launcher shows an empty command line for a moment after it starts; read
+    as "not running", that once let `scripts/kafka start` find no node to
+    wait for and report a broker ready before it listened. A zombie (exited,
+    not reaped) shows an empty command line too, and is not running."""
+    java = java_executable()
+    for i in range(10):
+        marker = f"-Dstrom.harness.check={i}"
+        proc = subprocess.Popen([java, marker, "-version"], stderr=subprocess.DEVNULL)
+        try:
+            assert _pid_runs(proc.pid, marker), f"launch {i} not seen running"
+        finally:
+            proc.wait()
+    zombie = subprocess.Popen([java, "-version"], stderr=subprocess.DEVNULL)
+    wait_until(
+        lambda: Path(f"/proc/{zombie.pid}/stat").read_text().rpartition(")")[2].split()[0] == "Z",
+        timeout=30,
+        what="the JVM to exit",
+    )
+    assert not _pid_runs(zombie.pid, "java")
+    zombie.wait()
