@@ -872,8 +872,7 @@ class KafkaCluster:
             time.sleep(0.2)
 
     def is_ready(self) -> bool:
-        running = set(self.running())
-        return bool(running) and self._ready(running)
+        return self._ready(set(self.running()))
 
     def log_tail(self, lines: int = 60) -> str:
         """The last lines of every node's log, each under a header."""

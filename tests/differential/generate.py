@@ -120,15 +120,22 @@ class Gen:
             step.args["serdes"] = [self.nodes[step.inputs[0]].key, "l"]
         return aggregation
 
-    def maybe_store(self, p: float = 0.3, versionable: bool = False) -> dict[str, Any]:
+    def maybe_store(
+        self, p: float = 0.3, versionable: bool = False, serdes: list[str] | None = None
+    ) -> dict[str, Any]:
+        """A store name, with probability ``p``; with ``serdes`` (Kafka's
+        Materialized.as(store) with them) when given."""
         if not self.chance(p):
             return {}
+        args: dict[str, Any] = {"store": self.store()}
         if versionable and len(self.steps) % 3 == 0:
             # One in three of the key-value stores that can be versioned is
             # (KIP-914), chosen with no draw, so that the cases stay those
             # of the same seeds.
-            return {"store": self.store(), "versioned": VERSIONED_HISTORY_MS[len(self.steps) % 2]}
-        return {"store": self.store()}
+            args["versioned"] = VERSIONED_HISTORY_MS[len(self.steps) % 2]
+        if serdes is not None:
+            args["serdes"] = serdes
+        return args
 
     # --- sources ---------------------------------------------------------------
     def topic(self, role: str) -> str:
@@ -294,9 +301,7 @@ class Gen:
         # serdes (keyed as the table: windowed keys only on windowed tables).
         store: dict[str, Any] = {}
         if node.key == "s":
-            store = self.maybe_store(versionable=True)
-            if store:
-                store["serdes"] = [node.key, value]
+            store = self.maybe_store(versionable=True, serdes=[node.key, value])
         if op == "map_values":
             fn = self.pick(VALUE_MAPPERS)
             step_no = len(self.steps)
@@ -621,18 +626,14 @@ def table_join(g: Gen) -> None:
         if g.chance(0.3):
             left = g.table_op(left)
         op = g.pick(("join", "left_join", "outer_join"))
-        store = g.maybe_store(0.3, versionable=True)
-        if store:
-            store["serdes"] = ["s", "s"]
+        store = g.maybe_store(versionable=True, serdes=["s", "s"])
         joined = g.add(op, [left, right], Node("table"), fn=fn, **store)
         g.sink(g.regroup(joined) if g.chance(0.2) else joined)
     else:
         left, right = g.table(), g.table()
         fk = g.pick(("f_abc", "f_abc_or_null"))
         op = g.pick(("join", "left_join"))
-        store = g.maybe_store(0.3, versionable=True)
-        if store:
-            store["serdes"] = ["s", "s"]
+        store = g.maybe_store(versionable=True, serdes=["s", "s"])
         g.sink(g.add(op, [left, right], Node("table"), fn=fn, fk=fk, **store))
 
 

@@ -325,6 +325,15 @@ def _store_code(args: dict[str, Any]) -> str:
     return repr(args["store"])
 
 
+def _materialized_code(args: dict[str, Any]) -> str:
+    """A table operation's or table join's store with its serdes."""
+    k, v = args["serdes"]
+    return (
+        f"Materialized({_store_code(args)}, "
+        f"key_serde={_serde_code(k)}, value_serde={_serde_code(v)})"
+    )
+
+
 def code(case: Case) -> str:
     """The case as strom code (functions by their names in functions.py)."""
     lines = ["b = StreamsBuilder()"]
@@ -376,21 +385,13 @@ def code(case: Case) -> str:
                     used.append(a["fk"])
                     rhs += f", foreign_key={a['fk']}"
                 if a.get("store"):
-                    k, v = a["serdes"]
-                    rhs += (
-                        f", materialized=Materialized({_store_code(a)}, "
-                        f"key_serde={_serde_code(k)}, value_serde={_serde_code(v)})"
-                    )
+                    rhs += f", materialized={_materialized_code(a)}"
                 rhs += ")"
             if fn and fn.startswith("jk_"):
                 rhs = rhs[:-1] + ", with_key=True)"
         elif s.op in ("filter", "filter_not", "map_values", "transform_values") and a.get("store"):
-            k, v = a["serdes"]
             keyed = ", with_key=True" if fn and fn.startswith("mk_") else ""
-            rhs = (
-                f"{src}.{s.op}({fn}, materialized=Materialized({_store_code(a)}, "
-                f"key_serde={_serde_code(k)}, value_serde={_serde_code(v)}){keyed})"
-            )
+            rhs = f"{src}.{s.op}({fn}, materialized={_materialized_code(a)}{keyed})"
         elif s.op == "merge":
             rhs = f"{src}.merge({s.inputs[1]})"
         elif s.op == "cogroup":

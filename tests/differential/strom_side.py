@@ -219,7 +219,7 @@ class Builder:
         op, args = step.op, step.args
         fn = args.get("fn")
         # Kafka's Materialized.as(store).withKeySerde(…).withValueSerde(…).
-        mat = Materialized(_store(args), **_grouped(args)) if args.get("store") else None
+        mat = _materialized(args)
         if op == "filter":
             return t.filter(f.get(f.PREDICATES, fn, "predicate"), materialized=mat)
         if op == "filter_not":
@@ -242,9 +242,7 @@ class Builder:
 
     def _aggregation(self, step: Step, g: Any) -> Any:
         op, args = step.op, step.args
-        store = _store(args)
-        if store is None and args.get("serdes"):
-            store = Materialized(**_grouped(args))  # Kafka's Materialized.with(serdes)
+        store = _materialized(args)
         named = {"name": args["name"]} if "name" in args else {}
         if op == "count":
             return g.count(store, **named)
@@ -282,7 +280,7 @@ class Builder:
         for index, aggregator in enumerate(aggregators[1:], start=1):
             cogrouped = cogrouped.cogroup(self._in(step, index), aggregator)
         init = f.get(f.INITIALIZERS, args["init"], "initializer")
-        store = _store(args)
+        store = _materialized(args)
         if "windows" not in args:
             return cogrouped.aggregate(init, materialized=store)
         windowed = cogrouped.windowed_by(_windows(args["windows"]))
@@ -312,7 +310,7 @@ class Builder:
             selector = f.get(f.KEY_SELECTORS, args["key_fn"], "key selector")
             return getattr(left, op)(right, selector, joiner, **with_key)
         if isinstance(left, KTable) and isinstance(right, KTable):
-            mat = Materialized(_store(args), **_grouped(args)) if args.get("store") else None
+            mat = _materialized(args)
             fk = args.get("fk")
             if fk is not None:
                 extractor = f.get(f.FOREIGN_KEYS, fk, "foreign-key extractor")
@@ -327,6 +325,15 @@ def _store(args: dict[str, Any]) -> Any:
     if "versioned" in args:
         return Stores.persistent_versioned_key_value_store(args["store"], args["versioned"])
     return args.get("store")
+
+
+def _materialized(args: dict[str, Any]) -> Materialized | None:
+    """Kafka's ``Materialized.as(store)`` (a versioned store's supplier
+    when the step gives a history) or ``Materialized.with(serdes)``, with
+    the step's serdes; None when it names neither a store nor serdes."""
+    if not args.get("store") and not args.get("serdes"):
+        return None
+    return Materialized(_store(args), **_grouped(args))
 
 
 def _hex(data: bytes | None) -> str | None:

@@ -113,6 +113,16 @@ fn n_keys() -> u64 {
     })
 }
 
+/// The yardsticks' batches, window size and grace (as the kernel runs'),
+/// and their two cases: tumbling, and hopping by a quarter of the size.
+const YARDSTICK_CALLS: usize = 100;
+const YARDSTICK_SIZE: i64 = 60_000;
+const YARDSTICK_GRACE: i64 = 5_000;
+const YARDSTICK_CASES: [(&str, i64); 2] = [
+    ("tumbling count", YARDSTICK_SIZE),
+    ("hopping (4 windows) count", YARDSTICK_SIZE / 4),
+];
+
 /// A yardstick's line: its best run, per record, and what it counted.
 fn report_yardstick(name: &str, seconds: &[f64], counted: &str) {
     let best = best(seconds);
@@ -270,15 +280,11 @@ type BareMap = hashbrown::HashMap<u128, (i64, i64, bool), std::hash::BuildHasher
 #[test]
 #[ignore = "throughput measurement; run in release mode"]
 fn bare_hash_map_yardstick() {
-    let calls = 100;
-    let n_keys = n_keys();
+    let (calls, n_keys) = (YARDSTICK_CALLS, n_keys());
     let input = input(calls, n_keys);
-    let (size, grace) = (60_000_i64, 5_000_i64);
+    let (size, grace) = (YARDSTICK_SIZE, YARDSTICK_GRACE);
     println!("{RECORDS} records, {n_keys} keys, {calls} batches, a bare loop over hash maps:");
-    for (name, advance) in [
-        ("tumbling count", size),
-        ("hopping (4 windows) count", size / 4),
-    ] {
+    for (name, advance) in YARDSTICK_CASES {
         let mut seconds = Vec::new();
         let mut results = 0;
         for _ in 0..RUNS {
@@ -396,16 +402,12 @@ fn prefetch(p: *const PaneSlot) {
 #[ignore = "throughput measurement; run in release mode"]
 fn pane_ring_yardstick() {
     use std::hash::BuildHasher;
-    let calls = 100;
-    let n_keys = n_keys();
+    let (calls, n_keys) = (YARDSTICK_CALLS, n_keys());
     let input = input(calls, n_keys);
-    let (size, grace) = (60_000_i64, 5_000_i64);
+    let (size, grace) = (YARDSTICK_SIZE, YARDSTICK_GRACE);
     let hasher = std::hash::BuildHasherDefault::<MixHasher>::default();
     println!("{RECORDS} records, {n_keys} keys, {calls} batches, a ring of panes per key:");
-    for (name, advance) in [
-        ("tumbling count", size),
-        ("hopping (4 windows) count", size / 4),
-    ] {
+    for (name, advance) in YARDSTICK_CASES {
         let per = (size / advance) as usize;
         let no_capture = std::env::var_os("STROM_WINDOW_PERF_NO_CAPTURE").is_some();
         let no_results = std::env::var_os("STROM_WINDOW_PERF_NO_RESULTS").is_some();
