@@ -26,7 +26,9 @@
 //! runs the same records through a bare loop over hash maps (100 batches;
 //! `cargo test ... -- --ignored --nocapture bare` runs it alone), to show
 //! how far the kernels are from the machine; `pane_ring_yardstick`
-//! (`... pane`) through a bare loop over one ring of panes per key.
+//! (`... pane`) through a bare loop over one ring of panes per key, and
+//! `directory_yardstick` (`... directory`) through a key directory and
+//! dense per-window arrays.
 
 use std::time::Instant;
 
@@ -525,6 +527,337 @@ fn pane_ring_yardstick() {
             assert_eq!(expired, 0, "the input has no late records");
         }
         let counted = format!("{results} results, {captured} changes captured");
+        report_yardstick(name, &seconds, &counted);
+    }
+}
+
+/// A key directory: each key's dense id, found by open addressing from
+/// the top bits of its hash (so positions follow hash order at any size).
+struct Directory {
+    bits: u32,
+    keys: Vec<u128>,
+    ids: Vec<u32>,
+    by_id: Vec<u128>,
+}
+
+impl Directory {
+    fn new() -> Self {
+        Self {
+            bits: 10,
+            keys: vec![0; 1 << 10],
+            ids: vec![0; 1 << 10],
+            by_id: Vec::new(),
+        }
+    }
+
+    /// Ids the directory holds before it would grow.
+    fn room(&self) -> usize {
+        (1 << self.bits) / 5 * 4
+    }
+
+    /// Grows, before a batch, to room for `additional` new keys: growing
+    /// in the middle of a sweep in hash order would crowd the swept part
+    /// (measured: 20 times the probe steps).
+    fn reserve(&mut self, additional: usize, hasher: &impl std::hash::BuildHasher) -> bool {
+        if self.by_id.len() + additional <= self.room() {
+            return false;
+        }
+        while self.by_id.len() + additional > self.room() {
+            self.bits += 1;
+        }
+        self.keys = vec![0; 1 << self.bits];
+        self.ids = vec![0; 1 << self.bits];
+        let by_id = std::mem::take(&mut self.by_id);
+        for (id, &key) in by_id.iter().enumerate() {
+            let mut at = self.home(hasher.hash_one(key));
+            while self.keys[at] != 0 {
+                at = (at + 1) & ((1 << self.bits) - 1);
+            }
+            self.keys[at] = key;
+            self.ids[at] = id as u32;
+        }
+        self.by_id = by_id;
+        true
+    }
+
+    #[inline]
+    fn home(&self, hash: u64) -> usize {
+        (hash >> (64 - self.bits)) as usize
+    }
+
+    #[inline]
+    fn prefetch(&self, hash: u64) {
+        let at = self.home(hash);
+        prefetch_line(self.keys.as_ptr().wrapping_add(at).cast());
+        prefetch_line(self.ids.as_ptr().wrapping_add(at).cast());
+    }
+
+    /// The key's id, a new one for a new key (room reserved).
+    #[inline]
+    fn id(&mut self, key: u128, hash: u64) -> u32 {
+        let mut at = self.home(hash);
+        loop {
+            if self.keys[at] == key {
+                return self.ids[at];
+            }
+            if self.keys[at] == 0 {
+                let id = self.by_id.len() as u32;
+                self.keys[at] = key;
+                self.ids[at] = id;
+                self.by_id.push(key);
+                return id;
+            }
+            at = (at + 1) & ((1 << self.bits) - 1);
+        }
+    }
+}
+
+/// One window start's dense state: per key id its count and result
+/// timestamp (`i64::MIN`: no record yet), and the ids changed, in order.
+struct DenseWindow {
+    cells: HugeCells,
+    changed: Vec<u32>,
+}
+
+/// Cells on huge pages (advised before first touched), as the kernels'
+/// large tables are.
+struct HugeCells {
+    buf: Vec<(i64, i64)>,
+    from: usize,
+}
+
+impl HugeCells {
+    const EMPTY: (i64, i64) = (0, i64::MIN);
+
+    fn new(len: usize) -> Self {
+        const PAGE: usize = 2 << 20;
+        // Room to align the start and round the end up to whole pages.
+        let mut buf: Vec<(i64, i64)> = Vec::with_capacity(len + 2 * PAGE / 16);
+        let addr = buf.as_mut_ptr() as usize;
+        let aligned = addr.next_multiple_of(PAGE);
+        let from = (aligned - addr).div_ceil(16);
+        #[cfg(target_os = "linux")]
+        // SAFETY: advises whole pages of memory this Vec owns.
+        unsafe {
+            let owned = (addr + buf.capacity() * 16 - aligned) / PAGE * PAGE;
+            libc::madvise(
+                aligned as *mut libc::c_void,
+                (len * 16).next_multiple_of(PAGE).min(owned),
+                libc::MADV_HUGEPAGE,
+            );
+        }
+        buf.resize(from + len, Self::EMPTY);
+        Self { buf, from }
+    }
+
+    fn grow(&mut self, len: usize) {
+        let mut bigger = HugeCells::new(len);
+        let old = &self.buf[self.from..];
+        bigger.buf[bigger.from..bigger.from + old.len()].copy_from_slice(old);
+        *self = bigger;
+    }
+
+    #[inline]
+    fn prefetch(&self, id: u32) {
+        prefetch_line(
+            self.buf[self.from..]
+                .as_ptr()
+                .wrapping_add(id as usize)
+                .cast(),
+        );
+    }
+
+    #[inline]
+    fn cell(&mut self, id: u32) -> &mut (i64, i64) {
+        &mut self.buf[self.from + id as usize]
+    }
+}
+
+#[inline]
+fn prefetch_line(p: *const i8) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch never faults.
+    unsafe {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>(p);
+    }
+}
+
+/// Live windows at most (a power of two): the yardstick's windows and
+/// grace span fewer panes.
+const RING: usize = 16;
+
+/// Hash-order buckets of the sorted lookups.
+const BUCKET_BITS: u32 = 8;
+
+/// A third yardstick: a key directory (each key's dense id, one lookup
+/// per record whatever its number of windows) and one dense array of
+/// cells per window start indexed by id (a key's new window inserts
+/// nothing, and a cell's address is known ahead, so its prefetch needs no
+/// load of its own). The lookups run first over the whole batch, in
+/// record order and prefetched; `STROM_WINDOW_PERF_SORTED=1` makes them
+/// in the order of the directory's positions instead (the records
+/// bucketed by their hashes' top bits), so that they sweep the directory
+/// rather than miss at random. Prints the lookups' share of the time.
+#[test]
+#[ignore = "throughput measurement; run in release mode"]
+fn directory_yardstick() {
+    use std::hash::BuildHasher;
+    let (calls, n_keys) = (YARDSTICK_CALLS, n_keys());
+    let input = input(calls, n_keys);
+    let (size, grace) = (YARDSTICK_SIZE, YARDSTICK_GRACE);
+    let hasher = std::hash::BuildHasherDefault::<MixHasher>::default();
+    let sorted = std::env::var_os("STROM_WINDOW_PERF_SORTED").is_some();
+    let order = if sorted { "hash order" } else { "record order" };
+    println!(
+        "{RECORDS} records, {n_keys} keys, {calls} batches, a key directory (lookups in {order}) and dense windows:"
+    );
+    for (name, advance) in YARDSTICK_CASES {
+        let per = size / advance;
+        let mut seconds = Vec::new();
+        let (mut results, mut captured, mut lookups) = (0, 0, f64::INFINITY);
+        for _ in 0..RUNS {
+            let mut directory = Directory::new();
+            let mut ring: Vec<Option<DenseWindow>> = (0..RING).map(|_| None).collect();
+            let mut oldest = i64::MAX; // the oldest live pane
+            let mut closed: Vec<DenseWindow> = Vec::new();
+            let (mut rows, mut starts, mut ends, mut values, mut stamps) =
+                (Vec::new(), Vec::new(), Vec::new(), Vec::new(), Vec::new());
+            let (mut words, mut hashes, mut parted, mut ids) = (
+                Vec::new(),
+                Vec::new(),
+                Vec::<(u128, u64, u32)>::new(),
+                Vec::new(),
+            );
+            let mut counts = vec![0_u32; (1 << BUCKET_BITS) + 1];
+            let (mut stream_time, mut expired) = (-1_i64, 0_u64);
+            // The pane of the last timestamp seen and its range, to skip
+            // the divisions.
+            let (mut pane_from, mut pane_to, mut pane) = (0_i64, -1_i64, 0_i64);
+            results = 0;
+            let clock = Stopwatch::start();
+            let mut lookup_seconds = 0.0;
+            for (b, keys) in input.keys.iter().enumerate() {
+                let lookup_clock = Stopwatch::start();
+                let column = keys.column();
+                let n = column.len();
+                let from = b * (RECORDS / calls);
+                words.clear();
+                hashes.clear();
+                counts.fill(0);
+                for i in 0..n {
+                    let key = key_word(column.get(i).expect("a key"));
+                    let hash = hasher.hash_one(key);
+                    words.push(key);
+                    hashes.push(hash);
+                    counts[(hash >> (64 - BUCKET_BITS)) as usize + 1] += 1;
+                }
+                if directory.reserve(n, &hasher) {
+                    for window in ring.iter_mut().flatten() {
+                        window.cells.grow(directory.room());
+                    }
+                }
+                ids.clear();
+                ids.resize(n, 0_u32);
+                if sorted {
+                    for k in 1..counts.len() {
+                        counts[k] += counts[k - 1];
+                    }
+                    parted.resize(n, (0, 0, 0));
+                    for (i, (&key, &hash)) in words.iter().zip(&hashes).enumerate() {
+                        let bucket = (hash >> (64 - BUCKET_BITS)) as usize;
+                        parted[counts[bucket] as usize] = (key, hash, i as u32);
+                        counts[bucket] += 1;
+                    }
+                    for (j, &(key, hash, i)) in parted.iter().enumerate() {
+                        if let Some(&(_, ahead, _)) = parted.get(j + AHEAD) {
+                            directory.prefetch(ahead);
+                        }
+                        ids[i as usize] = directory.id(key, hash);
+                    }
+                } else {
+                    for i in 0..n {
+                        if let Some(&ahead) = hashes.get(i + AHEAD) {
+                            directory.prefetch(ahead);
+                        }
+                        ids[i] = directory.id(words[i], hashes[i]);
+                    }
+                }
+                lookup_seconds += lookup_clock.seconds();
+                let timestamps = &input.timestamps[from..from + n];
+                for (i, &ts) in timestamps.iter().enumerate() {
+                    if let Some(&ahead) = timestamps.get(i + AHEAD) {
+                        let last = if (pane_from..=pane_to).contains(&ahead) {
+                            pane
+                        } else {
+                            ahead / advance
+                        };
+                        for q in (last + 1 - per).max(0)..=last {
+                            if let Some(window) = &ring[q as usize & (RING - 1)] {
+                                window.cells.prefetch(ids[i + AHEAD]);
+                            }
+                        }
+                    }
+                    if ts > stream_time {
+                        stream_time = ts;
+                        let close = stream_time - grace;
+                        while oldest != i64::MAX && oldest * advance + size <= close {
+                            closed.extend(ring[oldest as usize & (RING - 1)].take());
+                            oldest += 1;
+                            if ring[oldest as usize & (RING - 1)].is_none() {
+                                oldest = i64::MAX;
+                            }
+                        }
+                    }
+                    let close = stream_time - grace;
+                    if !(pane_from..=pane_to).contains(&ts) {
+                        pane = ts / advance;
+                        pane_from = pane * advance;
+                        pane_to = pane_from + advance - 1;
+                    }
+                    for p in (pane + 1 - per).max(0)..=pane {
+                        let start = p * advance;
+                        if start + size <= close {
+                            expired += 1;
+                            continue;
+                        }
+                        let window =
+                            ring[p as usize & (RING - 1)].get_or_insert_with(|| DenseWindow {
+                                cells: HugeCells::new(directory.room()),
+                                changed: Vec::new(),
+                            });
+                        oldest = oldest.min(p);
+                        let cell = window.cells.cell(ids[i]);
+                        if *cell == HugeCells::EMPTY {
+                            window.changed.push(ids[i]);
+                            *cell = (1, ts);
+                        } else {
+                            cell.0 += 1;
+                            cell.1 = cell.1.max(ts);
+                        }
+                        rows.push((from + i) as u32);
+                        starts.push(start);
+                        ends.push(start + size);
+                        values.push(cell.0);
+                        stamps.push(cell.1);
+                    }
+                }
+                results += rows.len();
+                for column in [&mut starts, &mut ends, &mut values, &mut stamps] {
+                    column.clear();
+                }
+                rows.clear();
+            }
+            seconds.push(clock.seconds());
+            lookups = lookups.min(lookup_seconds);
+            captured = closed.iter().map(|w| w.changed.len()).sum::<usize>();
+            assert_eq!(expired, 0, "the input has no late records");
+            assert_eq!(directory.by_id.len() as u64, n_keys, "one id a key");
+        }
+        let counted = format!(
+            "lookups {:.1} ns a record; {results} results, {captured} changes in closed windows",
+            lookups * 1e9 / RECORDS as f64
+        );
         report_yardstick(name, &seconds, &counted);
     }
 }
