@@ -66,18 +66,33 @@ class StreamsBuilder:
         value_serde: Serde[Any] | None = None,
         timestamp_extractor: Callable[[Any, int], int] | None = None,
         offset_reset: str | None = None,
+        name: str | None = None,
     ) -> KStream:
         """A KStream over one or more topics.
 
         ``timestamp_extractor(record, partition_time) -> int`` replaces the
         record's own timestamp; records whose timestamp is negative are dropped.
+        ``name`` (Kafka's ``Consumed.as``) names the source processor.
         """
+        source = self.processor_name(name, "KSTREAM-SOURCE-")
+        return self._source(
+            source, topics, key_serde, value_serde, timestamp_extractor, offset_reset
+        )
+
+    def _source(
+        self,
+        name: str,
+        topics: str | list[str],
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+        timestamp_extractor: Callable[[Any, int], int] | None,
+        offset_reset: str | None,
+    ) -> KStream:
         topic_list = [topics] if isinstance(topics, str) else list(topics)
         if offset_reset not in (None, "earliest", "latest"):
             raise TopologyError(
                 f"offset_reset must be 'earliest' or 'latest', not {offset_reset!r}"
             )
-        name = self.new_name("KSTREAM-SOURCE-")
         self.internal.add_source(
             name, topic_list, key_serde, value_serde, timestamp_extractor, offset_reset
         )
@@ -92,6 +107,7 @@ class StreamsBuilder:
         materialized: Materialized | str | None = None,
         timestamp_extractor: Callable[[Any, int], int] | None = None,
         offset_reset: str | None = None,
+        name: str | None = None,
     ) -> KTable:
         """A KTable over ``topic``: the latest value per key, None deletes
         (records with a null key are skipped). It is kept in a store when
@@ -99,19 +115,22 @@ class StreamsBuilder:
         (a join) or to know old values (an aggregation, a filter that would
         otherwise forward needless deletes); the store is then named
         ``<topic>-STATE-STORE-…``. Without a store (as in Kafka) each update
-        goes downstream at once, whatever the record cache."""
+        goes downstream at once, whatever the record cache. ``name``
+        (Kafka's ``Consumed.as``) names the table's processor, and its
+        source ``<name>-source``."""
         mat = Materialized.of(materialized)
         store_name = mat.store_name or self.new_name(f"{topic}-STATE-STORE-")
         keys, values = mat.key_serde or key_serde, mat.value_serde or value_serde
-        source = self.stream(
+        source = self._source(
+            self.processor_name(name, "KSTREAM-SOURCE-", "-source"),
             topic,
-            key_serde=keys,
-            value_serde=values,
-            timestamp_extractor=timestamp_extractor,
-            offset_reset=offset_reset,
+            keys,
+            values,
+            timestamp_extractor,
+            offset_reset,
         )
-        name = self.new_name("KTABLE-SOURCE-")
-        return self.table_source(name, source._node, mat, store_name, keys, values)
+        table = self.processor_name(name, "KTABLE-SOURCE-")
+        return self.table_source(table, source._node, mat, store_name, keys, values)
 
     def table_source(
         self,
@@ -140,9 +159,12 @@ class StreamsBuilder:
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
         materialized: Materialized | str | None = None,
+        name: str | None = None,
     ) -> GlobalKTable:
         """A GlobalKTable over every partition of ``topic``, kept in the store
-        ``materialized`` names (else ``<topic>-STATE-STORE-…``)."""
+        ``materialized`` names (else ``<topic>-STATE-STORE-…``). ``name``
+        (Kafka's ``Consumed.as``) names its processor, and its source
+        ``<name>-source``."""
         mat = Materialized.of(materialized)
         if mat.versioned:
             raise TopologyError(
@@ -150,8 +172,8 @@ class StreamsBuilder:
             )
         store_name = mat.store_name or self.new_name(f"{topic}-STATE-STORE-")
         keys, values = mat.key_serde or key_serde, mat.value_serde or value_serde
-        source_name = self.new_name("KSTREAM-SOURCE-")
-        processor_name = self.new_name("KTABLE-SOURCE-")
+        source_name = self.processor_name(name, "KSTREAM-SOURCE-", "-source")
+        processor_name = self.processor_name(name, "KTABLE-SOURCE-")
         self.internal.add_global_store(
             StoreDef(store_name, keys, values, persistent=not mat.in_memory, timestamped=True),
             source_name,

@@ -162,6 +162,11 @@ FOREIGN_KEYS: dict[str, Callable[[Any], Any]] = {
     "f_abc_or_null": lambda v: None if v is None or n(v) % 4 == 3 else _abc(v),
 }
 
+# Kafka's BiFunction extractors: the foreign key of (key, value).
+KEYED_FOREIGN_KEYS: dict[str, Callable[[Any, Any], Any]] = {
+    "fk_key_abc": lambda k, v: None if v is None else _abc(n(k) + n(v)),
+}
+
 
 class _StoreProcessor(Processor[Any, Any]):
     def __init__(self, store_name: str) -> None:

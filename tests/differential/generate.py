@@ -143,8 +143,17 @@ class Gen:
         self.topics[name] = role
         return name
 
+    def named_source(self, source: str, named: bool | None = None) -> str:
+        """Names one source in five (Kafka's Consumed.as: a stream's source;
+        a table's processor, and its source ``<name>-source``), by its id,
+        with no draw, so that the cases stay those of the same seeds; or as
+        ``named`` says."""
+        if int(source[1:]) % 5 == 2 if named is None else named:
+            self.steps[-1].args["name"] = f"{source}-in"
+        return source
+
     def stream(self) -> str:
-        return self.add("stream", [], Node("stream"), topic=self.topic("stream"))
+        return self.named_source(self.add("stream", [], Node("stream"), topic=self.topic("stream")))
 
     def table(self, materialized: bool | None = None, versioned: bool = False) -> str:
         if materialized is None:
@@ -155,10 +164,14 @@ class Gen:
             # One materialized table in three is versioned (KIP-914), chosen
             # with no draw: its history is what the inputs' times span.
             args["versioned"] = VERSIONED_HISTORY_MS[len(self.steps) % 2]
-        return self.add("table", [], Node("table"), topic=self.topic("table"), **args)
+        t = self.add("table", [], Node("table"), topic=self.topic("table"), **args)
+        return self.named_source(t)
 
     def global_table(self) -> str:
-        return self.add("global_table", [], Node("global"), topic=self.topic("table"))
+        # A draw: a case's global table is always its second step.
+        named = self.chance(0.3)
+        g = self.add("global_table", [], Node("global"), topic=self.topic("table"))
+        return self.named_source(g, named)
 
     # --- streams -----------------------------------------------------------------
     def stateless(self, s: str, *, rekey: bool = True) -> str:
@@ -436,7 +449,23 @@ def merge_split(g: Gen) -> None:
     default = g.chance(0.7)
     split = g.add("split", [s], Node("split"), preds=preds, default=default)
     names = [str(i) for i in range(len(preds))] + (["default"] if default else [])
+    chains: dict[str, dict[str, str]] = {}
+    for n, name in enumerate(names):
+        # Kafka's Branched.withFunction (one branch in four) and
+        # withConsumer (one in six), chosen with no draw: a chain runs when
+        # its branch is made, so what it adds is named before the next one.
+        pick = int(split[1:]) + n
+        if pick % 4 == 1:
+            chains[name] = {"fn": VALUE_MAPPERS[pick % len(VALUE_MAPPERS)]}
+        elif pick % 6 == 2:
+            node = g.nodes[s]
+            chains[name] = {"topic": f"out{g.sinks}", "key": node.key, "value": node.value}
+            g.sinks += 1
+    if chains:
+        g.steps[-1].args["chains"] = chains
     for name in names:
+        if "topic" in chains.get(name, {}):
+            continue  # consumed by its chain: not among the branches
         branch = g.add("branch", [split], Node("stream"), name=name)
         if g.chance(0.4):
             g.sink(g.aggregate(g.group(branch)))
@@ -631,7 +660,8 @@ def table_join(g: Gen) -> None:
         g.sink(g.regroup(joined) if g.chance(0.2) else joined)
     else:
         left, right = g.table(), g.table()
-        fk = g.pick(("f_abc", "f_abc_or_null"))
+        # fk_key_abc takes the key too (Kafka's BiFunction extractor).
+        fk = g.pick(("f_abc", "f_abc_or_null", "fk_key_abc"))
         op = g.pick(("join", "left_join"))
         store = g.maybe_store(versionable=True, serdes=["s", "s"])
         g.sink(g.add(op, [left, right], Node("table"), fn=fn, fk=fk, **store))

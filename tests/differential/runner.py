@@ -334,6 +334,16 @@ def _materialized_code(args: dict[str, Any]) -> str:
     )
 
 
+def _chain_code(chain: dict[str, str] | None) -> str:
+    if chain is None:
+        return ""
+    if "fn" in chain:
+        keyed = ", with_key=True" if chain["fn"].startswith("mk_") else ""
+        return f", chain=lambda branch: branch.map_values({chain['fn']}{keyed})"
+    serdes = f"key_serde={_serde_code(chain['key'])}, value_serde={_serde_code(chain['value'])}"
+    return f", chain=lambda branch: branch.to({chain['topic']!r}, {serdes})"
+
+
 def code(case: Case) -> str:
     """The case as strom code (functions by their names in functions.py)."""
     lines = ["b = StreamsBuilder()"]
@@ -347,6 +357,7 @@ def code(case: Case) -> str:
         if s.op in ("stream", "global_table", "table"):
             method = "stream" if s.op == "stream" else s.op
             mat = f", materialized={_store_code(a)}" if a.get("store") else ""
+            mat += f", name={a['name']!r}" if a.get("name") else ""
             rhs = f"b.{method}({a['topic']!r}, key_serde=String(), value_serde=String(){mat})"
         elif s.op == "to":
             lines.append(
@@ -355,9 +366,14 @@ def code(case: Case) -> str:
             )
             continue
         elif s.op == "split":
-            preds = "".join(f".branch({p}, {str(i)!r})" for i, p in enumerate(a["preds"]))
-            end = ".default_branch('default')" if a.get("default") else ".no_default_branch()"
-            used += a["preds"]
+            chains = a.get("chains", {})
+            preds = "".join(
+                f".branch({p}, {str(i)!r}{_chain_code(chains.get(str(i)))})"
+                for i, p in enumerate(a["preds"])
+            )
+            default = f".default_branch('default'{_chain_code(chains.get('default'))})"
+            end = default if a.get("default") else ".no_default_branch()"
+            used += a["preds"] + [c["fn"] for c in chains.values() if "fn" in c]
             rhs = f"{src}.split({s.id + '-'!r}){preds}{end}"
         elif s.op == "branch":
             rhs = f"{src}[{src + '-' + a['name']!r}]"
@@ -384,6 +400,8 @@ def code(case: Case) -> str:
                 if "fk" in a:
                     used.append(a["fk"])
                     rhs += f", foreign_key={a['fk']}"
+                    if a["fk"].startswith("fk_"):  # KEYED_FOREIGN_KEYS
+                        rhs += ", foreign_key_with_key=True"
                 if a.get("store"):
                     rhs += f", materialized={_materialized_code(a)}"
                 rhs += ")"

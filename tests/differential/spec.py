@@ -94,7 +94,16 @@ class Case:
     config: dict[str, Any] = field(default_factory=dict)
 
     def sinks(self) -> list[Step]:
-        return [s for s in self.steps if s.op == "to"]
+        """The ``to`` steps, and the ``to`` of each split branch whose chain
+        consumes it (Kafka's ``Branched.withConsumer``)."""
+        out = []
+        for s in self.steps:
+            if s.op == "to":
+                out.append(s)
+            for name, chain in (s.args.get("chains") or {}).items():
+                if "topic" in chain:
+                    out.append(Step(f"{s.id}-{name}", "to", [s.id], chain))
+        return out
 
     def to_json(self) -> dict[str, Any]:
         return {

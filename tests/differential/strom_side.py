@@ -4,6 +4,7 @@ strom's TopologyTestDriver: the Python twin of tests/reference's Builder."""
 from __future__ import annotations
 
 import traceback
+from collections.abc import Callable
 from typing import Any
 
 from tests.differential import functions as f
@@ -116,6 +117,22 @@ class Builder:
                 self.nodes[step.id] = result
         return self.builder.build()
 
+    def _chain(self, chain: dict[str, str] | None) -> Callable[[Any], Any] | None:
+        """A split branch's chain: a value mapper (Kafka's
+        ``Branched.withFunction``) or a sink (``withConsumer``)."""
+        if chain is None:
+            return None
+        if "fn" in chain:
+            fn = chain["fn"]
+            if fn in f.KEYED_MAPPERS:
+                return lambda branch: branch.map_values(f.KEYED_MAPPERS[fn], with_key=True)
+            return lambda branch: branch.map_values(f.get(f.MAPPERS, fn, "mapper"))
+        topic = chain["topic"]
+        self.sink_topics.append(topic)
+        return lambda branch: branch.to(
+            topic, key_serde=key_serde(chain["key"]), value_serde=value_serde(chain["value"])
+        )
+
     def _in(self, step: Step, index: int) -> Any:
         try:
             return self.nodes[step.inputs[index]]
@@ -125,20 +142,32 @@ class Builder:
     def step(self, step: Step) -> Any:
         op, args = step.op, step.args
         string = serdes.String()
+        name = args.get("name")
         if op == "stream":
-            return self.builder.stream(args["topic"], key_serde=string, value_serde=string)
+            return self.builder.stream(
+                args["topic"], key_serde=string, value_serde=string, name=name
+            )
         if op == "table":
             return self.builder.table(
-                args["topic"], key_serde=string, value_serde=string, materialized=_store(args)
+                args["topic"],
+                key_serde=string,
+                value_serde=string,
+                materialized=_store(args),
+                name=name,
             )
         if op == "global_table":
-            return self.builder.global_table(args["topic"], key_serde=string, value_serde=string)
+            return self.builder.global_table(
+                args["topic"], key_serde=string, value_serde=string, name=name
+            )
         if op == "split":
             branched = self._in(step, 0).split(name=f"{step.id}-")
+            chains = args.get("chains", {})
             for index, pred in enumerate(args["preds"]):
-                branched = branched.branch(f.get(f.PREDICATES, pred, "predicate"), str(index))
+                predicate = f.get(f.PREDICATES, pred, "predicate")
+                chain = self._chain(chains.get(str(index)))
+                branched = branched.branch(predicate, str(index), chain=chain)
             if args.get("default"):
-                return branched.default_branch("default")
+                return branched.default_branch("default", chain=self._chain(chains.get("default")))
             return branched.no_default_branch()
         if op == "branch":
             name = f"{step.inputs[0]}-{args['name']}"
@@ -313,8 +342,19 @@ class Builder:
             mat = _materialized(args)
             fk = args.get("fk")
             if fk is not None:
-                extractor = f.get(f.FOREIGN_KEYS, fk, "foreign-key extractor")
-                return getattr(left, op)(right, joiner, foreign_key=extractor, materialized=mat)
+                keyed = fk in f.KEYED_FOREIGN_KEYS
+                extractor = (
+                    f.KEYED_FOREIGN_KEYS[fk]
+                    if keyed
+                    else f.get(f.FOREIGN_KEYS, fk, "foreign-key extractor")
+                )
+                return getattr(left, op)(
+                    right,
+                    joiner,
+                    foreign_key=extractor,
+                    foreign_key_with_key=keyed,
+                    materialized=mat,
+                )
             return getattr(left, op)(right, joiner, materialized=mat)
         raise ValueError(f"no {op} of {type(left).__name__} with {type(right).__name__}")
 

@@ -100,6 +100,7 @@ def _calls() -> list[tuple[str, str, list[Any]]]:
         "MAPPERS": [(v,) for v in _VALUES],
         "FLAT_VALUE_MAPPERS": [(v,) for v in _VALUES],
         "FOREIGN_KEYS": [(v,) for v in _VALUES],
+        "KEYED_FOREIGN_KEYS": two,
         "REDUCERS": pairs,
         "JOINERS": pairs,
         "INITIALIZERS": [()],

@@ -107,6 +107,24 @@ def test_names_given_to_operations_still_spend_their_index() -> None:
     assert "Sink: KSTREAM-SINK-0000000002 (topic: out)" in str(builder.build().describe())
 
 
+def test_named_sources_name_a_stream_source_and_a_tables_processor_and_source() -> None:
+    """Kafka's Consumed.as: a stream's source takes the name; a table's and a
+    global table's processor take it, and their source ``<name>-source``.
+    Each name still spends its index."""
+    builder = StreamsBuilder()
+    orders = builder.stream("orders", name="orders-in")
+    prices = builder.table("prices", name="prices-in")
+    builder.global_table("rates", name="rates-in")
+    orders.join(prices, lambda o, p: o + p).to("out")
+    text = str(builder.build().describe())
+    assert "Source: orders-in (topics: [orders])" in text
+    assert "Source: prices-in-source (topics: [prices])\n      --> prices-in\n" in text
+    assert "Processor: prices-in (stores: [prices-STATE-STORE-0000000001])" in text
+    assert "Source: rates-in-source (topics: [rates])\n      --> rates-in\n" in text
+    assert "Processor: rates-in (stores: [rates-STATE-STORE-0000000004])" in text
+    assert "Processor: KSTREAM-JOIN-0000000007 (stores: [prices-STATE-STORE-0000000001])" in text
+
+
 def test_group_by_names_the_selector_and_the_repartition_topic() -> None:
     """Kafka's Grouped.as: the key selector is named, the repartition topic
     is <name>-repartition, and its nodes are named after it."""

@@ -14,6 +14,7 @@ from hypothesis import strategies as st
 
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.embedded import EmbeddedLog
+from strom.errors import TopologyError
 from strom.kstream import Materialized
 from strom.kstream.internals import table_joins as tj
 from strom.processor.internals.batch import Batch
@@ -33,7 +34,11 @@ def rhs(value: str) -> str:
 
 
 def fk_topology(
-    left_join: bool, store: str | None, extractor: Any = rhs, name: str | None = None
+    left_join: bool,
+    store: str | None,
+    extractor: Any = rhs,
+    name: str | None = None,
+    keyed: bool = False,
 ) -> Any:
     builder = StreamsBuilder()
     left = builder.table("left_table", key_serde=S, value_serde=S)
@@ -41,15 +46,22 @@ def fk_topology(
     join = left.left_join if left_join else left.join
     # As Kafka's test: the cache would suppress some of the tombstones asserted on.
     mat = None if store is None else Materialized(store, value_serde=S, caching=False)
-    join(right, joiner, foreign_key=extractor, materialized=mat, name=name).to_stream().to(
-        "output", value_serde=S
-    )
+    join(
+        right,
+        joiner,
+        foreign_key=extractor,
+        foreign_key_with_key=keyed,
+        materialized=mat,
+        name=name,
+    ).to_stream().to("output", value_serde=S)
     return builder.build()
 
 
 class Harness:
-    def __init__(self, left_join: bool, store: str | None, extractor: Any = rhs) -> None:
-        self.driver = TopologyTestDriver(fk_topology(left_join, store, extractor))
+    def __init__(
+        self, left_join: bool, store: str | None, extractor: Any = rhs, keyed: bool = False
+    ) -> None:
+        self.driver = TopologyTestDriver(fk_topology(left_join, store, extractor, keyed=keyed))
         self.left = self.driver.create_input_topic("left_table", S, S)
         self.right = self.driver.create_input_topic("right_table", S, S)
         self.output = self.driver.create_output_topic("output", S, S)
@@ -194,6 +206,29 @@ def test_the_old_foreign_key_is_unsubscribed(left_join: bool, store: str | None)
     h.check(second, second)
     h.right.pipe_input("rhs1", "rhsValue1Delta", 5)  # no longer joined with lhs1
     h.check({}, second)
+
+
+@both
+def test_an_extractor_of_the_key_and_the_value(left_join: bool, store: str | None) -> None:
+    """Kafka 4's BiFunction extractor (``foreign_key_with_key=True``): two
+    entries with the same value join different right entries by their keys,
+    and a right update reaches only the entry whose foreign key it is."""
+    h = Harness(left_join, store, lambda k, v: f"{rhs(v)}-{k}", keyed=True)
+    h.right.pipe_input("rhs1-lhs1", "a", 1)
+    h.right.pipe_input("rhs1-lhs2", "b", 2)
+    h.left.pipe_input("lhs1", "v|rhs1", 3)
+    h.left.pipe_input("lhs2", "v|rhs1", 4)
+    joined = {"lhs1": "(v|rhs1,a)", "lhs2": "(v|rhs1,b)"}
+    h.check(joined, joined)
+    h.right.pipe_input("rhs1-lhs1", "a2", 5)
+    h.check({"lhs1": "(v|rhs1,a2)"}, {**joined, "lhs1": "(v|rhs1,a2)"})
+
+
+def test_a_key_and_value_extractor_needs_an_extractor() -> None:
+    builder = StreamsBuilder()
+    left, right = builder.table("l"), builder.table("r")
+    with pytest.raises(TopologyError, match="needs a foreign_key extractor"):
+        left.join(right, joiner, foreign_key_with_key=True)
 
 
 @pytest.mark.parametrize("store", [None, "store"])

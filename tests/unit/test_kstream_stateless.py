@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -138,6 +139,57 @@ def test_split_names_follow_kafka_without_names() -> None:
         split.branch(lambda k, v: True)
 
 
+def test_split_chains_transform_or_consume_their_branches(log: EmbeddedLog, log_path: str) -> None:
+    """Kafka's Branched.withFunction and withConsumer: a chain's stream
+    takes its branch's place in the result; a chain that returns None
+    (here one ending in ``to``) leaves its branch out."""
+    seen: dict[str, list[str]] = {}
+
+    def build(s: KStream) -> None:
+        branches = (
+            s.split(name="route-")
+            .branch(
+                lambda k, v: int(v) < 3,
+                name="small",
+                chain=lambda b: b.map_values(lambda v: "small" + v),
+            )
+            .branch(
+                lambda k, v: int(v) < 5,
+                chain=lambda b: b.to("out", key_serde=S, value_serde=S),
+            )
+            .default_branch(name="rest", chain=lambda b: b.filter(lambda k, v: v != "5"))
+        )
+        assert list(branches) == ["route-small", "route-rest"]
+        for name, branch in branches.items():
+            branch.foreach(lambda k, v, name=name: seen.setdefault(name, []).append(v))
+
+    out = run(log, log_path, build)
+    assert seen == {"route-small": ["small1", "small2"]}
+    assert [v for _, v, _ in out] == ["3", "4"]
+
+
+def test_a_split_chain_is_applied_when_its_branch_is_made() -> None:
+    """As in Kafka, what a chain adds is named before the next branch."""
+    builder = StreamsBuilder()
+    branches = (
+        builder.stream("in")
+        .split(name="s-")
+        .branch(lambda k, v: True, name="a", chain=lambda b: b.map_values(str.upper))
+        .branch(lambda k, v: True, name="b")
+        .no_default_branch()
+    )
+    branches["s-b"].map_values(str.lower)
+    described = builder.build().describe()
+    assert "Processor: s-a (stores: [])\n      --> KSTREAM-MAPVALUES-0000000003\n" in described
+    assert "Processor: s-b (stores: [])\n      --> KSTREAM-MAPVALUES-0000000005\n" in described
+
+
+def test_a_split_chain_that_returns_no_stream_is_refused() -> None:
+    split = StreamsBuilder().stream("in").split(name="s-")
+    with pytest.raises(TopologyError, match="chain of branch 's-a' returned a KTable"):
+        split.branch(lambda k, v: True, name="a", chain=lambda b: b.to_table())
+
+
 def test_merge_combines_both_streams(log: EmbeddedLog, log_path: str) -> None:
     def build(s: KStream) -> KStream:
         odd = s.filter(lambda k, v: int(v) % 2 == 1).map_values(lambda v: "odd" + v)
@@ -189,6 +241,28 @@ def test_print_writes_label_key_value(
 
     run(log, log_path, build)
     assert capsys.readouterr().out.splitlines() == [f"[dbg]: {k}, {v}" for k, v in RECORDS]
+
+
+def test_print_with_a_mapper_to_a_file(log: EmbeddedLog, log_path: str, tmp_path: Path) -> None:
+    """Kafka's Printed.toFile and withKeyValueMapper; the label defaults to
+    the printed stream's node name, as Kafka's does."""
+    path = tmp_path / "printed.txt"
+    path.write_text("left over from before\n")
+
+    def build(s: KStream) -> None:
+        s.print(mapper=lambda k, v: f"{v}<-{k}", file_path=str(path))
+
+    run(log, log_path, build)
+    expected = [f"[KSTREAM-SOURCE-0000000000]: {v}<-{k}" for k, v in RECORDS]
+    assert path.read_text().splitlines() == expected
+
+
+def test_print_to_a_file_that_cannot_be_written_says_so(tmp_path: Path) -> None:
+    stream = StreamsBuilder().stream("in")
+    with pytest.raises(TopologyError, match=r"cannot write to .*no-such-dir"):
+        stream.print(file_path=str(tmp_path / "no-such-dir" / "printed.txt"))
+    with pytest.raises(TopologyError, match="empty string"):
+        stream.print(file_path=" ")
 
 
 def test_value_mappers_with_key_get_the_key_and_keep_it() -> None:

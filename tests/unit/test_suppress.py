@@ -105,6 +105,21 @@ def test_a_full_buffer_emits_early_or_stops_the_app() -> None:
             src.pipe_input("b", "v", 2)
 
 
+def test_a_buffer_with_no_bound_holds_what_a_bounded_one_would_emit_early() -> None:
+    """Kafka's withNoBound: the limits go, and the buffer no longer emits
+    early (so window-close suppression accepts it)."""
+    unbound = BufferConfig.max_records(1).with_no_bound()
+    Suppressed.until_window_closes(unbound)
+    topology = latest_counts(Suppressed.until_time_limit(1_000, unbound)).build()
+    with TopologyTestDriver(topology) as d:
+        src = d.create_input_topic("in", S, S)
+        src.pipe_input("a", "v", 1)
+        src.pipe_input("b", "v", 2)
+        assert d.create_output_topic("out", S, L).read_key_values_to_list() == []
+        src.pipe_input("c", "v", 1_002)
+        assert d.create_output_topic("out", S, L).read_key_values_to_list() == [("a", 1), ("b", 1)]
+
+
 def test_window_close_suppression_refuses_an_emit_early_buffer_and_unwindowed_tables() -> None:
     with pytest.raises(TopologyError, match="shuts down when full"):
         Suppressed.until_window_closes(BufferConfig.max_records(10))

@@ -239,11 +239,31 @@ class KStream:
         """Calls ``action(key, value)`` for each record (a terminal operation)."""
         self._then("KSTREAM-FOREACH-", lambda: p.KStreamPeek(action), name=name)
 
-    def print(self, *, label: str | None = None, name: str | None = None) -> None:
-        """Prints ``[label]: key, value`` for each record (for debugging)."""
+    def print(
+        self,
+        *,
+        label: str | None = None,
+        name: str | None = None,
+        mapper: Callable[[Any, Any], Any] | None = None,
+        file_path: str | None = None,
+    ) -> None:
+        """Prints ``[label]: key, value`` for each record (for debugging), or
+        ``[label]: mapper(key, value)`` (Kafka's ``Printed.withKeyValueMapper``);
+        the label is this stream's node name unless given. ``file_path``
+        (Kafka's ``Printed.toFile``) writes to that file, created or
+        truncated now, instead of standard output."""
+        if file_path is not None:
+            if not file_path.strip():
+                raise TopologyError("print(file_path=) cannot be an empty string")
+            try:
+                open(file_path, "w", encoding="utf-8").close()  # Kafka truncates it here
+            except OSError as e:
+                raise TopologyError(f"print: cannot write to {file_path!r}: {e}") from e
         node_name = self._builder.processor_name(name, "KSTREAM-PRINTER-")
         text = label or self._node
-        self._builder.internal.add_processor(node_name, lambda: p.KStreamPrint(text), self._node)
+        self._builder.internal.add_processor(
+            node_name, lambda: p.KStreamPrint(text, mapper, file_path), self._node
+        )
 
     def merge(self, other: KStream, *, name: str | None = None) -> KStream:
         """The records of both streams (no order between them is promised)."""
@@ -717,7 +737,9 @@ class BranchedKStream:
             name, lambda: p.KStreamBranch(self._predicates), stream._node
         )
 
-    def _add(self, name: str | None, index: int) -> KStream:
+    def _add(
+        self, name: str | None, index: int, chain: Callable[[KStream], KStream | None] | None
+    ) -> None:
         if self._done:
             raise TopologyError(
                 f"split {self._name!r} is closed; it already has its default branch"
@@ -730,20 +752,44 @@ class BranchedKStream:
         branch = KStream(
             builder, child, stream._key_serde, stream._value_serde, stream._repartition_required
         )
-        self._branches[child] = branch
-        return branch
+        # Kafka applies the chain at once, so that what it adds is named
+        # before the next branch.
+        result = branch if chain is None else chain(branch)
+        if result is not None and not isinstance(result, KStream):
+            raise TopologyError(
+                f"the chain of branch {child!r} returned a {type(result).__name__}: "
+                "a chain returns a KStream, or None to leave the branch out"
+            )
+        if result is not None:
+            self._branches[child] = result
 
     def branch(
-        self, predicate: Callable[[Any, Any], bool], name: str | None = None
+        self,
+        predicate: Callable[[Any, Any], bool],
+        name: str | None = None,
+        *,
+        chain: Callable[[KStream], KStream | None] | None = None,
     ) -> BranchedKStream:
-        """Records for which ``predicate(key, value)`` holds (and no earlier one did)."""
+        """Records for which ``predicate(key, value)`` holds (and no earlier one did).
+
+        ``chain(branch)``, Kafka's ``Branched.withFunction`` or
+        ``withConsumer``, is applied to the branch at once; the stream it
+        returns takes the branch's place in the result, and a chain that
+        returns None (one that ends in ``to``, say) leaves the branch out.
+        """
         self._predicates.append(predicate)
-        self._add(name, len(self._predicates))
+        self._add(name, len(self._predicates), chain)
         return self
 
-    def default_branch(self, name: str | None = None) -> dict[str, KStream]:
-        """The records no predicate matched, and the finished branches."""
-        self._add(name, 0)
+    def default_branch(
+        self,
+        name: str | None = None,
+        *,
+        chain: Callable[[KStream], KStream | None] | None = None,
+    ) -> dict[str, KStream]:
+        """The records no predicate matched, and the finished branches
+        (``chain`` as for :meth:`branch`)."""
+        self._add(name, 0, chain)
         self._done = True
         return dict(self._branches)
 

@@ -331,33 +331,54 @@ class KTable:
         other: KTable,
         joiner: Callable[[Any, Any], Any],
         *,
-        foreign_key: Callable[[Any], Any] | None = None,
+        foreign_key: Callable[..., Any] | None = None,
         materialized: Materialized | str | None = None,
         name: str | None = None,
         with_key: bool = False,
+        foreign_key_with_key: bool = False,
     ) -> KTable:
         """Inner join with another table: ``joiner(value, other_value)`` for
         every key in both, updated when either side changes, deleted when
         either side is. With ``foreign_key=fn(value)`` each entry joins the
-        ``other`` entry whose key is ``fn(value)`` (no co-partitioning needed).
-        ``materialized`` keeps the result in a queryable store. ``with_key``:
-        ``joiner(key, value, other_value)`` (Kafka's ``ValueJoinerWithKey``;
-        the key is this table's)."""
-        return self._table_join(other, joiner, "inner", foreign_key, materialized, name, with_key)
+        ``other`` entry whose key is ``fn(value)`` (no co-partitioning needed);
+        with ``foreign_key_with_key=True`` too, ``fn(key, value)`` (Kafka's
+        ``BiFunction`` extractor). ``materialized`` keeps the result in a
+        queryable store. ``with_key``: ``joiner(key, value, other_value)``
+        (Kafka's ``ValueJoinerWithKey``; the key is this table's)."""
+        return self._table_join(
+            other,
+            joiner,
+            "inner",
+            foreign_key,
+            materialized,
+            name,
+            with_key,
+            foreign_key_with_key,
+        )
 
     def left_join(
         self,
         other: KTable,
         joiner: Callable[[Any, Any], Any],
         *,
-        foreign_key: Callable[[Any], Any] | None = None,
+        foreign_key: Callable[..., Any] | None = None,
         materialized: Materialized | str | None = None,
         name: str | None = None,
         with_key: bool = False,
+        foreign_key_with_key: bool = False,
     ) -> KTable:
         """Left join: like ``join``, but every entry of this table is in the
         result, joined with None while ``other`` has no match."""
-        return self._table_join(other, joiner, "left", foreign_key, materialized, name, with_key)
+        return self._table_join(
+            other,
+            joiner,
+            "left",
+            foreign_key,
+            materialized,
+            name,
+            with_key,
+            foreign_key_with_key,
+        )
 
     def outer_join(
         self,
@@ -376,11 +397,14 @@ class KTable:
         other: KTable,
         joiner: Callable[[Any, Any], Any],
         kind: str,
-        foreign_key: Callable[[Any], Any] | None,
+        foreign_key: Callable[..., Any] | None,
         materialized: Materialized | str | None,
         name: str | None,
         with_key: bool = False,
+        foreign_key_with_key: bool = False,
     ) -> KTable:
+        if foreign_key_with_key and foreign_key is None:
+            raise TopologyError("foreign_key_with_key=True needs a foreign_key extractor")
         if not isinstance(other, KTable):
             raise TopologyError(f"a KTable joins a KTable here, not {type(other).__name__}")
         for table in (self, other):
@@ -391,6 +415,14 @@ class KTable:
                 )
         if foreign_key is not None:
             return tj.foreign_key_join(
-                self, other, joiner, kind, foreign_key, materialized, name, with_key
+                self,
+                other,
+                joiner,
+                kind,
+                foreign_key,
+                materialized,
+                name,
+                with_key,
+                foreign_key_with_key,
             )
         return tj.primary_key_join(self, other, joiner, kind, materialized, name, with_key)

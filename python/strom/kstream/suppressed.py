@@ -46,6 +46,11 @@ class BufferConfig:
     def with_max_bytes(self, n: int) -> BufferConfig:
         return replace(self, byte_limit=n)
 
+    def with_no_bound(self) -> BufferConfig:
+        """No record or byte limit (Kafka's ``withNoBound``): a strict
+        buffer, bounded only by the suppression's time limit."""
+        return replace(self, record_limit=UNLIMITED, byte_limit=UNLIMITED, when_full="shut_down")
+
     def emit_early_when_full(self) -> BufferConfig:
         return replace(self, when_full="emit_early")
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import sys
 from collections.abc import Callable, Iterable, Iterator
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, TextIO
 
 from strom import _core
 from strom.processor.internals.batch import Batch
@@ -249,15 +249,44 @@ class KStreamBranch(Node):
 
 
 class KStreamPrint(Node):
-    """``print()``: writes ``[label]: key, value`` lines to standard output."""
+    """``print()``: writes ``[label]: key, value`` lines (or ``[label]:
+    mapper(key, value)``) to standard output, or appends them to
+    ``file_path``, flushed after each batch (each task has the file open)."""
 
-    def __init__(self, label: str) -> None:
+    def __init__(
+        self,
+        label: str,
+        mapper: Callable[[Any, Any], Any] | None = None,
+        file_path: str | None = None,
+    ) -> None:
         super().__init__()
         self.label = label
+        self.mapper = mapper
+        self.file_path = file_path
+        self.out: TextIO | None = None
+
+    def init(self, task: StreamTask) -> None:
+        super().init(task)
+        if self.file_path is not None:
+            self.out = open(self.file_path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+
+    def close(self) -> None:
+        if self.out is not None:
+            self.out.close()
+            self.out = None
 
     def process(self, batch: Batch) -> None:
-        lines = [f"[{self.label}]: {k}, {v}" for k, v in zip(batch.keys, batch.values, strict=True)]
-        sys.stdout.write("\n".join(lines) + "\n")
+        if not len(batch):
+            return
+        pairs = zip(batch.keys, batch.values, strict=True)
+        if self.mapper is None:
+            lines = [f"[{self.label}]: {k}, {v}" for k, v in pairs]
+        else:
+            lines = [f"[{self.label}]: {self.mapper(k, v)}" for k, v in pairs]
+        out = sys.stdout if self.out is None else self.out
+        out.write("\n".join(lines) + "\n")
+        if self.out is not None:
+            out.flush()
 
 
 class DropNullKeys(Node):

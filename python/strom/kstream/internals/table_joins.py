@@ -544,13 +544,16 @@ class SubscriptionSend(Node):
 
     def __init__(
         self,
-        foreign_key: Callable[[Any], Any],
+        foreign_key: Callable[..., Any],
         left_join: bool,
         serdes: FkSerdes,
         parent_send_old: SendsOldValues,
+        keyed: bool = False,
     ) -> None:
         super().__init__()
         self.foreign_key = foreign_key
+        # Kafka's BiFunction extractor: the foreign key of (key, value).
+        self.keyed = keyed
         self.left_join = left_join
         self.serdes = serdes
         self.parent_send_old = parent_send_old
@@ -571,7 +574,7 @@ class SubscriptionSend(Node):
             for i in indices:
                 key, new = batch.keys[i], batch.values[i]
                 old = None if olds is None else olds[i]
-                sends = self._instructions(new, old)
+                sends = self._instructions(key, new, old)
                 if sends is None:
                     dropped += 1
                     continue
@@ -589,15 +592,18 @@ class SubscriptionSend(Node):
     def _changed(self, new_fk: Any, old_fk: Any) -> bool:
         return self.serdes.foreign_key_bytes(new_fk) != self.serdes.foreign_key_bytes(old_fk)
 
-    def _instructions(self, new: Any, old: Any) -> list[tuple[Any, int]] | None:
+    def _fk(self, key: Any, value: Any) -> Any:
+        return self.foreign_key(key, value) if self.keyed else self.foreign_key(value)
+
+    def _instructions(self, key: Any, new: Any, old: Any) -> list[tuple[Any, int]] | None:
         """Kafka 4.x's subscriptions for a change, as (foreign key,
         instruction) pairs; None when an inner join skips a null foreign key
         (after retracting the old result, if any)."""
-        old_fk = None if old is None else self.foreign_key(old)
+        old_fk = None if old is None else self._fk(key, old)
         if self.left_join:
             if old is None and new is None:
                 return []
-            new_fk = None if new is None else self.foreign_key(new)
+            new_fk = None if new is None else self._fk(key, new)
             sends = []
             if old_fk is not None and self._changed(new_fk, old_fk):
                 sends.append((old_fk, DELETE_KEY_NO_PROPAGATE))
@@ -606,7 +612,7 @@ class SubscriptionSend(Node):
             return sends
         if new is None:
             return [] if old_fk is None else [(old_fk, DELETE_KEY_AND_PROPAGATE)]
-        new_fk = self.foreign_key(new)
+        new_fk = self._fk(key, new)
         if new_fk is None:
             if old_fk is not None:
                 # Retracts the old result; the record still counts as skipped.
@@ -788,10 +794,11 @@ def foreign_key_join(
     other: KTable,
     joiner: Joiner,
     kind: str,
-    foreign_key: Callable[[Any], Any],
+    foreign_key: Callable[..., Any],
     materialized: Materialized | str | None,
     name: str | None,
     with_key: bool = False,
+    foreign_key_with_key: bool = False,
 ) -> KTable:
     """Adds the subscription and response topics and processors of a
     foreign-key join, named as Kafka names them, and returns the result."""
@@ -837,7 +844,9 @@ def foreign_key_join(
 
     internal.add_processor(
         send_name,
-        lambda: SubscriptionSend(foreign_key, left_join, serdes, this_supplier),
+        lambda: SubscriptionSend(
+            foreign_key, left_join, serdes, this_supplier, keyed=foreign_key_with_key
+        ),
         this._node,
     )
     internal.add_sink(

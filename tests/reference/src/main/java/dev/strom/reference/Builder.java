@@ -6,6 +6,8 @@ import java.util.ArrayList;
 import java.util.HashMap;
 import java.util.List;
 import java.util.Map;
+import java.util.function.Consumer;
+import java.util.function.Function;
 import org.apache.kafka.common.serialization.Serde;
 import org.apache.kafka.common.serialization.Serdes;
 import org.apache.kafka.streams.StreamsBuilder;
@@ -52,6 +54,38 @@ final class Builder {
         return builder.build();
     }
 
+
+    /** String serdes, and the source's name if the case gives one
+     * (Consumed.as). */
+    @SuppressWarnings("unchecked")
+    Consumed<Object, Object> consumed(JsonNode step) {
+        Consumed<Object, Object> consumed = Consumed.with(keySerde("s"), valueSerde("s"));
+        JsonNode name = step.path("args").path("name");
+        return name.isMissingNode() ? consumed : consumed.withName(name.asText());
+    }
+
+    /** A split branch: its name, with the chain the case gives it (a value
+     * mapper, Branched.withFunction, or a sink, withConsumer). */
+    @SuppressWarnings({"unchecked", "rawtypes"})
+    Branched branched(String name, JsonNode chain) {
+        if (chain.has("fn")) {
+            String fn = chain.get("fn").asText();
+            var keyed = Fns.KEYED_MAPPERS.get(fn);
+            var mapper = keyed == null ? Fns.get(Fns.MAPPERS, fn, "mapper") : null;
+            Function<KStream<Object, Object>, KStream<Object, Object>> chained =
+                s -> keyed != null ? s.mapValues(keyed) : s.mapValues(mapper);
+            return Branched.withFunction(chained, name);
+        }
+        if (chain.has("topic")) {
+            String topic = chain.get("topic").asText();
+            sinkTopics.add(topic);
+            Produced produced = Produced.with(
+                keySerde(chain.get("key").asText()), valueSerde(chain.get("value").asText()));
+            Consumer<KStream<Object, Object>> consumed = s -> s.to(topic, produced);
+            return Branched.withConsumer(consumed, name);
+        }
+        return Branched.as(name);
+    }
     private Object in(JsonNode step, int index) {
         String id = step.get("in").get(index).asText();
         Object node = nodes.get(id);
@@ -181,27 +215,26 @@ final class Builder {
         String id = step.get("id").asText();
         String op = step.get("op").asText();
         Object result = switch (op) {
-            case "stream" -> builder.stream(arg(step, "topic"),
-                Consumed.with(keySerde("s"), valueSerde("s")));
+            case "stream" -> builder.stream(arg(step, "topic"), consumed(step));
             case "table" -> {
                 Materialized m = materialized(step);
-                Consumed consumed = Consumed.with(keySerde("s"), valueSerde("s"));
-                yield m == null ? builder.table(arg(step, "topic"), consumed)
-                    : builder.table(arg(step, "topic"), consumed, m);
+                yield m == null ? builder.table(arg(step, "topic"), consumed(step))
+                    : builder.table(arg(step, "topic"), consumed(step), m);
             }
-            case "global_table" -> builder.globalTable(arg(step, "topic"),
-                Consumed.with(keySerde("s"), valueSerde("s")));
+            case "global_table" -> builder.globalTable(arg(step, "topic"), consumed(step));
             case "split" -> {
                 BranchedKStream branched = ((KStream) in(step, 0)).split(Named.as(id + "-"));
+                JsonNode chains = step.path("args").path("chains");
                 int index = 0;
                 for (JsonNode pred : step.path("args").get("preds")) {
+                    String name = String.valueOf(index++);
                     branched = branched.branch(
                         Fns.get(Fns.PREDICATES, pred.asText(), "predicate"),
-                        Branched.as(String.valueOf(index++)));
+                        branched(name, chains.path(name)));
                 }
                 Map<String, KStream<Object, Object>> branches =
                     step.path("args").path("default").asBoolean(false)
-                        ? branched.defaultBranch(Branched.as("default"))
+                        ? branched.defaultBranch(branched("default", chains.path("default")))
                         : branched.noDefaultBranch();
                 splits.put(id, branches);
                 yield branches;
@@ -592,6 +625,15 @@ final class Builder {
         if (left instanceof KTable t && right instanceof KTable other) {
             String fk = optional(step, "fk");
             Materialized m = tableMaterialized(step);
+            if (fk != null && Fns.KEYED_FOREIGN_KEYS.containsKey(fk)) {
+                var extractor = Fns.KEYED_FOREIGN_KEYS.get(fk);
+                if (m != null) {
+                    return op.equals("join") ? t.join(other, extractor, joiner, m)
+                        : t.leftJoin(other, extractor, joiner, m);
+                }
+                return op.equals("join") ? t.join(other, extractor, joiner)
+                    : t.leftJoin(other, extractor, joiner);
+            }
             if (fk != null) {
                 var extractor = Fns.get(Fns.FOREIGN_KEYS, fk, "foreign-key extractor");
                 if (m != null) {

@@ -183,6 +183,11 @@ final class Fns {
         "f_abc", v -> v == null ? null : abc(v),
         "f_abc_or_null", v -> v == null || Math.floorMod(n(v), 4) == 3 ? null : abc(v));
 
+    /** BiFunction extractors: the foreign key of (key, value). */
+    static final Map<String, java.util.function.BiFunction<Object, Object, Object>>
+        KEYED_FOREIGN_KEYS = Map.of(
+            "fk_key_abc", (k, v) -> v == null ? null : abc(n(k) + n(v)));
+
     /** A running concatenation per key in a key-value store; a tombstone clears it. */
     static final class ConcatProcessor implements Processor<Object, Object, Object, Object> {
         private final String storeName;
@@ -288,6 +293,8 @@ final class Fns {
                 case "MERGERS" -> get(MERGERS, name, "merger").apply(a.get(0), a.get(1), a.get(2));
                 case "JOINERS" -> get(JOINERS, name, "joiner").apply(a.get(0), a.get(1));
                 case "FOREIGN_KEYS" -> get(FOREIGN_KEYS, name, "extractor").apply(a.get(0));
+                case "KEYED_FOREIGN_KEYS" -> get(KEYED_FOREIGN_KEYS, name, "extractor")
+                    .apply(a.get(0), a.get(1));
                 case "KEYED_MAPPERS" -> get(KEYED_MAPPERS, name, "mapper").apply(a.get(0), a.get(1));
                 case "TRANSFORMERS" -> get(TRANSFORMERS, name, "transformer")
                     .apply(a.get(0), a.get(1));
