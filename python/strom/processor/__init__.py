@@ -2,6 +2,7 @@
 
 from strom.processor.api import (
     Cancellable,
+    ContextualProcessor,
     FixedKeyProcessor,
     FixedKeyRecord,
     Processor,
@@ -19,6 +20,7 @@ from strom.processor.api import (
 
 __all__ = [
     "Cancellable",
+    "ContextualProcessor",
     "FixedKeyProcessor",
     "FixedKeyRecord",
     "Processor",

@@ -8,7 +8,11 @@ from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from datetime import timedelta
-from typing import Any, Generic, TypeVar
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Generic, TypeVar
+
+if TYPE_CHECKING:
+    from strom.serdes import Serde
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -147,6 +151,30 @@ class ProcessorContext(ABC):
     @abstractmethod
     def current_system_time_ms(self) -> int: ...
 
+    @property
+    @abstractmethod
+    def key_serde(self) -> Serde[Any] | None:
+        """The default key serde (``default.key.serde``; None when unset)."""
+
+    @property
+    @abstractmethod
+    def value_serde(self) -> Serde[Any] | None:
+        """The default value serde (``default.value.serde``; None when unset)."""
+
+    @property
+    @abstractmethod
+    def state_dir(self) -> Path:
+        """This task's own directory under ``state.dir``, created if need be."""
+
+    @abstractmethod
+    def app_configs(self) -> dict[str, Any]:
+        """The application's configuration, the defaults included."""
+
+    @abstractmethod
+    def app_configs_with_prefix(self, prefix: str) -> dict[str, Any]:
+        """The configuration keys that start with ``prefix``, the prefix
+        taken off (Kafka's ``appConfigsWithPrefix``)."""
+
 
 class StateRestoreListener:
     """Told as local stores are restored from their changelogs (Kafka's
@@ -233,6 +261,22 @@ class Processor(ABC, Generic[K, V]):
 
     def close(self) -> None:
         """Called when the task closes."""
+
+
+class ContextualProcessor(Processor[K, V]):
+    """A processor that keeps the context it was initialised with (Kafka's
+    ``ContextualProcessor``): ``self.context()``. A subclass that overrides
+    ``init`` calls ``super().init(context)``."""
+
+    _context: ProcessorContext | None = None
+
+    def init(self, context: ProcessorContext) -> None:
+        self._context = context
+
+    def context(self) -> ProcessorContext:
+        if self._context is None:
+            raise RuntimeError(f"{type(self).__name__} has no context before init()")
+        return self._context
 
 
 class FixedKeyProcessor(ABC, Generic[K, V]):

@@ -16,6 +16,7 @@ from strom.embedded import EmbeddedLog
 from strom.errors import StoreError, TopologyError
 from strom.kstream import Window, Windowed
 from strom.processor import (
+    ContextualProcessor,
     FixedKeyProcessor,
     FixedKeyRecord,
     Processor,
@@ -364,3 +365,46 @@ def test_process_values_needs_a_fixed_key_processor() -> None:
     ).to("out", value_serde=serdes.Integer())
     with pytest.raises(TopologyError, match="not a FixedKeyProcessor"):
         TopologyTestDriver(builder.build())
+
+
+def test_a_contextual_processor_reads_serdes_state_dir_and_configs(tmp_path: Path) -> None:
+    """Kafka's ContextualProcessor, and the context's keySerde, valueSerde,
+    stateDir, appConfigs and appConfigsWithPrefix."""
+    seen: dict[str, Any] = {}
+
+    class Inspect(ContextualProcessor[str, str]):
+        def process(self, record: Record[str, str]) -> None:
+            context = self.context()
+            seen["serdes"] = (context.key_serde, context.value_serde)
+            seen["state_dir"] = context.state_dir
+            seen["configs"] = context.app_configs()
+            seen["consumer"] = context.app_configs_with_prefix("consumer.")
+            context.forward(record.with_value(record.value.upper()))
+
+    builder = StreamsBuilder()
+    builder.stream("in").process(Inspect).to("out")
+    keys, values = serdes.String(), serdes.String()
+    config = {
+        "application.id": "inspect",
+        "state.dir": str(tmp_path),
+        "default.key.serde": keys,
+        "default.value.serde": values,
+        "consumer.max.poll.records": 7,
+    }
+    with TopologyTestDriver(builder.build(), config) as driver:
+        driver.create_input_topic("in", keys, values).pipe_input("k", "v")
+        assert driver.create_output_topic("out", keys, values).read_value() == "V"
+    assert seen["serdes"] == (keys, values)
+    assert seen["state_dir"].is_dir()
+    assert seen["state_dir"].is_relative_to(tmp_path) and seen["state_dir"].name == "0_0"
+    assert seen["configs"]["application.id"] == "inspect"
+    assert seen["configs"]["commit.interval.ms"] == 30_000  # a default
+    assert seen["consumer"] == {"max.poll.records": 7}
+
+
+def test_a_contextual_processor_has_no_context_before_init() -> None:
+    class Early(ContextualProcessor[str, str]):
+        def process(self, record: Record[str, str]) -> None: ...
+
+    with pytest.raises(RuntimeError, match="Early has no context before init"):
+        Early().context()

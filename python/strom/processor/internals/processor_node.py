@@ -8,7 +8,8 @@ import itertools
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from datetime import timedelta
-from typing import TYPE_CHECKING, Any, Protocol
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
 from strom.errors import ErrorHandlerContext, StoreError, TopologyError
 from strom.processor.api import (
@@ -29,6 +30,7 @@ from strom.processor.internals.nodes import Node
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
+    from strom.serdes import Serde
 
 
 # What a processor forwarded to one child: keys, values, timestamps, input
@@ -184,6 +186,30 @@ class _NodeContext(ProcessorContext):
 
     def current_system_time_ms(self) -> int:
         return self._task.wall_clock_ms()
+
+    @property
+    def key_serde(self) -> Serde[Any] | None:
+        return cast("Serde[Any] | None", self._task.config["default.key.serde"])
+
+    @property
+    def value_serde(self) -> Serde[Any] | None:
+        return cast("Serde[Any] | None", self._task.config["default.value.serde"])
+
+    @property
+    def state_dir(self) -> Path:
+        task_dir = self._task.state.task_dir
+        task_dir.mkdir(parents=True, exist_ok=True)
+        return task_dir
+
+    def app_configs(self) -> dict[str, Any]:
+        return dict(self._task.config)
+
+    def app_configs_with_prefix(self, prefix: str) -> dict[str, Any]:
+        return {
+            key[len(prefix) :]: value
+            for key, value in self._task.config.items()
+            if key.startswith(prefix)
+        }
 
 
 class ProcessorAdapter(Node):
