@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from datetime import datetime, timedelta, timezone
 from typing import Generic, TypeVar
 
 __all__ = ["Window", "Windowed"]
@@ -32,6 +33,19 @@ class Window:
 
     def __repr__(self) -> str:
         return f"Window(start={self.start}, end={self.end})"
+
+    def start_time(self) -> datetime:
+        """The start as a UTC datetime (Kafka's ``startTime()``)."""
+        return _utc(self.start)
+
+    def end_time(self) -> datetime:
+        """The end as a UTC datetime (Kafka's ``endTime()``; OverflowError
+        past the year 9999, where Python's datetimes end)."""
+        return _utc(self.end)
+
+
+def _utc(ms: int) -> datetime:
+    return datetime(1970, 1, 1, tzinfo=timezone.utc) + timedelta(milliseconds=ms)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import random
 from collections import defaultdict
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
@@ -236,3 +237,11 @@ def test_windowed_changelogs_keep_records_the_additional_retention_longer(
     retention = int(log.topic_config("retention-per-minute-changelog")["retention.ms"])
     # The store keeps a window for its size and grace (Kafka's default).
     assert retention == 65_000 + (additional if additional is not None else 86_400_000)
+
+
+def test_window_times_as_utc_datetimes() -> None:
+    """Kafka's Window.startTime and endTime, to the millisecond."""
+    window = Window(1_767_225_600_123, 1_767_225_660_123)
+    assert window.start_time() == datetime(2026, 1, 1, 0, 0, 0, 123_000, tzinfo=UTC)
+    assert window.end_time() - window.start_time() == timedelta(minutes=1)
+    assert Window(0, 0).start_time() == datetime(1970, 1, 1, tzinfo=UTC)

@@ -56,6 +56,10 @@ def _checked_headers(headers: Headers | None) -> Headers | None:
     return checked
 
 
+def _epoch_ms(at: int | datetime) -> int:
+    return int(at.timestamp() * 1000) if isinstance(at, datetime) else at
+
+
 def _ms(span: Duration, what: str) -> int:
     """A forward move of a clock, as Kafka's driver takes a Duration."""
     if (span.total_seconds() if isinstance(span, timedelta) else span) < 0:
@@ -179,10 +183,9 @@ class TopologyTestDriver:
         keySerializer, valueSerializer, startTimestamp, autoAdvance)``)."""
         if topic not in self._task_of_topic or topic in self._internal:
             raise TopologyError(f"topic {topic!r} is not an input of this topology")
-        if isinstance(start_timestamp, datetime):
-            start_timestamp = int(start_timestamp.timestamp() * 1000)
+        start = None if start_timestamp is None else _epoch_ms(start_timestamp)
         return TestInputTopic(
-            self, topic, key_serde, value_serde, start_timestamp, _ms(auto_advance, "auto_advance")
+            self, topic, key_serde, value_serde, start, _ms(auto_advance, "auto_advance")
         )
 
     def create_output_topic(
@@ -389,11 +392,31 @@ class TestInputTopic(_TestTopic):
         ``create_input_topic``); ``headers`` as (name, bytes or None) pairs."""
         self._driver._pipe(self.topic, [self._serialized(key, value, timestamp, headers)])
 
-    def pipe_value_list(self, values: Iterable[Any]) -> None:
-        self._driver._pipe(self.topic, [self._serialized(None, v, None) for v in values])
+    def pipe_value_list(
+        self,
+        values: Iterable[Any],
+        start_timestamp: int | datetime | None = None,
+        advance: Duration = 0,
+    ) -> None:
+        """Records with null keys (timestamps as for ``pipe_key_value_list``)."""
+        self.pipe_key_value_list(((None, v) for v in values), start_timestamp, advance)
 
-    def pipe_key_value_list(self, pairs: Iterable[tuple[Any, Any] | KeyValue]) -> None:
-        self._driver._pipe(self.topic, [self._serialized(k, v, None) for k, v in pairs])
+    def pipe_key_value_list(
+        self,
+        pairs: Iterable[tuple[Any, Any] | KeyValue],
+        start_timestamp: int | datetime | None = None,
+        advance: Duration = 0,
+    ) -> None:
+        """Records with the topic's time, or, from ``start_timestamp`` (epoch
+        ms or a datetime) on, each ``advance`` (ms or a timedelta) after the
+        one before, the topic's time unchanged (Kafka's
+        ``pipeKeyValueList(list, Instant, Duration)``)."""
+        if start_timestamp is None:
+            piped = [self._serialized(k, v, None) for k, v in pairs]
+        else:
+            start, step = _epoch_ms(start_timestamp), _ms(advance, "advance")
+            piped = [self._serialized(k, v, start + i * step) for i, (k, v) in enumerate(pairs)]
+        self._driver._pipe(self.topic, piped)
 
     def pipe_records(self, records: Iterable[Record[Any, Any]]) -> None:
         self._driver._pipe(

@@ -153,6 +153,28 @@ def test_input_topics_keep_their_own_time_when_asked() -> None:
     ]
 
 
+def test_lists_piped_from_a_start_time_leave_the_topics_time_alone() -> None:
+    """Kafka's pipeKeyValueList and pipeValueList with a start time and an
+    advance: each record the advance after the one before."""
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=S).to("out")
+    with TopologyTestDriver(builder.build()) as driver:
+        topic = driver.create_input_topic("in", S, S, 100, auto_advance=1)
+        topic.pipe_key_value_list([("k", "a"), KeyValue("k", "b")], 1_000, timedelta(seconds=2))
+        start = datetime(2026, 1, 1, tzinfo=UTC)
+        topic.pipe_value_list(["c", "d"], start, 5)
+        topic.pipe_value_list(["e"])
+        out = driver.create_output_topic("out", S, S).read_records_to_list()
+    epoch = int(start.timestamp() * 1000)
+    assert [(r.key, r.value, r.timestamp) for r in out] == [
+        ("k", "a", 1_000),
+        ("k", "b", 3_000),
+        (None, "c", epoch),
+        (None, "d", epoch + 5),
+        (None, "e", 100),
+    ]
+
+
 def test_stores_and_produced_topics_by_name() -> None:
     with TopologyTestDriver(word_count_topology()) as driver:
         assert driver.produced_topic_names() == set()
