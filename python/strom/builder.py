@@ -192,6 +192,7 @@ class StreamsBuilder:
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
         num_partitions: int | None = None,
+        partitioner: Callable[[Any, Any, int], int] | None = None,
     ) -> str:
         """Inserts ``<prefix>-repartition``: a null-key filter and a sink in
         the parent's sub-topology, a source in a new one; returns the source.
@@ -222,6 +223,7 @@ class StreamsBuilder:
             filter_name,
             key_serde=key_serde,
             value_serde=value_serde,
+            partitioner=partitioner,
             internal=True,
         )
         self.internal.add_source(source_name, [topic], key_serde, value_serde, internal=True)

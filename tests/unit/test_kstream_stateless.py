@@ -14,6 +14,7 @@ from strom._core import partition_for_key
 from strom.embedded import EmbeddedLog
 from strom.errors import TopologyError
 from strom.kstream import KStream
+from strom.processor import ContextualProcessor, Record
 from strom.testing import TopologyTestDriver
 
 S = serdes.String()
@@ -188,6 +189,32 @@ def test_a_split_chain_that_returns_no_stream_is_refused() -> None:
     split = StreamsBuilder().stream("in").split(name="s-")
     with pytest.raises(TopologyError, match="chain of branch 's-a' returned a KTable"):
         split.branch(lambda k, v: True, name="a", chain=lambda b: b.to_table())
+
+
+def test_repartition_with_a_partitioner_of_its_own(log: EmbeddedLog, log_path: str) -> None:
+    """Kafka's Repartitioned.streamPartitioner: the partitioner, not the
+    key's murmur2, picks each record's partition of the internal topic."""
+    seen: list[tuple[str, int]] = []
+
+    class Where(ContextualProcessor[str, str]):
+        def process(self, record: Record[str, str]) -> None:
+            metadata = self.context().record_metadata()
+            assert metadata is not None
+            seen.append((record.value, metadata.partition))
+            self.context().forward(record)
+
+    def build(s: KStream) -> KStream:
+        return s.repartition(
+            name="by-value",
+            num_partitions=3,
+            key_serde=S,
+            partitioner=lambda k, v, n: int(v) % n,
+        ).process(Where)
+
+    out = run(log, log_path, build)
+    keyed = [v for k, v in RECORDS if k is not None]  # the repartition drops null keys
+    assert sorted(seen) == sorted((v, int(v) % 3) for v in keyed)
+    assert sorted(v for _, v, _ in out) == sorted(keyed)
 
 
 def test_merge_combines_both_streams(log: EmbeddedLog, log_path: str) -> None:

@@ -317,14 +317,19 @@ class KStream:
         name: str | None = None,
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
+        partitioner: Partitioner | None = None,
     ) -> KStream:
         """Goes through the internal topic ``<application.id>-<name>-repartition``
-        (partitioned by key with murmur2), starting a new sub-topology."""
+        (partitioned by key with murmur2, or by ``partitioner(key, value,
+        num_partitions)``, Kafka's ``Repartitioned.streamPartitioner``),
+        starting a new sub-topology."""
         if num_partitions is not None and num_partitions < 1:
             raise TopologyError(f"num_partitions must be at least 1, got {num_partitions}")
         prefix = name or self._builder.new_name("KSTREAM-REPARTITION-")
         keys, values = key_serde or self._key_serde, value_serde or self._value_serde
-        source = self._builder.repartition(prefix, self._node, keys, values, num_partitions)
+        source = self._builder.repartition(
+            prefix, self._node, keys, values, num_partitions, partitioner
+        )
         return KStream(self._builder, source, keys, values)
 
     def to(
