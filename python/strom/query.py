@@ -63,10 +63,19 @@ class KeyQuery(Query):
 @dataclass(frozen=True)
 class RangeQuery(Query):
     """The entries of a key-value store with keys in ``[lower, upper]``
-    (None: open), as ``KeyValue``s in key order within a partition."""
+    (None: open), as ``KeyValue``s in the order of their serialized keys
+    within a partition: ascending, or descending after
+    :meth:`with_descending_keys`."""
 
     lower: Any = None
     upper: Any = None
+    descending: bool = False
+
+    def with_descending_keys(self) -> RangeQuery:
+        return replace(self, descending=True)
+
+    def with_ascending_keys(self) -> RangeQuery:
+        return replace(self, descending=False)
 
     @staticmethod
     def with_range(lower: Any, upper: Any) -> RangeQuery:

@@ -961,7 +961,8 @@ def _answer(view: Any, query: Query) -> QueryResult[Any]:
             records = view.versions(query.key, query.from_timestamp, query.to_timestamp)
             return QueryResult.for_result(iter(records if query.ascending else records[::-1]))
         if kv and isinstance(query, RangeQuery):
-            found = view.range(query.lower, query.upper)
+            scan = view.reverse_range if query.descending else view.range
+            found = scan(query.lower, query.upper)
         elif window and isinstance(query, WindowKeyQuery):
             found = view.fetch(query.key, query.time_from, query.time_to)
         elif (

@@ -388,6 +388,16 @@ def test_query_key_and_range_per_partition(app: KafkaStreams) -> None:
     )
     keys = sorted(kv.key for it in bounded.values() for kv in it)
     assert keys == [w for w in sorted(counts) if "b" <= w <= "c"]
+    descending = _successes(
+        app.query(
+            StateQueryRequest.in_store("counts").with_query(
+                RangeQuery.with_no_bounds().with_descending_keys()
+            )
+        )
+    )
+    backwards = {p: [(kv.key, kv.value) for kv in it] for p, it in descending.items()}
+    assert backwards == {p: part[::-1] for p, part in rows.items()}
+    assert max(len(part) for part in rows.values()) > 1
 
 
 def test_query_chosen_partitions(app: KafkaStreams) -> None:
