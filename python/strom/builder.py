@@ -9,6 +9,7 @@ from typing import Any
 from strom.errors import TopologyError
 from strom.kstream import GlobalKTable, KStream, KTable
 from strom.kstream.internals import processors as p
+from strom.kstream.internals.names import check_name
 from strom.kstream.internals.table_processors import KTableSource, table_source
 from strom.kstream.internals.table_suppliers import SourceSupplier
 from strom.kstream.materialized import Materialized
@@ -56,7 +57,7 @@ class StreamsBuilder:
         ``suffixWithOrElseGet``), so the names generated after a named
         operation are Kafka's too."""
         generated = self.new_name(prefix)
-        return f"{name}{suffix}" if name else generated
+        return f"{check_name(name)}{suffix}" if name is not None else generated
 
     def stream(
         self,

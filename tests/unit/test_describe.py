@@ -5,8 +5,11 @@ random topologies with Kafka's as well."""
 
 from __future__ import annotations
 
+import pytest
+
 from strom import StreamsBuilder, serdes
-from strom.kstream import JoinWindows, Materialized
+from strom.errors import TopologyError
+from strom.kstream import BufferConfig, JoinWindows, Materialized, Suppressed
 from strom.processor.internals.describe_order import java_hash_order, java_string_hash
 
 S, INT = serdes.String(), serdes.Integer()
@@ -123,6 +126,23 @@ def test_named_sources_name_a_stream_source_and_a_tables_processor_and_source() 
     assert "Source: rates-in-source (topics: [rates])\n      --> rates-in\n" in text
     assert "Processor: rates-in (stores: [rates-STATE-STORE-0000000004])" in text
     assert "Processor: KSTREAM-JOIN-0000000007 (stores: [prices-STATE-STORE-0000000001])" in text
+
+
+def test_illegal_names_are_refused_as_kafka_refuses_them() -> None:
+    """Kafka's Named.validate: a name becomes processor and topic names, so
+    it must be a legal topic name, at most 249 characters."""
+    stream = StreamsBuilder().stream("in", key_serde=S, value_serde=S)
+    with pytest.raises(TopologyError, match="name 'my step' is illegal"):
+        stream.filter(lambda k, v: True, name="my step")
+    with pytest.raises(TopologyError, match="name 'a/b' is illegal"):
+        stream.repartition(name="a/b")
+    with pytest.raises(TopologyError, match="cannot be empty"):
+        stream.split(name="s-").branch(lambda k, v: True, name="")
+    with pytest.raises(TopologyError, match=r"cannot be '\.\.'"):
+        Suppressed.until_time_limit(10, BufferConfig.unbounded()).with_name("..")
+    with pytest.raises(TopologyError, match="250 characters long; at most 249"):
+        stream.group_by_key().count(name="n" * 250)
+    stream.filter(lambda k, v: True, name="A.legal_name-0").to("out")
 
 
 def test_group_by_names_the_selector_and_the_repartition_topic() -> None:

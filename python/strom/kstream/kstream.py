@@ -21,6 +21,7 @@ from strom.kstream.internals import native_expr as ne
 from strom.kstream.internals import processors as p
 from strom.kstream.internals import stream_joins as sj
 from strom.kstream.internals import table_processors as tp
+from strom.kstream.internals.names import check_name
 from strom.kstream.join_windows import JoinWindows
 from strom.kstream.materialized import Materialized
 from strom.processor.internals.nodes import Node, PassThrough
@@ -325,7 +326,9 @@ class KStream:
         starting a new sub-topology."""
         if num_partitions is not None and num_partitions < 1:
             raise TopologyError(f"num_partitions must be at least 1, got {num_partitions}")
-        prefix = name or self._builder.new_name("KSTREAM-REPARTITION-")
+        prefix = (
+            check_name(name) if name is not None else self._builder.new_name("KSTREAM-REPARTITION-")
+        )
         keys, values = key_serde or self._key_serde, value_serde or self._value_serde
         source = self._builder.repartition(
             prefix, self._node, keys, values, num_partitions, partitioner
@@ -749,7 +752,7 @@ class BranchedKStream:
             raise TopologyError(
                 f"split {self._name!r} is closed; it already has its default branch"
             )
-        child = self._name + (name if name is not None else str(index))
+        child = self._name + (check_name(name) if name is not None else str(index))
         builder = self._stream._builder
         builder.new_name("")  # Kafka spends an index per branch
         builder.internal.add_processor(child, PassThrough, self._name)

@@ -8,6 +8,7 @@ from datetime import timedelta
 from typing import Literal
 
 from strom.errors import TopologyError
+from strom.kstream.internals.names import check_name
 from strom.state.stores import to_millis
 
 __all__ = ["BufferConfig", "Suppressed"]
@@ -86,4 +87,4 @@ class Suppressed:
         return Suppressed("time_limit", to_millis(time_to_wait, "time_to_wait"), buffer)
 
     def with_name(self, name: str) -> Suppressed:
-        return replace(self, name=name)
+        return replace(self, name=check_name(name))

@@ -13,6 +13,7 @@ from strom import agg as strom_agg
 from strom.errors import TopologyError
 from strom.kstream import ktable
 from strom.kstream.internals import window_aggregates as wa
+from strom.kstream.internals.names import check_name
 from strom.kstream.internals.native_window import (
     MeanState,
     NativeSessionWindowAggregate,
@@ -144,6 +145,8 @@ def add_cogroup(
             )
         return lambda: KStreamAggregate(store_name, initializer, aggregator)
 
+    if name is not None:
+        check_name(name)
     agg_names = []
     for i, ((_grouped, aggregator), parent) in enumerate(zip(patterns, parents, strict=True)):
         generated = builder.new_name(prefix)  # spent even when named, as Kafka does
