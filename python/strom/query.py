@@ -31,6 +31,8 @@ __all__ = [
     "RangeQuery",
     "StateQueryRequest",
     "StateQueryResult",
+    "TimestampedKeyQuery",
+    "TimestampedRangeQuery",
     "VersionedKeyQuery",
     "WindowKeyQuery",
     "WindowRangeQuery",
@@ -61,37 +63,65 @@ class KeyQuery(Query):
 
 
 @dataclass(frozen=True)
-class RangeQuery(Query):
-    """The entries of a key-value store with keys in ``[lower, upper]``
-    (None: open), as ``KeyValue``s in the order of their serialized keys
-    within a partition: ascending, or descending after
-    :meth:`with_descending_keys`."""
+class TimestampedKeyQuery(Query):
+    """The value of one key of a timestamped key-value store (a DSL table's
+    or aggregation's) with its timestamp: ``(value, timestamp)``, or None."""
+
+    key: Any
+
+    @staticmethod
+    def with_key(key: Any) -> TimestampedKeyQuery:
+        return TimestampedKeyQuery(key)
+
+
+_Range = TypeVar("_Range", bound="_KeyRange")
+
+
+@dataclass(frozen=True)
+class _KeyRange(Query):
+    """Keys in ``[lower, upper]`` (None: open), in the order of their
+    serialized keys within a partition: ascending, or descending after
+    ``with_descending_keys``."""
 
     lower: Any = None
     upper: Any = None
     descending: bool = False
 
-    def with_descending_keys(self) -> RangeQuery:
+    @classmethod
+    def with_range(cls: type[_Range], lower: Any, upper: Any) -> _Range:
+        return cls(lower, upper)
+
+    @classmethod
+    def with_lower_bound(cls: type[_Range], lower: Any) -> _Range:
+        return cls(lower, None)
+
+    @classmethod
+    def with_upper_bound(cls: type[_Range], upper: Any) -> _Range:
+        return cls(None, upper)
+
+    @classmethod
+    def with_no_bounds(cls: type[_Range]) -> _Range:
+        return cls()
+
+    def with_descending_keys(self: _Range) -> _Range:
         return replace(self, descending=True)
 
-    def with_ascending_keys(self) -> RangeQuery:
+    def with_ascending_keys(self: _Range) -> _Range:
         return replace(self, descending=False)
 
-    @staticmethod
-    def with_range(lower: Any, upper: Any) -> RangeQuery:
-        return RangeQuery(lower, upper)
 
-    @staticmethod
-    def with_lower_bound(lower: Any) -> RangeQuery:
-        return RangeQuery(lower, None)
+@dataclass(frozen=True)
+class RangeQuery(_KeyRange):
+    """The entries of a key-value store with keys in ``[lower, upper]``
+    (None: open), as ``KeyValue``s in the order of their serialized keys
+    within a partition: ascending, or descending after
+    :meth:`with_descending_keys`."""
 
-    @staticmethod
-    def with_upper_bound(upper: Any) -> RangeQuery:
-        return RangeQuery(None, upper)
 
-    @staticmethod
-    def with_no_bounds() -> RangeQuery:
-        return RangeQuery()
+@dataclass(frozen=True)
+class TimestampedRangeQuery(_KeyRange):
+    """As :class:`RangeQuery`, over a timestamped key-value store, each
+    ``KeyValue``'s value a ``(value, timestamp)`` pair."""
 
 
 @dataclass(frozen=True)

@@ -50,6 +50,8 @@ from strom.query import (
     RangeQuery,
     StateQueryRequest,
     StateQueryResult,
+    TimestampedKeyQuery,
+    TimestampedRangeQuery,
     VersionedKeyQuery,
     WindowKeyQuery,
     WindowRangeQuery,
@@ -955,6 +957,16 @@ def _answer(view: Any, query: Query) -> QueryResult[Any]:
     try:
         if kv and isinstance(query, KeyQuery):
             return QueryResult.for_result(view.get(query.key))
+        if kv and isinstance(query, TimestampedKeyQuery | TimestampedRangeQuery):
+            if not view.is_timestamped():
+                return QueryResult.for_failure(
+                    FailureReason.UNKNOWN_QUERY_TYPE,
+                    f"store {view.name!r} keeps no timestamps: ask it a KeyQuery or RangeQuery",
+                )
+            if isinstance(query, TimestampedKeyQuery):
+                return QueryResult.for_result(view.get_with_timestamp(query.key))
+            found = view.range_with_timestamps(query.lower, query.upper, reverse=query.descending)
+            return QueryResult.for_result(iter(list(found)))
         if versioned and isinstance(query, VersionedKeyQuery):
             return QueryResult.for_result(view.get(query.key, query.as_of_timestamp))
         if versioned and isinstance(query, MultiVersionedKeyQuery):

@@ -27,12 +27,15 @@ from strom.query import (
     RangeQuery,
     StateQueryRequest,
     StateQueryResult,
+    TimestampedKeyQuery,
+    TimestampedRangeQuery,
     WindowKeyQuery,
     WindowRangeQuery,
 )
 from strom.state import KeyValueStore
 from strom.state.key_value import prefix_bounds
 from strom.state.views import ReadOnlyKeyValueView, ReadOnlySessionView, ReadOnlyWindowView
+from strom.streams import _answer
 
 S = serdes.String()
 WINDOW_MS = 10_000
@@ -398,6 +401,40 @@ def test_query_key_and_range_per_partition(app: KafkaStreams) -> None:
     backwards = {p: [(kv.key, kv.value) for kv in it] for p, it in descending.items()}
     assert backwards == {p: part[::-1] for p, part in rows.items()}
     assert max(len(part) for part in rows.values()) > 1
+
+
+def test_timestamped_queries_give_each_value_its_timestamp(app: KafkaStreams) -> None:
+    """Kafka's TimestampedKeyQuery and TimestampedRangeQuery on a DSL count:
+    ``(value, timestamp)``, the timestamp the latest record's."""
+    counts = expected_counts()
+    latest = {word: max(ts for w, ts in records() if w == word) for word in counts}
+    for word in ("apple", "grape"):
+        request = StateQueryRequest.in_store("counts").with_query(
+            TimestampedKeyQuery.with_key(word)
+        )
+        found = [v for v in _successes(app.query(request)).values() if v is not None]
+        assert found == [(counts[word], latest[word])]
+    request = StateQueryRequest.in_store("counts").with_query(
+        TimestampedRangeQuery.with_no_bounds().with_descending_keys()
+    )
+    parts = {
+        p: [(kv.key, kv.value) for kv in it] for p, it in _successes(app.query(request)).items()
+    }
+    assert {k: v for part in parts.values() for k, v in part} == {
+        word: (counts[word], latest[word]) for word in counts
+    }
+    assert all(part == sorted(part, reverse=True) for part in parts.values())
+
+
+def test_a_timestamped_query_of_a_store_without_timestamps_fails_as_unknown() -> None:
+    store = KeyValueStore("plain", S, S)
+    store.put("k", "v")
+    view = ReadOnlyKeyValueView("plain", lambda: [store])
+    for query in (TimestampedKeyQuery.with_key("k"), TimestampedRangeQuery.with_no_bounds()):
+        result = _answer(view, query)
+        assert result.get_failure_reason() is FailureReason.UNKNOWN_QUERY_TYPE
+        assert "keeps no timestamps" in (result.get_failure_message() or "")
+    assert _answer(view, KeyQuery.with_key("k")).get_result() == "v"
 
 
 def test_query_chosen_partitions(app: KafkaStreams) -> None:

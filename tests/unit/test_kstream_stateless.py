@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Callable
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import pytest
@@ -14,7 +16,9 @@ from strom._core import partition_for_key
 from strom.embedded import EmbeddedLog
 from strom.errors import TopologyError
 from strom.kstream import KStream
+from strom.kstream.internals.processors import KStreamPrint, PrintFile
 from strom.processor import ContextualProcessor, Record
+from strom.processor.internals.batch import Batch
 from strom.testing import TopologyTestDriver
 
 S = serdes.String()
@@ -282,6 +286,35 @@ def test_print_with_a_mapper_to_a_file(log: EmbeddedLog, log_path: str, tmp_path
     run(log, log_path, build)
     expected = [f"[KSTREAM-SOURCE-0000000000]: {v}<-{k}" for k, v in RECORDS]
     assert path.read_text().splitlines() == expected
+
+
+def test_tasks_on_two_threads_print_whole_lines_to_one_file(tmp_path: Path) -> None:
+    """Every task's printer shares the file (as Kafka's tasks share one
+    PrintWriter): lines are never cut by another thread's, and the last
+    task to close closes it."""
+    path = tmp_path / "printed.txt"
+    shared = PrintFile(str(path))
+    words = [f"w{i}" * 50 for i in range(200)]  # long lines, many buffer flushes
+
+    def print_all(task: int) -> None:
+        printer = KStreamPrint(f"task-{task}", None, shared)
+        printer.init(SimpleNamespace())  # type: ignore[arg-type]
+        for word in words:
+            rows = list(range(20))
+            printer.process(Batch("in", 0, [word] * 20, [str(task)] * 20, rows, rows))
+        printer.close()
+
+    threads = [threading.Thread(target=print_all, args=(t,)) for t in (1, 2)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    lines = path.read_text().splitlines()
+    assert len(lines) == 2 * 200 * 20
+    assert all(line.startswith(("[task-1]: w", "[task-2]: w")) for line in lines)
+    assert all(line.endswith(f", {line[6]}") for line in lines)
+    with pytest.raises(RuntimeError, match="not open"):
+        shared.write("after the last close\n")
 
 
 def test_print_to_a_file_that_cannot_be_written_says_so(tmp_path: Path) -> None:

@@ -253,17 +253,18 @@ class KStream:
         the label is this stream's node name unless given. ``file_path``
         (Kafka's ``Printed.toFile``) writes to that file, created or
         truncated now, instead of standard output."""
+        file = None
         if file_path is not None:
             if not file_path.strip():
                 raise TopologyError("print(file_path=) cannot be an empty string")
             try:
-                open(file_path, "w", encoding="utf-8").close()  # Kafka truncates it here
+                file = p.PrintFile(file_path)
             except OSError as e:
                 raise TopologyError(f"print: cannot write to {file_path!r}: {e}") from e
         node_name = self._builder.processor_name(name, "KSTREAM-PRINTER-")
         text = label or self._node
         self._builder.internal.add_processor(
-            node_name, lambda: p.KStreamPrint(text, mapper, file_path), self._node
+            node_name, lambda: p.KStreamPrint(text, mapper, file), self._node
         )
 
     def merge(self, other: KStream, *, name: str | None = None) -> KStream:

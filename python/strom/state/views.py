@@ -161,6 +161,27 @@ class ReadOnlyKeyValueView(_Composite):
     def reverse_all(self) -> Iterator[KeyValue]:
         return self._chain(lambda s: plain(s).reverse_all())
 
+    def is_timestamped(self) -> bool:
+        """Whether the local stores keep each value's timestamp (a DSL
+        table's or aggregation's do)."""
+        return all(self._each(is_timestamped))
+
+    def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
+        """A timestamped store's ``(value, timestamp)`` of the key, or None."""
+        _check_key(self.name, key)
+        for found in self._each(lambda s: s.get(key)):
+            if found is not None:
+                return found  # type: ignore[no-any-return]
+        return None
+
+    def range_with_timestamps(
+        self, key_from: Any, key_to: Any, *, reverse: bool = False
+    ) -> Iterator[KeyValue]:
+        """A timestamped store's range, values as ``(value, timestamp)``."""
+        if reverse:
+            return self._chain(lambda s: s.reverse_range(key_from, key_to))
+        return self._chain(lambda s: s.range(key_from, key_to))
+
 
 class _PlainWindowed(_Composite):
     """Scans of ``KeyValue(Windowed(key, window), value)`` with plain values."""

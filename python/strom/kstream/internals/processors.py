@@ -8,6 +8,7 @@ around them works on whole columns.
 from __future__ import annotations
 
 import sys
+import threading
 from collections.abc import Callable, Iterable, Iterator
 from typing import TYPE_CHECKING, Any, TextIO
 
@@ -248,32 +249,66 @@ class KStreamBranch(Node):
                 deliver(child, batch.select(indices))
 
 
+class PrintFile:
+    """The file of a ``print(file_path=)``: truncated when ``print`` is
+    called, as Kafka's ``Printed.toFile`` does; opened by the first task that
+    prints to it and closed by the last. Tasks of other threads share it, so
+    a batch's lines are written whole, under a lock."""
+
+    def __init__(self, path: str) -> None:
+        self.path = path
+        self._lock = threading.Lock()
+        self._users = 0
+        self._out: TextIO | None = None
+        open(path, "w", encoding="utf-8").close()
+
+    def acquire(self) -> None:
+        with self._lock:
+            if self._users == 0:
+                self._out = open(self.path, "a", encoding="utf-8")  # noqa: SIM115 - closed by release()
+            self._users += 1
+
+    def release(self) -> None:
+        with self._lock:
+            self._users -= 1
+            if self._users == 0 and self._out is not None:
+                self._out.close()
+                self._out = None
+
+    def write(self, text: str) -> None:
+        with self._lock:
+            if self._out is None:
+                raise RuntimeError(f"{self.path!r} is not open for printing")
+            self._out.write(text)
+            self._out.flush()
+
+
 class KStreamPrint(Node):
     """``print()``: writes ``[label]: key, value`` lines (or ``[label]:
-    mapper(key, value)``) to standard output, or appends them to
-    ``file_path``, flushed after each batch (each task has the file open)."""
+    mapper(key, value)``) to standard output, or to a :class:`PrintFile`."""
 
     def __init__(
         self,
         label: str,
         mapper: Callable[[Any, Any], Any] | None = None,
-        file_path: str | None = None,
+        file: PrintFile | None = None,
     ) -> None:
         super().__init__()
         self.label = label
         self.mapper = mapper
-        self.file_path = file_path
-        self.out: TextIO | None = None
+        self.file = file
+        self._acquired = False
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
-        if self.file_path is not None:
-            self.out = open(self.file_path, "a", encoding="utf-8")  # noqa: SIM115 - closed by close()
+        if self.file is not None and not self._acquired:
+            self.file.acquire()
+            self._acquired = True
 
     def close(self) -> None:
-        if self.out is not None:
-            self.out.close()
-            self.out = None
+        if self.file is not None and self._acquired:
+            self.file.release()
+            self._acquired = False
 
     def process(self, batch: Batch) -> None:
         if not len(batch):
@@ -283,10 +318,11 @@ class KStreamPrint(Node):
             lines = [f"[{self.label}]: {k}, {v}" for k, v in pairs]
         else:
             lines = [f"[{self.label}]: {self.mapper(k, v)}" for k, v in pairs]
-        out = sys.stdout if self.out is None else self.out
-        out.write("\n".join(lines) + "\n")
-        if self.out is not None:
-            out.flush()
+        text = "\n".join(lines) + "\n"
+        if self.file is None:
+            sys.stdout.write(text)
+        else:
+            self.file.write(text)
 
 
 class DropNullKeys(Node):
