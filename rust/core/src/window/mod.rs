@@ -242,12 +242,13 @@
 //!     whatever its number of windows, and each window start keeps one
 //!     array of 16-byte cells (count, timestamp) indexed by id, so a key's
 //!     new window inserts nothing and a cell's prefetch needs no load of
-//!     its own. A bare loop, alternated twice with the kernel (100
-//!     batches): at 100k keys tumbling 28-30M records/s (the kernel:
-//!     28-29M) and hopping x4 11.3-12.7M (the kernel: 7.8-8.0M); at 1,000
-//!     keys 48-49M and 19-20M (the kernel: 42-43M and 14.6-14.8M). The
-//!     lookups alone (hash, probe and id, prefetched 16 records ahead)
-//!     take 15-18 ns a record at 100k keys against 6 ns in cache, of the
+//!     its own; the cells sit on huge pages, as the tables do. A bare
+//!     loop, alternated three times with the kernel (100 batches): at 100k
+//!     keys tumbling 29-35M records/s (the kernel: 28-29M) and hopping x4
+//!     12.4-13.0M (the kernel: 7.3-7.7M); at 1,000 keys 43M and 20.5M
+//!     (the kernel: 42M and 14.7M). The lookups alone (hash, probe and
+//!     id, prefetched 16 records ahead) take 14-18 ns a record at 100k
+//!     keys against 6-7 ns in cache, of the
 //!     25 ns that 40M records/s allows in all. Looking the keys up in hash
 //!     order instead (the records bucketed by their hashes' top 8 bits,
 //!     so that the lookups sweep the directory) was slower, 20-25 ns: the
