@@ -22,6 +22,8 @@ from dataclasses import dataclass, replace
 from datetime import datetime
 from typing import Any, Generic, TypeVar
 
+from strom.state.stores import epoch_millis
+
 __all__ = [
     "FailureReason",
     "KeyQuery",
@@ -41,10 +43,6 @@ __all__ = [
 R = TypeVar("R")
 
 Time = int | datetime  # epoch milliseconds, or a datetime (Kafka's Instant)
-
-
-def _millis(at: Time) -> int:
-    return int(at.timestamp() * 1000) if isinstance(at, datetime) else int(at)
 
 
 class Query:
@@ -135,7 +133,7 @@ class WindowKeyQuery(Query):
 
     @staticmethod
     def with_key_and_window_start_range(key: Any, time_from: Time, time_to: Time) -> WindowKeyQuery:
-        return WindowKeyQuery(key, _millis(time_from), _millis(time_to))
+        return WindowKeyQuery(key, epoch_millis(time_from), epoch_millis(time_to))
 
 
 @dataclass(frozen=True)
@@ -154,7 +152,7 @@ class WindowRangeQuery(Query):
 
     @staticmethod
     def with_window_start_range(time_from: Time, time_to: Time) -> WindowRangeQuery:
-        return WindowRangeQuery(time_from=_millis(time_from), time_to=_millis(time_to))
+        return WindowRangeQuery(time_from=epoch_millis(time_from), time_to=epoch_millis(time_to))
 
 
 @dataclass(frozen=True)
@@ -170,7 +168,7 @@ class VersionedKeyQuery(Query):
         return VersionedKeyQuery(key)
 
     def as_of(self, at: Time) -> VersionedKeyQuery:
-        return replace(self, as_of_timestamp=_millis(at))
+        return replace(self, as_of_timestamp=epoch_millis(at))
 
 
 @dataclass(frozen=True)
@@ -189,10 +187,10 @@ class MultiVersionedKeyQuery(Query):
         return MultiVersionedKeyQuery(key)
 
     def from_time(self, at: Time) -> MultiVersionedKeyQuery:
-        return replace(self, from_timestamp=_millis(at))
+        return replace(self, from_timestamp=epoch_millis(at))
 
     def to_time(self, at: Time) -> MultiVersionedKeyQuery:
-        return replace(self, to_timestamp=_millis(at))
+        return replace(self, to_timestamp=epoch_millis(at))
 
     def with_ascending_timestamps(self) -> MultiVersionedKeyQuery:
         return replace(self, ascending=True)

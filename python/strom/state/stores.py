@@ -4,7 +4,7 @@ and builders (serdes, caching, logging), as in Kafka Streams."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from typing import Any
 
 from strom.errors import TopologyError
@@ -18,6 +18,11 @@ WINDOW = "window"
 SESSION = "session"
 VERSIONED = "versioned"
 Duration = int | timedelta
+
+
+def epoch_millis(at: int | datetime) -> int:
+    """An instant as epoch milliseconds: an int as it is, or a datetime."""
+    return int(at.timestamp() * 1000) if isinstance(at, datetime) else int(at)
 
 
 def to_millis(value: Duration, what: str) -> int:

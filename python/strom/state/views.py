@@ -137,7 +137,11 @@ class ReadOnlyKeyValueView(_Composite):
     def get(self, key: Any) -> Any:
         """The key's value, or None."""
         _check_key(self.name, key)
-        for value in self._each(lambda s: plain(s).get(key)):
+        return self._first(lambda s: plain(s).get(key))
+
+    def _first(self, read: Callable[[Any], Any]) -> Any:
+        """The first task's answer that is not None (a key is in one task)."""
+        for value in self._each(read):
             if value is not None:
                 return value
         return None
@@ -169,10 +173,8 @@ class ReadOnlyKeyValueView(_Composite):
     def get_with_timestamp(self, key: Any) -> tuple[Any, int] | None:
         """A timestamped store's ``(value, timestamp)`` of the key, or None."""
         _check_key(self.name, key)
-        for found in self._each(lambda s: s.get(key)):
-            if found is not None:
-                return found  # type: ignore[no-any-return]
-        return None
+        found: tuple[Any, int] | None = self._first(lambda s: s.get(key))
+        return found
 
     def range_with_timestamps(
         self, key_from: Any, key_to: Any, *, reverse: bool = False

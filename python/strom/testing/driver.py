@@ -26,7 +26,15 @@ from strom.processor.internals.task import (
 )
 from strom.serdes import Serde
 from strom.state.session import SessionStore
-from strom.state.stores import KEY_VALUE, SESSION, VERSIONED, WINDOW, Duration, to_millis
+from strom.state.stores import (
+    KEY_VALUE,
+    SESSION,
+    VERSIONED,
+    WINDOW,
+    Duration,
+    epoch_millis,
+    to_millis,
+)
 from strom.state.versioned import VersionedKeyValueStore
 from strom.state.views import plain
 from strom.state.window import WindowStore
@@ -54,10 +62,6 @@ def _checked_headers(headers: Headers | None) -> Headers | None:
         ):
             raise TypeError(f"a header is a (str, bytes | None) pair, got {header!r}")
     return checked
-
-
-def _epoch_ms(at: int | datetime) -> int:
-    return int(at.timestamp() * 1000) if isinstance(at, datetime) else at
 
 
 def _ms(span: Duration, what: str) -> int:
@@ -183,7 +187,7 @@ class TopologyTestDriver:
         keySerializer, valueSerializer, startTimestamp, autoAdvance)``)."""
         if topic not in self._task_of_topic or topic in self._internal:
             raise TopologyError(f"topic {topic!r} is not an input of this topology")
-        start = None if start_timestamp is None else _epoch_ms(start_timestamp)
+        start = None if start_timestamp is None else epoch_millis(start_timestamp)
         return TestInputTopic(
             self, topic, key_serde, value_serde, start, _ms(auto_advance, "auto_advance")
         )
@@ -414,7 +418,7 @@ class TestInputTopic(_TestTopic):
         if start_timestamp is None:
             piped = [self._serialized(k, v, None) for k, v in pairs]
         else:
-            start, step = _epoch_ms(start_timestamp), _ms(advance, "advance")
+            start, step = epoch_millis(start_timestamp), _ms(advance, "advance")
             piped = [self._serialized(k, v, start + i * step) for i, (k, v) in enumerate(pairs)]
         self._driver._pipe(self.topic, piped)
 
