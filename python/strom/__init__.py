@@ -6,10 +6,12 @@ from strom.builder import StreamsBuilder
 from strom.config import StreamsConfig
 from strom.expr import col, lit, struct
 from strom.keyvalue import KeyValue
+from strom.offset_reset import AutoOffsetReset
 from strom.streams import KafkaStreams, State
 from strom.topology import Topology
 
 __all__ = [
+    "AutoOffsetReset",
     "KafkaStreams",
     "KeyValue",
     "State",

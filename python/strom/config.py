@@ -14,6 +14,8 @@ from strom import serdes
 from strom.errors import ConfigError
 from strom.metadata import HostInfo
 from strom.metrics import RECORDING_LEVELS
+from strom.offset_reset import AutoOffsetReset
+from strom.processor import api as extractors
 from strom.properties import read_properties
 from strom.serdes import Serde
 
@@ -170,6 +172,15 @@ def _one_of(name: str, *choices: str) -> Callable[[Any], str]:
     return check
 
 
+def _offset_reset(value: Any) -> str:
+    """Kafka's values, ``by_duration:PT1H`` included, or an AutoOffsetReset;
+    kept as the config string."""
+    try:
+        return str(AutoOffsetReset.of(value))
+    except ValueError as exc:
+        raise ConfigError(f"auto.offset.reset: {exc}") from None
+
+
 def _non_empty(name: str) -> Callable[[Any], str]:
     def check(value: Any) -> str:
         if not isinstance(value, str) or not value.strip():
@@ -222,13 +233,28 @@ def _serde(name: str) -> Callable[[Any], Serde[Any] | None]:
     return check
 
 
+# Kafka's built-in extractors by their Java class names (a Java app's
+# properties name them so).
+_JAVA_EXTRACTORS = {
+    f"org.apache.kafka.streams.processor.{cls}": fn
+    for cls, fn in (
+        ("FailOnInvalidTimestamp", extractors.fail_on_invalid_timestamp),
+        ("LogAndSkipOnInvalidTimestamp", extractors.log_and_skip_on_invalid_timestamp),
+        ("UsePartitionTimeOnInvalidTimestamp", extractors.use_partition_time_on_invalid_timestamp),
+        ("WallclockTimestampExtractor", extractors.wallclock_timestamp_extractor),
+    )
+}
+
+
 def _extractor(name: str) -> Callable[[Any], Any]:
     def check(value: Any) -> Any:
         if value is None or callable(value):
             return value
+        if value in _JAVA_EXTRACTORS:
+            return _JAVA_EXTRACTORS[value]
         raise ConfigError(
-            f"{name} takes a Python function extractor(record, partition_time) -> int "
-            f"(not a Java class name), got {value!r}"
+            f"{name} takes a Python function extractor(record, partition_time) -> int, "
+            f"or the Java class name of one of Kafka's built-in extractors, got {value!r}"
         )
 
     return check
@@ -271,9 +297,7 @@ _KEYS: dict[str, _Key] = {
     ),
     "max.task.idle.ms": _Key(0, _positive_int("max.task.idle.ms", -1), "wait for empty inputs"),
     "replication.factor": _Key(-1, _positive_int("replication.factor", -1), "internal topics"),
-    "auto.offset.reset": _Key(
-        "earliest", _one_of("auto.offset.reset", "earliest", "latest", "none"), "no offset"
-    ),
+    "auto.offset.reset": _Key("earliest", _offset_reset, "no offset"),
     "repartition.purge.interval.ms": _Key(
         30_000, _positive_int("repartition.purge.interval.ms"), "purge consumed records"
     ),

@@ -184,6 +184,13 @@ class EmbeddedLog(Closeable):
         """Each partition's first offset still on disk (retention moves it up)."""
         return dict(enumerate(self.native.log_start_offsets(topic)))
 
+    def offsets_for_times(self, topic: str, timestamp: int) -> dict[int, int | None]:
+        """Per partition, the offset of its first record whose timestamp is at
+        least ``timestamp`` (epoch ms), or None when it has none (Kafka's
+        ``offsetsForTimes``)."""
+        found = self.native.offsets_for_timestamp(topic, timestamp)
+        return dict(enumerate(found))
+
     @overload
     def records(
         self, topic: str, *, key_serde: None = None, value_serde: None = None

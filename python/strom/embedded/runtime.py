@@ -10,16 +10,16 @@ partition times (``strom.processor.internals.runtime`` writes the sequence).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Iterator
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Iterator, Mapping
+from typing import TYPE_CHECKING, Any
 
 from strom.embedded.consumer import EmbeddedConsumer, OffsetAndMetadata
-from strom.embedded.log import EmbeddedLog
+from strom.embedded.log import EmbeddedLog, now_ms
 from strom.errors import TopologyError
+from strom.offset_reset import EARLIEST, LATEST, NONE, AutoOffsetReset
 from strom.processor.internals.global_state import GlobalStores
 from strom.processor.internals.runtime import EndTargets, Runtime, Transport
 from strom.processor.internals.task import RecordCollector
-from strom.processor.internals.topology_builder import SourceDef
 
 if TYPE_CHECKING:
     from strom._core import RecordBatch
@@ -56,13 +56,8 @@ class EmbeddedRuntime(Runtime):
         try:
             self._open_global_stores()
             self._create_tasks()
-            self.consumer = self.log.consumer(
-                self.app_id,
-                sorted(self._input_topics()),
-                offset_reset=config["auto.offset.reset"],
-            )
-            self._apply_source_offset_resets()
             committed = self.log.committed_offsets(self.app_id)
+            self.consumer = self._open_input(committed)
             times = {key: c.metadata for key, c in committed.items()}
             for task in self.tasks.values():
                 task.restore_partition_times(times)
@@ -102,21 +97,37 @@ class EmbeddedRuntime(Runtime):
             self.log.create_topic(topic, partitions, config)
             log.info("created internal topic %s with %d partition(s)", topic, partitions)
 
-    def _apply_source_offset_resets(self) -> None:
-        """``stream(..., offset_reset=…)`` overrides ``auto.offset.reset`` for
-        that source's partitions that have no committed offset yet."""
-        committed = self.log.committed_offsets(self.app_id)
-        for node in self.builder.nodes.values():
-            if not isinstance(node, SourceDef) or node.offset_reset is None:
-                continue
-            for topic in node.topics:
-                name = self.topic_name(topic)
-                ends = self.log.end_offsets(name)
-                starts = self.log.log_start_offsets(name)
-                for partition in ends:
-                    if (name, partition) not in committed:
-                        target = ends if node.offset_reset == "latest" else starts
-                        self.input.seek(name, partition, target[partition])
+    def _open_input(self, committed: Mapping[tuple[str, int], Any]) -> EmbeddedConsumer:
+        """The input consumer, each partition with no committed offset placed
+        by its reset policy (a committed offset out of range falls back to
+        ``auto.offset.reset``, or to the log start when that is by duration)."""
+        topics = sorted(self._input_topics())
+        fresh = [
+            (topic, partition)
+            for topic in topics
+            for partition in range(self.partition_count(topic))
+            if (topic, partition) not in committed
+        ]
+        policies = self._reset_policies(fresh)
+        # What the consumer does with a committed offset out of range. It
+        # would refuse the fresh partitions under "none": they have sources'
+        # own policies (or _reset_policies raised) and are placed below.
+        default = AutoOffsetReset.of(self.config["auto.offset.reset"])
+        unplaced = default.duration_ms is not None or (default.strategy == NONE and fresh)
+        fallback = EARLIEST if unplaced else default.strategy
+        consumer = self.log.consumer(self.app_id, topics, offset_reset=fallback)
+        now = now_ms()
+        for (topic, partition), policy in policies.items():
+            if policy.strategy == EARLIEST:
+                offset: int | None = self.log.log_start_offsets(topic)[partition]
+            elif policy.strategy == LATEST:
+                offset = None
+            else:
+                offset = self.log.offsets_for_times(topic, policy.start_timestamp(now))[partition]
+            if offset is None:
+                offset = self.log.end_offsets(topic)[partition]
+            consumer.seek(topic, partition, offset)
+        return consumer
 
     def _changelog_range(self, topic: str, partition: int) -> tuple[int, int]:
         return (

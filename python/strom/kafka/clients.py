@@ -121,6 +121,13 @@ def _common(config: StreamsConfig) -> dict[str, Any]:
     return {"bootstrap.servers": config["bootstrap.servers"]}
 
 
+def _librdkafka_offset_reset(policy: str) -> str:
+    """librdkafka's reset for a committed offset out of range (strom places
+    partitions without one itself): ``none`` is its ``error``; it has no
+    reset by duration, so that one reads from the log start and loses nothing."""
+    return {"none": "error", "latest": "latest"}.get(policy, "earliest")
+
+
 def consumer_config(
     config: StreamsConfig, client_id: str, *, group: bool, prefix: str = "main.consumer."
 ) -> dict[str, Any]:
@@ -131,7 +138,7 @@ def consumer_config(
         "client.id": client_id,
         "enable.auto.commit": False,
         "enable.auto.offset.store": False,
-        "auto.offset.reset": config["auto.offset.reset"],
+        "auto.offset.reset": _librdkafka_offset_reset(config["auto.offset.reset"]),
         "isolation.level": (
             "read_committed"
             if config["processing.guarantee"] == EXACTLY_ONCE_V2

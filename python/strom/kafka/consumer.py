@@ -207,6 +207,19 @@ class Consumer:
             raise
         return [Committed(*row) for row in rows]
 
+    def offsets_for_times(
+        self, wanted: Mapping[tuple[str, int], int], timeout: float
+    ) -> dict[tuple[str, int], int]:
+        """Per partition, the first offset whose record's timestamp is at
+        least the one asked (epoch ms); -1 where there is none."""
+        rows = [(topic, partition, ts) for (topic, partition), ts in wanted.items()]
+        try:
+            found = self.native.offsets_for_times(rows, timeout)
+        except KafkaException as exc:
+            self._raise_denial(exc, [row[0] for row in rows])
+            raise
+        return {(topic, partition): offset for topic, partition, offset in found}
+
     def position(self, partition: TopicPartition) -> int:
         """The next offset to fetch (negative when not known yet)."""
         return int(self.native.position([(partition.topic, partition.partition)])[0])

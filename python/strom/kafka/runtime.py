@@ -62,10 +62,10 @@ from strom.kafka.instances import GroupDirectory
 from strom.kafka.shutdown import ApplicationShutdown
 from strom.kafka.standby import StandbyTasks
 from strom.kafka.topics import Topics
+from strom.offset_reset import EARLIEST, AutoOffsetReset
 from strom.processor.api import SuspendReason
 from strom.processor.internals.runtime import REPARTITION_CONFIG, EndTargets, Runtime, Transport
 from strom.processor.internals.task import RecordCollector, StreamTask
-from strom.processor.internals.topology_builder import SourceDef
 
 if TYPE_CHECKING:
     from strom.config import StreamsConfig
@@ -157,12 +157,6 @@ class KafkaRuntime(Runtime):
             anchor = max(names, key=lambda n: (self.partition_count(n), -names.index(n)))
             self._anchors[anchor] = sub
             self._side_topics.update(n for n in names if n != anchor)
-        self._offset_resets = {
-            self.topic_name(topic): node.offset_reset
-            for node in builder.nodes.values()
-            if isinstance(node, SourceDef)
-            for topic in node.topics
-        }
         self.consumer = Consumer(
             consumer_config(
                 config,
@@ -195,7 +189,6 @@ class KafkaRuntime(Runtime):
         self._pipelined = False
         # Changelog partitions' end offsets as of their restore.
         self._changelog_ends: dict[tuple[str, int], int] = {}
-        self._repartition = {self.topic_name(t) for t in builder.repartition_topics}
         self._purged: dict[tuple[str, int], int] = {}
         self._purge_failures: set[tuple[str, str]] = set()
         self._last_purge = time.monotonic()
@@ -388,6 +381,7 @@ class KafkaRuntime(Runtime):
         )
         starts: dict[tuple[str, int], int] = {}
         times: dict[tuple[str, int], str] = {}
+        fresh = []
         for tp in committed:
             key = (tp.topic, tp.partition)
             if tp.error is not None:
@@ -395,19 +389,37 @@ class KafkaRuntime(Runtime):
             if tp.offset >= 0:
                 starts[key] = tp.offset
                 times[key] = tp.metadata or ""
-                continue
-            policy = self._offset_resets.get(tp.topic) or self.config["auto.offset.reset"]
-            if tp.topic in self._repartition:
-                policy = "earliest"  # the app's own topics: always from their start, as Kafka
-            if policy == "none":
-                raise ConfigError(
-                    f"no committed offset for {tp.topic}-{tp.partition} and "
-                    "auto.offset.reset is 'none'"
-                )
-            low, high = self._watermarks(tp.topic, tp.partition)
-            starts[key] = high if policy == "latest" else low
+            else:
+                fresh.append(key)
+        starts |= self._reset_offsets(self._reset_policies(fresh))
         self._committed.update(starts)
         return starts, times
+
+    def _reset_offsets(
+        self, policies: dict[tuple[str, int], AutoOffsetReset]
+    ) -> dict[tuple[str, int], int]:
+        """Where each partition starts by its policy: the log start, the end,
+        or the first record of the policy's duration (the end when none)."""
+        now = int(time.time() * 1000)
+        by_time = {
+            key: policy.start_timestamp(now)
+            for key, policy in policies.items()
+            if policy.duration_ms is not None
+        }
+        found = (
+            retrying(
+                lambda: self.consumer.offsets_for_times(by_time, ATTEMPT_TIMEOUT_S),
+                "looking up offsets by timestamp",
+            )
+            if by_time
+            else {}
+        )
+        starts = {}
+        for key, policy in policies.items():
+            low, high = self._watermarks(*key)
+            at = found.get(key, -1)
+            starts[key] = low if policy.strategy == EARLIEST else at if at >= 0 else high
+        return starts
 
     def _restore(self, tasks: list[StreamTask]) -> None:
         """Replays the changelogs of ``tasks``' stores from the offsets their
@@ -784,7 +796,8 @@ class KafkaRuntime(Runtime):
         purge = [
             TopicPartition(topic, partition, offset)
             for (topic, partition), offset in self._committed.items()
-            if topic in self._repartition and offset > self._purged.get((topic, partition), 0)
+            if topic in self._repartition_inputs
+            and offset > self._purged.get((topic, partition), 0)
         ]
         if not purge:
             return

@@ -725,3 +725,31 @@ fn delete_topic_removes_data_and_every_groups_offsets() {
     assert!(!dir.path().join("stale-0").join("junk").exists());
     assert_eq!(log.end_offsets("stale").unwrap(), vec![0]);
 }
+
+#[test]
+fn offset_for_timestamp_finds_the_first_record_at_or_after_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = Log::open(dir.path()).unwrap();
+    log.create_topic("t", config(2, &[("segment.bytes", "300")]))
+        .unwrap();
+    // Timestamps out of order across several segments: 0, 70, 20, 90, 40, ...
+    let mut b = RecordBatchBuilder::new();
+    for i in 0..200i64 {
+        let ts = (i * 37) % 211 * 10;
+        b.push(ts, Some(b"k"), Some(format!("v{i}").as_bytes()), &[]);
+    }
+    log.append("t", 0, &b).unwrap();
+    let records = read_all(&log, "t", 0, 0);
+    assert!(segment_files(&dir.path().join("t-0"), ".log").len() > 3);
+    for target in [-5, 0, 1, 10, 355, 1000, 2000, 2100, 2101, 5000] {
+        let expected = records.iter().find(|r| r.1 >= target).map(|r| r.0);
+        assert_eq!(
+            log.offset_for_timestamp("t", 0, target).unwrap(),
+            expected,
+            "timestamp {target}"
+        );
+    }
+    // An empty partition has no such record; an unknown one is an error.
+    assert_eq!(log.offset_for_timestamp("t", 1, 0).unwrap(), None);
+    assert!(log.offset_for_timestamp("t", 2, 0).is_err());
+}

@@ -323,6 +323,48 @@ impl Consumer {
             .collect())
     }
 
+    /// Per `(topic, partition, timestamp)`: the offset of the partition's
+    /// first record whose timestamp is at least `timestamp`, or -1 when it
+    /// has none (librdkafka's `offsets_for_times`, Kafka's `ListOffsets`).
+    pub fn offsets_for_times(
+        &self,
+        wanted: &[(String, i32, i64)],
+        timeout: Duration,
+    ) -> Result<Vec<PartitionOffset>> {
+        let asked: Vec<PartitionOffset> = wanted
+            .iter()
+            .map(|(topic, partition, timestamp)| PartitionOffset {
+                topic: topic.clone(),
+                partition: *partition,
+                offset: *timestamp,
+                metadata: None,
+            })
+            .collect();
+        let list = self
+            .inner
+            .offsets_for_times(offset_list(&asked)?, timeout)
+            .map_err(|e| ClientError::from_kafka(&e, "looking up offsets by timestamp"))?;
+        list.elements()
+            .iter()
+            .map(|e| {
+                if let Err(err) = e.error() {
+                    let at = format!(
+                        "looking up an offset by timestamp in {}-{}",
+                        e.topic(),
+                        e.partition()
+                    );
+                    return Err(ClientError::from_kafka(&err, &at));
+                }
+                Ok(PartitionOffset {
+                    topic: e.topic().to_owned(),
+                    partition: e.partition(),
+                    offset: e.offset().to_raw().unwrap_or(-1),
+                    metadata: None,
+                })
+            })
+            .collect()
+    }
+
     /// The next offset to fetch per partition (negative when not known yet).
     pub fn position(&self, partitions: &[(String, i32)]) -> Result<Vec<i64>> {
         let list = partition_list(partitions);

@@ -202,6 +202,24 @@ impl KafkaConsumer {
             .collect()
     }
 
+    /// `(topic, partition, offset)` per `(topic, partition, timestamp)`: the
+    /// first offset at or after the timestamp, -1 where there is none.
+    fn offsets_for_times(
+        &self,
+        py: Python<'_>,
+        wanted: Vec<(String, i32, i64)>,
+        timeout: f64,
+    ) -> PyResult<Vec<(String, i32, i64)>> {
+        let timeout = seconds(timeout)?;
+        let found = py
+            .detach(|| self.inner.offsets_for_times(&wanted, timeout))
+            .py(py)?;
+        Ok(found
+            .into_iter()
+            .map(|o| (o.topic, o.partition, o.offset))
+            .collect())
+    }
+
     /// Local bookkeeping of librdkafka: read holding the GIL (see poll).
     fn position(&self, py: Python<'_>, partitions: Vec<(String, i32)>) -> PyResult<Vec<i64>> {
         self.inner.position(&partitions).py(py)

@@ -421,6 +421,22 @@ impl NativeLog {
         .py_err(py)
     }
 
+    /// Per partition of `topic`, the offset of its first record whose
+    /// timestamp is at least `timestamp`, or None.
+    fn offsets_for_timestamp(
+        &self,
+        py: Python<'_>,
+        topic: &str,
+        timestamp: i64,
+    ) -> PyResult<Vec<Option<u64>>> {
+        py.detach(|| {
+            (0..self.log.partition_count(topic)?)
+                .map(|p| self.log.offset_for_timestamp(topic, p, timestamp))
+                .collect::<strom_core::Result<Vec<_>>>()
+        })
+        .py_err(py)
+    }
+
     #[pyo3(signature = (topic, partition, offset, max_records, max_bytes=DEFAULT_READ_MAX_BYTES))]
     fn read(
         &self,

@@ -22,11 +22,17 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar, Protocol
 
 from strom import _core
-from strom.errors import TopologyError
+from strom.errors import ConfigError, TopologyError
+from strom.offset_reset import NONE, AutoOffsetReset
 from strom.processor.internals.global_state import GlobalStores
 from strom.processor.internals.metrics import ThreadMetrics, lag_metrics
 from strom.processor.internals.streams_metadata import InstanceDirectory, LocalDirectory
 from strom.processor.internals.task import RecordCollector, StreamTask, TaskFactory
+from strom.processor.internals.topology_builder import (
+    InternalTopologyBuilder,
+    SourceDef,
+    Subtopology,
+)
 from strom.state.internals.registry import store_kind
 
 if TYPE_CHECKING:
@@ -35,7 +41,6 @@ if TYPE_CHECKING:
     from strom.processor.api import StandbyUpdateListener, StateRestoreListener
     from strom.processor.internals.state_manager import ChangelogRange
     from strom.processor.internals.task import InputRecords
-    from strom.processor.internals.topology_builder import InternalTopologyBuilder, Subtopology
 
 log = logging.getLogger("strom.runtime")
 
@@ -82,6 +87,14 @@ class Runtime(ABC):
         self.app_id = config.application_id
         self.state_dir = config.state_dir / self.app_id
         self.subtopologies = builder.subtopologies()
+        # Offset reset policies of sources that set their own (physical topics).
+        self._source_resets = {
+            self.topic_name(topic): node.offset_reset
+            for node in builder.nodes.values()
+            if isinstance(node, SourceDef) and node.offset_reset is not None
+            for topic in node.topics
+        }
+        self._repartition_inputs = {self.topic_name(t) for t in builder.repartition_topics}
         self.tasks: dict[str, StreamTask] = {}
         self._task_by_input: dict[tuple[str, int], StreamTask] = {}
         self._last_commit = time.monotonic()
@@ -196,6 +209,30 @@ class Runtime(ABC):
 
     def _input_topics(self) -> set[str]:
         return {self.topic_name(t) for sub in self.subtopologies for t in sub.source_topics}
+
+    def _reset_policies(
+        self, partitions: list[tuple[str, int]]
+    ) -> dict[tuple[str, int], AutoOffsetReset]:
+        """The offset reset policy of each input partition that has no
+        committed offset: its source's, else ``auto.offset.reset``; the
+        app's own repartition topics always from their start, as Kafka's.
+        Kafka's error, naming every topic, when any of them has none."""
+        default = AutoOffsetReset.of(self.config["auto.offset.reset"])
+        policies = {
+            (topic, partition): (
+                AutoOffsetReset.earliest()
+                if topic in self._repartition_inputs
+                else self._source_resets.get(topic, default)
+            )
+            for topic, partition in partitions
+        }
+        refused = sorted({t for (t, _), policy in policies.items() if policy.strategy == NONE})
+        if refused:
+            raise ConfigError(
+                f"no committed offset for input topic(s) {', '.join(refused)} and no offset "
+                "reset policy: set auto.offset.reset, or offset_reset on their source"
+            )
+        return policies
 
     def _external_topics(self) -> list[str]:
         """Topics the app reads or writes that it does not create (logical names)."""

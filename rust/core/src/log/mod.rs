@@ -626,6 +626,20 @@ impl Log {
             .read(offset, max_records, max_bytes)
     }
 
+    /// The offset of the first record of a partition whose timestamp is at
+    /// least `timestamp`, or None when there is none (a consumer resetting
+    /// by time then starts at the end, as Kafka's does).
+    pub fn offset_for_timestamp(
+        &self,
+        topic: &str,
+        partition: u32,
+        timestamp: i64,
+    ) -> Result<Option<u64>> {
+        self.topic(topic)?
+            .partition(partition)?
+            .offset_for_timestamp(timestamp)
+    }
+
     pub fn log_start_offset(&self, topic: &str, partition: u32) -> Result<u64> {
         Ok(lock(&self.topic(topic)?.partition(partition)?.state).log_start_offset())
     }

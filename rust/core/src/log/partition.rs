@@ -166,6 +166,35 @@ impl PartitionHandle {
         Ok(batch)
     }
 
+    /// The offset of the first record, in offset order, whose timestamp is
+    /// at least `timestamp` (Kafka's `ListOffsets` by timestamp), or None
+    /// when no record has one. Segments whose largest timestamp is smaller
+    /// are skipped whole; the first that is not is read from its start.
+    pub fn offset_for_timestamp(&self, timestamp: i64) -> Result<Option<u64>> {
+        const READ_RECORDS: usize = 4096;
+        const READ_BYTES: usize = 1 << 20;
+        let start = {
+            let p = lock(&self.state);
+            p.segments
+                .iter()
+                .find(|s| s.max_timestamp.is_some_and(|max| max >= timestamp))
+                .map(|s| s.base.max(p.log_start_offset()))
+        };
+        let Some(mut offset) = start else {
+            return Ok(None);
+        };
+        loop {
+            let batch = self.read(offset, READ_RECORDS, READ_BYTES)?;
+            if let Some(i) = batch.timestamps.iter().position(|&t| t >= timestamp) {
+                return Ok(Some(batch.offsets[i]));
+            }
+            if batch.is_empty() {
+                return Ok(None);
+            }
+            offset = batch.next_offset;
+        }
+    }
+
     /// Whether [`Self::flush`] has anything to do now: appends not yet
     /// flushed, or another thread's flush still making them durable (which
     /// a flush waits for).
