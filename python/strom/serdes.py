@@ -346,10 +346,21 @@ class Timestamped(Serde[tuple[Any, int]]):
         self.inner = inner
 
     def serialize(self, topic: str, data: tuple[Any, int] | None) -> bytes | None:
+        """None for None, and for a pair whose value is None or serializes
+        to None (Kafka's ``ValueAndTimestamp.make(null, ts)`` is null, and
+        its serializer gives null there): a store deletes the key."""
         if data is None:
             return None
+        if not isinstance(data, tuple | list) or len(data) != 2:
+            raise SerializationError(
+                f"a timestamped value is a (value, timestamp) pair, got {data!r}"
+            )
+        if data[0] is None:
+            return None
         value = self.inner.serialize(topic, data[0])
-        return int(data[1]).to_bytes(8, "big", signed=True) + (value or b"")
+        if value is None:
+            return None
+        return int(data[1]).to_bytes(8, "big", signed=True) + value
 
     def deserialize(self, topic: str, data: bytes | None) -> tuple[Any, int] | None:
         if data is None:

@@ -674,16 +674,28 @@ class KafkaStreams:
         """How many partitions (tasks) store ``name`` has."""
         return self._metadata_state().store_partition_count(name)
 
-    def store(self, name: str) -> Any:
+    def store(self, name: str, *, timestamped: bool = False) -> Any:
         """Interactive query of store ``name`` over this instance's active
         tasks: a :class:`~strom.state.views.ReadOnlyKeyValueView`,
         ``ReadOnlyWindowView`` or ``ReadOnlySessionView`` as the store's kind
         is (typed ``Any``: the kind is the topology's, known at run time).
+        A timestamped store's values read plain (Kafka's
+        ``QueryableStoreTypes.keyValueStore()``, ``windowStore()``), or, with
+        ``timestamped=True``, as ``(value, timestamp)`` pairs (Kafka's
+        ``timestampedKeyValueStore()``, ``timestampedWindowStore()``).
         Raises InvalidStateStoreError unless the app is RUNNING or
-        REBALANCING, or when no store has that name."""
+        REBALANCING, when no store has that name, or when ``timestamped``
+        asks it for timestamps it does not keep."""
         self._check_queryable(f"store {name!r}")
-        return store_kind(self._store_def(name)).view_class(
-            name, functools.partial(self._queryable_stores, name)
+        store_def = self._store_def(name)
+        kind = store_kind(store_def)
+        if timestamped and not store_def.timestamped:
+            raise InvalidStateStoreError(
+                f"store {name!r} is a {kind.name} store that keeps no timestamps: "
+                "query it with store(name)"
+            )
+        return kind.view_class(
+            name, functools.partial(self._queryable_stores, name), timestamped=timestamped
         )
 
     def _store_def(self, name: str) -> StoreDef:

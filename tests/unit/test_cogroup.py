@@ -251,7 +251,7 @@ def test_time_windows_update_one_window_per_key() -> None:
             ("k@500", "C", 500),
             ("k@0", "Abd", 499),
         ]
-        fetched = driver.get_window_store("windows").fetch("k", 0, 500)
+        fetched = driver.get_timestamped_window_store("windows").fetch("k", 0, 500)
         assert [(kv.key, kv.value) for kv in fetched] == [(0, ("Abd", 499)), (500, ("C", 500))]
 
 

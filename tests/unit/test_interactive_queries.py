@@ -426,6 +426,48 @@ def test_timestamped_queries_give_each_value_its_timestamp(app: KafkaStreams) ->
     assert all(part == sorted(part, reverse=True) for part in parts.values())
 
 
+def test_timestamped_views_give_each_value_its_timestamp(app: KafkaStreams) -> None:
+    """``store(name, timestamped=True)``: Kafka's
+    ``QueryableStoreTypes.timestampedKeyValueStore()`` and
+    ``timestampedWindowStore()``, values as ``(value, timestamp)`` with the
+    latest record's timestamp (of the key, of the key's window)."""
+    counts = expected_counts()
+    latest = {word: max(ts for w, ts in records() if w == word) for word in counts}
+    view = app.store("counts", timestamped=True)
+    assert isinstance(view, ReadOnlyKeyValueView)
+    assert view.get("apple") == (counts["apple"], latest["apple"])
+    assert view.get("kiwi") is None
+    assert dict(view.all()) == {w: (n, latest[w]) for w, n in counts.items()}
+    assert dict(view.range("b", "cherry")) == {
+        w: (n, latest[w]) for w, n in counts.items() if "b" <= w <= "cherry"
+    }
+    assert dict(view.prefix_scan("ap")) == {w: (counts[w], latest[w]) for w in ("apple", "apricot")}
+    # The plain view of the same store.
+    assert app.store("counts").get("apple") == counts["apple"]
+
+    windows = expected_windows()
+    window_latest: dict[tuple[str, int], int] = {}
+    for word, ts in records():
+        window_latest[(word, ts - ts % WINDOW_MS)] = ts
+    stamped = app.store("window-counts", timestamped=True)
+    assert isinstance(stamped, ReadOnlyWindowView)
+    for (word, start), count in windows.items():
+        assert stamped.fetch(word, start) == (count, window_latest[(word, start)])
+    apple = sorted(k for k in windows if k[0] == "apple")
+    assert list(stamped.fetch("apple", 0, 100_000)) == [
+        KeyValue(k[1], (windows[k], window_latest[k])) for k in apple
+    ]
+    found = {(kv.key.key, kv.key.window.start): kv.value for kv in stamped.all()}
+    assert found == {k: (n, window_latest[k]) for k, n in windows.items()}
+    assert app.store("window-counts").fetch("apple", apple[0][1]) == windows[apple[0]]
+
+
+def test_a_timestamped_view_of_a_store_without_timestamps_is_refused(app: KafkaStreams) -> None:
+    with pytest.raises(InvalidStateStoreError, match="session store that keeps no timestamps"):
+        app.store("session-counts", timestamped=True)
+    assert isinstance(app.store("session-counts"), ReadOnlySessionView)
+
+
 def test_a_timestamped_query_of_a_store_without_timestamps_fails_as_unknown() -> None:
     store = KeyValueStore("plain", S, S)
     store.put("k", "v")

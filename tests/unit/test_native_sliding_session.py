@@ -158,7 +158,9 @@ def run_driver(
                 for kv in driver.get_session_store("store").fetch_range(None, None)
             ]
         else:
-            store = [(kv.key, kv.value) for kv in driver.get_window_store("store").all()]
+            store = [
+                (kv.key, kv.value) for kv in driver.get_timestamped_window_store("store").all()
+            ]
         if case == "mean_field" and not native:
             # The Python store holds (sum, count) pairs, the native one reads as the mean.
             store = [

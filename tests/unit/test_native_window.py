@@ -104,7 +104,7 @@ def run_driver(
             "out", serdes.TimeWindowed(S, windows.size_ms), CASES[case][4]
         )
         results = [(r.key, r.value, r.timestamp) for r in out.read_records_to_list()]
-        store = list(driver.get_window_store("store").all())
+        store = list(driver.get_timestamped_window_store("store").all())
         # The driver's tasks count what Kafka's dropped-records metric counts.
         dropped = sum(t.metrics.dropped_records for t in driver._tasks)
     if not native and CASES[case][1] is not None:
@@ -206,7 +206,7 @@ def test_issue_case_sum_with_a_late_record_inside_and_outside_grace() -> None:
                 src.pipe_input("k", {"amount": amount}, ts)
             out = driver.create_output_topic("out", serdes.TimeWindowed(S, 5_000), L)
             got = [(r.key.window.start, r.value, r.timestamp) for r in out.read_records_to_list()]
-            store = driver.get_window_store("sums")
+            store = driver.get_timestamped_window_store("sums")
             first = [(0, 1, 1_000), (0, 3, 3_000), (0, 7, 4_999), (5_000, 8, 6_000)]
             if late_kept:
                 assert got == [*first, (0, 23, 4_999)]
@@ -246,7 +246,7 @@ def test_hopping_mean_and_interactive_queries() -> None:
             (Window(5_000, 15_000), 7 / 3),
             (Window(10_000, 20_000), 4.0),
         ]
-        store = driver.get_window_store("means")
+        store = driver.get_timestamped_window_store("means")
         assert store.fetch("k", 5_000) == (7 / 3, 12_000)
 
 

@@ -17,6 +17,18 @@ KEY_VALUE = "key_value"
 WINDOW = "window"
 SESSION = "session"
 VERSIONED = "versioned"
+# Kafka's ``Stores.lruMap``: an in-memory key-value store of bounded size.
+LRU = "lru"
+# The kinds whose stores are key-value stores (get, put, range, ...).
+KEY_VALUE_KINDS = frozenset({KEY_VALUE, LRU})
+# The builder that takes a supplier of each kind.
+_BUILDER_OF = {
+    KEY_VALUE: "key_value_store_builder",
+    LRU: "key_value_store_builder",
+    WINDOW: "window_store_builder",
+    SESSION: "session_store_builder",
+    VERSIONED: "versioned_key_value_store_builder",
+}
 Duration = int | timedelta
 
 
@@ -54,6 +66,8 @@ class StoreSupplier:
     retention_ms: int | None = None
     window_size_ms: int | None = None
     retain_duplicates: bool = False
+    # An LRU map's bound: the entries it keeps (Kafka's ``maxCacheSize``).
+    max_cache_size: int | None = None
 
     @property
     def segment_interval_ms(self) -> int | None:
@@ -75,6 +89,9 @@ class StoreBuilder:
     caching: bool = False
     logging: bool = True
     log_config: dict[str, str] = field(default_factory=dict)
+    # Values kept with their timestamps, as ``(value, timestamp)`` pairs
+    # (Kafka's timestamped stores: ``Stores.timestamped_*_store_builder``).
+    timestamped: bool = False
 
     @property
     def name(self) -> str:
@@ -84,6 +101,10 @@ class StoreBuilder:
         if self.supplier.kind == VERSIONED:
             # As Kafka's VersionedKeyValueStoreBuilder.
             raise TopologyError(f"store {self.name!r}: versioned stores do not support caching")
+        if self.supplier.kind == LRU:
+            # Kafka caches an LRU map like any key-value store; strom's
+            # record cache writes to native stores only.
+            raise TopologyError(f"store {self.name!r}: an LRU map has no record cache in strom")
         return replace(self, caching=True)
 
     def with_caching_disabled(self) -> StoreBuilder:
@@ -106,8 +127,31 @@ class Stores:
         return StoreSupplier(_check_name(name), KEY_VALUE, persistent=True)
 
     @staticmethod
+    def persistent_timestamped_key_value_store(name: str) -> StoreSupplier:
+        """Kafka's supplier for a persistent timestamped key-value store. A
+        strom store keeps bytes; what makes it timestamped is its builder,
+        :meth:`timestamped_key_value_store_builder`, so this is the same
+        supplier as :meth:`persistent_key_value_store`."""
+        return Stores.persistent_key_value_store(name)
+
+    @staticmethod
     def in_memory_key_value_store(name: str) -> StoreSupplier:
         return StoreSupplier(_check_name(name), KEY_VALUE, persistent=False)
+
+    @staticmethod
+    def lru_map(name: str, max_cache_size: int) -> StoreSupplier:
+        """An in-memory key-value store that keeps at most ``max_cache_size``
+        entries: a put of a new key beyond that evicts the least recently
+        used one (a ``get`` or a put counts as a use), and a logged store
+        writes a tombstone of each evicted key to its changelog (Kafka's
+        ``Stores.lruMap``, ``MemoryNavigableLRUCache``)."""
+        if not isinstance(max_cache_size, int) or isinstance(max_cache_size, bool):
+            raise TopologyError(f"max_cache_size must be an int, got {max_cache_size!r}")
+        if max_cache_size < 0:
+            raise TopologyError(f"store {name!r}: max_cache_size cannot be negative")
+        return StoreSupplier(
+            _check_name(name), LRU, persistent=False, max_cache_size=max_cache_size
+        )
 
     @staticmethod
     def _window(
@@ -132,6 +176,15 @@ class Stores:
     def persistent_window_store(
         name: str, retention: Duration, window_size: Duration, retain_duplicates: bool = False
     ) -> StoreSupplier:
+        return Stores._window(name, retention, window_size, retain_duplicates, persistent=True)
+
+    @staticmethod
+    def persistent_timestamped_window_store(
+        name: str, retention: Duration, window_size: Duration, retain_duplicates: bool = False
+    ) -> StoreSupplier:
+        """Kafka's supplier for a persistent timestamped window store: the
+        same supplier as :meth:`persistent_window_store`; its builder,
+        :meth:`timestamped_window_store_builder`, makes it timestamped."""
         return Stores._window(name, retention, window_size, retain_duplicates, persistent=True)
 
     @staticmethod
@@ -164,37 +217,62 @@ class Stores:
     @staticmethod
     def _builder(
         supplier: StoreSupplier,
-        kind: str,
+        kinds: frozenset[str],
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
+        timestamped: bool = False,
     ) -> StoreBuilder:
-        if supplier.kind != kind:
+        if supplier.kind not in kinds:
             raise TopologyError(
                 f"store {supplier.name!r} is a {supplier.kind} store; "
-                f"use Stores.{supplier.kind}_store_builder"
+                f"use Stores.{_BUILDER_OF.get(supplier.kind, supplier.kind)}"
             )
-        return StoreBuilder(supplier, key_serde, value_serde)
+        return StoreBuilder(supplier, key_serde, value_serde, timestamped=timestamped)
 
     @staticmethod
     def key_value_store_builder(
         supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
     ) -> StoreBuilder:
-        return Stores._builder(supplier, KEY_VALUE, key_serde, value_serde)
+        """A key-value store (persistent, in memory or an LRU map)."""
+        return Stores._builder(supplier, KEY_VALUE_KINDS, key_serde, value_serde)
+
+    @staticmethod
+    def timestamped_key_value_store_builder(
+        supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
+    ) -> StoreBuilder:
+        """A key-value store of any key-value supplier whose values are
+        ``(value, timestamp)`` pairs, as a DSL table's are (Kafka's
+        ``TimestampedKeyValueStore``): ``get`` returns a pair or None, and
+        putting None, or a pair whose value is None, deletes the key (as
+        Kafka's ``ValueAndTimestamp.make(null, ts)`` is null)."""
+        return Stores._builder(supplier, KEY_VALUE_KINDS, key_serde, value_serde, timestamped=True)
 
     @staticmethod
     def versioned_key_value_store_builder(
         supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
     ) -> StoreBuilder:
-        return Stores._builder(supplier, VERSIONED, key_serde, value_serde)
+        return Stores._builder(supplier, frozenset({VERSIONED}), key_serde, value_serde)
 
     @staticmethod
     def window_store_builder(
         supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
     ) -> StoreBuilder:
-        return Stores._builder(supplier, WINDOW, key_serde, value_serde)
+        return Stores._builder(supplier, frozenset({WINDOW}), key_serde, value_serde)
+
+    @staticmethod
+    def timestamped_window_store_builder(
+        supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
+    ) -> StoreBuilder:
+        """A window store whose values are ``(value, timestamp)`` pairs, as a
+        windowed aggregation's are (Kafka's ``TimestampedWindowStore``):
+        ``put(key, (value, timestamp), window_start)``; None, or a pair
+        whose value is None, deletes the window."""
+        return Stores._builder(
+            supplier, frozenset({WINDOW}), key_serde, value_serde, timestamped=True
+        )
 
     @staticmethod
     def session_store_builder(
         supplier: StoreSupplier, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
     ) -> StoreBuilder:
-        return Stores._builder(supplier, SESSION, key_serde, value_serde)
+        return Stores._builder(supplier, frozenset({SESSION}), key_serde, value_serde)

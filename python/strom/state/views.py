@@ -5,9 +5,12 @@ local active task (Kafka's CompositeReadOnlyKeyValueStore,
 CompositeReadOnlyWindowStore and CompositeReadOnlySessionStore): a point
 read asks each task's store until one has the key, a scan concatenates the
 tasks' scans (each in its own order, as Kafka's composite iterators do).
-Timestamped stores (tables, aggregations) are seen with plain values, as
-Kafka's ``QueryableStoreTypes.keyValueStore()`` and ``windowStore()`` show
-them.
+Timestamped stores (tables, aggregations, the Processor API's timestamped
+stores) are seen with plain values, as Kafka's
+``QueryableStoreTypes.keyValueStore()`` and ``windowStore()`` show them, or,
+in a view made with ``timestamped=True`` (``KafkaStreams.store(name,
+timestamped=True)``: Kafka's ``timestampedKeyValueStore()`` and
+``timestampedWindowStore()``), with ``(value, timestamp)`` values.
 
 The stores are found again on every call (a rebalance may have moved the
 tasks since the view was made); a store that closes under a call, its task
@@ -17,7 +20,7 @@ gone, raises :class:`~strom.errors.InvalidStateStoreError`.
 from __future__ import annotations
 
 import itertools
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 from strom.errors import InvalidStateStoreError, StoreError
@@ -27,11 +30,17 @@ from strom.state.internals.caching import MAX_TIME, MIN_TIME
 
 __all__ = [
     "PlainValues",
+    "PlainWindowValues",
     "ReadOnlyKeyValueView",
     "ReadOnlySessionView",
     "ReadOnlyWindowView",
     "plain",
+    "plain_window",
 ]
+
+# Kafka's ConsumerRecord.NO_TIMESTAMP: what a value written through a
+# plain-value facade is stamped with.
+NO_TIMESTAMP = -1
 
 
 def _value(value: Any) -> Any:
@@ -43,9 +52,16 @@ def _values(entries: Iterator[KeyValue]) -> Iterator[KeyValue]:
     return (KeyValue(kv.key, kv.value[0]) for kv in entries)
 
 
+def _stamped(value: Any) -> Any:
+    """A plain value as a timestamped store takes it (None stays None)."""
+    return None if value is None else (value, NO_TIMESTAMP)
+
+
 class PlainValues:
     """A timestamped key-value store seen with plain values, as Kafka's
-    ``getKeyValueStore`` shows a timestamped store."""
+    ``getKeyValueStore`` shows a timestamped store (its
+    ``KeyValueStoreFacade``): writes store each value with timestamp -1
+    (Kafka's ``NO_TIMESTAMP``)."""
 
     def __init__(self, store: Any) -> None:
         self.store = store
@@ -53,6 +69,18 @@ class PlainValues:
 
     def get(self, key: Any) -> Any:
         return _value(self.store.get(key))
+
+    def put(self, key: Any, value: Any) -> None:
+        self.store.put(key, _stamped(value))
+
+    def put_if_absent(self, key: Any, value: Any) -> Any:
+        return _value(self.store.put_if_absent(key, _stamped(value)))
+
+    def put_all(self, entries: Sequence[tuple[Any, Any]]) -> None:
+        self.store.put_all([(k, _stamped(v)) for k, v in entries])
+
+    def delete(self, key: Any) -> Any:
+        return _value(self.store.delete(key))
 
     def all(self) -> Iterator[KeyValue]:
         return _values(self.store.all())
@@ -82,6 +110,62 @@ def plain(store: Any) -> Any:
     return store
 
 
+class PlainWindowValues:
+    """A timestamped window store seen with plain values, as Kafka's
+    ``getWindowStore`` shows a timestamped store (its ``WindowStoreFacade``):
+    the same reads, each value without its timestamp; ``put`` stores a
+    value with timestamp -1 (Kafka's ``NO_TIMESTAMP``)."""
+
+    def __init__(self, store: Any) -> None:
+        self.store = store
+        self.name = store.name
+
+    def put(self, key: Any, value: Any, window_start: int) -> None:
+        self.store.put(key, _stamped(value), window_start)
+
+    def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> Any:
+        """``fetch(key, window_start)``: that window's value, or None;
+        ``fetch(key, time_from, time_to)``: ``KeyValue(window_start, value)``."""
+        if time_to is None:
+            return _value(self.store.fetch(key, time_from))
+        return _values(self.store.fetch(key, time_from, time_to))
+
+    def backward_fetch(self, key: Any, time_from: int, time_to: int) -> Iterator[KeyValue]:
+        return _values(self.store.backward_fetch(key, time_from, time_to))
+
+    def fetch_range(
+        self, key_from: Any, key_to: Any, time_from: int, time_to: int
+    ) -> Iterator[KeyValue]:
+        return _values(self.store.fetch_range(key_from, key_to, time_from, time_to))
+
+    def backward_fetch_range(
+        self, key_from: Any, key_to: Any, time_from: int, time_to: int
+    ) -> Iterator[KeyValue]:
+        return _values(self.store.backward_fetch_range(key_from, key_to, time_from, time_to))
+
+    def fetch_all(self, time_from: int, time_to: int) -> Iterator[KeyValue]:
+        return _values(self.store.fetch_all(time_from, time_to))
+
+    def backward_fetch_all(self, time_from: int, time_to: int) -> Iterator[KeyValue]:
+        return _values(self.store.backward_fetch_all(time_from, time_to))
+
+    def all(self) -> Iterator[KeyValue]:
+        return _values(self.store.all())
+
+    def backward_all(self) -> Iterator[KeyValue]:
+        return _values(self.store.backward_all())
+
+    def approximate_num_entries(self) -> int:
+        return int(self.store.approximate_num_entries())
+
+
+def plain_window(store: Any) -> Any:
+    """The window store itself, or a plain-value view of a timestamped one."""
+    if is_timestamped(store):
+        return PlainWindowValues(store)
+    return store
+
+
 def is_timestamped(store: Any) -> bool:
     return isinstance(getattr(store, "value_serde", None), Timestamped)
 
@@ -96,11 +180,14 @@ StoreProvider = Callable[[], list[Any]]
 
 
 class _Composite:
-    """One store over the local tasks, found again on every call."""
+    """One store over the local tasks, found again on every call;
+    ``timestamped``: reads give a timestamped store's ``(value, timestamp)``
+    pairs (key-value and window views) rather than its plain values."""
 
-    def __init__(self, name: str, provider: StoreProvider) -> None:
+    def __init__(self, name: str, provider: StoreProvider, *, timestamped: bool = False) -> None:
         self.name = name
         self._provider = provider
+        self.timestamped = timestamped
 
     def _each(self, read: Callable[[Any], Any]) -> list[Any]:
         """``read(store)`` of every task's store, each read done before
@@ -132,12 +219,18 @@ class _Composite:
 
 class ReadOnlyKeyValueView(_Composite):
     """A key-value store over the local active tasks (Kafka's
-    ``ReadOnlyKeyValueStore``). Bounds are inclusive and None is open."""
+    ``ReadOnlyKeyValueStore``). Bounds are inclusive and None is open.
+    Values are plain, or ``(value, timestamp)`` pairs in a ``timestamped``
+    view (Kafka's ``ReadOnlyKeyValueStore<K, ValueAndTimestamp<V>>``)."""
+
+    def _reads(self, store: Any) -> Any:
+        return store if self.timestamped else plain(store)
 
     def get(self, key: Any) -> Any:
-        """The key's value, or None."""
+        """The key's value (a ``(value, timestamp)`` pair in a timestamped
+        view), or None."""
         _check_key(self.name, key)
-        return self._first(lambda s: plain(s).get(key))
+        return self._first(lambda s: self._reads(s).get(key))
 
     def _first(self, read: Callable[[Any], Any]) -> Any:
         """The first task's answer that is not None (a key is in one task)."""
@@ -147,23 +240,23 @@ class ReadOnlyKeyValueView(_Composite):
         return None
 
     def range(self, key_from: Any, key_to: Any) -> Iterator[KeyValue]:
-        return self._chain(lambda s: plain(s).range(key_from, key_to))
+        return self._chain(lambda s: self._reads(s).range(key_from, key_to))
 
     def reverse_range(self, key_from: Any, key_to: Any) -> Iterator[KeyValue]:
-        return self._chain(lambda s: plain(s).reverse_range(key_from, key_to))
+        return self._chain(lambda s: self._reads(s).reverse_range(key_from, key_to))
 
     def prefix_scan(
         self, prefix: Any, prefix_serde: Serde[Any] | None = None
     ) -> Iterator[KeyValue]:
         """Entries whose serialized key starts with ``prefix`` serialized by
         ``prefix_serde`` (default: the store's key serde)."""
-        return self._chain(lambda s: plain(s).prefix_scan(prefix, prefix_serde))
+        return self._chain(lambda s: self._reads(s).prefix_scan(prefix, prefix_serde))
 
     def all(self) -> Iterator[KeyValue]:
-        return self._chain(lambda s: plain(s).all())
+        return self._chain(lambda s: self._reads(s).all())
 
     def reverse_all(self) -> Iterator[KeyValue]:
-        return self._chain(lambda s: plain(s).reverse_all())
+        return self._chain(lambda s: self._reads(s).reverse_all())
 
     def is_timestamped(self) -> bool:
         """Whether the local stores keep each value's timestamp (a DSL
@@ -186,12 +279,17 @@ class ReadOnlyKeyValueView(_Composite):
 
 
 class _PlainWindowed(_Composite):
-    """Scans of ``KeyValue(Windowed(key, window), value)`` with plain values."""
+    """Scans of ``KeyValue(Windowed(key, window), value)`` with plain values
+    (``(value, timestamp)`` pairs in a timestamped view)."""
+
+    def _plain(self, store: Any) -> bool:
+        """Whether reads of ``store`` drop the timestamps its values carry."""
+        return not self.timestamped and is_timestamped(store)
 
     def _windowed(self, read: Callable[[Any], Iterator[KeyValue]]) -> Iterator[KeyValue]:
         def each(store: Any) -> Iterator[KeyValue]:
             found = read(store)
-            return _values(found) if is_timestamped(store) else found
+            return _values(found) if self._plain(store) else found
 
         return self._chain(each)
 
@@ -203,14 +301,18 @@ class ReadOnlyWindowView(_PlainWindowed):
     def fetch(self, key: Any, time_from: int, time_to: int | None = None) -> Any:
         """``fetch(key, window_start)``: that window's value, or None.
         ``fetch(key, time_from, time_to)``: ``KeyValue(window_start, value)``
-        for the key's windows starting in ``[time_from, time_to]``."""
+        for the key's windows starting in ``[time_from, time_to]``. Values
+        are ``(value, timestamp)`` pairs in a timestamped view."""
         _check_key(self.name, key)
         if time_to is None:
-            for value in self._each(lambda s: plain_value(s, s.fetch(key, time_from))):
+            for value in self._each(lambda s: self._one(s, s.fetch(key, time_from))):
                 if value is not None:
                     return value
             return None
         return self._windowed(lambda s: s.fetch(key, time_from, time_to))
+
+    def _one(self, store: Any, value: Any) -> Any:
+        return _value(value) if self._plain(store) else value
 
     def backward_fetch(self, key: Any, time_from: int, time_to: int) -> Iterator[KeyValue]:
         _check_key(self.name, key)

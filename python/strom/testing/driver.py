@@ -27,7 +27,7 @@ from strom.processor.internals.task import (
 from strom.serdes import Serde
 from strom.state.session import SessionStore
 from strom.state.stores import (
-    KEY_VALUE,
+    KEY_VALUE_KINDS,
     SESSION,
     VERSIONED,
     WINDOW,
@@ -36,7 +36,7 @@ from strom.state.stores import (
     to_millis,
 )
 from strom.state.versioned import VersionedKeyValueStore
-from strom.state.views import plain
+from strom.state.views import PlainWindowValues, plain, plain_window
 from strom.state.window import WindowStore
 from strom.topology import Topology
 
@@ -253,15 +253,22 @@ class TopologyTestDriver:
             self._route()
         self._commit()
 
-    def _store(self, name: str, kind: str, what: str) -> Any:
-        """Store ``name`` of ``kind`` as the tasks see it (a caching store
-        reads through its cache, like the store it wraps)."""
+    def _store(self, name: str, kinds: frozenset[str], what: str) -> Any:
+        """Store ``name`` of one of ``kinds`` as the tasks see it (a caching
+        store reads through its cache, like the store it wraps)."""
         store_def = self._builder.stores.get(name)
-        if store_def is not None and store_def.kind == kind:
+        if store_def is not None and store_def.kind in kinds:
             for task in self._tasks:
                 if name in task.stores:
                     return task.stores[name]
         raise StoreError(f"no {what} named {name!r} in this topology")
+
+    def _timestamped(self, name: str, kinds: frozenset[str], what: str, plain_getter: str) -> Any:
+        """``_store``, for a store that keeps timestamps only."""
+        store = self._store(name, kinds, what)
+        if not self._builder.stores[name].timestamped:
+            raise StoreError(f"store {name!r} keeps no timestamps: get it with {plain_getter}")
+        return store
 
     def get_state_store(self, name: str) -> Any:
         """Any store of the topology by name, as its processors see it (a
@@ -282,25 +289,44 @@ class TopologyTestDriver:
         return set(self._produced)
 
     def get_timestamped_key_value_store(self, name: str) -> Any:
-        """The store as it is: a table's or aggregation's values come as
-        ``(value, timestamp)`` pairs."""
-        return self._store(name, KEY_VALUE, "key-value store")
+        """A timestamped key-value store (a table's, an aggregation's, one
+        of ``Stores.timestamped_key_value_store_builder``) as it is: values
+        are ``(value, timestamp)`` pairs. A StoreError for a store without
+        timestamps (where Kafka's driver returns null)."""
+        return self._timestamped(name, KEY_VALUE_KINDS, "key-value store", "get_key_value_store")
 
     def get_key_value_store(self, name: str) -> Any:
-        """The store with plain values (timestamps dropped, as Kafka's driver)."""
-        return plain(self.get_timestamped_key_value_store(name))
+        """A key-value store with plain values: a timestamped one's
+        timestamps hidden, as Kafka's driver hides them (its writes stamp
+        values with -1, Kafka's ``NO_TIMESTAMP``)."""
+        return plain(self._store(name, KEY_VALUE_KINDS, "key-value store"))
 
-    def get_window_store(self, name: str) -> WindowStore[Any, Any]:
-        store: WindowStore[Any, Any] = self._store(name, WINDOW, "WindowStore")
+    def get_timestamped_window_store(self, name: str) -> WindowStore[Any, Any]:
+        """A timestamped window store (a windowed aggregation's, one of
+        ``Stores.timestamped_window_store_builder``) as it is: values are
+        ``(value, timestamp)`` pairs. A StoreError for a store without
+        timestamps (where Kafka's driver returns null)."""
+        store: WindowStore[Any, Any] = self._timestamped(
+            name, frozenset({WINDOW}), "window store", "get_window_store"
+        )
+        return store
+
+    def get_window_store(self, name: str) -> WindowStore[Any, Any] | PlainWindowValues:
+        """A window store with plain values: a timestamped one's timestamps
+        hidden, as Kafka's driver hides them (``put`` stamps a value with -1,
+        Kafka's ``NO_TIMESTAMP``)."""
+        store: WindowStore[Any, Any] | PlainWindowValues = plain_window(
+            self._store(name, frozenset({WINDOW}), "window store")
+        )
         return store
 
     def get_session_store(self, name: str) -> SessionStore[Any, Any]:
-        store: SessionStore[Any, Any] = self._store(name, SESSION, "SessionStore")
+        store: SessionStore[Any, Any] = self._store(name, frozenset({SESSION}), "session store")
         return store
 
     def get_versioned_key_value_store(self, name: str) -> VersionedKeyValueStore[Any, Any]:
         store: VersionedKeyValueStore[Any, Any] = self._store(
-            name, VERSIONED, "VersionedKeyValueStore"
+            name, frozenset({VERSIONED}), "versioned key-value store"
         )
         return store
 

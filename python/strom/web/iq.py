@@ -47,7 +47,7 @@ from strom.serdes import (
     String,
 )
 from strom.state.internals.registry import store_kind
-from strom.state.stores import KEY_VALUE, SESSION, VERSIONED, WINDOW
+from strom.state.stores import KEY_VALUE_KINDS, SESSION, VERSIONED, WINDOW
 from strom.windowed import Windowed
 
 if TYPE_CHECKING:
@@ -212,7 +212,7 @@ class QueryService:
         forward = self.forward and params.get("forward", "").lower() != "false"
         kind = store_kind(self._store_def(store)).name
         key = parse_key(self.key_serde(store), key_text)
-        if kind == KEY_VALUE:
+        if kind in KEY_VALUE_KINDS:
 
             def read(view: Any) -> Any:
                 return {"value": to_json(view.get(key))}
@@ -436,17 +436,17 @@ class QueryService:
             text = params.get(name)
             return None if text is None else parse_key(serde, text, name)
 
-        if op == "prefix" and kind == KEY_VALUE:
+        if op == "prefix" and kind in KEY_VALUE_KINDS:
             prefix = bound("prefix")
             if prefix is None:
                 raise QueryError(400, "a prefix scan needs ?prefix=…")
             return lambda view: entries(view.prefix_scan(prefix))
-        if op == "range" and kind == KEY_VALUE:
+        if op == "range" and kind in KEY_VALUE_KINDS:
             lo, hi = bound("from"), bound("to")
             if reverse:
                 return lambda view: entries(view.reverse_range(lo, hi))
             return lambda view: entries(view.range(lo, hi))
-        if op == "all" and kind == KEY_VALUE:
+        if op == "all" and kind in KEY_VALUE_KINDS:
             return lambda view: entries(view.reverse_all() if reverse else view.all())
         if kind == WINDOW and op in ("range", "all"):
             lo, hi = (bound("from"), bound("to")) if op == "range" else (None, None)

@@ -10,6 +10,7 @@ import pytest
 from strom import KeyValue, StreamsBuilder, Topology, serdes
 from strom.cli.demo import generate_lines, word_count_topology
 from strom.errors import StoreError, TaskError, TopologyError
+from strom.kstream import TimeWindows
 from strom.processor import Processor, ProcessorContext, PunctuationType, Record
 from strom.state.stores import Stores
 from strom.testing import TopologyTestDriver
@@ -229,3 +230,29 @@ def test_errors_name_the_node_and_the_input_record() -> None:
         assert isinstance(info.value.__cause__, ValueError)
         with pytest.raises(TopologyError, match="not an input"):
             driver.create_input_topic("out", S, S)
+
+
+def test_window_store_getters_hide_or_show_the_timestamps() -> None:
+    """Kafka's driver: ``getWindowStore`` on a timestamped store (a windowed
+    aggregation's) hides the timestamps, ``getTimestampedWindowStore`` shows
+    them."""
+    builder = StreamsBuilder()
+    (
+        builder.stream("in", key_serde=S, value_serde=S)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_with_no_grace(10))
+        .count(materialized="counts")
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        src = driver.create_input_topic("in", S, S)
+        for ts in (1, 4, 12):
+            src.pipe_input("k", "v", ts)
+        assert list(driver.get_window_store("counts").fetch("k", 0, 20)) == [
+            KeyValue(0, 2),
+            KeyValue(10, 1),
+        ]
+        assert driver.get_window_store("counts").fetch("k", 0) == 2
+        stamped = driver.get_timestamped_window_store("counts")
+        assert list(stamped.fetch("k", 0, 20)) == [KeyValue(0, (2, 4)), KeyValue(10, (1, 12))]
+        with pytest.raises(StoreError, match="no window store named 'in'"):
+            driver.get_window_store("in")

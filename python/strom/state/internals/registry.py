@@ -9,6 +9,8 @@ the engine, the test driver and the Spark replay ask the kind of a store
 A new kind (Kafka's versioned key-value store, its timestamped stores with
 headers, …) is one :class:`StoreKind` subclass registered in ``KINDS``, plus
 its native store and typed classes; ``Stores`` gets its public factory.
+Whether values carry timestamps is not a kind: any key-value or window store
+may (``StoreDef.timestamped``).
 """
 
 from __future__ import annotations
@@ -26,9 +28,10 @@ from strom.state.internals.caching import (
     CachingSessionStore,
     CachingWindowStore,
 )
+from strom.state.internals.lru import LruBytesStore
 from strom.state.key_value import KeyValueStore
 from strom.state.session import SessionStore
-from strom.state.stores import KEY_VALUE, SESSION, VERSIONED, WINDOW
+from strom.state.stores import KEY_VALUE, LRU, SESSION, VERSIONED, WINDOW
 from strom.state.versioned import VersionedBytesStore, VersionedKeyValueStore
 from strom.state.views import (
     ReadOnlyKeyValueView,
@@ -48,6 +51,7 @@ NativeStore = (
     | _core.NativeWindowStore
     | _core.NativeSessionStore
     | VersionedBytesStore
+    | LruBytesStore
 )
 Clock = Callable[[], int]
 # A store's contents as columns: keys, values, and (windowed stores) the
@@ -164,6 +168,33 @@ class KeyValueKind(StoreKind):
         return [k for k, _ in entries], [v for _, v in entries], None, None
 
 
+class LruKind(StoreKind):
+    """Kafka's ``Stores.lruMap``: an in-memory key-value store of at most
+    ``max_cache_size`` entries, evicting the least recently used one, whose
+    changelog gets a tombstone of each evicted key (see
+    :class:`~strom.state.internals.lru.LruBytesStore`). No record cache: its
+    builder refuses one. Always in memory, so restored from its changelog."""
+
+    name = LRU
+    typed_class = KeyValueStore
+    caching_class = KeyValueStore  # unused: caching() leaves it uncached
+    view_class = ReadOnlyKeyValueView
+
+    def open_native(self, store: StoreDef, path: Path | None) -> tuple[NativeStore, bytes | None]:
+        if store.max_cache_size is None:
+            raise StoreError(f"LRU store {store.name!r} has no max_cache_size (Stores.lru_map)")
+        return LruBytesStore(store.max_cache_size), None
+
+    def caching(
+        self, typed: Any, cache: _core.NativeThreadCache, namespace: str, clock: Clock
+    ) -> Any:
+        return typed
+
+    def contents(self, native: Any) -> Contents:
+        entries = native.range(None, None)
+        return [k for k, _ in entries], [v for _, v in entries], None, None
+
+
 class _WindowedKind(StoreKind):
     windowed = True
 
@@ -267,7 +298,8 @@ class VersionedKind(StoreKind):
 
 
 KINDS: dict[str, StoreKind] = {
-    kind.name: kind for kind in (KeyValueKind(), WindowKind(), SessionKind(), VersionedKind())
+    kind.name: kind
+    for kind in (KeyValueKind(), LruKind(), WindowKind(), SessionKind(), VersionedKind())
 }
 
 
