@@ -13,11 +13,17 @@ from strom.kstream.internals.names import check_name
 from strom.kstream.internals.table_processors import KTableSource, table_source
 from strom.kstream.internals.table_suppliers import SourceSupplier
 from strom.kstream.materialized import Materialized
+from strom.offset_reset import OffsetReset
+from strom.processor.api import Partitioner, Processor
 from strom.processor.internals.nodes import PassThrough
-from strom.processor.internals.topology_builder import InternalTopologyBuilder, StoreDef
+from strom.processor.internals.topology_builder import (
+    InternalTopologyBuilder,
+    StoreDef,
+    store_def,
+)
 from strom.serdes import Serde
 from strom.state.stores import StoreBuilder
-from strom.topology import Topology, store_def
+from strom.topology import Topology
 
 # A prefix Kafka takes for one of its own generated names: its repartition
 # nodes then get generated names too.
@@ -66,7 +72,7 @@ class StreamsBuilder:
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
         timestamp_extractor: Callable[[Any, int], int] | None = None,
-        offset_reset: str | None = None,
+        offset_reset: OffsetReset | None = None,
         name: str | None = None,
     ) -> KStream:
         """A KStream over one or more topics.
@@ -74,6 +80,10 @@ class StreamsBuilder:
         ``timestamp_extractor(record, partition_time) -> int`` replaces the
         record's own timestamp; records whose timestamp is negative are dropped.
         ``name`` (Kafka's ``Consumed.as``) names the source processor.
+        ``offset_reset`` (Kafka's ``AutoOffsetReset``: a policy, ``"earliest"``,
+        ``"latest"``, ``"none"``, ``"by_duration:PT1H"`` or a timedelta) says
+        where partitions without a committed offset start, instead of
+        ``auto.offset.reset``.
         """
         source = self.processor_name(name, "KSTREAM-SOURCE-")
         return self._source(
@@ -87,13 +97,9 @@ class StreamsBuilder:
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
         timestamp_extractor: Callable[[Any, int], int] | None,
-        offset_reset: str | None,
+        offset_reset: OffsetReset | None,
     ) -> KStream:
         topic_list = [topics] if isinstance(topics, str) else list(topics)
-        if offset_reset not in (None, "earliest", "latest"):
-            raise TopologyError(
-                f"offset_reset must be 'earliest' or 'latest', not {offset_reset!r}"
-            )
         self.internal.add_source(
             name, topic_list, key_serde, value_serde, timestamp_extractor, offset_reset
         )
@@ -107,7 +113,7 @@ class StreamsBuilder:
         value_serde: Serde[Any] | None = None,
         materialized: Materialized | str | None = None,
         timestamp_extractor: Callable[[Any, int], int] | None = None,
-        offset_reset: str | None = None,
+        offset_reset: OffsetReset | None = None,
         name: str | None = None,
     ) -> KTable:
         """A KTable over ``topic``: the latest value per key, None deletes
@@ -160,12 +166,15 @@ class StreamsBuilder:
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
         materialized: Materialized | str | None = None,
+        timestamp_extractor: Callable[[Any, int], int] | None = None,
         name: str | None = None,
     ) -> GlobalKTable:
         """A GlobalKTable over every partition of ``topic``, kept in the store
         ``materialized`` names (else ``<topic>-STATE-STORE-…``). ``name``
         (Kafka's ``Consumed.as``) names its processor, and its source
-        ``<name>-source``."""
+        ``<name>-source``; ``timestamp_extractor`` gives the timestamps its
+        store keeps, as on ``stream``. It always reads the topic from its
+        start (no ``offset_reset``, as Kafka's)."""
         mat = Materialized.of(materialized)
         if mat.versioned:
             raise TopologyError(
@@ -183,6 +192,7 @@ class StreamsBuilder:
             values,
             processor_name,
             lambda: KTableSource(store_name),
+            timestamp_extractor,
         )
         return GlobalKTable(store_name, keys, values)
 
@@ -193,7 +203,7 @@ class StreamsBuilder:
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
         num_partitions: int | None = None,
-        partitioner: Callable[[Any, Any, int], int] | None = None,
+        partitioner: Partitioner | None = None,
     ) -> str:
         """Inserts ``<prefix>-repartition``: a null-key filter and a sink in
         the parent's sub-topology, a source in a new one; returns the source.
@@ -257,6 +267,36 @@ class StreamsBuilder:
     def add_state_store(self, builder: StoreBuilder) -> StreamsBuilder:
         """Adds a store that ``KStream.process`` calls can name."""
         self.internal.add_store(store_def(builder))
+        return self
+
+    def add_global_store(
+        self,
+        store_builder: StoreBuilder,
+        topic: str,
+        state_update_supplier: Callable[[], Processor[Any, Any]],
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        timestamp_extractor: Callable[[Any, int], int] | None = None,
+        name: str | None = None,
+    ) -> StreamsBuilder:
+        """A global store fed from every partition of ``topic`` by the
+        processor ``state_update_supplier()`` makes (Kafka's
+        ``StreamsBuilder.addGlobalStore``; see ``Topology.add_global_store``).
+        Its source is named ``<name>-source`` and its processor ``name``, or
+        both generated as a global table's are."""
+        source = self.processor_name(name, "KSTREAM-SOURCE-", "-source")
+        processor = self.processor_name(name, "KTABLE-SOURCE-")
+        Topology(self.internal).add_global_store(
+            store_builder,
+            source,
+            topic,
+            processor,
+            state_update_supplier,
+            key_serde=key_serde,
+            value_serde=value_serde,
+            timestamp_extractor=timestamp_extractor,
+        )
         return self
 
     def relax_null_keys(self, *join_nodes: str) -> None:

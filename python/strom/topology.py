@@ -3,34 +3,26 @@
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 from strom.errors import TopologyError
-from strom.processor.api import Processor
+from strom.offset_reset import OffsetReset
+from strom.processor.api import Partitioner, Processor, RecordContext
+from strom.processor.internals.describe_order import java_hash_order
 from strom.processor.internals.processor_node import ProcessorAdapter
-from strom.processor.internals.topology_builder import InternalTopologyBuilder, StoreDef
+from strom.processor.internals.topology_builder import (
+    DescribedNode,
+    InternalTopologyBuilder,
+    ProcessorDef,
+    SourceDef,
+    declared_stores,
+    store_def,
+)
 from strom.serdes import Serde
 from strom.state.stores import KEY_VALUE, StoreBuilder
 
-__all__ = ["Topology"]
-
-
-def store_def(builder: StoreBuilder) -> StoreDef:
-    """The topology's description of the store a ``Stores`` builder makes."""
-    supplier = builder.supplier
-    return StoreDef(
-        builder.name,
-        builder.key_serde,
-        builder.value_serde,
-        logged=builder.logging,
-        persistent=supplier.persistent,
-        kind=supplier.kind,
-        retention_ms=supplier.retention_ms,
-        window_size_ms=supplier.window_size_ms,
-        retain_duplicates=supplier.retain_duplicates,
-        log_config=dict(builder.log_config),
-        caching=builder.caching,
-    )
+__all__ = ["Topology", "TopologyDescription"]
 
 
 class Topology:
@@ -48,9 +40,10 @@ class Topology:
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
         timestamp_extractor: Callable[[Any, int], int] | None = None,
-        offset_reset: str | None = None,
+        offset_reset: OffsetReset | None = None,
     ) -> Topology:
-        """A source node reading ``topics``."""
+        """A source node reading ``topics``; ``offset_reset`` (Kafka's
+        ``AutoOffsetReset``) overrides ``auto.offset.reset`` for them."""
         self._internal.add_source(
             name, list(topics), key_serde, value_serde, timestamp_extractor, offset_reset
         )
@@ -59,31 +52,44 @@ class Topology:
     def add_processor(
         self, name: str, supplier: Callable[[], Processor[Any, Any]], *parents: str
     ) -> Topology:
-        """A processor node; ``supplier()`` makes a new ``Processor`` for each task."""
+        """A processor node; ``supplier()`` makes a new ``Processor`` for each
+        task. A supplier that is a ``ConnectedStoreProvider`` (a
+        ``ProcessorSupplier``, say) has the stores its ``stores()`` returns
+        added and connected to the processor, as Kafka's ``addProcessor``."""
         if not callable(supplier):
             raise TopologyError(
                 f"processor {name!r} needs a supplier: a callable returning a Processor"
             )
-        self._internal.add_processor(name, lambda: ProcessorAdapter(supplier), *parents)
+        self._internal.add_processor(
+            name, lambda: ProcessorAdapter(supplier), *parents, stores=declared_stores(supplier)
+        )
         return self
 
     def add_sink(
         self,
         name: str,
-        topic: str,
+        topic: str | Callable[[Any, Any, RecordContext], str],
         *parents: str,
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
-        partitioner: Callable[[Any, Any, int], int] | None = None,
+        partitioner: Partitioner | None = None,
     ) -> Topology:
-        """A sink node writing to ``topic``; ``partitioner(key, value, n)`` picks the partition."""
+        """A sink node writing to ``topic``, or to the topic
+        ``topic(key, value, record_context)`` returns for each record
+        (Kafka's ``TopicNameExtractor``). ``partitioner`` picks the
+        partitions (see ``StreamPartitioner``); else the key's murmur2 does."""
+        if not isinstance(topic, str) and not callable(topic):
+            raise TopologyError(
+                f"sink {name!r} needs a topic name or a function choosing one, got {topic!r}"
+            )
         self._internal.add_sink(
             name,
-            topic,
+            topic if isinstance(topic, str) else "",
             *parents,
             key_serde=key_serde,
             value_serde=value_serde,
             partitioner=partitioner,
+            topic_extractor=None if isinstance(topic, str) else topic,
         )
         return self
 
@@ -103,9 +109,11 @@ class Topology:
         *,
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
+        timestamp_extractor: Callable[[Any, int], int] | None = None,
     ) -> Topology:
         """A global store: ``state_update_supplier()`` makes the processor that
-        writes every record of every partition of ``topic`` into it; every
+        writes every record of every partition of ``topic`` into it (with the
+        timestamps ``timestamp_extractor`` gives, as a source's); every
         processor may read it with ``get_state_store``."""
         if builder.supplier.kind != KEY_VALUE:
             raise TopologyError(f"global store {builder.name!r} must be a key-value store")
@@ -117,6 +125,7 @@ class Topology:
             value_serde,
             processor_name,
             lambda: ProcessorAdapter(state_update_supplier),
+            timestamp_extractor,
         )
         return self
 
@@ -127,10 +136,89 @@ class Topology:
         self._internal.connect_processor_and_stores([processor_name], list(store_names))
         return self
 
-    def describe(self) -> str:
-        """Sub-topologies with their sources, processors (and stores) and sinks,
-        in Kafka's ``TopologyDescription`` format."""
-        return self._internal.describe()
+    def describe(self) -> TopologyDescription:
+        """Sub-topologies with their sources, processors (and stores) and
+        sinks: Kafka's ``TopologyDescription``, whose text (the description
+        as a ``str``) is Kafka's to the character."""
+        return TopologyDescription.of(self._internal)
 
     def __str__(self) -> str:
         return self.describe()
+
+
+class TopologyDescription(str):
+    """What ``Topology.describe()`` returns (Kafka's ``TopologyDescription``):
+    a ``str``, Kafka's text, with the same contents as objects. Its
+    ``subtopologies`` (those that make tasks) and ``global_stores`` hold
+    :class:`Source`, :class:`Processor` and :class:`Sink` nodes, each with
+    the names of its neighbours."""
+
+    subtopologies: tuple[TopologyDescription.Subtopology, ...]
+    global_stores: tuple[TopologyDescription.GlobalStore, ...]
+
+    @dataclass(frozen=True)
+    class Source:
+        name: str
+        topics: tuple[str, ...]
+        successors: tuple[str, ...]
+        predecessors: tuple[str, ...] = ()
+
+    @dataclass(frozen=True)
+    class Processor:
+        name: str
+        stores: tuple[str, ...]
+        successors: tuple[str, ...]
+        predecessors: tuple[str, ...]
+
+    @dataclass(frozen=True)
+    class Sink:
+        """``topic`` is None where ``topic_name_extractor`` picks one per record."""
+
+        name: str
+        topic: str | None
+        topic_name_extractor: Callable[..., str] | None
+        predecessors: tuple[str, ...]
+        successors: tuple[str, ...] = ()
+
+    Node = Source | Processor | Sink
+
+    @dataclass(frozen=True)
+    class Subtopology:
+        id: int
+        nodes: tuple[TopologyDescription.Node, ...]
+
+    @dataclass(frozen=True)
+    class GlobalStore:
+        """A global store's source and the processor that updates it."""
+
+        id: int
+        source: TopologyDescription.Source
+        processor: TopologyDescription.Processor
+
+    @staticmethod
+    def of(internal: InternalTopologyBuilder) -> TopologyDescription:
+        subtopologies, global_stores = [], []
+        for sub in internal.described():
+            nodes = tuple(_described_node(d) for d in sub.nodes)
+            if not sub.is_global:
+                subtopologies.append(TopologyDescription.Subtopology(sub.id, nodes))
+                continue
+            source, processor = nodes[0], nodes[1]
+            assert isinstance(source, TopologyDescription.Source)
+            assert isinstance(processor, TopologyDescription.Processor)
+            global_stores.append(TopologyDescription.GlobalStore(sub.id, source, processor))
+        description = TopologyDescription(internal.describe())
+        description.subtopologies = tuple(subtopologies)
+        description.global_stores = tuple(global_stores)
+        return description
+
+
+def _described_node(described: DescribedNode) -> TopologyDescription.Node:
+    node, after, before = described.node, described.successors, described.predecessors
+    if isinstance(node, SourceDef):
+        return TopologyDescription.Source(node.name, tuple(node.topics), after)
+    if isinstance(node, ProcessorDef):
+        stores = tuple(java_hash_order(node.stores, copied=True))
+        return TopologyDescription.Processor(node.name, stores, after, before)
+    topic = None if node.topic_extractor is not None else node.topic
+    return TopologyDescription.Sink(node.name, topic, node.topic_extractor, before)

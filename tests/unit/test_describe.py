@@ -203,3 +203,31 @@ def test_to_table_and_to_stream_take_kafkas_naming_and_mapper() -> None:
     assert "Sink: latest-repartition-sink (topic: latest-repartition)" in text
     assert "Processor: latest (stores: [])" in text
     assert "--> KSTREAM-KEY-SELECT-" in text
+
+
+def test_the_description_is_kafkas_text_and_its_nodes() -> None:
+    # Kafka's TopologyDescription: subtopologies() and globalStores(), whose
+    # nodes know their neighbours.
+    builder = StreamsBuilder()
+    builder.global_table("products", key_serde=S, value_serde=S, materialized="prod")
+    stream = builder.stream("in", key_serde=S, value_serde=S)
+    stream.select_key(lambda _k, v: v).group_by_key().count(Materialized("counts")).to_stream().to(
+        "out", value_serde=serdes.Long()
+    )
+    description = builder.build().describe()
+    assert isinstance(description, str)
+    assert description == builder.build()._internal.describe()
+    (global_store,) = description.global_stores
+    assert global_store.source.topics == ("products",)
+    assert global_store.processor.stores == ("prod",)
+    assert global_store.source.successors == (global_store.processor.name,)
+    first, second = description.subtopologies
+    assert [type(n).__name__ for n in first.nodes] == ["Source", "Processor", "Processor", "Sink"]
+    source, select, key_filter, sink = first.nodes
+    assert source.topics == ("in",) and source.successors == (select.name,)
+    assert select.predecessors == (source.name,) and select.successors == (key_filter.name,)
+    assert sink.topic == "counts-repartition"
+    assert sink.predecessors == (key_filter.name,)
+    aggregate = next(n for n in second.nodes if type(n).__name__ == "Processor" and n.stores)
+    assert aggregate.stores == ("counts",)
+    assert f"Processor: {aggregate.name} (stores: [counts])" in description

@@ -9,8 +9,14 @@ import pytest
 
 from strom import KafkaStreams, KeyValue, StreamsBuilder, StreamsConfig, Topology, serdes
 from strom.embedded import EmbeddedLog
-from strom.errors import ConfigError, SerializationError, TopologyError
-from strom.processor import RecordContext, wallclock_timestamp_extractor
+from strom.errors import ConfigError, SerializationError, TaskError, TopologyError
+from strom.processor import (
+    RecordContext,
+    fail_on_invalid_timestamp,
+    log_and_skip_on_invalid_timestamp,
+    use_partition_time_on_invalid_timestamp,
+    wallclock_timestamp_extractor,
+)
 from strom.testing import TopologyTestDriver
 
 S, L = serdes.String(), serdes.Long()
@@ -76,9 +82,13 @@ def test_default_timestamp_extractor_serves_sources_without_their_own() -> None:
         driver.create_input_topic("own", S, S).pipe_input("k", "8", timestamp=2)
         out = driver.create_output_topic("out", S, S).read_records_to_list()
     assert [(r.value, r.timestamp) for r in out] == [("7", 1007), ("8", 5)]
-    # A Java class name cannot run here: said so at once.
+    # A Java class name cannot run here: said so at once; Kafka's own
+    # extractors' names stand for strom's.
     with pytest.raises(ConfigError, match="takes a Python function"):
         StreamsConfig({"default.timestamp.extractor": "org.example.EventTime"})
+    java_name = "org.apache.kafka.streams.processor.LogAndSkipOnInvalidTimestamp"
+    chosen = StreamsConfig({"default.timestamp.extractor": java_name})
+    assert chosen["default.timestamp.extractor"] is log_and_skip_on_invalid_timestamp
 
 
 def test_wallclock_timestamp_extractor() -> None:
@@ -178,3 +188,37 @@ def test_source_offset_reset_overrides_the_app_default(log: EmbeddedLog, log_pat
         "after-new",
         "before-old",
     ]
+
+
+def _timestamps_through(extractor: Any) -> tuple[list[tuple[str, int]], int]:
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=S, timestamp_extractor=extractor).to("out")
+    with TopologyTestDriver(builder.build()) as driver:
+        src = driver.create_input_topic("in", S, S)
+        for value, ts in (("a", 5), ("b", -1), ("c", 3)):
+            src.pipe_input("k", value, ts)
+        out = driver.create_output_topic("out", S, S).read_records_to_list()
+        return [(r.value, r.timestamp) for r in out], driver.metrics()["dropped-records"]
+
+
+def test_the_built_in_extractors_for_negative_timestamps() -> None:
+    # Kafka's LogAndSkipOnInvalidTimestamp and UsePartitionTimeOnInvalidTimestamp.
+    assert _timestamps_through(log_and_skip_on_invalid_timestamp) == ([("a", 5), ("c", 3)], 1)
+    assert _timestamps_through(use_partition_time_on_invalid_timestamp) == (
+        [("a", 5), ("b", 5), ("c", 3)],
+        0,
+    )
+    # Kafka's FailOnInvalidTimestamp names the record.
+    with pytest.raises(TaskError, match=r"input record in-0@1 has an invalid \(negative\)"):
+        _timestamps_through(fail_on_invalid_timestamp)
+
+
+def test_partition_time_cannot_stand_in_before_there_is_one() -> None:
+    builder = StreamsBuilder()
+    extractor = use_partition_time_on_invalid_timestamp
+    builder.stream("in", key_serde=S, value_serde=S, timestamp_extractor=extractor).to("out")
+    with (
+        TopologyTestDriver(builder.build()) as driver,
+        pytest.raises(TaskError, match="no partition time is known yet"),
+    ):
+        driver.create_input_topic("in", S, S).pipe_input("k", "v", -1)

@@ -106,3 +106,65 @@ def test_add_global_store_with_a_state_update_processor() -> None:
         driver.create_input_topic("names", S, S).pipe_input("u1", "ada")
         driver.create_input_topic("greet", S, S).pipe_input("u1", "")
         assert driver.create_output_topic("greetings", S, S).read_value() == "hello ADA"
+
+
+def test_a_global_tables_timestamp_extractor_gives_its_stores_timestamps() -> None:
+    # The value carries the event time: "name@ts".
+    def event_time(record: Any, _partition_time: int) -> int:
+        return int(record.value.split("@")[1])
+
+    builder = StreamsBuilder()
+    builder.global_table(
+        "products",
+        key_serde=S,
+        value_serde=S,
+        materialized="prod",
+        timestamp_extractor=event_time,
+    )
+    with TopologyTestDriver(builder.build()) as driver:
+        products = driver.create_input_topic("products", S, S)
+        products.pipe_input("p1", "apple@42", 1_000)
+        products.pipe_input("p2", "pear@7", 2_000)
+        store = driver.get_timestamped_key_value_store("prod")
+        assert store.get("p1") == ("apple@42", 42)
+        assert store.get("p2") == ("pear@7", 7)
+
+
+def test_streams_builder_add_global_store_feeds_it_with_timestamps() -> None:
+    # StreamsBuilder.addGlobalStore: named as a global table's source and
+    # processor; the extractor's timestamps reach the update processor.
+    class Stamp(Processor[str, str]):
+        def __init__(self, store: str = "stamps") -> None:
+            self.store_name = store
+
+        def init(self, context: ProcessorContext) -> None:
+            self.store = context.get_state_store(self.store_name)
+
+        def process(self, record: Record[str, str]) -> None:
+            self.store.put(record.key, f"{record.value}@{record.timestamp}")
+
+    builder = StreamsBuilder()
+    builder.add_global_store(
+        Stores.key_value_store_builder(Stores.in_memory_key_value_store("stamps"), S, S),
+        "stamps-topic",
+        Stamp,
+        key_serde=S,
+        value_serde=S,
+        timestamp_extractor=lambda record, _time: len(record.value),
+    )
+    builder.add_global_store(
+        Stores.key_value_store_builder(Stores.in_memory_key_value_store("named"), S, S),
+        "named-topic",
+        lambda: Stamp("named"),
+        key_serde=S,
+        value_serde=S,
+        name="updates",
+    )
+    topology = builder.build()
+    described = topology.describe()
+    assert "Source: KSTREAM-SOURCE-0000000000 (topics: [stamps-topic])" in described
+    assert "Processor: KTABLE-SOURCE-0000000001 (stores: [stamps])" in described
+    assert "Source: updates-source (topics: [named-topic])" in described
+    with TopologyTestDriver(topology) as driver:
+        driver.create_input_topic("stamps-topic", S, S).pipe_input("k", "abc", 1_000)
+        assert driver.get_key_value_store("stamps").get("k") == "abc@3"

@@ -3,16 +3,22 @@
 from __future__ import annotations
 
 import enum
+import logging
 import time
 from abc import ABC, abstractmethod
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
+from datetime import datetime, timedelta
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Generic, TypeVar
+from typing import TYPE_CHECKING, Any, Generic, TypeAlias, TypeVar, overload
+
+from strom.errors import TaskError
 
 if TYPE_CHECKING:
     from strom.serdes import Serde
+    from strom.state.stores import StoreBuilder
+
+_log = logging.getLogger("strom.processor")
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -89,6 +95,46 @@ def wallclock_timestamp_extractor(_record: Any, _partition_time: int) -> int:
     return time.time_ns() // 1_000_000
 
 
+def _where(record: Any) -> str:
+    return f"input record {record.topic}-{record.partition}@{record.offset}"
+
+
+def fail_on_invalid_timestamp(record: Any, _partition_time: int) -> int:
+    """The record's own timestamp; a negative one stops the app with a
+    ``TaskError`` (Kafka's ``FailOnInvalidTimestamp``, its default)."""
+    if record.timestamp < 0:
+        raise TaskError(
+            f"{_where(record)} has an invalid (negative) timestamp {record.timestamp}; "
+            "use another timestamp extractor to process such records "
+            "(log_and_skip_on_invalid_timestamp, use_partition_time_on_invalid_timestamp)"
+        )
+    return int(record.timestamp)
+
+
+def log_and_skip_on_invalid_timestamp(record: Any, _partition_time: int) -> int:
+    """The record's own timestamp; a record with a negative one is logged,
+    dropped and counted in ``dropped-records`` (Kafka's
+    ``LogAndSkipOnInvalidTimestamp``; strom's sources do the same without
+    an extractor)."""
+    if record.timestamp < 0:
+        _log.warning("%s will be dropped: its timestamp is negative", _where(record))
+    return int(record.timestamp)
+
+
+def use_partition_time_on_invalid_timestamp(record: Any, partition_time: int) -> int:
+    """The record's own timestamp, or for a negative one the partition's
+    time (the largest timestamp read from it so far), a ``TaskError`` when
+    there is none yet (Kafka's ``UsePartitionTimeOnInvalidTimestamp``)."""
+    if record.timestamp >= 0:
+        return int(record.timestamp)
+    if partition_time < 0:
+        raise TaskError(
+            f"{_where(record)} has a negative timestamp and no partition time "
+            "is known yet to put in its place"
+        )
+    return partition_time
+
+
 class PunctuationType(enum.Enum):
     """When a scheduled punctuation fires: as stream time (record timestamps)
     or wall-clock time passes its schedule."""
@@ -102,6 +148,31 @@ class Cancellable(ABC):
 
     @abstractmethod
     def cancel(self) -> None: ...
+
+
+# What a partitioner returns for a record (Kafka's ``Optional<Set<Integer>>``):
+# one partition; a collection of partitions to send a copy to each (empty:
+# drop the record); or None, for the default partitioner (murmur2 of the key).
+Partitions: TypeAlias = int | Iterable[int] | None
+
+
+class StreamPartitioner(ABC, Generic[K, V]):
+    """Chooses the partitions of a sink's topic for each record (Kafka's
+    ``StreamPartitioner``, with KIP-837's multicast): a partitioner that
+    needs the name of the topic. Where ``partitioner=`` is taken, a plain
+    function ``fn(key, value, num_partitions)`` with the same results works
+    too."""
+
+    @abstractmethod
+    def partitions(self, topic: str, key: K, value: V, num_partitions: int) -> Partitions:
+        """The partition for the record (``0 <= p < num_partitions``), a
+        collection of them (a copy goes to each; an empty one drops the
+        record, counted in ``dropped-records``), or None for the default
+        partitioner."""
+
+
+# ``partitioner=``: a StreamPartitioner, or fn(key, value, num_partitions).
+Partitioner: TypeAlias = StreamPartitioner[Any, Any] | Callable[[Any, Any, int], Partitions]
 
 
 class ProcessorContext(ABC):
@@ -122,15 +193,35 @@ class ProcessorContext(ABC):
         """Sends a record to every child, or to the child named ``child``
         (from a ``FixedKeyProcessor``, a ``FixedKeyRecord``)."""
 
-    @abstractmethod
+    @overload
     def schedule(
         self,
         interval: int | timedelta,
         punctuation_type: PunctuationType,
         callback: Callable[[int], None],
-    ) -> Cancellable:
+        /,
+    ) -> Cancellable: ...
+
+    @overload
+    def schedule(
+        self,
+        start_time: int | datetime,
+        interval: int | timedelta,
+        punctuation_type: PunctuationType,
+        callback: Callable[[int], None],
+        /,
+    ) -> Cancellable: ...
+
+    @abstractmethod
+    def schedule(self, *args: Any) -> Cancellable:
         """Calls ``callback(timestamp)`` every ``interval`` of stream or
-        wall-clock time, as Kafka's ``schedule`` does."""
+        wall-clock time with that time, as Kafka's ``schedule`` does:
+        ``schedule(interval, type, callback)`` fires first at stream time 0
+        (so on the first record) or one interval of wall-clock time from
+        now; ``schedule(start_time, interval, type, callback)`` (epoch ms or
+        a datetime) fires at ``start_time`` and every interval after it, or,
+        if that time has passed, first at the next of those times after
+        now."""
 
     @abstractmethod
     def get_state_store(self, name: str) -> Any:
@@ -292,6 +383,43 @@ class FixedKeyProcessor(ABC, Generic[K, V]):
 
     def close(self) -> None:
         """Called when the task closes."""
+
+
+class ConnectedStoreProvider:
+    """A processor supplier that declares the stores its processors use
+    (Kafka's ``ConnectedStoreProvider``): ``Topology.add_processor``,
+    ``KStream.process`` and ``KStream.process_values`` add each store
+    builder ``stores()`` returns to the topology and connect it to the
+    processor. Suppliers may share a builder (the same one, or an equal
+    one): its store is added once and connected to each."""
+
+    def stores(self) -> Iterable[StoreBuilder] | None:
+        """The builders of the stores to add and connect (None: none)."""
+        return None
+
+
+class ProcessorSupplier(ConnectedStoreProvider, ABC, Generic[K, V]):
+    """Makes a new ``Processor`` for each task (Kafka's
+    ``ProcessorSupplier``); calling it calls ``get()``. Any callable that
+    returns a processor (a class) is a supplier too; subclass this one to
+    declare stores with ``stores()``."""
+
+    @abstractmethod
+    def get(self) -> Processor[K, V]: ...
+
+    def __call__(self) -> Processor[K, V]:
+        return self.get()
+
+
+class FixedKeyProcessorSupplier(ConnectedStoreProvider, ABC, Generic[K, V]):
+    """``ProcessorSupplier`` for ``KStream.process_values`` (Kafka's
+    ``FixedKeyProcessorSupplier``)."""
+
+    @abstractmethod
+    def get(self) -> FixedKeyProcessor[K, V]: ...
+
+    def __call__(self) -> FixedKeyProcessor[K, V]:
+        return self.get()
 
 
 class ValueTransformerWithKey(ABC, Generic[K, V]):

@@ -16,16 +16,19 @@ from strom.embedded import EmbeddedLog
 from strom.errors import StoreError, TopologyError
 from strom.kstream import Window, Windowed
 from strom.processor import (
+    ConnectedStoreProvider,
     ContextualProcessor,
     FixedKeyProcessor,
+    FixedKeyProcessorSupplier,
     FixedKeyRecord,
     Processor,
     ProcessorContext,
+    ProcessorSupplier,
     PunctuationType,
     Record,
     RecordMetadata,
 )
-from strom.state.stores import Stores
+from strom.state.stores import StoreBuilder, Stores
 from strom.testing import TopologyTestDriver
 
 
@@ -408,3 +411,146 @@ def test_a_contextual_processor_has_no_context_before_init() -> None:
 
     with pytest.raises(RuntimeError, match="Early has no context before init"):
         Early().context()
+
+
+# --- ConnectedStoreProvider.stores(): suppliers that declare their stores ---------
+
+COUNTS = Stores.key_value_store_builder(
+    Stores.persistent_key_value_store("Counts"), serdes.String(), serdes.Integer()
+)
+TOTALS = Stores.key_value_store_builder(
+    Stores.in_memory_key_value_store("Totals"), serdes.String(), serdes.Integer()
+)
+
+
+class WordCountSupplier(ProcessorSupplier[str, str]):
+    """Kafka's ProcessorSupplier with stores(): the store comes with the processor."""
+
+    def __init__(self, counts: StoreBuilder = COUNTS) -> None:
+        self.counts = counts
+
+    def get(self) -> WordCountProcessor:
+        return WordCountProcessor()
+
+    def stores(self) -> list[StoreBuilder]:
+        return [self.counts]
+
+
+def test_add_processor_adds_and_connects_the_stores_its_supplier_declares() -> None:
+    topology = (
+        Topology()
+        .add_source("Source", "in", key_serde=serdes.String(), value_serde=serdes.String())
+        .add_processor("Process", WordCountSupplier(), "Source")
+        .add_sink("Sink", "out", "Process", key_serde=serdes.String(), value_serde=serdes.String())
+    )
+    assert "Processor: Process (stores: [Counts])" in topology.describe()
+    with TopologyTestDriver(topology) as driver:
+        source = driver.create_input_topic("in", serdes.String(), serdes.String())
+        source.pipe_input(None, "a b a", 0)
+        out = driver.create_output_topic("out", serdes.String(), serdes.String())
+        assert out.read_key_values_to_list() == [("a", "2"), ("b", "1")]
+        source.pipe_input(None, "c c", 500)  # counted, not yet punctuated
+        assert driver.get_key_value_store("Counts").get("c") == 2
+
+
+def test_suppliers_sharing_a_builder_share_its_store() -> None:
+    """Kafka's ConnectedStoreProvider example: two suppliers return the same
+    builder; the store is added once and connected to both. An equal builder
+    counts as the same, as does adding it again with add_state_store."""
+    topology = (
+        Topology()
+        .add_source("Source", "in", key_serde=serdes.String(), value_serde=serdes.String())
+        .add_processor("A", WordCountSupplier(), "Source")
+        .add_processor(
+            "B",
+            WordCountSupplier(
+                Stores.key_value_store_builder(
+                    Stores.persistent_key_value_store("Counts"), serdes.String(), serdes.Integer()
+                )
+            ),
+            "Source",
+        )
+        .add_state_store(COUNTS)
+    )
+    text = topology.describe()
+    assert "Processor: A (stores: [Counts])" in text and "Processor: B (stores: [Counts])" in text
+    with TopologyTestDriver(topology) as driver:
+        source = driver.create_input_topic("in", serdes.String(), serdes.String())
+        source.pipe_input(None, "x y", 0)  # counted, then the punctuation at 0 empties the store
+        assert driver.get_key_value_store("Counts").approximate_num_entries() == 0
+        source.pipe_input(None, "x", 600)  # the next punctuation is at 1000
+        assert driver.get_key_value_store("Counts").get("x") == 2  # once by A, once by B
+
+
+def test_a_different_builder_under_a_taken_name_is_refused_before_anything_is_added() -> None:
+    topology = (
+        Topology()
+        .add_source("Source", "in", key_serde=serdes.String(), value_serde=serdes.String())
+        .add_processor("A", WordCountSupplier(), "Source")
+    )
+    cached = WordCountSupplier(COUNTS.with_caching_enabled())
+    with pytest.raises(TopologyError, match="'Counts' was already added from a different builder"):
+        topology.add_processor("B", cached, "Source")
+    assert "Processor: B" not in topology.describe()  # the processor was not added either
+    with pytest.raises(TopologyError, match="'Counts' was already added from a different builder"):
+        topology.add_state_store(COUNTS.with_logging_disabled())
+
+
+def test_stores_must_return_store_builders() -> None:
+    class Wrong(WordCountSupplier):
+        def stores(self) -> list[StoreBuilder]:
+            return ["Counts"]  # type: ignore[list-item]
+
+    topology = Topology().add_source("Source", "in")
+    with pytest.raises(TopologyError, match=r"stores\(\) returned 'Counts'"):
+        topology.add_processor("P", Wrong(), "Source")
+
+
+class TotalsSupplier(FixedKeyProcessorSupplier[str, int]):
+    def get(self) -> RunningTotal:
+        return RunningTotal()
+
+    def stores(self) -> list[StoreBuilder]:
+        return [TOTALS]
+
+
+def test_kstream_process_and_process_values_add_the_declared_stores() -> None:
+    builder = StreamsBuilder()
+    words = builder.stream("text", key_serde=serdes.String(), value_serde=serdes.String())
+    words.process(WordCountSupplier()).to(
+        "counts", key_serde=serdes.String(), value_serde=serdes.String()
+    )
+    numbers = builder.stream("numbers", key_serde=serdes.String(), value_serde=serdes.Integer())
+    numbers.process_values(TotalsSupplier()).to("totals", value_serde=serdes.Integer())
+    text = builder.build().describe()
+    assert "Processor: KSTREAM-PROCESSOR-0000000001 (stores: [Counts])" in text
+    assert "Processor: KSTREAM-PROCESSVALUES-0000000004 (stores: [Totals])" in text
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("text", serdes.String(), serdes.String()).pipe_input(
+            None, "b a b", 0
+        )
+        counts = driver.create_output_topic("counts", serdes.String(), serdes.String())
+        assert counts.read_key_values_to_list() == [("a", "1"), ("b", "2")]
+        source = driver.create_input_topic("numbers", serdes.String(), serdes.Integer())
+        source.pipe_key_value_list([("a", 1), ("a", 2), ("b", 4)])
+        totals = driver.create_output_topic("totals", serdes.String(), serdes.Integer())
+        assert totals.read_key_values_to_list() == [("a", 1), ("a", 3), ("b", 4)]
+        assert driver.get_key_value_store("Totals").get("a") == 3
+
+
+def test_any_callable_supplier_may_declare_stores() -> None:
+    """ConnectedStoreProvider mixed into a callable that is not a ProcessorSupplier."""
+
+    class CountingSupplier(ConnectedStoreProvider):
+        def __call__(self) -> WordCountProcessor:
+            return WordCountProcessor()
+
+        def stores(self) -> list[StoreBuilder]:
+            return [COUNTS]
+
+    topology = (
+        Topology()
+        .add_source("Source", "in", key_serde=serdes.String(), value_serde=serdes.String())
+        .add_processor("P", CountingSupplier(), "Source")
+    )
+    assert "Processor: P (stores: [Counts])" in topology.describe()

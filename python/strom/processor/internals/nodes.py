@@ -13,13 +13,13 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
-from itertools import compress
-from operator import length_hint, not_
-from typing import TYPE_CHECKING, Any
+from itertools import compress, groupby
+from operator import index, length_hint, not_
+from typing import TYPE_CHECKING, Any, cast
 
 from strom import _core
 from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError, SerializationError
-from strom.processor.api import Headers, Record, RecordContext
+from strom.processor.api import Headers, Partitioner, Record, RecordContext, StreamPartitioner
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import (
     continue_after,
@@ -302,6 +302,42 @@ def drop(items: list[Any], skipped: list[int]) -> list[Any]:
     return [item for i, item in enumerate(items) if i not in dropped]
 
 
+def partitions_function(partitioner: Partitioner) -> Callable[[str, Any, Any, int], Any]:
+    """``partitioner`` called as Kafka calls a ``StreamPartitioner``: with
+    the topic, the key, the value and the topic's partition count (a plain
+    function ``fn(key, value, num_partitions)`` is not given the topic)."""
+    if isinstance(partitioner, StreamPartitioner):
+        return partitioner.partitions
+    if not callable(partitioner):
+        raise TypeError(
+            f"a partitioner is a StreamPartitioner or a function "
+            f"fn(key, value, num_partitions), got {partitioner!r}"
+        )
+    return lambda _topic, key, value, count: partitioner(key, value, count)
+
+
+def checked_partitions(answer: Any, count: int) -> tuple[int, ...] | None:
+    """A partitioner's answer for a record as partitions: None (the default
+    partitioner), or the distinct partitions it named, in its order (none:
+    drop the record), each checked against the topic's ``count``."""
+    if answer is None:
+        return None
+    try:
+        partitions: tuple[int, ...] = (index(answer),)
+    except TypeError:
+        try:
+            partitions = tuple(dict.fromkeys(map(index, answer)))
+        except TypeError:
+            raise TypeError(
+                f"partitioner returned {answer!r}: return a partition (an int), "
+                "a collection of partitions, or None for the default partitioner"
+            ) from None
+    for p in partitions:
+        if not 0 <= p < count:
+            raise ValueError(f"partitioner returned {p}, topic has {count} partitions")
+    return partitions
+
+
 class PassThrough(Node):
     takes_encoded = True  # its forward() decodes for the children that need it
 
@@ -321,7 +357,7 @@ class SinkNode(Node):
         topic: str,
         key_serde: Any,
         value_serde: Any,
-        partitioner: Callable[[Any, Any, int], int] | None,
+        partitioner: Partitioner | None,
         topic_extractor: Callable[[Any, Any, RecordContext], str] | None = None,
     ) -> None:
         super().__init__()
@@ -329,6 +365,7 @@ class SinkNode(Node):
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.partitioner = partitioner
+        self._choose = None if partitioner is None else partitions_function(partitioner)
         self.topic_extractor = topic_extractor
         # String keys and values with the default partitioner: the producer
         # may serialize them natively as it buffers them.
@@ -390,30 +427,76 @@ class SinkNode(Node):
             batch, keys, values = self._serialize_one_by_one(topic, batch)
             if not keys:
                 return
-        partitions: list[int] | None = None
-        if self.partitioner is not None:
-            count = self.task.partition_count(topic)
-            fn = self.partitioner
-            chosen: list[int] = []
+        if self._choose is None:
+            task.collector.send(
+                topic, keys, values, batch.timestamps, None, task.record_headers(batch)
+            )
+            return
+        count = task.partition_count(topic)
+        choose = self._choose
+        batch_keys, batch_values = batch.keys, batch.values
+        chosen: list[tuple[int, ...] | None] = []
 
-            def run(indices: Iterator[int]) -> None:
-                for i in indices:
-                    p = fn(batch.keys[i], batch.values[i], count)
-                    if not 0 <= p < count:
-                        raise ValueError(f"partitioner returned {p}, topic has {count} partitions")
-                    chosen.append(p)
+        def run(indices: Iterator[int]) -> None:
+            for i in indices:
+                answer = choose(topic, batch_keys[i], batch_values[i], count)
+                chosen.append(checked_partitions(answer, count))
 
-            skipped = self.each_record(batch, run)
-            if skipped:
-                batch, keys, values = (
-                    without(batch, skipped),
-                    drop(keys, skipped),
-                    drop(values, skipped),
-                )
-            partitions = chosen
-        task.collector.send(
-            topic, keys, values, batch.timestamps, partitions, task.record_headers(batch)
-        )
+        skipped = self.each_record(batch, run)
+        if skipped:
+            batch, keys, values = (
+                without(batch, skipped),
+                drop(keys, skipped),
+                drop(values, skipped),
+            )
+        self._send_to_partitions(topic, batch, keys, values, chosen)
+
+    def _send_to_partitions(
+        self,
+        topic: str,
+        batch: Batch,
+        keys: list[bytes | None],
+        values: list[bytes | None],
+        chosen: list[tuple[int, ...] | None],
+    ) -> None:
+        """Sends record ``i`` to each of the partitions ``chosen[i]`` (Kafka's
+        RecordCollectorImpl with KIP-837): one copy per partition; none, and
+        the record is dropped (counted in ``dropped-records``); None, and the
+        producer's default partitioner places it."""
+        task = self.task
+        timestamps, headers = batch.timestamps, task.record_headers(batch)
+        if all(c is not None and len(c) == 1 for c in chosen):  # one partition each
+            partitions = [c[0] for c in chosen if c is not None]
+            task.collector.send(topic, keys, values, timestamps, partitions, headers)
+            return
+        copies: list[tuple[int, int | None]] = []  # (record, partition or None)
+        dropped = 0
+        for i, partitions_of_record in enumerate(chosen):
+            if partitions_of_record is None:
+                copies.append((i, None))
+            elif not partitions_of_record:
+                dropped += 1
+            else:
+                copies.extend((i, p) for p in partitions_of_record)
+        if dropped:
+            task.metrics.dropped_records += dropped
+            log.warning(
+                "dropping %d record(s) for topic %s: the partitioner returned no partitions",
+                dropped,
+                topic,
+            )
+        # In order, in runs that go to partitions chosen or to the default
+        # partitioner's, so each partition gets its records in order.
+        for by_default, run in groupby(copies, key=lambda copy: copy[1] is None):
+            rows, partitions_of_rows = zip(*run, strict=True)
+            task.collector.send(
+                topic,
+                [keys[i] for i in rows],
+                [values[i] for i in rows],
+                [timestamps[i] for i in rows],
+                None if by_default else cast("list[int]", list(partitions_of_rows)),
+                None if headers is None else [headers[i] for i in rows],
+            )
 
     def _serialize_one_by_one(
         self, topic: str, batch: Batch

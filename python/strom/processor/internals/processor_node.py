@@ -27,6 +27,7 @@ from strom.processor.api import (
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import processing_failed
 from strom.processor.internals.nodes import Node
+from strom.state.stores import epoch_millis
 
 if TYPE_CHECKING:
     from strom.processor.internals.task import StreamTask
@@ -146,22 +147,34 @@ class _NodeContext(ProcessorContext):
     ) -> None:
         self._node.collect(record, child)
 
-    def schedule(
-        self,
-        interval: int | timedelta,
-        punctuation_type: PunctuationType,
-        callback: Callable[[int], None],
-    ) -> Cancellable:
-        millis = _millis(interval)
-        if punctuation_type is PunctuationType.STREAM_TIME:
-            # Aligned to 0: fires as soon as there is data, then at multiples.
-            start, queue = 0, self._task.stream_time_punctuations
-        else:
-            start, queue = (
-                self.current_system_time_ms() + millis,
-                self._task.wall_clock_punctuations,
+    def schedule(self, *args: Any) -> Cancellable:
+        """``(interval, type, callback)`` or ``(start_time, interval, type,
+        callback)``, as Kafka's StreamTask schedules them."""
+        if len(args) not in (3, 4):
+            raise TypeError(
+                "schedule takes (interval, punctuation_type, callback) or "
+                f"(start_time, interval, punctuation_type, callback), got {len(args)} arguments"
             )
+        *anchor, interval, punctuation_type, callback = args
+        if not isinstance(punctuation_type, PunctuationType):
+            raise TypeError(f"a punctuation type is a PunctuationType, got {punctuation_type!r}")
+        millis = _millis(interval)
+        stream_time = punctuation_type is PunctuationType.STREAM_TIME
+        task = self._task
+        queue = task.stream_time_punctuations if stream_time else task.wall_clock_punctuations
+        now = task.stream_time if stream_time else self.current_system_time_ms()
+        if anchor:
+            start = epoch_millis(anchor[0])
+            if start < 0:
+                raise TopologyError(f"a punctuation cannot start before the epoch, got {start}")
+        elif stream_time:
+            start = 0  # aligned to 0: fires as soon as there is data, then at multiples
+        else:
+            start = now + millis
         schedule = _Schedule(start, next(PunctuationQueue._seq), millis, callback, self._node)
+        if anchor and start < now:
+            # Never before its time: the first of its times after now.
+            schedule.timestamp = schedule.next(now)
         queue.add(schedule)
         return schedule
 

@@ -3,15 +3,18 @@ their split into sub-topologies (Kafka's InternalTopologyBuilder)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import TopologyError
+from strom.offset_reset import AutoOffsetReset, OffsetReset
+from strom.processor.api import ConnectedStoreProvider
 from strom.processor.internals.describe_order import describe_order, java_hash_order
-from strom.state.stores import KEY_VALUE
+from strom.state.stores import KEY_VALUE, StoreBuilder
 
 if TYPE_CHECKING:
+    from strom.processor.api import Partitioner
     from strom.processor.internals.nodes import Node
     from strom.serdes import Serde
 
@@ -25,7 +28,7 @@ class SourceDef:
     key_serde: Serde[Any] | None
     value_serde: Serde[Any] | None
     timestamp_extractor: Callable[[Any, int], int] | None = None
-    offset_reset: str | None = None
+    offset_reset: AutoOffsetReset | None = None
     children: list[str] = field(default_factory=list)
 
 
@@ -47,7 +50,7 @@ class SinkDef:
     parents: list[str]
     key_serde: Serde[Any] | None
     value_serde: Serde[Any] | None
-    partitioner: Callable[[Any, Any, int], int] | None = None
+    partitioner: Partitioner | None = None
     # Picks the topic per record; ``topic`` is then empty.
     topic_extractor: Callable[..., str] | None = None
 
@@ -71,6 +74,52 @@ class StoreDef:
     caching: bool = False
     # Values stored with their timestamp (Kafka's timestamped stores).
     timestamped: bool = False
+    # An LRU map's bound: the entries it keeps.
+    max_cache_size: int | None = None
+    # The Processor API's StoreBuilder it was made from: adding an equal
+    # builder again only connects the store (Kafka's isCompatibleWith).
+    builder: StoreBuilder | None = field(default=None, compare=False, repr=False)
+
+
+def store_def(builder: StoreBuilder) -> StoreDef:
+    """The topology's description of the store a ``Stores`` builder makes."""
+    supplier = builder.supplier
+    return StoreDef(
+        builder.name,
+        builder.key_serde,
+        builder.value_serde,
+        logged=builder.logging,
+        persistent=supplier.persistent,
+        kind=supplier.kind,
+        retention_ms=supplier.retention_ms,
+        window_size_ms=supplier.window_size_ms,
+        retain_duplicates=supplier.retain_duplicates,
+        log_config=dict(builder.log_config),
+        caching=builder.caching,
+        timestamped=builder.timestamped,
+        max_cache_size=supplier.max_cache_size,
+        builder=builder,
+    )
+
+
+def declared_stores(supplier: object) -> list[StoreDef]:
+    """The stores a processor supplier declares with ``stores()`` (Kafka's
+    ``ConnectedStoreProvider``), which the topology adds and connects to its
+    processor; none for a supplier that is not a ``ConnectedStoreProvider``."""
+    if not isinstance(supplier, ConnectedStoreProvider):
+        return []
+    builders = supplier.stores()
+    if builders is None:
+        return []
+    stores = []
+    for builder in builders:
+        if not isinstance(builder, StoreBuilder):
+            raise TopologyError(
+                f"{supplier!r}.stores() returned {builder!r}: it returns the StoreBuilders "
+                "(Stores.key_value_store_builder(...), …) of the stores its processors use"
+            )
+        stores.append(store_def(builder))
+    return stores
 
 
 @dataclass
@@ -84,6 +133,22 @@ class Subtopology:
 
 
 NodeDef = SourceDef | ProcessorDef | SinkDef
+
+
+@dataclass(frozen=True)
+class DescribedNode:
+    """A node as ``describe()`` shows it, with its neighbours' names."""
+
+    node: NodeDef
+    successors: tuple[str, ...]
+    predecessors: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DescribedSubtopology:
+    id: int
+    is_global: bool
+    nodes: tuple[DescribedNode, ...]
 
 
 class InternalTopologyBuilder:
@@ -134,12 +199,16 @@ class InternalTopologyBuilder:
         key_serde: Serde[Any] | None,
         value_serde: Serde[Any] | None,
         timestamp_extractor: Callable[[Any, int], int] | None = None,
-        offset_reset: str | None = None,
+        offset_reset: OffsetReset | None = None,
         internal: bool = False,
     ) -> None:
         self._check_new_name(name)
         if not topics:
             raise TopologyError(f"source {name!r} needs at least one topic")
+        try:
+            policy = None if offset_reset is None else AutoOffsetReset.of(offset_reset)
+        except ValueError as exc:
+            raise TopologyError(f"source {name!r}: {exc}") from None
         for topic in topics:
             if topic in self._topic_to_source:
                 raise TopologyError(
@@ -147,7 +216,7 @@ class InternalTopologyBuilder:
                     f"{self._topic_to_source[topic]!r}; a topic can have one source"
                 )
         self.nodes[name] = SourceDef(
-            name, list(topics), key_serde, value_serde, timestamp_extractor, offset_reset
+            name, list(topics), key_serde, value_serde, timestamp_extractor, policy
         )
         for topic in topics:
             self._topic_to_source[topic] = name
@@ -155,12 +224,23 @@ class InternalTopologyBuilder:
                 self.repartition_topics.add(topic)
 
     def add_processor(
-        self, name: str, supplier: NodeSupplier, *parents: str, native: str | None = None
+        self,
+        name: str,
+        supplier: NodeSupplier,
+        *parents: str,
+        native: str | None = None,
+        stores: Sequence[StoreDef] = (),
     ) -> None:
+        """A processor node; ``stores`` (those its supplier declares, see
+        ``declared_stores``) are added and connected to it."""
         self._check_new_name(name)
         self._check_parents(name, parents)
+        for store in stores:
+            self._check_store(store)
         self.nodes[name] = ProcessorDef(name, supplier, list(parents), native=native)
         self._link(name, parents)
+        for store in stores:
+            self.add_store(store, name)
 
     def add_sink(
         self,
@@ -169,7 +249,7 @@ class InternalTopologyBuilder:
         *parents: str,
         key_serde: Serde[Any] | None = None,
         value_serde: Serde[Any] | None = None,
-        partitioner: Callable[[Any, Any, int], int] | None = None,
+        partitioner: Partitioner | None = None,
         internal: bool = False,
         topic_extractor: Callable[..., str] | None = None,
     ) -> None:
@@ -189,10 +269,22 @@ class InternalTopologyBuilder:
             node.children.append(name)
 
     def add_store(self, store: StoreDef, *processor_names: str) -> None:
-        if store.name in self.stores:
-            raise TopologyError(f"a state store named {store.name!r} was already added")
-        self.stores[store.name] = store
+        """Adds ``store`` and connects it to ``processor_names``. A store
+        made from a builder equal to the one an added store was made from is
+        that store (only connected); any other name taken is an error."""
+        self._check_store(store)
+        self.stores.setdefault(store.name, store)
         self.connect_processor_and_stores(processor_names, [store.name])
+
+    def _check_store(self, store: StoreDef) -> None:
+        added = self.stores.get(store.name)
+        if added is not None and (
+            store.builder is None
+            or added.builder != store.builder
+            or store.name in self.global_stores
+        ):
+            different = "" if store.builder is None else " from a different builder"
+            raise TopologyError(f"a state store named {store.name!r} was already added{different}")
 
     def add_global_store(
         self,
@@ -203,11 +295,12 @@ class InternalTopologyBuilder:
         value_serde: Serde[Any] | None,
         processor_name: str,
         supplier: NodeSupplier,
+        timestamp_extractor: Callable[[Any, int], int] | None = None,
     ) -> None:
         """A store fed by every partition of ``topic`` through a processor of
         its own; the topic is its changelog, so the store is not logged."""
         store.logged = False
-        self.add_source(source_name, [topic], key_serde, value_serde)
+        self.add_source(source_name, [topic], key_serde, value_serde, timestamp_extractor)
         self.add_processor(processor_name, supplier, source_name)
         self.add_store(store, processor_name)
         self.global_stores.add(store.name)
@@ -326,16 +419,14 @@ class InternalTopologyBuilder:
         assert isinstance(node, SinkDef)
         return node
 
-    def describe(self) -> str:
-        """Kafka's ``TopologyDescription`` text, to the character: each
-        sub-topology behind two spaces (the first behind three), all but
-        global stores' followed by an empty line, its nodes and their
-        neighbours in Kafka's order (see ``describe_order``)."""
-        parts = []
+    def described(self) -> list[DescribedSubtopology]:
+        """The sub-topologies as Kafka's ``TopologyDescription`` shows them:
+        global stores' with their nodes in insertion order, the others' in
+        Kafka's order (see ``describe_order``), each node with its
+        neighbours in the order Kafka prints them."""
+        described = []
         for sub in self._all_subtopologies():
             is_global = self._is_global(sub)
-            suffix = " for global store (will not generate tasks)" if is_global else ""
-            lines = [f"  Sub-topology: {sub.id}{suffix}"]
             members = set(sub.nodes)
             order = describe_order(
                 {
@@ -344,8 +435,29 @@ class InternalTopologyBuilder:
                     if name in members
                 }
             )
+            nodes = []
             for name in sub.nodes if is_global else order.nodes:
                 node = self.nodes[name]
+                successors: list[str] = []
+                predecessors: list[str] = []
+                if not isinstance(node, SinkDef):
+                    successors = node.children if is_global else order.successors[name]
+                if not isinstance(node, SourceDef) and node.parents:
+                    predecessors = node.parents if is_global else order.predecessors[name]
+                nodes.append(DescribedNode(node, tuple(successors), tuple(predecessors)))
+            described.append(DescribedSubtopology(sub.id, is_global, tuple(nodes)))
+        return described
+
+    def describe(self) -> str:
+        """Kafka's ``TopologyDescription`` text, to the character: each
+        sub-topology behind two spaces (the first behind three), all but
+        global stores' followed by an empty line."""
+        parts = []
+        for sub in self.described():
+            suffix = " for global store (will not generate tasks)" if sub.is_global else ""
+            lines = [f"  Sub-topology: {sub.id}{suffix}"]
+            for described in sub.nodes:
+                node, name = described.node, described.node.name
                 if isinstance(node, SourceDef):
                     lines.append(f"    Source: {name} (topics: [{', '.join(node.topics)}])")
                 elif isinstance(node, ProcessorDef):
@@ -357,10 +469,8 @@ class InternalTopologyBuilder:
                 else:
                     lines.append(f"    Sink: {name} (topic: {node.topic})")
                 if not isinstance(node, SinkDef):
-                    children = node.children if is_global else order.successors[name]
-                    lines.append(f"      --> {', '.join(children) or 'none'}")
-                if not isinstance(node, SourceDef) and node.parents:
-                    parents = node.parents if is_global else order.predecessors[name]
-                    lines.append(f"      <-- {', '.join(parents)}")
-            parts.append("\n".join(lines) + ("\n" if is_global else "\n\n"))
+                    lines.append(f"      --> {', '.join(described.successors) or 'none'}")
+                if described.predecessors:
+                    lines.append(f"      <-- {', '.join(described.predecessors)}")
+            parts.append("\n".join(lines) + ("\n" if sub.is_global else "\n\n"))
         return "Topologies:\n " + "".join(parts)
