@@ -570,3 +570,60 @@ def test_a_joiner_with_key_gets_the_left_tables_key() -> None:
         driver.create_input_topic("users", S, S).pipe_input("u1", "Ann", 1)
         driver.create_input_topic("orders", S, S).pipe_input("o1", "book|u1", 2)
         assert driver.create_output_topic("out", S, S).read_values_to_list() == ["o1:book|u1@Ann"]
+
+
+def _by_digit(key: str, _value: Any, count: int) -> int:
+    """Topics written by a partitioner of their own: the key's last digit."""
+    return int(key[-1]) % count
+
+
+@pytest.mark.parametrize("with_partitioners", [True, False])
+def test_table_joined_partitioners_find_tables_written_by_their_own(
+    log: EmbeddedLog, log_path: str, with_partitioners: bool
+) -> None:
+    # Kafka's TableJoined.with(partitioner, otherPartitioner): both tables'
+    # topics placed by _by_digit, not murmur2. Given the partitioners, each
+    # subscription meets its customer's partition and each answer its
+    # order's; without them, subscriptions go where murmur2 puts the
+    # customer keys and miss the customers placed elsewhere.
+    for topic in ("orders", "customers", "out"):
+        log.create_topic(topic, partitions=2)
+    customers = {f"c{i}": f"name{i}" for i in range(10)}
+    orders = {f"o{i}": f"item{i}|c{(i * 3) % 10}" for i in range(20)}
+    with log.producer() as producer:
+        for key, value in customers.items():
+            producer.produce(
+                "customers", key.encode(), value.encode(), partition=_by_digit(key, None, 2)
+            )
+        for key, value in orders.items():
+            producer.produce(
+                "orders", key.encode(), value.encode(), partition=_by_digit(key, None, 2)
+            )
+    builder = StreamsBuilder()
+    left = builder.table("orders", key_serde=S, value_serde=S)
+    right = builder.table("customers", key_serde=S, value_serde=S)
+    partitioners = (
+        {"partitioner": _by_digit, "other_partitioner": _by_digit} if with_partitioners else {}
+    )
+    joined_store = Materialized("joined", value_serde=S)
+    left.join(right, joiner, foreign_key=rhs, materialized=joined_store, **partitioners)
+    config = {
+        "application.id": f"fk-parts-{with_partitioners}",
+        "bootstrap.servers": f"embedded:{log_path}",
+    }
+    with KafkaStreams(builder.build(), config) as app:
+        app.run_until_end(timeout=60)
+        joined = {kv.key: kv.value for kv in app.store("joined").all()}
+    expected = {key: joiner(value, customers[rhs(value)]) for key, value in orders.items()}
+    if with_partitioners:
+        assert joined == expected
+    else:
+        assert joined != expected and set(joined) < set(expected)
+
+
+def test_table_joined_partitioners_are_a_foreign_key_joins() -> None:
+    builder = StreamsBuilder()
+    left = builder.table("orders", key_serde=S, value_serde=S)
+    right = builder.table("customers", key_serde=S, value_serde=S)
+    with pytest.raises(TopologyError, match="belong to a foreign-key join"):
+        left.join(right, joiner, partitioner=_by_digit)

@@ -18,6 +18,7 @@ from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import ConfigError, TopologyError
 from strom.kstream import JoinWindows, KStream
+from strom.state import Stores
 from strom.testing import TopologyTestDriver
 from strom.testing.driver import TestInputTopic, TestOutputTopic
 
@@ -785,6 +786,111 @@ def test_logging_can_be_turned_off_for_all_join_stores() -> None:
         "store-outer-this-join-store",
     ]
     assert not any(store.logged for store in stores.values())
+
+
+def test_join_store_changelogs_take_topic_configs(log: EmbeddedLog, log_path: str) -> None:
+    # KStreamKStreamJoinTest.shouldEnableLoggingWithCustomConfigOnStreamJoined.
+    for topic in ("left", "right", "out"):
+        log.create_topic(topic)
+    builder = StreamsBuilder()
+    left = builder.stream("left", key_serde=INT, value_serde=S)
+    right = builder.stream("right", key_serde=INT, value_serde=S)
+    windows = JoinWindows.of_time_difference_with_no_grace(10)
+    configs = {"min.compaction.lag.ms": 60_000}
+    joined = left.outer_join(right, joiner, windows, store_name="store", logging=configs)
+    joined.to("out", value_serde=S)
+    props = {"application.id": "logged", "bootstrap.servers": f"embedded:{log_path}"}
+    with KafkaStreams(builder.build(), props) as app:
+        app.run_until_end(timeout=30)
+    changelogs = sorted(t for t in log.topics() if t.endswith("-changelog"))
+    assert changelogs == [
+        "logged-store-outer-other-join-store-changelog",
+        "logged-store-outer-shared-join-store-changelog",
+        "logged-store-outer-this-join-store-changelog",
+    ]
+    for topic in changelogs:
+        assert log.topic_config(topic)["min.compaction.lag.ms"] == "60000"
+    table = builder.table("table", key_serde=INT, value_serde=S)
+    with pytest.raises(TopologyError, match="logging"):
+        left.join(table, joiner, logging=configs)
+
+
+def _outer_join_stores(**join_args: Any) -> dict[str, Any]:
+    builder = StreamsBuilder()
+    left = builder.stream("left", key_serde=INT, value_serde=S)
+    right = builder.stream("right", key_serde=INT, value_serde=S)
+    windows = JoinWindows.of_time_difference_and_grace(10, 5)
+    left.outer_join(right, joiner, windows, **join_args).to("out", value_serde=S)
+    return builder.build()._internal.stores
+
+
+def test_store_suppliers_name_and_place_the_join_stores() -> None:
+    # KStreamKStreamJoinTest.shouldBuildJoinWithCustomStoresAndCorrectWindowSettings
+    # and the outer store's name and type from OuterStreamJoinStoreFactory.
+    this = Stores.in_memory_window_store("mine", 25, 20, retain_duplicates=True)
+    other = Stores.persistent_window_store("theirs", 25, 20, retain_duplicates=True)
+    stores = _outer_join_stores(store_suppliers=(this, other))
+    placed = {name: store.persistent for name, store in stores.items()}
+    assert placed == {"mine": False, "theirs": True, "mine-outer-shared-join-store": False}
+    # One side's supplier; the others in memory (Kafka's in-memory DslStoreSuppliers).
+    stores = _outer_join_stores(store_name="j", store_suppliers=(None, other), in_memory=True)
+    placed = {name: store.persistent for name, store in stores.items()}
+    assert placed == {
+        "j-outer-this-join-store": False,
+        "theirs": True,
+        "j-outer-shared-join-store": False,
+    }
+
+
+def test_join_store_suppliers_run_as_the_default_stores() -> None:
+    this = Stores.in_memory_window_store("mine", 25, 20, retain_duplicates=True)
+    other = Stores.in_memory_window_store("theirs", 25, 20, retain_duplicates=True)
+    results = []
+    for args in ({}, {"store_suppliers": (this, other)}):
+        builder = StreamsBuilder()
+        left = builder.stream("left", key_serde=INT, value_serde=S)
+        right = builder.stream("right", key_serde=INT, value_serde=S)
+        windows = JoinWindows.of_time_difference_and_grace(10, 5)
+        left.outer_join(right, joiner, windows, **args).to("out", value_serde=S)
+        with TopologyTestDriver(builder.build()) as driver:
+            lefts = driver.create_input_topic("left", INT, S)
+            rights = driver.create_input_topic("right", INT, S)
+            lefts.pipe_input(1, "a", 0)
+            rights.pipe_input(1, "b", 5)
+            lefts.pipe_input(2, "c", 6)
+            rights.pipe_input(3, "d", 40)
+            results.append(driver.create_output_topic("out", INT, S).read_key_values_to_list())
+    assert results[0] == results[1]
+    assert (2, "c+null") in results[1]
+
+
+@pytest.mark.parametrize(
+    ("suppliers", "error"),
+    [
+        ((Stores.in_memory_window_store("a", 25, 20), None), "retain duplicates"),
+        ((Stores.in_memory_window_store("a", 30, 20, True), None), "must be the join windows"),
+        ((None, Stores.in_memory_window_store("a", 25, 10, True)), "must be the join windows"),
+        ((Stores.in_memory_key_value_store("a"), None), "a window store's"),
+        (
+            (
+                Stores.in_memory_window_store("a", 25, 20, True),
+                Stores.persistent_window_store("a", 25, 20, True),
+            ),
+            "names of their own",
+        ),
+    ],
+)
+def test_join_store_suppliers_must_fit_the_windows(suppliers: Any, error: str) -> None:
+    with pytest.raises(TopologyError, match=error):
+        _outer_join_stores(store_suppliers=suppliers)
+
+
+def test_a_join_with_a_table_takes_no_store_suppliers() -> None:
+    builder = StreamsBuilder()
+    stream = builder.stream("left", key_serde=INT, value_serde=S)
+    table = builder.table("table", key_serde=INT, value_serde=S)
+    with pytest.raises(TopologyError, match="in_memory"):
+        stream.join(table, joiner, in_memory=True)
 
 
 def test_self_join_after_a_key_change_repartitions_once() -> None:

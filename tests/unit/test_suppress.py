@@ -16,14 +16,14 @@ S, L = serdes.String(), serdes.Long()
 W10 = serdes.TimeWindowed(S, 10)
 
 
-def final_counts(grace: int = 0) -> StreamsBuilder:
+def final_counts(grace: int = 0, buffer: BufferConfig | None = None) -> StreamsBuilder:
     builder = StreamsBuilder()
     (
         builder.stream("in", key_serde=S, value_serde=S)
         .group_by_key()
         .windowed_by(TimeWindows.of_size_and_grace(10, grace))
         .count(Materialized("counts"))
-        .suppress(Suppressed.until_window_closes(BufferConfig.unbounded()))
+        .suppress(Suppressed.until_window_closes(buffer or BufferConfig.unbounded()))
         .to_stream()
         .to("out", value_serde=L)
     )
@@ -150,3 +150,75 @@ def test_the_buffer_survives_a_restart(log: EmbeddedLog, log_path: str) -> None:
     assert [(W10.deserialize("out", r.key), L.deserialize("out", r.value)) for r in records] == [
         (Windowed("k", Window(0, 10)), 2)
     ]
+
+
+def _buffer_changelogs(log: EmbeddedLog) -> list[str]:
+    return [t for t in log.topics() if "SUPPRESS" in t and t.endswith("-changelog")]
+
+
+def test_a_buffer_without_changelog_starts_empty_after_a_restart(
+    log: EmbeddedLog, log_path: str
+) -> None:
+    # Kafka's withLoggingDisabled: no changelog topic, and what the buffer
+    # held when the app stopped is lost (the window's final result never
+    # comes), where the logged buffer above emits it after the restart.
+    log.create_topic("in")
+    log.create_topic("out")
+    config = {"application.id": "sup-unlogged", "bootstrap.servers": f"embedded:{log_path}"}
+    unlogged = BufferConfig.unbounded().with_logging_disabled()
+    with log.producer() as producer:
+        for ts in (1, 2, 11):
+            producer.produce("in", b"k", b"v", timestamp=ts)
+    with KafkaStreams(final_counts(buffer=unlogged).build(), config) as app:
+        app.run_until_end(timeout=30)
+    # Without a restart the buffer works as the logged one.
+    records = log.read("out", 0, 0, 10)
+    assert [(W10.deserialize("out", r.key), L.deserialize("out", r.value)) for r in records] == [
+        (Windowed("k", Window(0, 10)), 2)
+    ]
+    assert _buffer_changelogs(log) == []
+    with log.producer() as producer:
+        producer.produce("in", b"k", b"v", timestamp=12)
+    with KafkaStreams(final_counts(buffer=unlogged).build(), config) as app:
+        app.run_until_end(timeout=30)
+    with log.producer() as producer:
+        producer.produce("in", b"k", b"v", timestamp=25)
+    with KafkaStreams(final_counts(buffer=unlogged).build(), config) as app:
+        app.run_until_end(timeout=30)
+    # [10, 20) was buffered when the second run stopped: lost.
+    assert log.end_offsets("out")[0] == 1
+
+
+def test_buffer_and_store_changelogs_take_topic_configs(log: EmbeddedLog, log_path: str) -> None:
+    log.create_topic("in")
+    log.create_topic("out")
+    builder = StreamsBuilder()
+    (
+        builder.stream("in", key_serde=S, value_serde=S)
+        .group_by_key()
+        .windowed_by(TimeWindows.of_size_and_grace(10, 0))
+        .count(Materialized("counts", logging={"segment.ms": 600_000}))
+        .suppress(
+            Suppressed.until_window_closes(
+                BufferConfig.unbounded().with_logging_enabled({"segment.bytes": "1048576"})
+            )
+        )
+        .to_stream()
+        .to("out", value_serde=L)
+    )
+    config = {"application.id": "sup-configs", "bootstrap.servers": f"embedded:{log_path}"}
+    with KafkaStreams(builder.build(), config) as app:
+        app.run_until_end(timeout=30)
+    (buffer_changelog,) = _buffer_changelogs(log)
+    assert log.topic_config(buffer_changelog)["segment.bytes"] == "1048576"
+    store_config = log.topic_config("sup-configs-counts-changelog")
+    assert store_config["segment.ms"] == "600000"
+    # Kafka's own settings for a windowed store's changelog stay.
+    assert set(store_config["cleanup.policy"].split(",")) == {"compact", "delete"}
+
+
+def test_logging_takes_true_false_or_topic_configs() -> None:
+    assert BufferConfig.max_records(3).with_logging_disabled().logging is False
+    assert Materialized("s", logging={"retention.ms": 5}).log_config == {"retention.ms": "5"}
+    with pytest.raises(TopologyError, match="logging= takes True, False or a mapping"):
+        Materialized("s", logging=["retention.ms"])  # type: ignore[arg-type]

@@ -130,8 +130,11 @@ def test_what_versioned_tables_do_not_take() -> None:
         Stores.versioned_key_value_store_builder(
             Stores.persistent_versioned_key_value_store("v", 10), S, S
         ).with_caching_enabled()
-    with pytest.raises(TopologyError, match="key-value or versioned"):
-        Materialized(Stores.in_memory_window_store("w", 10, 10))
+    # A window store supplier materializes a windowed aggregation, not a table.
+    with pytest.raises(TopologyError, match="not a table"):
+        StreamsBuilder().table(
+            "t", materialized=Materialized(Stores.in_memory_window_store("w", 10, 10))
+        )
 
 
 def test_a_grace_period_waits_for_late_table_updates() -> None:

@@ -7,6 +7,7 @@ import random
 from collections import defaultdict
 from datetime import UTC, datetime, timedelta
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import given, settings
@@ -14,7 +15,16 @@ from hypothesis import strategies as st
 
 from strom import KafkaStreams, StreamsBuilder, serdes
 from strom.embedded import EmbeddedLog
-from strom.kstream import Materialized, TimeWindows, Window, Windowed
+from strom.errors import TopologyError
+from strom.kstream import (
+    Materialized,
+    SessionWindows,
+    SlidingWindows,
+    TimeWindows,
+    Window,
+    Windowed,
+)
+from strom.state import Stores
 from strom.testing import TopologyTestDriver
 
 S, L = serdes.String(), serdes.Long()
@@ -65,7 +75,7 @@ def test_tumbling_count_with_a_late_record_inside_and_outside_grace() -> None:
             # Retention is size + grace: without grace, [0, 5000) has expired
             # in the store, but the record cache still holds it and reads go
             # through the cache, as Kafka's CachingWindowStore's do (C15).
-            store = driver.get_window_store("counts")
+            store = driver.get_timestamped_window_store("counts")
             assert store.fetch("k", 0) == ((3, 4_999) if expected_last is None else (4, 4_999))
 
 
@@ -95,7 +105,7 @@ def test_an_unlogged_store_gets_the_same_writes() -> None:
                 (r.key, r.value, r.timestamp)
                 for r in out_topic(driver, 5_000).read_records_to_list()
             ]
-            store = driver.get_window_store("counts")
+            store = driver.get_timestamped_window_store("counts")
             runs.append((out, [(kv.key, kv.value) for kv in store.all()], store.logged))
     (logged_out, logged_store, had_changelog), (out, store, has_changelog) = runs
     assert (had_changelog, has_changelog) == (True, False)
@@ -245,3 +255,66 @@ def test_window_times_as_utc_datetimes() -> None:
     assert window.start_time() == datetime(2026, 1, 1, 0, 0, 0, 123_000, tzinfo=UTC)
     assert window.end_time() - window.start_time() == timedelta(minutes=1)
     assert Window(0, 0).start_time() == datetime(1970, 1, 1, tzinfo=UTC)
+
+
+def _aggregate_with(windows: Any, materialized: Any) -> StreamsBuilder:
+    builder = StreamsBuilder()
+    grouped = builder.stream("in", key_serde=S, value_serde=S).group_by_key()
+    grouped.windowed_by(windows).count(materialized).to_stream().to("out", value_serde=L)
+    return builder
+
+
+def test_window_and_session_store_suppliers_materialize_windowed_aggregations() -> None:
+    # Kafka's Materialized.as(WindowBytesStoreSupplier / SessionBytesStoreSupplier):
+    # the supplier names the store, says where it lives and how long it keeps.
+    windows = TimeWindows.of_size_and_grace(10, 5)
+    supplier = Stores.in_memory_window_store("mem-counts", 60, 10)
+    topology = _aggregate_with(windows, Materialized(supplier)).build()
+    store = topology._internal.stores["mem-counts"]
+    assert (store.persistent, store.retention_ms, store.window_size_ms) == (False, 60, 10)
+    with TopologyTestDriver(topology) as driver:
+        src = driver.create_input_topic("in", S, S)
+        for ts in (1, 3, 12):
+            src.pipe_input("k", "v", ts)
+        assert [
+            (w.window.start, w.window.end) for w, _ in driver.get_window_store("mem-counts").all()
+        ] == [
+            (0, 10),
+            (10, 20),
+        ]
+        assert [c for _, c in out_topic(driver, 10).read_key_values_to_list()] == [1, 2, 1]
+
+    sessions = Stores.persistent_session_store("sessions", 100)
+    topology = _aggregate_with(SessionWindows.of_inactivity_gap_and_grace(5, 0), sessions).build()
+    assert topology._internal.stores["sessions"].retention_ms is not None
+    sliding = Stores.in_memory_window_store("sliding", 50, 10)
+    topology = _aggregate_with(SlidingWindows.of_time_difference_and_grace(10, 0), sliding).build()
+    assert topology._internal.stores["sliding"].window_size_ms == 10
+
+
+@pytest.mark.parametrize(
+    ("windows", "supplier", "error"),
+    [
+        (TimeWindows.of_size_and_grace(10, 5), ("w", 60, 20, False), "window size \\(20 ms\\)"),
+        (TimeWindows.of_size_and_grace(10, 5), ("w", 60, 10, True), "retain duplicates"),
+        (TimeWindows.of_size_and_grace(10, 5), ("w", 14, 10, False), "must be at least"),
+        (SessionWindows.of_inactivity_gap_and_grace(5, 0), ("w", 60, 10, False), "session"),
+        (TimeWindows.of_size_and_grace(10, 5), ("s", 60), "window store supplier"),
+    ],
+)
+def test_store_suppliers_that_do_not_fit_the_windows_are_refused(
+    windows: Any, supplier: tuple[Any, ...], error: str
+) -> None:
+    made = (
+        Stores.in_memory_window_store(*supplier)
+        if len(supplier) == 4
+        else Stores.in_memory_session_store(*supplier)
+    )
+    with pytest.raises(TopologyError, match=error):
+        _aggregate_with(windows, Materialized(made))
+
+
+def test_a_window_store_supplier_does_not_materialize_a_table() -> None:
+    builder = StreamsBuilder()
+    with pytest.raises(TopologyError, match="not a table"):
+        builder.table("in", materialized=Materialized(Stores.in_memory_window_store("w", 60, 10)))

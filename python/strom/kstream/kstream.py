@@ -8,7 +8,7 @@ up when a method runs.
 from __future__ import annotations
 
 import warnings
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from datetime import timedelta
 from typing import TYPE_CHECKING, Any
 
@@ -26,17 +26,15 @@ from strom.kstream.join_windows import JoinWindows
 from strom.kstream.materialized import Materialized
 from strom.processor.internals.nodes import Node, PassThrough
 from strom.processor.internals.processor_node import ProcessorAdapter
-from strom.processor.internals.topology_builder import StoreDef
-from strom.state.stores import to_millis
+from strom.processor.internals.topology_builder import StoreDef, declared_stores
+from strom.state.stores import StoreSupplier, to_millis
 
 if TYPE_CHECKING:
     from strom.builder import StreamsBuilder
     from strom.kstream.kgrouped_stream import KGroupedStream
     from strom.kstream.ktable import KTable
-    from strom.processor.api import FixedKeyProcessor, Processor, RecordContext
+    from strom.processor.api import FixedKeyProcessor, Partitioner, Processor, RecordContext
     from strom.serdes import Serde
-
-Partitioner = Callable[[Any, Any, int], int]
 
 
 def _refuse(what: str, why: str, **given: Any) -> None:
@@ -322,9 +320,10 @@ class KStream:
         partitioner: Partitioner | None = None,
     ) -> KStream:
         """Goes through the internal topic ``<application.id>-<name>-repartition``
-        (partitioned by key with murmur2, or by ``partitioner(key, value,
-        num_partitions)``, Kafka's ``Repartitioned.streamPartitioner``),
-        starting a new sub-topology."""
+        (partitioned by key with murmur2, or by ``partitioner``, Kafka's
+        ``Repartitioned.streamPartitioner``: a ``StreamPartitioner`` or
+        ``fn(key, value, num_partitions)`` returning a partition, a
+        collection of them or None), starting a new sub-topology."""
         if num_partitions is not None and num_partitions < 1:
             raise TopologyError(f"num_partitions must be at least 1, got {num_partitions}")
         prefix = (
@@ -346,7 +345,12 @@ class KStream:
         name: str | None = None,
     ) -> None:
         """Writes the stream to ``topic`` (which must exist), or to the topic
-        ``topic(key, value, record_context)`` returns for each record."""
+        ``topic(key, value, record_context)`` returns for each record.
+        ``partitioner`` (Kafka's ``Produced.streamPartitioner``): a
+        ``StreamPartitioner``, whose ``partitions(topic, key, value,
+        num_partitions)`` is given the topic, or ``fn(key, value,
+        num_partitions)``; either returns a partition, a collection of them
+        (a copy to each; empty drops the record) or None (murmur2 of the key)."""
         extractor = None if isinstance(topic, str) else topic
         self._builder.internal.add_sink(
             self._builder.processor_name(name, "KSTREAM-SINK-"),
@@ -382,11 +386,16 @@ class KStream:
         name: str | None = None,
     ) -> KStream:
         """Runs a Processor API ``Processor`` on each record, with access to
-        ``store_names`` (added with ``StreamsBuilder.add_state_store``); what
-        it forwards is the new stream (keys may have changed)."""
+        ``store_names`` (added with ``StreamsBuilder.add_state_store``) and
+        to the stores the supplier declares (a ``ConnectedStoreProvider``'s
+        ``stores()``, added here); what it forwards is the new stream (keys
+        may have changed)."""
         node_name = self._builder.processor_name(name, "KSTREAM-PROCESSOR-")
         self._builder.internal.add_processor(
-            node_name, lambda: ProcessorAdapter(supplier), self._node
+            node_name,
+            lambda: ProcessorAdapter(supplier),
+            self._node,
+            stores=declared_stores(supplier),
         )
         if store_names:
             self._builder.internal.connect_processor_and_stores([node_name], list(store_names))
@@ -400,10 +409,14 @@ class KStream:
     ) -> KStream:
         """``process`` for a ``FixedKeyProcessor`` (Kafka's
         ``processValues``): it forwards ``FixedKeyRecord``s, which keep their
-        keys, so the key serde stays and no repartition follows."""
+        keys, so the key serde stays and no repartition follows. Stores the
+        supplier declares are added and connected, as for ``process``."""
         node_name = self._builder.processor_name(name, "KSTREAM-PROCESSVALUES-")
         self._builder.internal.add_processor(
-            node_name, lambda: ProcessorAdapter(supplier, fixed_key=True), self._node
+            node_name,
+            lambda: ProcessorAdapter(supplier, fixed_key=True),
+            self._node,
+            stores=declared_stores(supplier),
         )
         if store_names:
             self._builder.internal.connect_processor_and_stores([node_name], list(store_names))
@@ -421,7 +434,9 @@ class KStream:
         value_serde: Serde[Any] | None = None,
         other_value_serde: Serde[Any] | None = None,
         store_name: str | None = None,
-        logging: bool = True,
+        logging: bool | Mapping[str, str] = True,
+        store_suppliers: tuple[StoreSupplier | None, StoreSupplier | None] | None = None,
+        in_memory: bool = False,
         with_key: bool = False,
         grace: int | timedelta | None = None,
     ) -> KStream:
@@ -437,8 +452,11 @@ class KStream:
 
         For stream-stream joins, ``key_serde``, ``value_serde`` and
         ``other_value_serde`` (Kafka's ``StreamJoined``) serialize the join's
-        stores and repartition topics, ``store_name`` names its stores and
-        ``logging=False`` turns their changelogs off. For a join with a
+        stores and repartition topics, ``store_name`` names its stores,
+        ``logging=False`` turns their changelogs off and a mapping for
+        ``logging`` gives their topic configs; ``store_suppliers=(this,
+        other)`` (window store suppliers, either may be None) name and place
+        the sides' stores, and ``in_memory=True`` keeps the others in memory. For a join with a
         KTable, ``key_serde`` and ``value_serde`` (Kafka's ``Joined``)
         serialize the repartition topic that a key change before the join
         needs, and ``key_serde`` is the result's key serde
@@ -464,6 +482,8 @@ class KStream:
             serdes=(key_serde, value_serde, other_value_serde),
             store_name=store_name,
             logging=logging,
+            store_suppliers=store_suppliers,
+            in_memory=in_memory,
             with_key=with_key,
             grace=grace,
         )
@@ -479,7 +499,9 @@ class KStream:
         value_serde: Serde[Any] | None = None,
         other_value_serde: Serde[Any] | None = None,
         store_name: str | None = None,
-        logging: bool = True,
+        logging: bool | Mapping[str, str] = True,
+        store_suppliers: tuple[StoreSupplier | None, StoreSupplier | None] | None = None,
+        in_memory: bool = False,
         with_key: bool = False,
         grace: int | timedelta | None = None,
     ) -> KStream:
@@ -496,6 +518,8 @@ class KStream:
             serdes=(key_serde, value_serde, other_value_serde),
             store_name=store_name,
             logging=logging,
+            store_suppliers=store_suppliers,
+            in_memory=in_memory,
             with_key=with_key,
             grace=grace,
         )
@@ -511,7 +535,9 @@ class KStream:
         value_serde: Serde[Any] | None = None,
         other_value_serde: Serde[Any] | None = None,
         store_name: str | None = None,
-        logging: bool = True,
+        logging: bool | Mapping[str, str] = True,
+        store_suppliers: tuple[StoreSupplier | None, StoreSupplier | None] | None = None,
+        in_memory: bool = False,
         with_key: bool = False,
     ) -> KStream:
         """Outer join with another KStream: like ``left_join``, and records
@@ -533,6 +559,8 @@ class KStream:
             serdes=(key_serde, value_serde, other_value_serde),
             store_name=store_name,
             logging=logging,
+            suppliers=store_suppliers or (None, None),
+            in_memory=in_memory,
             with_key=with_key,
         )
 
@@ -546,7 +574,9 @@ class KStream:
         name: str | None,
         serdes: tuple[Serde[Any] | None, Serde[Any] | None, Serde[Any] | None],
         store_name: str | None,
-        logging: bool,
+        logging: bool | Mapping[str, str],
+        store_suppliers: tuple[StoreSupplier | None, StoreSupplier | None] | None,
+        in_memory: bool,
         with_key: bool,
         grace: int | timedelta | None = None,
     ) -> KStream:
@@ -567,6 +597,8 @@ class KStream:
                 serdes=serdes,
                 store_name=store_name,
                 logging=logging,
+                suppliers=store_suppliers or (None, None),
+                in_memory=in_memory,
                 with_key=with_key,
             )
         if isinstance(second, JoinWindows):
@@ -581,7 +613,9 @@ class KStream:
                 value_serde=value_serde,
                 other_value_serde=other_value_serde,
                 store_name=store_name,
-                logging=None if logging else False,
+                logging=None if logging is True else logging,
+                store_suppliers=store_suppliers,
+                in_memory=in_memory or None,
             )
             if second is None:
                 raise TopologyError(
@@ -607,7 +641,9 @@ class KStream:
             "it has no store of its own and reads the table's (key_serde and value_serde "
             "serialize its repartition topic)",
             store_name=store_name,
-            logging=None if logging else False,
+            logging=None if logging is True else logging,
+            store_suppliers=store_suppliers,
+            in_memory=in_memory or None,
         )
         return self._table_join(
             other,

@@ -17,6 +17,7 @@ from strom.kstream.internals import table_joins as tj
 from strom.kstream.internals import table_processors as tp
 from strom.kstream.internals import table_suppliers as ts
 from strom.kstream.materialized import Materialized
+from strom.processor.api import Partitioner
 from strom.processor.internals.topology_builder import StoreDef
 
 if TYPE_CHECKING:
@@ -291,9 +292,17 @@ class KTable:
         )
         # Entries go through the table's value serde, else the default one.
         value_serde = suppress_processor.BufferedSerde(self._value_serde)
-        builder.internal.add_store(
-            StoreDef(store_name, self._key_serde, value_serde, persistent=True), name
+        # Without a changelog the buffer is in memory only, as Kafka's: a
+        # restart starts it empty.
+        store = StoreDef(
+            store_name,
+            self._key_serde,
+            value_serde,
+            logged=buffer.logging,
+            persistent=buffer.logging,
+            log_config=buffer.log_config,
         )
+        builder.internal.add_store(store, name)
         return KTable(
             builder,
             name,
@@ -336,6 +345,8 @@ class KTable:
         name: str | None = None,
         with_key: bool = False,
         foreign_key_with_key: bool = False,
+        partitioner: Partitioner | None = None,
+        other_partitioner: Partitioner | None = None,
     ) -> KTable:
         """Inner join with another table: ``joiner(value, other_value)`` for
         every key in both, updated when either side changes, deleted when
@@ -344,7 +355,12 @@ class KTable:
         with ``foreign_key_with_key=True`` too, ``fn(key, value)`` (Kafka's
         ``BiFunction`` extractor). ``materialized`` keeps the result in a
         queryable store. ``with_key``: ``joiner(key, value, other_value)``
-        (Kafka's ``ValueJoinerWithKey``; the key is this table's)."""
+        (Kafka's ``ValueJoinerWithKey``; the key is this table's).
+        ``partitioner`` and ``other_partitioner`` (Kafka's ``TableJoined``,
+        foreign-key joins only) say how this table's and the other table's
+        topics are partitioned, when not by the default partitioner: called
+        with a key and None for the value, each returns one partition (or
+        None for the default)."""
         return self._table_join(
             other,
             joiner,
@@ -354,6 +370,7 @@ class KTable:
             name,
             with_key,
             foreign_key_with_key,
+            (partitioner, other_partitioner),
         )
 
     def left_join(
@@ -366,6 +383,8 @@ class KTable:
         name: str | None = None,
         with_key: bool = False,
         foreign_key_with_key: bool = False,
+        partitioner: Partitioner | None = None,
+        other_partitioner: Partitioner | None = None,
     ) -> KTable:
         """Left join: like ``join``, but every entry of this table is in the
         result, joined with None while ``other`` has no match."""
@@ -378,6 +397,7 @@ class KTable:
             name,
             with_key,
             foreign_key_with_key,
+            (partitioner, other_partitioner),
         )
 
     def outer_join(
@@ -402,9 +422,15 @@ class KTable:
         name: str | None,
         with_key: bool = False,
         foreign_key_with_key: bool = False,
+        partitioners: tuple[Partitioner | None, Partitioner | None] = (None, None),
     ) -> KTable:
         if foreign_key_with_key and foreign_key is None:
             raise TopologyError("foreign_key_with_key=True needs a foreign_key extractor")
+        if partitioners != (None, None) and foreign_key is None:
+            raise TopologyError(
+                "partitioner= and other_partitioner= belong to a foreign-key join (Kafka's "
+                "TableJoined): a primary-key join reads co-partitioned tables"
+            )
         if not isinstance(other, KTable):
             raise TopologyError(f"a KTable joins a KTable here, not {type(other).__name__}")
         for table in (self, other):
@@ -424,5 +450,6 @@ class KTable:
                 name,
                 with_key,
                 foreign_key_with_key,
+                partitioners,
             )
         return tj.primary_key_join(self, other, joiner, kind, materialized, name, with_key)

@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from collections.abc import Mapping
+from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from strom.errors import TopologyError
 from strom.processor.internals.topology_builder import StoreDef
 from strom.serdes import Serde
-from strom.state.stores import KEY_VALUE, VERSIONED, StoreSupplier
+from strom.state.stores import KEY_VALUE, SESSION, VERSIONED, WINDOW, StoreSupplier
 
 
 @dataclass(frozen=True)
 class Materialized:
     """Names and configures the store behind a KTable or aggregation: its
-    serdes, the record cache (``caching``), the changelog (``logging``), a
-    windowed store's ``retention``, an in-memory store in place of the
-    persistent default (``in_memory``), or a store supplier in place of a
-    name (a versioned one makes the table versioned).
+    serdes, the record cache (``caching``), the changelog (``logging``:
+    on, off, or on with these topic configs, Kafka's
+    ``withLoggingEnabled(Map)``), a windowed store's ``retention``, an
+    in-memory store in place of the persistent default (``in_memory``), or
+    a store supplier in place of a name (a versioned one makes the table
+    versioned).
     """
 
     store_name: str | None = None
@@ -30,6 +33,8 @@ class Materialized:
     caching: bool = True
     logging: bool = True
     in_memory: bool = False
+    # Topic configs of the changelog (with ``logging`` on).
+    log_config: dict[str, str] = field(default_factory=dict, hash=False)
 
     def __init__(
         self,
@@ -39,16 +44,18 @@ class Materialized:
         value_serde: Serde[Any] | None = None,
         retention: int | timedelta | None = None,
         caching: bool = True,
-        logging: bool = True,
+        logging: bool | Mapping[str, str] = True,
         in_memory: bool = False,
     ) -> None:
+        log_config = changelog_config(logging, store_name)
+        logging = logging if isinstance(logging, bool) else True
         supplier = None
         if isinstance(store_name, StoreSupplier):
             supplier, store_name = store_name, store_name.name
-            if supplier.kind not in (KEY_VALUE, VERSIONED):
+            if supplier.kind not in (KEY_VALUE, VERSIONED, WINDOW, SESSION):
                 raise TopologyError(
-                    f"store {store_name!r}: Materialized takes a key-value or versioned "
-                    f"store supplier here, not a {supplier.kind} store's"
+                    f"store {store_name!r}: Materialized takes a key-value, versioned, "
+                    f"window or session store supplier, not a {supplier.kind} store's"
                 )
             in_memory = not supplier.persistent
             if supplier.kind == VERSIONED:
@@ -65,10 +72,27 @@ class Materialized:
         return self.supplier is not None and self.supplier.kind == VERSIONED
 
     def store_def(
-        self, name: str, key_serde: Serde[Any] | None, value_serde: Serde[Any] | None
+        self,
+        name: str,
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+        windowed: str | None = None,
     ) -> StoreDef:
         """The timestamped key-value store a table or aggregation keeps (or
-        the versioned store its supplier names)."""
+        the versioned store its supplier names); for a windowed aggregation
+        (``windowed``: the kind of store it keeps, whose windows and
+        retention it sets) the store's flavour and name."""
+        supplier_kind = None if self.supplier is None else self.supplier.kind
+        if supplier_kind in (WINDOW, SESSION) and supplier_kind != windowed:
+            raise TopologyError(
+                f"store {name!r}: a {supplier_kind} store supplier materializes "
+                + (
+                    f"a windowed aggregation over {windowed} windows only with a {windowed} "
+                    "store supplier"
+                    if windowed
+                    else "a windowed aggregation (windowed_by), not a table"
+                )
+            )
         if self.versioned:
             assert self.supplier is not None
             return StoreDef(
@@ -76,6 +100,7 @@ class Materialized:
                 key_serde,
                 value_serde,
                 logged=self.logging,
+                log_config=self.log_config,
                 kind=VERSIONED,
                 retention_ms=self.supplier.retention_ms,
             )
@@ -84,6 +109,7 @@ class Materialized:
             key_serde,
             value_serde,
             logged=self.logging,
+            log_config=self.log_config,
             persistent=not self.in_memory,
             caching=self.caching,
             timestamped=True,
@@ -99,3 +125,16 @@ class Materialized:
         if isinstance(materialized, Materialized):
             return materialized
         raise TopologyError(f"expected a Materialized or a store name, got {materialized!r}")
+
+
+def changelog_config(logging: bool | Mapping[str, str], store: object = None) -> dict[str, str]:
+    """The changelog topic configs a ``logging=`` argument gives: none for
+    True or False, else the mapping's (values as strings)."""
+    if isinstance(logging, bool):
+        return {}
+    if not isinstance(logging, Mapping) or not all(isinstance(k, str) for k in logging):
+        raise TopologyError(
+            f"store {store!r}: logging= takes True, False or a mapping of changelog topic "
+            f"configs (str keys), got {logging!r}"
+        )
+    return {key: str(value) for key, value in logging.items()}

@@ -3,12 +3,14 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
 from datetime import timedelta
 from typing import Literal
 
 from strom.errors import TopologyError
 from strom.kstream.internals.names import check_name
+from strom.kstream.materialized import changelog_config
 from strom.state.stores import to_millis
 
 __all__ = ["BufferConfig", "Suppressed"]
@@ -18,12 +20,15 @@ UNLIMITED = 2**63 - 1
 
 @dataclass(frozen=True)
 class BufferConfig:
-    """How much a suppression buffer holds, and what happens when it is full:
-    emit the oldest records early, or shut the application down."""
+    """How much a suppression buffer holds, what happens when it is full
+    (emit the oldest records early, or shut the application down), and
+    whether a changelog backs it (with which topic configs)."""
 
     record_limit: int = UNLIMITED
     byte_limit: int = UNLIMITED
     when_full: Literal["emit_early", "shut_down"] = "shut_down"
+    logging: bool = True
+    log_config: dict[str, str] = field(default_factory=dict, hash=False)
 
     @staticmethod
     def unbounded() -> BufferConfig:
@@ -51,6 +56,15 @@ class BufferConfig:
         """No record or byte limit (Kafka's ``withNoBound``): a strict
         buffer, bounded only by the suppression's time limit."""
         return replace(self, record_limit=UNLIMITED, byte_limit=UNLIMITED, when_full="shut_down")
+
+    def with_logging_disabled(self) -> BufferConfig:
+        """No changelog: the buffer lives in memory only, and what it holds
+        is lost when its task moves or the app restarts (as Kafka's)."""
+        return replace(self, logging=False, log_config={})
+
+    def with_logging_enabled(self, config: Mapping[str, str] | None = None) -> BufferConfig:
+        """A changelog (the default), with ``config`` as its topic configs."""
+        return replace(self, logging=True, log_config=changelog_config(config or {}, "buffer"))
 
     def emit_early_when_full(self) -> BufferConfig:
         return replace(self, when_full="emit_early")

@@ -179,6 +179,43 @@ def _refuse_versioned_windows(mat: Materialized) -> None:
         )
 
 
+def _window_retention(mat: Materialized, store_name: str, spec: WindowStoreSpec) -> int:
+    """The windowed store's retention: the default, Materialized's, or its
+    store supplier's, which must also fit the windows (Kafka takes a
+    supplier as it is; one that would hide windows before they close, or
+    keep windows of another size, is an error here)."""
+    supplier = mat.supplier
+    asked: int | None = None
+    if supplier is not None and supplier.retention_ms is not None and not mat.versioned:
+        if mat.retention is not None:
+            raise TopologyError(
+                f"store {store_name!r}: the retention comes from its store supplier; "
+                "Materialized(retention=) goes with a store name"
+            )
+        if supplier.retain_duplicates:
+            raise TopologyError(
+                f"store {store_name!r}: an aggregation keeps one value per window, so its "
+                "window store supplier must not retain duplicates"
+            )
+        if spec.window_size_ms is not None and supplier.window_size_ms != spec.window_size_ms:
+            raise TopologyError(
+                f"store {store_name!r}: its supplier's window size ({supplier.window_size_ms} "
+                f"ms) is not the windows' ({spec.window_size_ms} ms)"
+            )
+        asked = supplier.retention_ms
+    elif mat.retention is not None:
+        asked = to_millis(mat.retention, "retention")
+    # Kept for the default retention unless asked for longer.
+    if asked is None:
+        return spec.retention_ms
+    if asked < spec.retention_ms:
+        raise TopologyError(
+            f"store {store_name!r}: the retention ({asked} ms) must be at least "
+            f"{spec.minimum} ({spec.retention_ms} ms)"
+        )
+    return asked
+
+
 @dataclass(frozen=True)
 class _AggregateStore:
     """An aggregation's store, and what its processors and table need of it."""
@@ -199,20 +236,12 @@ def _aggregate_store(
     windows: AnyWindows | None,
     emit: EmitStrategy | None,
 ) -> _AggregateStore:
-    store = mat.store_def(store_name, key_serde, value_serde)
     if windows is None:
+        store = mat.store_def(store_name, key_serde, value_serde)
         return _AggregateStore(store, 0, None, key_serde)
     spec = window_store(windows)
-    # Kept for the default retention unless Materialized asks for longer.
-    retention = spec.retention_ms
-    if mat.retention is not None:
-        asked = to_millis(mat.retention, "retention")
-        if asked < retention:
-            raise TopologyError(
-                f"store {store_name!r}: the retention ({asked} ms) must be at least "
-                f"{spec.minimum} ({retention} ms)"
-            )
-        retention = asked
+    store = mat.store_def(store_name, key_serde, value_serde, windowed=spec.kind)
+    retention = _window_retention(mat, store_name, spec)
     store.kind, store.window_size_ms = spec.kind, spec.window_size_ms
     store.retention_ms = retention
     if emit is not None and emit.final_only:

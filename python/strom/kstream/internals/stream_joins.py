@@ -26,16 +26,18 @@ from __future__ import annotations
 
 import struct
 import weakref
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any
 
 from strom.errors import ConfigError, SerializationError, TopologyError
 from strom.kstream import kstream
 from strom.kstream.join_windows import JoinWindows
+from strom.kstream.materialized import changelog_config
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, PassThrough, log
 from strom.processor.internals.topology_builder import StoreDef
 from strom.serdes import Serde
+from strom.state.stores import WINDOW, StoreSupplier
 
 if TYPE_CHECKING:
     from strom.builder import StreamsBuilder
@@ -471,17 +473,24 @@ def stream_stream_join(
     name: str | None,
     serdes: tuple[Serde[Any] | None, Serde[Any] | None, Serde[Any] | None],
     store_name: str | None,
-    logging: bool,
+    logging: bool | Mapping[str, str],
     with_key: bool = False,
+    suppliers: tuple[StoreSupplier | None, StoreSupplier | None] = (None, None),
+    in_memory: bool = False,
 ) -> KStream:
     """A join of two KStreams (Kafka's KStreamImpl.doJoin + KStreamImplJoin.join):
     repartition each side that needs it, a window store per side, a join
-    processor per side, their results merged."""
+    processor per side, their results merged. ``suppliers`` (Kafka's
+    ``StreamJoined.with(thisSupplier, otherSupplier)``) name and place the
+    sides' stores; ``in_memory`` (its in-memory ``DslStoreSuppliers``) keeps
+    the others in memory."""
     if not isinstance(windows, JoinWindows):
         raise TopologyError(
             "a join with another KStream takes (other, joiner, join_windows), "
             f"not {type(windows).__name__} as the third argument"
         )
+    _check_join_suppliers(suppliers, windows)
+    this_supplier, other_supplier = suppliers
     if not callable(joiner):
         raise TopologyError(f"the joiner must be callable, got {joiner!r}")
     if other._builder is not this._builder:
@@ -515,12 +524,15 @@ def stream_stream_join(
     merge = builder.processor_name(name, "KSTREAM-MERGE-", "-merge")
     this_store = f"{store_name}{this_suffix}-store" if store_name else f"{this_generated}-store"
     other_store = f"{store_name}{other_suffix}-store" if store_name else f"{other_generated}-store"
+    this_store = this_supplier.name if this_supplier else this_store
+    other_store = other_supplier.name if other_supplier else other_store
     outer_store = None
     if left_outer:
         shared = "-outer-shared-join" if right_outer else "-left-shared-join"
+        base = this_supplier.name if this_supplier else store_name
         outer_store = (
-            f"{store_name}{shared}-store"
-            if store_name
+            f"{base}{shared}-store"
+            if base
             else f"KSTREAM-OUTERSHARED-{this_generated[len(this_prefix) :]}-store"
         )
 
@@ -553,33 +565,83 @@ def stream_stream_join(
         builder.relax_null_keys(this_join, other_join)
     internal.add_processor(merge, PassThrough, this_join, other_join)
 
-    def window_store(store: str, values: Serde[Any] | None) -> StoreDef:
+    log_config = changelog_config(logging, this_store)
+    logged = logging if isinstance(logging, bool) else True
+
+    def window_store(
+        store: str, values: Serde[Any] | None, supplier: StoreSupplier | None
+    ) -> StoreDef:
         return StoreDef(
             store,
             keys,
             values,
-            logged=logging,
+            logged=logged,
+            log_config=log_config,
+            persistent=supplier.persistent if supplier else not in_memory,
             kind="window",
             retention_ms=windows.retention_ms(),
             window_size_ms=windows.size_ms,
             retain_duplicates=True,
         )
 
-    internal.add_store(window_store(this_store, this_values), this_windowed, other_join)
-    internal.add_store(window_store(other_store, other_values), other_windowed, this_join)
+    internal.add_store(
+        window_store(this_store, this_values, this_supplier), this_windowed, other_join
+    )
+    internal.add_store(
+        window_store(other_store, other_values, other_supplier), other_windowed, this_join
+    )
     if outer_store is not None:
+        # In memory with the in-memory suppliers, else where this side's store is.
+        outer_persistent = not in_memory and (this_supplier is None or this_supplier.persistent)
         internal.add_store(
             StoreDef(
                 outer_store,
                 JoinSideKeySerde(keys),
                 LeftOrRightListSerde(this_values, other_values),
-                logged=logging,
+                logged=logged,
+                log_config=log_config,
+                persistent=outer_persistent,
             ),
             this_join,
             other_join,
         )
     internal.co_partition(this_join)
     return kstream.KStream(builder, merge, keys, None)
+
+
+def _check_join_suppliers(
+    suppliers: tuple[StoreSupplier | None, StoreSupplier | None], windows: JoinWindows
+) -> None:
+    """Kafka's KStreamImplJoin.assertWindowSettings and assertUniqueStoreNames:
+    window store suppliers that keep duplicates, with the windows' size and
+    exactly their retention, under two names."""
+    for supplier in suppliers:
+        if supplier is None:
+            continue
+        if supplier.kind != WINDOW:
+            raise TopologyError(
+                f"store {supplier.name!r}: a stream-stream join's store supplier is a "
+                f"window store's (Stores.…_window_store), not a {supplier.kind} store's"
+            )
+        if not supplier.retain_duplicates:
+            raise TopologyError(
+                f"store {supplier.name!r}: a join's window store supplier must retain "
+                "duplicates (retain_duplicates=True)"
+            )
+        if (supplier.window_size_ms, supplier.retention_ms) != (
+            windows.size_ms,
+            windows.retention_ms(),
+        ):
+            raise TopologyError(
+                f"store {supplier.name!r}: its window size ({supplier.window_size_ms} ms) and "
+                f"retention ({supplier.retention_ms} ms) must be the join windows' size "
+                f"({windows.size_ms} ms) and size plus grace ({windows.retention_ms()} ms)"
+            )
+    this, other = suppliers
+    if this is not None and other is not None and this.name == other.name:
+        raise TopologyError(
+            f"both sides' store suppliers are named {this.name!r}: they need names of their own"
+        )
 
 
 def repartition_for_join(

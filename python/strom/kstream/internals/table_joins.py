@@ -26,8 +26,9 @@ from strom.kstream.internals.table_processors import (
 )
 from strom.kstream.internals.table_suppliers import TableSupplier, TableView, store_view
 from strom.kstream.materialized import Materialized
+from strom.processor.api import Partitioner, Partitions, StreamPartitioner
 from strom.processor.internals.batch import Batch
-from strom.processor.internals.nodes import Node, log
+from strom.processor.internals.nodes import Node, log, partitions_function
 from strom.processor.internals.topology_builder import StoreDef
 from strom.serdes import Serde
 
@@ -789,6 +790,35 @@ class ResponseJoin(Node):
         self.forward(out.batch(batch))
 
 
+def _back_to_the_subscriber(_key: Any, response: SubscriptionResponse, _count: int) -> int:
+    return response.primary_partition
+
+
+class _KeyPartitioner(StreamPartitioner[Any, Any]):
+    """A TableJoined partitioner on an internal topic of the join: given the
+    key alone (None for the value), as Kafka calls it, and held to one
+    partition (or None, the default partitioner)."""
+
+    def __init__(self, partitioner: Partitioner) -> None:
+        self._partitions = partitions_function(partitioner)
+
+    def partitions(self, topic: str, key: Any, value: Any, num_partitions: int) -> Partitions:
+        answer = self._partitions(topic, key, None, num_partitions)
+        if answer is None or isinstance(answer, int):
+            return answer
+        chosen = list(answer)
+        if len(chosen) != 1:
+            raise ValueError(
+                f"a foreign-key join's partitioner returned {chosen!r} for key {key!r}: "
+                "it must return one partition"
+            )
+        return chosen
+
+
+def _by_key(partitioner: Partitioner | None) -> Partitioner | None:
+    return None if partitioner is None else _KeyPartitioner(partitioner)
+
+
 def foreign_key_join(
     this: KTable,
     other: KTable,
@@ -799,9 +829,12 @@ def foreign_key_join(
     name: str | None,
     with_key: bool = False,
     foreign_key_with_key: bool = False,
+    partitioners: tuple[Partitioner | None, Partitioner | None] = (None, None),
 ) -> KTable:
     """Adds the subscription and response topics and processors of a
-    foreign-key join, named as Kafka names them, and returns the result."""
+    foreign-key join, named as Kafka names them, and returns the result.
+    ``partitioners`` (Kafka's ``TableJoined``): how this table's and the
+    other table's keys are partitioned, if not by the default partitioner."""
     if kind not in ("inner", "left"):
         raise TopologyError(f"foreign-key joins are inner or left, not {kind}")
     builder, internal = this._builder, this._builder.internal
@@ -855,6 +888,7 @@ def foreign_key_join(
         send_name,
         key_serde=other._key_serde,
         value_serde=subscriptions,
+        partitioner=_by_key(partitioners[1]),
         internal=True,
     )
     internal.add_source(sub_source, [sub_topic], other._key_serde, subscriptions, internal=True)
@@ -877,7 +911,7 @@ def foreign_key_join(
         foreign_name,
         key_serde=this._key_serde,
         value_serde=responses,
-        partitioner=lambda _key, response, _count: response.primary_partition,
+        partitioner=_by_key(partitioners[0]) or _back_to_the_subscriber,
         internal=True,
     )
     internal.add_source(
