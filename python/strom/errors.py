@@ -6,13 +6,16 @@ The native module raises these classes too (it maps its error enum onto them), s
 
 from __future__ import annotations
 
+import traceback
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal
 
 __all__ = [
     "ApplicationShutdownRequested",
     "ConfigError",
     "CorruptLogError",
+    "DeadLetterRecord",
     "ErrorHandlerContext",
     "ExpressionError",
     "FailedRecord",
@@ -20,12 +23,14 @@ __all__ = [
     "LogInUseError",
     "OffsetOutOfRangeError",
     "ProductionError",
+    "Response",
     "SerializationError",
     "StoreError",
     "StromError",
     "TaskError",
     "TopologyError",
     "UnknownTopicError",
+    "dead_letter_records",
 ]
 
 
@@ -127,3 +132,83 @@ class FailedRecord:
 class ApplicationShutdownRequested(StromError):
     """An instance of the application (maybe this one) asked every instance
     to shut down (the uncaught exception handler said ``"shutdown_application"``)."""
+
+
+# Kafka's ExceptionHandlerUtils header names (KIP-1034).
+HEADER_EXCEPTION = "__streams.errors.exception"
+HEADER_STACKTRACE = "__streams.errors.stacktrace"
+HEADER_MESSAGE = "__streams.errors.message"
+HEADER_TOPIC = "__streams.errors.topic"
+HEADER_PARTITION = "__streams.errors.partition"
+HEADER_OFFSET = "__streams.errors.offset"
+
+
+@dataclass(frozen=True)
+class DeadLetterRecord:
+    """A record an exception handler sends to a dead-letter topic (Kafka's
+    ``ProducerRecord<byte[], byte[]>`` in a handler's ``Response``): bytes,
+    its headers, and its timestamp (None: the failed input record's)."""
+
+    topic: str
+    key: bytes | None
+    value: bytes | None
+    headers: list[tuple[str, bytes | None]] = field(default_factory=list)
+    timestamp: int | None = None
+
+
+@dataclass(frozen=True)
+class Response:
+    """What an exception handler function may return instead of
+    ``"continue"`` or ``"fail"`` (Kafka's handlers' ``Response``, KIP-1034):
+    resume or fail, and the dead-letter records to send either way. A
+    handler that returns a Response sends exactly its records: the
+    ``errors.dead.letter.queue.topic.name`` record is not added (build it
+    with :func:`dead_letter_records`)."""
+
+    result: Literal["resume", "fail"]
+    dead_letter_records: tuple[DeadLetterRecord, ...] = ()
+
+    @staticmethod
+    def resume(dead_letter_records: Sequence[DeadLetterRecord] = ()) -> Response:
+        return Response("resume", tuple(dead_letter_records))
+
+    @staticmethod
+    def fail(dead_letter_records: Sequence[DeadLetterRecord] = ()) -> Response:
+        return Response("fail", tuple(dead_letter_records))
+
+
+def dead_letter_headers(
+    exc: BaseException, context: ErrorHandlerContext
+) -> list[tuple[str, bytes | None]]:
+    """The headers Kafka puts on a dead-letter record: the failed record's
+    own, then the exception (class and message), its message, its stack
+    trace, and the input record's topic, partition and offset."""
+    kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
+    if exc.__traceback__ is not None:
+        stack = "".join(traceback.format_exception(exc))
+    else:  # never raised (a broker's rejection): where it was found, as Java's
+        stack = "Traceback (most recent call last):\n"
+        stack += "".join(traceback.format_stack()[:-1]) + f"{kind}: {exc}\n"
+    return [
+        *context.headers,
+        (HEADER_EXCEPTION, f"{kind}: {exc}".encode()),
+        (HEADER_MESSAGE, str(exc).encode()),
+        (HEADER_STACKTRACE, stack.encode()),
+        (HEADER_TOPIC, None if context.topic is None else context.topic.encode()),
+        (HEADER_PARTITION, str(context.partition).encode()),
+        (HEADER_OFFSET, str(context.offset).encode()),
+    ]
+
+
+def dead_letter_records(
+    topic: str,
+    key: bytes | None,
+    value: bytes | None,
+    context: ErrorHandlerContext,
+    exception: BaseException,
+) -> list[DeadLetterRecord]:
+    """The dead-letter record Kafka's built-in handlers send (Kafka's
+    ``ExceptionHandlerUtils.buildDeadLetterQueueRecord``): ``key`` and
+    ``value`` (usually the input record's, ``context.source_raw_key`` and
+    ``source_raw_value``) with :func:`dead_letter_headers`."""
+    return [DeadLetterRecord(topic, key, value, dead_letter_headers(exception, context))]

@@ -68,7 +68,7 @@ from strom.topology import Topology
 
 if TYPE_CHECKING:
     from strom.metrics.prometheus import MetricsServer
-    from strom.processor.api import StandbyUpdateListener, StateRestoreListener
+    from strom.processor.api import Partitioner, StandbyUpdateListener, StateRestoreListener
     from strom.processor.internals.topology_builder import StoreDef
     from strom.web.server import WebServer
 
@@ -657,12 +657,16 @@ class KafkaStreams:
         global store once: the stream threads share it)."""
         return list(self._local_store_partitions(name).values())
 
-    def _local_store_partitions(self, name: str) -> dict[int, Any]:
+    def _local_store_partitions(self, name: str, stale: bool = False) -> dict[int, Any]:
         """The local active tasks' instances of store ``name`` by partition
-        (-1: the global store)."""
+        (-1: the global store); with ``stale``, the standby tasks' too (an
+        instance never holds both of one partition)."""
         found: dict[int, Any] = {}
         for runtime in list(self._runtimes):
-            for task in list(runtime.tasks.values()):
+            tasks = list(runtime.tasks.values())
+            if stale:
+                tasks += runtime.standby_tasks()
+            for task in tasks:
                 if name in task.stores:
                     found[task.partition] = task.stores[name]
         global_task = next((r.global_task for r in self._runtimes if r.global_task), None)
@@ -674,7 +678,14 @@ class KafkaStreams:
         """How many partitions (tasks) store ``name`` has."""
         return self._metadata_state().store_partition_count(name)
 
-    def store(self, name: str, *, timestamped: bool = False) -> Any:
+    def store(
+        self,
+        name: str,
+        *,
+        timestamped: bool = False,
+        partition: int | None = None,
+        stale_stores: bool = False,
+    ) -> Any:
         """Interactive query of store ``name`` over this instance's active
         tasks: a :class:`~strom.state.views.ReadOnlyKeyValueView`,
         ``ReadOnlyWindowView`` or ``ReadOnlySessionView`` as the store's kind
@@ -683,6 +694,11 @@ class KafkaStreams:
         ``QueryableStoreTypes.keyValueStore()``, ``windowStore()``), or, with
         ``timestamped=True``, as ``(value, timestamp)`` pairs (Kafka's
         ``timestampedKeyValueStore()``, ``timestampedWindowStore()``).
+        ``partition`` and ``stale_stores`` are Kafka's
+        ``StoreQueryParameters.withPartition`` and ``enableStaleStores``: the
+        view reads that partition's store only (a read raises
+        InvalidStateStoreError while this instance does not hold it), and
+        reads the standby tasks' stores too, which may lag their changelogs.
         Raises InvalidStateStoreError unless the app is RUNNING or
         REBALANCING, when no store has that name, or when ``timestamped``
         asks it for timestamps it does not keep."""
@@ -694,9 +710,8 @@ class KafkaStreams:
                 f"store {name!r} is a {kind.name} store that keeps no timestamps: "
                 "query it with store(name)"
             )
-        return kind.view_class(
-            name, functools.partial(self._queryable_stores, name), timestamped=timestamped
-        )
+        provider = functools.partial(self._queryable_stores, name, partition, stale_stores)
+        return kind.view_class(name, provider, timestamped=timestamped)
 
     def _store_def(self, name: str) -> StoreDef:
         store_def = self._topology._internal.stores.get(name)
@@ -740,11 +755,22 @@ class KafkaStreams:
             results[partition] = _answer(view, request.query)
         return StateQueryResult(results)
 
-    def _queryable_stores(self, name: str) -> list[Any]:
-        """What a view reads on each call: the local stores, while the app
-        is queryable (Kafka's store providers check the same)."""
+    def _queryable_stores(
+        self, name: str, partition: int | None = None, stale: bool = False
+    ) -> list[Any]:
+        """What a view reads on each call: the local stores (of one
+        partition; standbys' too when ``stale``), while the app is queryable
+        (Kafka's store providers check the same)."""
         self._check_queryable(f"store {name!r}")
-        return self._local_stores(name)
+        found = self._local_store_partitions(name, stale)
+        if partition is None:
+            return list(found.values())
+        if partition not in found:
+            raise InvalidStateStoreError(
+                f"partition {partition} of store {name!r} is not on this instance"
+                + ("" if stale else " as an active task (stale_stores=True reads standbys too)")
+            )
+        return [found[partition]]
 
     # --- metadata across instances --------------------------------------------
     def _metadata_state(self) -> StreamsMetadataState:
@@ -776,16 +802,25 @@ class KafkaStreams:
             self._rebalances += 1
 
     def query_metadata_for_key(
-        self, store_name: str, key: Any, key_serde: Serde[Any]
+        self,
+        store_name: str,
+        key: Any,
+        key_serde: Serde[Any] | None = None,
+        *,
+        partitioner: Partitioner | None = None,
     ) -> KeyQueryMetadata:
         """Where ``key`` of ``store_name`` lives: the host of the active task
         of the key's partition (murmur2 of the key serialized with
-        ``key_serde``, as the sinks partition), the hosts of its standbys,
-        and the partition. ``KeyQueryMetadata.NOT_AVAILABLE`` while the
-        assignment is not known (a rebalance)."""
+        ``key_serde``, as the sinks partition; or ``partitioner``'s one
+        partition for the key, Kafka's ``StreamPartitioner`` overload, for
+        an input written by a partitioner of its own), the hosts of its
+        standbys, and the partition. ``KeyQueryMetadata.NOT_AVAILABLE``
+        while the assignment is not known (a rebalance)."""
         self._check_queryable("query_metadata_for_key")
+        if (key_serde is None) == (partitioner is None):
+            raise StoreError("query_metadata_for_key takes a key_serde or a partitioner")
         state, assignment = self._assignment()
-        return state.key_query_metadata(store_name, key, key_serde, assignment)
+        return state.key_query_metadata(store_name, key, key_serde, assignment, partitioner)
 
     def streams_metadata_for_store(self, store_name: str) -> list[StreamsMetadata]:
         """The instances (with an ``application.server``) hosting a

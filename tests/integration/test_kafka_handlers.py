@@ -33,7 +33,11 @@ from tests.support import wait_until
 from strom import KafkaStreams, State, StreamsBuilder, StreamsConfig, serdes
 from strom.errors import (
     ApplicationShutdownRequested,
+    DeadLetterRecord,
+    ErrorHandlerContext,
+    FailedRecord,
     ProductionError,
+    Response,
     SerializationError,
     TaskError,
 )
@@ -130,6 +134,40 @@ def test_too_large_record_log_and_continue_goes_to_dead_letters(
     # The broker's rejection does not say which input record caused it.
     assert headers["__streams.errors.offset"] == b"-1"
     assert _committed(boot, app_id, source) == len(values)
+
+
+def test_a_broker_rejection_handler_response_sends_its_own_dead_letter(
+    kafka: KafkaCluster, tmp_path: Path
+) -> None:
+    # Kafka's ProductionExceptionHandler.Response.resume(records): the
+    # handler's dead letter, not the default one.
+    boot = kafka.bootstrap_servers
+    source, sink, dead, app_id = unique("in"), unique("out"), unique("dlq"), unique("own")
+    create_topics(boot, {source: 1, dead: 1})
+    create_topics(boot, {sink: 1}, config={"max.message.bytes": str(MAX_MESSAGE_BYTES)})
+    values = ["a", BIG, "c"]
+    produce(boot, source, _records(values))
+
+    def handler(context: ErrorHandlerContext, record: FailedRecord, exc: Exception) -> Response:
+        size = str(len(record.value or b"")).encode()
+        return Response.resume([DeadLetterRecord(dead, record.key, size, timestamp=1)])
+
+    config = app_config(
+        boot,
+        app_id,
+        str(tmp_path),
+        **{"production.exception.handler": handler, "errors.dead.letter.queue.topic.name": dead},
+    )
+    with KafkaStreams(_copy_topology(source, sink), config) as app:
+        app.run_until_end(timeout=120)
+        assert app.metrics()["dropped-records"] == 1
+    assert [m.value().decode() for m in read_all(boot, sink)] == ["a", "c"]
+    [letter] = read_all(boot, dead)
+    assert (letter.key(), letter.value(), letter.timestamp()[1]) == (
+        b"k",
+        str(len(BIG)).encode(),
+        1,
+    )
 
 
 def test_too_large_record_log_and_fail_commits_nothing_past_it(

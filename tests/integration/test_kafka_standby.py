@@ -26,8 +26,8 @@ from tests.integration.kafka_support import (
 )
 from tests.kafka_harness import KafkaCluster
 
-from strom import KafkaStreams, StreamsBuilder, Topology, serdes
-from strom.errors import ConfigError
+from strom import KafkaStreams, StreamsBuilder, Topology, _core, serdes
+from strom.errors import ConfigError, InvalidStateStoreError
 from strom.kafka.standby import place_standbys
 from strom.kstream import Materialized
 from strom.processor import StandbyUpdateListener, SuspendReason
@@ -155,6 +155,16 @@ def _takeover(kafka: KafkaCluster, tmp_path: Path, replicas: int) -> tuple[int, 
             for lag in lags["counts"].values():
                 assert lag.offset_lag == 0
                 assert lag.current_offset_position == lag.end_offset_position > 0
+            # Kafka's enableStaleStores: the standby's store answers queries
+            # for its partition, caught up with the other instance's counts.
+            held = {
+                word: count
+                for word, count in expected.items()
+                if _core.partition_for_key(word.encode(), 2) == standby
+            }
+            assert dict(first.store("counts", partition=standby, stale_stores=True).all()) == held
+            with pytest.raises(InvalidStateStoreError, match="not on this instance"):
+                first.store("counts", partition=standby).get(next(iter(held)))
             # Kafka's standby metric: what the standby applied (of its changelog).
             updates = first.metrics().value("update-total", "stream-task-metrics")
             assert 0 < updates <= _standbys(first).records

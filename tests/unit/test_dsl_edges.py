@@ -9,7 +9,16 @@ import pytest
 
 from strom import KafkaStreams, KeyValue, StreamsBuilder, StreamsConfig, Topology, serdes
 from strom.embedded import EmbeddedLog
-from strom.errors import ConfigError, SerializationError, TaskError, TopologyError
+from strom.errors import (
+    ConfigError,
+    DeadLetterRecord,
+    ErrorHandlerContext,
+    FailedRecord,
+    Response,
+    SerializationError,
+    TaskError,
+    TopologyError,
+)
 from strom.processor import (
     RecordContext,
     fail_on_invalid_timestamp,
@@ -138,6 +147,43 @@ def test_log_and_continue_skips_and_counts_the_bad_record(log: EmbeddedLog, log_
     ) as app:
         app.run_until_end(timeout=30)
         assert app.metrics()["skipped-records"] == 1
+    values = [int.from_bytes(r.value or b"", "big") for r in log.read("out", 0, 0, 10)]
+    assert values == [2, 6]
+
+
+def test_a_deserialization_handler_of_the_error_only_still_decides(
+    log: EmbeddedLog, log_path: str
+) -> None:
+    errors: list[SerializationError] = []
+
+    def decide(error: SerializationError) -> str:
+        errors.append(error)
+        return "continue"
+
+    with poison_app(log, log_path, **{"deserialization.exception.handler": decide}) as app:
+        app.run_until_end(timeout=30)
+        assert app.metrics()["skipped-records"] == 1
+    [error] = errors
+    assert str(error).startswith("cannot deserialize the value of record numbers-0@1 in task 0_0")
+
+
+def test_a_deserialization_handler_gets_kafkas_arguments_and_may_send_dead_letters(
+    log: EmbeddedLog, log_path: str
+) -> None:
+    # Kafka's DeserializationExceptionHandler.handleError(context, record,
+    # exception) with a Response of its own dead letters (KIP-1034).
+    log.create_topic("bad-numbers")
+    seen: list[tuple[Any, ...]] = []
+
+    def handle(context: ErrorHandlerContext, record: FailedRecord, exc: Exception) -> Response:
+        seen.append((context.topic, context.offset, record.key, record.value, type(exc)))
+        return Response.resume([DeadLetterRecord("bad-numbers", record.key, record.value)])
+
+    with poison_app(log, log_path, **{"deserialization.exception.handler": handle}) as app:
+        app.run_until_end(timeout=30)
+        assert app.metrics()["skipped-records"] == 1
+    assert seen == [("numbers", 1, b"b", b"bad", SerializationError)]
+    assert [(r.key, r.value) for r in log.read("bad-numbers", 0, 0, 10)] == [(b"b", b"bad")]
     values = [int.from_bytes(r.value or b"", "big") for r in log.read("out", 0, 0, 10)]
     assert values == [2, 6]
 

@@ -21,6 +21,7 @@ from strom.kafka.clients import main_consumer_client_id, member_instance
 from strom.keyvalue import KeyValue
 from strom.kstream import Materialized, SessionWindows, TimeWindows, Window, Windowed
 from strom.metadata import HostInfo, KeyQueryMetadata
+from strom.processor import StreamPartitioner
 from strom.query import (
     FailureReason,
     KeyQuery,
@@ -278,6 +279,42 @@ def test_a_store_closed_under_a_view_is_reported_as_moved() -> None:
     gone = ReadOnlyKeyValueView("counts", lambda: next(calls, []))
     with pytest.raises(InvalidStateStoreError, match="moved while it was queried"):
         gone.all()
+
+
+def test_a_view_of_one_partition(app: KafkaStreams) -> None:
+    # Kafka's StoreQueryParameters.withPartition: that partition's store only.
+    counts = expected_counts()
+    for partition in range(3):
+        view = app.store("counts", partition=partition)
+        mine = {
+            w: c for w, c in counts.items() if _core.partition_for_key(w.encode(), 3) == partition
+        }
+        assert dict(view.all()) == mine
+        # With no standbys here, stale stores are the active ones.
+        assert dict(app.store("counts", partition=partition, stale_stores=True).all()) == mine
+    with pytest.raises(InvalidStateStoreError, match="partition 7 of store 'counts' is not on"):
+        app.store("counts", partition=7).get("a")
+
+
+def test_metadata_of_a_key_from_a_stream_partitioner(app: KafkaStreams) -> None:
+    # Kafka's queryMetadataForKey(store, key, StreamPartitioner): given the
+    # source topic with most partitions, the key and None for the value.
+    seen: list[tuple[str, Any, Any, int]] = []
+
+    class Last(StreamPartitioner[str, Any]):
+        def partitions(self, topic: str, key: str, value: Any, num_partitions: int) -> Any:
+            seen.append((topic, key, value, num_partitions))
+            return {len(key) % num_partitions}
+
+    meta = app.query_metadata_for_key("counts", "abcd", partitioner=Last())
+    assert meta.partition == 1 and meta.active_host == HostInfo("localhost", 7070)
+    assert seen == [("words", "abcd", None, 3)]
+    # A plain function works too; two partitions for one key are an error.
+    assert app.query_metadata_for_key("counts", "ab", partitioner=lambda k, v, n: 2).partition == 2
+    with pytest.raises(ValueError, match="must name one partition"):
+        app.query_metadata_for_key("counts", "a", partitioner=lambda k, v, n: [0, 1])
+    with pytest.raises(StoreError, match="a key_serde or a partitioner"):
+        app.query_metadata_for_key("counts", "a")
 
 
 def test_metadata_names_this_instance_and_the_sinks_partition(

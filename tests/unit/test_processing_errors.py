@@ -18,7 +18,14 @@ import pytest
 
 from strom import KafkaStreams, KeyValue, StreamsBuilder, Topology, serdes
 from strom.embedded import EmbeddedLog
-from strom.errors import ConfigError, ErrorHandlerContext, TaskError
+from strom.errors import (
+    ConfigError,
+    DeadLetterRecord,
+    ErrorHandlerContext,
+    Response,
+    TaskError,
+    dead_letter_records,
+)
 from strom.kstream import (
     JoinWindows,
     Materialized,
@@ -345,6 +352,43 @@ def test_the_dead_letter_queue_gets_the_failing_input_record(tmp_path: Path) -> 
     assert b"in tenth" in (headers["__streams.errors.stacktrace"] or b"")
 
 
+def test_a_handler_response_sends_its_own_dead_letters(tmp_path: Path) -> None:
+    # Kafka's ProcessingExceptionHandler.Response (KIP-1034): the handler's
+    # records go out, to topics of its choosing, and no default one is added.
+    def handler(context: ErrorHandlerContext, record: Record[Any, Any], exc: Exception) -> Any:
+        built = dead_letter_records("dlq", b"mine", context.source_raw_value, context, exc)
+        extra = DeadLetterRecord("other", b"note", str(exc).encode(), timestamp=7)
+        return Response.resume([*built, extra])
+
+    config = {
+        "processing.exception.handler": handler,
+        "errors.dead.letter.queue.topic.name": "dlq",
+    }
+    log, metrics = _run(tmp_path, "own-letters", CASES["map_values"], None, **config)
+    assert metrics["dropped-records"] == 1
+    [letter] = log.read("dlq", 0, 0, 10)
+    assert (letter.key, letter.value, letter.timestamp) == (b"mine", b"0", 1003)
+    assert dict(letter.headers)["__streams.errors.offset"] == b"3"
+    noted = [r for r in log.read("other", 0, 0, 100) if r.key == b"note"]
+    assert [(r.value, r.timestamp) for r in noted] == [(b"integer division or modulo by zero", 7)]
+
+
+def test_a_handler_response_that_fails_still_sends_its_dead_letters(tmp_path: Path) -> None:
+    def handler(context: ErrorHandlerContext, record: Record[Any, Any], exc: Exception) -> Any:
+        return Response.fail([DeadLetterRecord("dlq", context.source_raw_key, b"failed")])
+
+    with pytest.raises(TaskError, match=r"in-0@3"):
+        _run(
+            tmp_path,
+            "fail-letters",
+            CASES["map_values"],
+            None,
+            **{"processing.exception.handler": handler},
+        )
+    log = EmbeddedLog(str(tmp_path / "fail-letters" / "log"))
+    assert [(r.key, r.value) for r in log.read("dlq", 0, 0, 10)] == [(b"k3", b"failed")]
+
+
 def test_log_and_fail_dead_letters_the_record_and_commits_nothing(tmp_path: Path) -> None:
     config = {"errors.dead.letter.queue.topic.name": "dlq"}
     with pytest.raises(TaskError, match=r"in-0@3"):
@@ -400,7 +444,8 @@ def test_a_handler_with_a_bad_answer_fails_naming_the_record(
 ) -> None:
     config = {"processing.exception.handler": lambda context, record, exc: answer}
     with pytest.raises(
-        TaskError, match=rf"handler must return 'continue' or 'fail', {error} for record in-0@3"
+        TaskError,
+        match=rf"handler must return 'continue', 'fail' or a Response, {error} for record in-0@3",
     ):
         _run(tmp_path, "bad", CASES["map_values"], None, **config)
 

@@ -13,9 +13,11 @@ from strom import KafkaStreams, StreamsBuilder, Topology, serdes
 from strom.embedded import EmbeddedLog
 from strom.errors import (
     ConfigError,
+    DeadLetterRecord,
     ErrorHandlerContext,
     FailedRecord,
     ProductionError,
+    Response,
     SerializationError,
 )
 from strom.testing import TopologyTestDriver
@@ -88,6 +90,31 @@ def test_log_and_continue_drops_counts_and_dead_letters(log: EmbeddedLog, log_pa
     )
     assert b'boom is not serializable")' in (headers["__streams.errors.stacktrace"] or b"")
     assert letter.timestamp == 1001  # the input record's
+
+
+def test_a_handler_response_sends_its_own_dead_letters(log: EmbeddedLog, log_path: str) -> None:
+    # Kafka's ProductionExceptionHandler.Response.resume(records) (KIP-1034):
+    # the handler's dead letter, and not the default one, though a topic is set.
+    def handler(context: ErrorHandlerContext, record: FailedRecord, exc: Exception) -> Response:
+        return Response.resume([DeadLetterRecord("dlq", b"k", str(record.value).encode())])
+
+    app = _embedded(
+        log,
+        log_path,
+        ["a", "BOOM", "c"],
+        **{"production.exception.handler": handler, "errors.dead.letter.queue.topic.name": "dlq"},
+    )
+    with app:
+        app.run_until_end(timeout=30)
+        assert app.metrics()["dropped-records"] == 1
+    assert [r.value for r in log.read("out", 0, 0, 10)] == [b"a", b"c"]
+    [letter] = log.read("dlq", 0, 0, 10)
+    assert (letter.key, letter.value, letter.timestamp, letter.headers) == (
+        b"k",
+        b"boom",
+        1001,
+        [],
+    )
 
 
 def test_deserialization_dead_letter_keeps_the_raw_record_and_headers(

@@ -34,8 +34,7 @@ from strom.kafka.security import (
 from strom.metadata import HostInfo
 from strom.processor.internals.error_handling import (
     UNKNOWN_CONTEXT,
-    continue_after,
-    dead_letter_headers,
+    handler_verdict,
 )
 from strom.processor.internals.internal_topics import is_internal_topic
 
@@ -495,14 +494,16 @@ class DeliveryFailures:
         record = FailedRecord(topic, partition, key, value, timestamp)
         context = replace(UNKNOWN_CONTEXT, headers=list(headers or ()))
         try:
-            go_on = continue_after(self.handler, context, record, exc)
+            verdict = handler_verdict(self.handler, context, record, exc)
         except ProductionError as user_error:
             self._fail(str(user_error))
             return
-        if self.dead_letters is not None and topic != self.dead_letters:
-            self.pending.append(
-                (self.dead_letters, key, value, timestamp, dead_letter_headers(exc, context))
-            )
+        go_on = verdict.go_on
+        # A dead letter that failed itself is not dead-lettered again.
+        default_topic = None if topic == self.dead_letters else self.dead_letters
+        for letter in verdict.letters(default_topic, key, value, context, exc):
+            stamp = timestamp if letter.timestamp is None else letter.timestamp
+            self.pending.append((letter.topic, letter.key, letter.value, stamp, letter.headers))
         if go_on and queued and self.eos:
             # librdkafka aborts the open transaction on any failed record.
             self._fail(

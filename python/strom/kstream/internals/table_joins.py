@@ -28,7 +28,7 @@ from strom.kstream.internals.table_suppliers import TableSupplier, TableView, st
 from strom.kstream.materialized import Materialized
 from strom.processor.api import Partitioner, Partitions, StreamPartitioner
 from strom.processor.internals.batch import Batch
-from strom.processor.internals.nodes import Node, log, partitions_function
+from strom.processor.internals.nodes import Node, log, one_partition, partitions_function
 from strom.processor.internals.topology_builder import StoreDef
 from strom.serdes import Serde
 
@@ -804,15 +804,7 @@ class _KeyPartitioner(StreamPartitioner[Any, Any]):
 
     def partitions(self, topic: str, key: Any, value: Any, num_partitions: int) -> Partitions:
         answer = self._partitions(topic, key, None, num_partitions)
-        if answer is None or isinstance(answer, int):
-            return answer
-        chosen = list(answer)
-        if len(chosen) != 1:
-            raise ValueError(
-                f"a foreign-key join's partitioner returned {chosen!r} for key {key!r}: "
-                "it must return one partition"
-            )
-        return chosen
+        return one_partition(answer, num_partitions, f"foreign-key join, key {key!r}")
 
 
 def _by_key(partitioner: Partitioner | None) -> Partitioner | None:

@@ -6,11 +6,20 @@ rejections)."""
 from __future__ import annotations
 
 import logging
-import traceback
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
-from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError, StromError, TaskError
+from strom.errors import (
+    DeadLetterRecord,
+    ErrorHandlerContext,
+    FailedRecord,
+    ProductionError,
+    Response,
+    StromError,
+    TaskError,
+    dead_letter_records,
+)
 
 if TYPE_CHECKING:
     from strom.processor.api import Record
@@ -18,43 +27,40 @@ if TYPE_CHECKING:
 
 log = logging.getLogger("strom.errors")
 
-# Kafka's ExceptionHandlerUtils header names (KIP-1034).
-HEADER_EXCEPTION = "__streams.errors.exception"
-HEADER_STACKTRACE = "__streams.errors.stacktrace"
-HEADER_MESSAGE = "__streams.errors.message"
-HEADER_TOPIC = "__streams.errors.topic"
-HEADER_PARTITION = "__streams.errors.partition"
-HEADER_OFFSET = "__streams.errors.offset"
-
 UNKNOWN_CONTEXT = ErrorHandlerContext(None, -1, -1, -1, None, None)
 
-ProductionHandler = Callable[[ErrorHandlerContext, FailedRecord, BaseException], str]
+ProductionHandler = Callable[[ErrorHandlerContext, FailedRecord, BaseException], Any]
+
+_VERDICTS = ("continue", "fail", "log_and_continue", "log_and_fail")
 
 
-def dead_letter_headers(
-    exc: BaseException, context: ErrorHandlerContext
-) -> list[tuple[str, bytes | None]]:
-    """The headers Kafka puts on a dead-letter record: the failed record's
-    own, then the exception (class and message), its message, its stack
-    trace, and the input record's topic, partition and offset."""
-    kind = f"{type(exc).__module__}.{type(exc).__qualname__}"
-    if exc.__traceback__ is not None:
-        stack = "".join(traceback.format_exception(exc))
-    else:  # never raised (a broker's rejection): where it was found, as Java's
-        stack = "Traceback (most recent call last):\n"
-        stack += "".join(traceback.format_stack()[:-1]) + f"{kind}: {exc}\n"
-    return [
-        *context.headers,
-        (HEADER_EXCEPTION, f"{kind}: {exc}".encode()),
-        (HEADER_MESSAGE, str(exc).encode()),
-        (HEADER_STACKTRACE, stack.encode()),
-        (HEADER_TOPIC, None if context.topic is None else context.topic.encode()),
-        (HEADER_PARTITION, str(context.partition).encode()),
-        (HEADER_OFFSET, str(context.offset).encode()),
-    ]
+@dataclass(frozen=True)
+class Verdict:
+    """What an exception handler said about a failed record: whether to go
+    on, and the dead-letter records it chose (None: the one
+    ``errors.dead.letter.queue.topic.name`` gives, if set)."""
+
+    go_on: bool
+    dead_letters: tuple[DeadLetterRecord, ...] | None = None
+
+    def letters(
+        self,
+        default_topic: str | None,
+        key: bytes | None,
+        value: bytes | None,
+        context: ErrorHandlerContext,
+        exc: BaseException,
+    ) -> list[DeadLetterRecord]:
+        """The dead letters to send: the handler's, else Kafka's built-in
+        handlers' one record to ``default_topic`` (none without it)."""
+        if self.dead_letters is not None:
+            return list(self.dead_letters)
+        if default_topic is None:
+            return []
+        return dead_letter_records(default_topic, key, value, context, exc)
 
 
-def continue_after(
+def handler_verdict(
     handler: Any,
     context: ErrorHandlerContext,
     record: Any,
@@ -63,31 +69,37 @@ def continue_after(
     setting: str = "production.exception.handler",
     subject: str = "a record",
     error: type[StromError] = ProductionError,
-) -> bool:
+) -> Verdict:
     """What a handler (``setting``, by default ``production.exception.handler``)
-    says about a failed record, ``subject`` in messages: True to skip it and
-    go on, False to fail. A callable gets ``(context, record, exception)``
-    and returns ``"continue"`` or ``"fail"``; if it raises or returns
-    anything else, that fails the app with ``error`` (Kafka: a fatal user
-    error)."""
+    says about a failed record, ``subject`` in messages. A callable gets
+    ``(context, record, exception)`` and returns ``"continue"`` or
+    ``"fail"``, or a :class:`~strom.errors.Response` with its dead letters;
+    if it raises or returns anything else, that fails the app with
+    ``error`` (Kafka: a fatal user error)."""
     if handler == "log_and_continue":
-        return True
+        return Verdict(True)
     if handler == "log_and_fail" or not callable(handler):
-        return False
+        return Verdict(False)
     try:
-        verdict = handler(context, record, exc)
+        answer = handler(context, record, exc)
     except Exception as user_error:
         raise error(
             f"the {setting} failed on {subject}: {type(user_error).__name__}: {user_error}"
         ) from user_error
-    if verdict not in _VERDICTS:
+    if isinstance(answer, Response):
+        letters = answer.dead_letter_records
+        if not all(isinstance(letter, DeadLetterRecord) for letter in letters):
+            raise error(
+                f"the {setting} returned a Response whose dead letters are not all "
+                f"DeadLetterRecords, for {subject}: {letters!r}"
+            )
+        return Verdict(answer.result == "resume", letters)
+    if answer not in _VERDICTS:
         raise error(
-            f"the {setting} must return 'continue' or 'fail', got {verdict!r} for {subject}"
+            f"the {setting} must return 'continue', 'fail' or a Response, got {answer!r} "
+            f"for {subject}"
         )
-    return verdict in ("continue", "log_and_continue")
-
-
-_VERDICTS = ("continue", "fail", "log_and_continue", "log_and_fail")
+    return Verdict(answer in ("continue", "log_and_continue"))
 
 
 def processing_failed(
@@ -108,7 +120,7 @@ def processing_failed(
     if isinstance(exc, TaskError | ProductionError):
         raise exc
     config = task.config
-    go_on = continue_after(
+    verdict = handler_verdict(
         config["processing.exception.handler"],
         context,
         record,
@@ -117,16 +129,15 @@ def processing_failed(
         subject=f"{what} at node {context.processor_node_id!r} in task {task.task_id}",
         error=TaskError,
     )
-    dead_letters = config["errors.dead.letter.queue.topic.name"]
-    if dead_letters is not None:
-        task.collector.send_record(
-            dead_letters,
-            context.source_raw_key,
-            context.source_raw_value,
-            context.timestamp,
-            dead_letter_headers(exc, context),
-            durable=not go_on,
-        )
+    go_on = verdict.go_on
+    letters = verdict.letters(
+        config["errors.dead.letter.queue.topic.name"],
+        context.source_raw_key,
+        context.source_raw_value,
+        context,
+        exc,
+    )
+    send_dead_letters(task, letters, context.timestamp, durable=not go_on)
     failure = (
         f"task {task.task_id} node {context.processor_node_id!r} failed on {what}: "
         f"{type(exc).__name__}: {exc}"
@@ -135,6 +146,22 @@ def processing_failed(
         raise TaskError(failure) from exc
     task.metrics.dropped_records += 1
     log.warning("%s; skipping it (processing.exception.handler)", failure)
+
+
+def send_dead_letters(
+    task: StreamTask, letters: list[DeadLetterRecord], timestamp: int, *, durable: bool
+) -> None:
+    """Sends dead letters through the task's collector (``timestamp``: the
+    failed input record's, for letters that give none)."""
+    for letter in letters:
+        task.collector.send_record(
+            letter.topic,
+            letter.key,
+            letter.value,
+            timestamp if letter.timestamp is None else letter.timestamp,
+            letter.headers,
+            durable=durable,
+        )
 
 
 def describe_source(context: ErrorHandlerContext) -> str:

@@ -22,10 +22,10 @@ from strom.errors import ErrorHandlerContext, FailedRecord, ProductionError, Ser
 from strom.processor.api import Headers, Partitioner, Record, RecordContext, StreamPartitioner
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import (
-    continue_after,
-    dead_letter_headers,
     describe_source,
+    handler_verdict,
     processing_failed,
+    send_dead_letters,
 )
 from strom.serdes import String
 from strom.windowed import Windowed
@@ -338,6 +338,18 @@ def checked_partitions(answer: Any, count: int) -> tuple[int, ...] | None:
     return partitions
 
 
+def one_partition(answer: Any, count: int, what: str) -> int | None:
+    """A partitioner's answer where one partition is wanted (a foreign-key
+    join's internal topics, a key's query metadata, as Kafka's): None for
+    the default partitioner, else the one partition it named."""
+    partitions = checked_partitions(answer, count)
+    if partitions is None:
+        return None
+    if len(partitions) != 1:
+        raise ValueError(f"{what}: the partitioner returned {answer!r}; it must name one partition")
+    return partitions[0]
+
+
 class PassThrough(Node):
     takes_encoded = True  # its forward() decodes for the children that need it
 
@@ -535,17 +547,11 @@ class SinkNode(Node):
                     f"{describe_source(context)} in task {self.task.task_id}: "
                     f"{type(exc).__name__}: {exc}"
                 )
-                go_on = continue_after(handler, context, record, exc)
-                if dead_letters is not None:
-                    # The input record's raw bytes are not kept: the headers name it.
-                    self.task.collector.send_record(
-                        dead_letters,
-                        None,
-                        None,
-                        batch.timestamps[i],
-                        dead_letter_headers(exc, context),
-                        durable=not go_on,
-                    )
+                verdict = handler_verdict(handler, context, record, exc)
+                go_on = verdict.go_on
+                # The input record's raw bytes are not kept: the headers name it.
+                letters = verdict.letters(dead_letters, None, None, context, exc)
+                send_dead_letters(self.task, letters, batch.timestamps[i], durable=not go_on)
                 if not go_on:
                     raise ProductionError(message) from exc
                 self.task.metrics.dropped_records += 1

@@ -17,8 +17,10 @@ from typing import TYPE_CHECKING, Any, Protocol
 from strom import _core
 from strom.errors import StoreError
 from strom.metadata import HostInfo, KeyQueryMetadata, StreamsMetadata, TopicPartition
+from strom.processor.internals.nodes import one_partition, partitions_function
 
 if TYPE_CHECKING:
+    from strom.processor.api import Partitioner
     from strom.processor.internals.topology_builder import InternalTopologyBuilder, Subtopology
     from strom.serdes import Serde
 
@@ -113,7 +115,12 @@ class StreamsMetadataState:
         ]
 
     def key_query_metadata(
-        self, store: str, key: Any, key_serde: Serde[Any], assignment: GroupAssignment | None
+        self,
+        store: str,
+        key: Any,
+        key_serde: Serde[Any] | None,
+        assignment: GroupAssignment | None,
+        partitioner: Partitioner | None = None,
     ) -> KeyQueryMetadata:
         """Where ``key`` of ``store`` lives: NOT_AVAILABLE while the
         assignment is not known."""
@@ -130,13 +137,33 @@ class StreamsMetadataState:
             return KeyQueryMetadata(host, frozenset(), -1)
         sub = self._sub_of(store)
         assert sub is not None  # _check_store
-        partition = self.partition_for(sub, store, key, key_serde)
+        partition = self.partition_for(sub, store, key, key_serde, partitioner)
         task = (sub.id, partition)
         active = next((h for h, tasks in assignment.active.items() if task in tasks), None)
         standbys = frozenset(h for h, tasks in assignment.standby.items() if task in tasks)
         return KeyQueryMetadata(active or HostInfo.unavailable(), standbys, partition)
 
-    def partition_for(self, sub: Subtopology, store: str, key: Any, key_serde: Serde[Any]) -> int:
+    def partition_for(
+        self,
+        sub: Subtopology,
+        store: str,
+        key: Any,
+        key_serde: Serde[Any] | None,
+        partitioner: Partitioner | None = None,
+    ) -> int:
+        """The key's partition: by ``partitioner`` (Kafka's StreamPartitioner
+        overload: given the source topic with the most partitions, the key
+        and None for the value, it must name one partition), else murmur2 of
+        the key serialized with ``key_serde``."""
+        if partitioner is not None:
+            topic = max((self._physical(t) for t in sub.source_topics), key=self._partition_count)
+            count = self._task_count(sub)
+            answer = partitions_function(partitioner)(topic, key, None, count)
+            chosen = one_partition(answer, count, f"store {store!r}, key {key!r}")
+            if chosen is not None:
+                return chosen
+        if key_serde is None:
+            raise StoreError(f"store {store!r}: a key's partition needs its key serde")
         raw = key_serde.serialize(self._physical(sub.source_topics[0]), key)
         if raw is None:
             raise StoreError(f"store {store!r}: the key serde turned {key!r} into None")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import bisect
+import inspect
 import logging
 import time
 from collections import deque
@@ -12,10 +13,16 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, Protocol
 
 from strom import _core
-from strom.errors import ConfigError, ErrorHandlerContext, SerializationError, StoreError
+from strom.errors import (
+    ConfigError,
+    ErrorHandlerContext,
+    FailedRecord,
+    SerializationError,
+    StoreError,
+)
 from strom.processor.api import Headers
 from strom.processor.internals.batch import Batch
-from strom.processor.internals.error_handling import dead_letter_headers
+from strom.processor.internals.error_handling import handler_verdict, send_dead_letters
 from strom.processor.internals.metrics import DEBUG, Sensor, recording_level
 from strom.processor.internals.nodes import Node, PassThrough, SinkNode, deliver
 from strom.processor.internals.processor_node import PunctuationQueue
@@ -881,36 +888,61 @@ class StreamTask:
         cannot be read: returns if the record is to be skipped (counted), raises
         if the task is to fail."""
         handler = self.config["deserialization.exception.handler"]
-        dead_letters = self.config["errors.dead.letter.queue.topic.name"]
         error = SerializationError(
             f"cannot deserialize the {what} of record {topic}-{partition}@{offset} "
             f"in task {self.task_id}: {exc}"
         )
-        verdict = handler(error) if callable(handler) else handler
-        go_on = verdict in ("continue", "log_and_continue")
-        if dead_letters is not None:
-            # Kafka (KIP-1034) dead-letters the raw record on either verdict.
-            context = ErrorHandlerContext(
-                topic,
-                partition,
-                offset,
-                timestamp,
-                None,
-                self.task_id,
-                headers=self._input_record_headers(topic, partition, offset),
-            )
-            self.collector.send_record(
-                dead_letters,
-                raw_key,
-                raw_value,
-                timestamp,
-                dead_letter_headers(exc, context),
-                durable=not go_on,
-            )
+        context = ErrorHandlerContext(
+            topic,
+            partition,
+            offset,
+            timestamp,
+            None,
+            self.task_id,
+            raw_key,
+            raw_value,
+            headers=self._input_record_headers(topic, partition, offset),
+        )
+        if callable(handler) and takes_the_error_only(handler):
+            # strom's first signature, fn(error) -> "continue" or "fail".
+            handler = _with_the_error_only(handler, error)
+        verdict = handler_verdict(
+            handler,
+            context,
+            FailedRecord(topic, partition, raw_key, raw_value, timestamp),
+            error,
+            setting="deserialization.exception.handler",
+            subject=f"record {topic}-{partition}@{offset}",
+            error=SerializationError,
+        )
+        go_on = verdict.go_on
+        # Kafka (KIP-1034) dead-letters the raw record on either verdict.
+        letters = verdict.letters(
+            self.config["errors.dead.letter.queue.topic.name"], raw_key, raw_value, context, exc
+        )
+        send_dead_letters(self, letters, timestamp, durable=not go_on)
         if not go_on:
             raise error from exc
         self.metrics.skipped_records += 1
         log.warning("%s; skipping it (log_and_continue)", error)
+
+
+def takes_the_error_only(handler: Callable[..., Any]) -> bool:
+    """Whether a deserialization handler is strom's first kind, ``fn(error)``,
+    rather than Kafka's ``fn(context, record, exception)``."""
+    try:
+        parameters = inspect.signature(handler).parameters.values()
+    except (TypeError, ValueError):  # a builtin without a signature
+        return False
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    variadic = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    return len(positional) == 1 and not variadic
+
+
+def _with_the_error_only(
+    handler: Callable[[SerializationError], Any], error: SerializationError
+) -> Callable[..., Any]:
+    return lambda _context, _record, _exc: handler(error)
 
 
 @dataclass
