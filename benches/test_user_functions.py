@@ -70,6 +70,11 @@ CASES: dict[str, tuple[Callable[[StreamsBuilder], Any], str, bool]] = {
         False,
     ),
     "process": (lambda b: _stream(b).process(_Forwarding), "ProcessorAdapter", False),
+    "sink_partitioner": (
+        lambda b: _stream(b).to("out", value_serde=L, partitioner=lambda k, v, n: len(k) % n),
+        "SinkNode",
+        False,
+    ),
     "stream_table_join": (_table_join, "KStreamKTableJoin", False),
     "table_map_values": (
         lambda b: b.table("in", key_serde=S, value_serde=L).map_values(lambda v: v),

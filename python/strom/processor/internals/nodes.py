@@ -13,6 +13,7 @@ from __future__ import annotations
 import logging
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterator
+from functools import partial
 from itertools import compress, groupby
 from operator import index, length_hint, not_
 from typing import TYPE_CHECKING, Any, cast
@@ -377,7 +378,8 @@ class SinkNode(Node):
         self.key_serde = key_serde
         self.value_serde = value_serde
         self.partitioner = partitioner
-        self._choose = None if partitioner is None else partitions_function(partitioner)
+        if partitioner is not None:
+            partitions_function(partitioner)  # refuses what is not a partitioner
         self.topic_extractor = topic_extractor
         # String keys and values with the default partitioner: the producer
         # may serialize them natively as it buffers them.
@@ -439,19 +441,32 @@ class SinkNode(Node):
             batch, keys, values = self._serialize_one_by_one(topic, batch)
             if not keys:
                 return
-        if self._choose is None:
+        partitioner = self.partitioner
+        if partitioner is None:
             task.collector.send(
                 topic, keys, values, batch.timestamps, None, task.record_headers(batch)
             )
             return
         count = task.partition_count(topic)
-        choose = self._choose
+        choose = (
+            partial(partitioner.partitions, topic)
+            if isinstance(partitioner, StreamPartitioner)
+            else partitioner
+        )
         batch_keys, batch_values = batch.keys, batch.values
+        # One partition per record, the common answer, kept as plain ints
+        # until a record answers otherwise; then every answer as a tuple.
+        single: list[int] = []
         chosen: list[tuple[int, ...] | None] = []
 
         def run(indices: Iterator[int]) -> None:
             for i in indices:
-                answer = choose(topic, batch_keys[i], batch_values[i], count)
+                answer = choose(batch_keys[i], batch_values[i], count)
+                if type(answer) is int and 0 <= answer < count and not chosen:
+                    single.append(answer)
+                    continue
+                if not chosen:
+                    chosen.extend((p,) for p in single)
                 chosen.append(checked_partitions(answer, count))
 
         skipped = self.each_record(batch, run)
@@ -461,6 +476,11 @@ class SinkNode(Node):
                 drop(keys, skipped),
                 drop(values, skipped),
             )
+        if not chosen:
+            task.collector.send(
+                topic, keys, values, batch.timestamps, single, task.record_headers(batch)
+            )
+            return
         self._send_to_partitions(topic, batch, keys, values, chosen)
 
     def _send_to_partitions(
