@@ -27,7 +27,7 @@ from strom.kstream.materialized import Materialized
 from strom.processor.internals.nodes import Node, PassThrough
 from strom.processor.internals.processor_node import ProcessorAdapter
 from strom.processor.internals.topology_builder import StoreDef, declared_stores
-from strom.state.stores import StoreSupplier, to_millis
+from strom.state.stores import to_millis
 
 if TYPE_CHECKING:
     from strom.builder import StreamsBuilder
@@ -435,7 +435,7 @@ class KStream:
         other_value_serde: Serde[Any] | None = None,
         store_name: str | None = None,
         logging: bool | Mapping[str, str] = True,
-        store_suppliers: tuple[StoreSupplier | None, StoreSupplier | None] | None = None,
+        store_suppliers: sj.JoinStoreSuppliers | None = None,
         in_memory: bool = False,
         with_key: bool = False,
         grace: int | timedelta | None = None,
@@ -500,7 +500,7 @@ class KStream:
         other_value_serde: Serde[Any] | None = None,
         store_name: str | None = None,
         logging: bool | Mapping[str, str] = True,
-        store_suppliers: tuple[StoreSupplier | None, StoreSupplier | None] | None = None,
+        store_suppliers: sj.JoinStoreSuppliers | None = None,
         in_memory: bool = False,
         with_key: bool = False,
         grace: int | timedelta | None = None,
@@ -536,7 +536,7 @@ class KStream:
         other_value_serde: Serde[Any] | None = None,
         store_name: str | None = None,
         logging: bool | Mapping[str, str] = True,
-        store_suppliers: tuple[StoreSupplier | None, StoreSupplier | None] | None = None,
+        store_suppliers: sj.JoinStoreSuppliers | None = None,
         in_memory: bool = False,
         with_key: bool = False,
     ) -> KStream:
@@ -575,7 +575,7 @@ class KStream:
         serdes: tuple[Serde[Any] | None, Serde[Any] | None, Serde[Any] | None],
         store_name: str | None,
         logging: bool | Mapping[str, str],
-        store_suppliers: tuple[StoreSupplier | None, StoreSupplier | None] | None,
+        store_suppliers: sj.JoinStoreSuppliers | None,
         in_memory: bool,
         with_key: bool,
         grace: int | timedelta | None = None,

@@ -462,6 +462,10 @@ class KStreamKStreamJoinSide(Node):
 # --- building ---------------------------------------------------------------------
 
 
+# Kafka's StreamJoined.with(thisStoreSupplier, otherStoreSupplier): either may be None.
+JoinStoreSuppliers = tuple[StoreSupplier | None, StoreSupplier | None]
+
+
 def stream_stream_join(
     this: KStream,
     other: KStream,
@@ -475,7 +479,7 @@ def stream_stream_join(
     store_name: str | None,
     logging: bool | Mapping[str, str],
     with_key: bool = False,
-    suppliers: tuple[StoreSupplier | None, StoreSupplier | None] = (None, None),
+    suppliers: JoinStoreSuppliers = (None, None),
     in_memory: bool = False,
 ) -> KStream:
     """A join of two KStreams (Kafka's KStreamImpl.doJoin + KStreamImplJoin.join):
@@ -609,9 +613,7 @@ def stream_stream_join(
     return kstream.KStream(builder, merge, keys, None)
 
 
-def _check_join_suppliers(
-    suppliers: tuple[StoreSupplier | None, StoreSupplier | None], windows: JoinWindows
-) -> None:
+def _check_join_suppliers(suppliers: JoinStoreSuppliers, windows: JoinWindows) -> None:
     """Kafka's KStreamImplJoin.assertWindowSettings and assertUniqueStoreNames:
     window store suppliers that keep duplicates, with the windows' size and
     exactly their retention, under two names."""
