@@ -49,11 +49,29 @@ class Query:
     """A query a store can answer (Kafka's ``Query``)."""
 
 
+_Point = TypeVar("_Point", bound="_PointQuery")
+
+
 @dataclass(frozen=True)
-class KeyQuery(Query):
-    """The value of one key of a key-value store."""
+class _PointQuery(Query):
+    """One key, read through the record cache unless told to skip it."""
 
     key: Any
+    skips_cache: bool = False
+
+    def skip_cache(self: _Point) -> _Point:
+        """The same query, read from the store under the record cache (Kafka's
+        ``skipCache()``): what the last flush wrote, not the cache's newer
+        updates."""
+        return replace(self, skips_cache=True)
+
+    def is_skip_cache(self) -> bool:
+        return self.skips_cache
+
+
+@dataclass(frozen=True)
+class KeyQuery(_PointQuery):
+    """The value of one key of a key-value store."""
 
     @staticmethod
     def with_key(key: Any) -> KeyQuery:
@@ -61,11 +79,9 @@ class KeyQuery(Query):
 
 
 @dataclass(frozen=True)
-class TimestampedKeyQuery(Query):
+class TimestampedKeyQuery(_PointQuery):
     """The value of one key of a timestamped key-value store (a DSL table's
     or aggregation's) with its timestamp: ``(value, timestamp)``, or None."""
-
-    key: Any
 
     @staticmethod
     def with_key(key: Any) -> TimestampedKeyQuery:

@@ -57,6 +57,8 @@ from strom.query import (
     WindowRangeQuery,
 )
 from strom.serdes import Serde
+from strom.state.internals.caching import CachingKeyValueStore
+from strom.state.internals.metered import MeteredStore
 from strom.state.internals.registry import store_kind
 from strom.state.views import (
     ReadOnlyKeyValueView,
@@ -751,7 +753,11 @@ class KafkaStreams:
                     reason, f"partition {partition} of store {name!r} {where}"
                 )
                 continue
-            view = view_class(name, functools.partial(lambda s: [s], local[partition]))
+            store = local[partition]
+            query = request.query
+            if isinstance(query, KeyQuery | TimestampedKeyQuery) and query.is_skip_cache():
+                store = _below_cache(store)
+            view = view_class(name, functools.partial(lambda s: [s], store))
             results[partition] = _answer(view, request.query)
         return StateQueryResult(results)
 
@@ -993,6 +999,16 @@ class _StreamThread:
     runtime: Runtime
     stop: threading.Event
     thread: threading.Thread | None = None
+
+
+def _below_cache(store: Any) -> Any:
+    """The store under the record cache (and the metering around it), for a
+    query that skips the cache."""
+    if isinstance(store, MeteredStore):
+        store = store.inner
+    if isinstance(store, CachingKeyValueStore):
+        store = store.inner
+    return store
 
 
 def _answer(view: Any, query: Query) -> QueryResult[Any]:

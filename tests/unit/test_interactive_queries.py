@@ -247,6 +247,30 @@ def test_queries_see_the_record_cache_between_commits(log: EmbeddedLog, log_path
         assert found == expected_sessions()
 
 
+def test_a_key_query_that_skips_the_cache_reads_the_store_under_it(
+    log: EmbeddedLog, log_path: str
+) -> None:
+    # Kafka's KeyQuery.skipCache(): no commit in the run, so every count is
+    # still in the record cache and the store under it holds none of them.
+    log.create_topic("words", partitions=1)
+    data = records()
+    produce(log, data)
+    with KafkaStreams(topology().build(), config(log_path, commit__interval__ms=600_000)) as app:
+        app.start()
+        wait_until(lambda: app.metrics()["records-processed"] == len(data), 60, "all processed")
+        word, count = next(iter(expected_counts().items()))
+
+        def answer(query: Any) -> Any:
+            request = StateQueryRequest.in_store("counts").with_query(query)
+            return app.query(request).get_only_partition_result().get_result()
+
+        assert answer(KeyQuery.with_key(word)) == count
+        assert answer(KeyQuery.with_key(word).skip_cache()) is None
+        assert answer(TimestampedKeyQuery.with_key(word).skip_cache()) is None
+        assert KeyQuery.with_key(word).skip_cache().is_skip_cache()
+        assert not KeyQuery.with_key(word).is_skip_cache()
+
+
 def test_store_is_queryable_only_while_running(log: EmbeddedLog, log_path: str) -> None:
     log.create_topic("words", partitions=1)
     app = KafkaStreams(topology().build(), config(log_path))
