@@ -47,6 +47,23 @@ def test_to_with_a_topic_choosing_function() -> None:
     assert [(c.topic, c.offset) for c in seen] == [("in", 0), ("in", 1)]
 
 
+def test_a_topic_chooser_reads_the_input_records_raw_bytes() -> None:
+    # Kafka's RecordContext.sourceRawKey() and sourceRawValue(): the input
+    # record's bytes as read, though the written record's value was mapped.
+    raw: list[tuple[bytes | None, bytes | None]] = []
+
+    def choose(key: str, value: str, context: RecordContext) -> str:
+        raw.append((context.source_raw_key(), context.source_raw_value()))
+        return "out"
+
+    builder = StreamsBuilder()
+    builder.stream("in", key_serde=S, value_serde=S).map_values(str.upper).to(choose, value_serde=S)
+    with TopologyTestDriver(builder.build()) as driver:
+        driver.create_input_topic("in", S, S).pipe_key_value_list([("a", "hi"), ("b", "yo")])
+        assert driver.create_output_topic("out", S, S).read_values_to_list() == ["HI", "YO"]
+    assert raw == [(b"a", b"hi"), (b"b", b"yo")]
+
+
 def test_to_table_keeps_the_latest_value_and_deletes_on_none() -> None:
     builder = StreamsBuilder()
     builder.stream("in", key_serde=S, value_serde=S).to_table("latest").to_stream().to("out")

@@ -80,13 +80,28 @@ class RecordMetadata:
 
 @dataclass(frozen=True, slots=True)
 class RecordContext:
-    """What a topic-choosing function learns about the record being written."""
+    """What a topic-choosing function learns about the record being written:
+    the input record it comes from (topic, partition, offset), its timestamp
+    and headers."""
 
     topic: str
     partition: int
     offset: int
     timestamp: int
     headers: Headers = field(default_factory=list)
+    # Reads the input record's key and value bytes (while it is processed).
+    raw_input: Callable[[], tuple[bytes | None, bytes | None]] | None = field(
+        default=None, repr=False, compare=False
+    )
+
+    def source_raw_key(self) -> bytes | None:
+        """The input record's key as it was read (Kafka's ``sourceRawKey()``),
+        or None when not known (a record a cache wrote out)."""
+        return None if self.raw_input is None else self.raw_input()[0]
+
+    def source_raw_value(self) -> bytes | None:
+        """The input record's value as it was read (``sourceRawValue()``)."""
+        return None if self.raw_input is None else self.raw_input()[1]
 
 
 def wallclock_timestamp_extractor(_record: Any, _partition_time: int) -> int:

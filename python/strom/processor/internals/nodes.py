@@ -399,6 +399,7 @@ class SinkNode(Node):
         by_topic: dict[str, list[int]] = {}
 
         headers = self.task.record_headers(batch)
+        raw_input = self.task.input_bytes
 
         def run(indices: Iterator[int]) -> None:
             keys, values, offsets, stamps = (
@@ -414,6 +415,7 @@ class SinkNode(Node):
                     offsets[i],
                     stamps[i],
                     headers_at(headers, i),
+                    partial(raw_input, batch.topic, batch.partition, offsets[i]),
                 )
                 by_topic.setdefault(extract(keys[i], values[i], context), []).append(i)
 
