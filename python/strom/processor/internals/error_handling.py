@@ -119,9 +119,9 @@ def processing_failed(
     from inside this one) passes through as it is."""
     if isinstance(exc, TaskError | ProductionError):
         raise exc
-    config = task.config
-    verdict = handler_verdict(
-        config["processing.exception.handler"],
+    go_on = handle_failure(
+        task,
+        task.config["processing.exception.handler"],
         context,
         record,
         exc,
@@ -129,15 +129,6 @@ def processing_failed(
         subject=f"{what} at node {context.processor_node_id!r} in task {task.task_id}",
         error=TaskError,
     )
-    go_on = verdict.go_on
-    letters = verdict.letters(
-        config["errors.dead.letter.queue.topic.name"],
-        context.source_raw_key,
-        context.source_raw_value,
-        context,
-        exc,
-    )
-    send_dead_letters(task, letters, context.timestamp, durable=not go_on)
     failure = (
         f"task {task.task_id} node {context.processor_node_id!r} failed on {what}: "
         f"{type(exc).__name__}: {exc}"
@@ -148,20 +139,43 @@ def processing_failed(
     log.warning("%s; skipping it (processing.exception.handler)", failure)
 
 
-def send_dead_letters(
-    task: StreamTask, letters: list[DeadLetterRecord], timestamp: int, *, durable: bool
-) -> None:
-    """Sends dead letters through the task's collector (``timestamp``: the
-    failed input record's, for letters that give none)."""
+def handle_failure(
+    task: StreamTask,
+    handler: Any,
+    context: ErrorHandlerContext,
+    record: Any,
+    exc: BaseException,
+    *,
+    setting: str,
+    subject: str,
+    error: type[StromError],
+    cause: BaseException | None = None,
+) -> bool:
+    """A task's failed record through ``handler`` (see ``handler_verdict``),
+    its dead letters sent (durable if the task is to fail: they outlive
+    it): the handler's, else the configured topic's record of
+    ``context``'s input bytes, its headers naming ``cause`` (default
+    ``exc``). True to skip the record and go on."""
+    verdict = handler_verdict(
+        handler, context, record, exc, setting=setting, subject=subject, error=error
+    )
+    letters = verdict.letters(
+        task.config["errors.dead.letter.queue.topic.name"],
+        context.source_raw_key,
+        context.source_raw_value,
+        context,
+        exc if cause is None else cause,
+    )
     for letter in letters:
         task.collector.send_record(
             letter.topic,
             letter.key,
             letter.value,
-            timestamp if letter.timestamp is None else letter.timestamp,
+            context.timestamp if letter.timestamp is None else letter.timestamp,
             letter.headers,
-            durable=durable,
+            durable=not verdict.go_on,
         )
+    return verdict.go_on
 
 
 def describe_source(context: ErrorHandlerContext) -> str:

@@ -24,9 +24,8 @@ from strom.processor.api import Headers, Partitioner, Record, RecordContext, Str
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.error_handling import (
     describe_source,
-    handler_verdict,
+    handle_failure,
     processing_failed,
-    send_dead_letters,
 )
 from strom.serdes import String
 from strom.windowed import Windowed
@@ -538,9 +537,7 @@ class SinkNode(Node):
         """The slow path after a batch failed to serialize: each bad record
         goes to the ``production.exception.handler`` (Kafka's KIP-399), which
         drops it (counted in ``dropped-records``) or fails the task."""
-        config = self.task.config
-        handler = config["production.exception.handler"]
-        dead_letters = config["errors.dead.letter.queue.topic.name"]
+        handler = self.task.config["production.exception.handler"]
         keep: list[int] = []
         keys: list[bytes | None] = []
         values: list[bytes | None] = []
@@ -569,11 +566,18 @@ class SinkNode(Node):
                     f"{describe_source(context)} in task {self.task.task_id}: "
                     f"{type(exc).__name__}: {exc}"
                 )
-                verdict = handler_verdict(handler, context, record, exc)
-                go_on = verdict.go_on
-                # The input record's raw bytes are not kept: the headers name it.
-                letters = verdict.letters(dead_letters, None, None, context, exc)
-                send_dead_letters(self.task, letters, batch.timestamps[i], durable=not go_on)
+                # The input record's raw bytes are not in the context: the
+                # dead letter's headers name it.
+                go_on = handle_failure(
+                    self.task,
+                    handler,
+                    context,
+                    record,
+                    exc,
+                    setting="production.exception.handler",
+                    subject="a record",
+                    error=ProductionError,
+                )
                 if not go_on:
                     raise ProductionError(message) from exc
                 self.task.metrics.dropped_records += 1

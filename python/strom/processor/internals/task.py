@@ -22,7 +22,7 @@ from strom.errors import (
 )
 from strom.processor.api import Headers
 from strom.processor.internals.batch import Batch
-from strom.processor.internals.error_handling import handler_verdict, send_dead_letters
+from strom.processor.internals.error_handling import handle_failure
 from strom.processor.internals.metrics import DEBUG, Sensor, recording_level
 from strom.processor.internals.nodes import Node, PassThrough, SinkNode, deliver
 from strom.processor.internals.processor_node import PunctuationQueue
@@ -906,7 +906,8 @@ class StreamTask:
         if callable(handler) and takes_the_error_only(handler):
             # strom's first signature, fn(error) -> "continue" or "fail".
             handler = _with_the_error_only(handler, error)
-        verdict = handler_verdict(
+        go_on = handle_failure(
+            self,
             handler,
             context,
             FailedRecord(topic, partition, raw_key, raw_value, timestamp),
@@ -914,13 +915,8 @@ class StreamTask:
             setting="deserialization.exception.handler",
             subject=f"record {topic}-{partition}@{offset}",
             error=SerializationError,
+            cause=exc,  # the dead letter names the serde's error, as before
         )
-        go_on = verdict.go_on
-        # Kafka (KIP-1034) dead-letters the raw record on either verdict.
-        letters = verdict.letters(
-            self.config["errors.dead.letter.queue.topic.name"], raw_key, raw_value, context, exc
-        )
-        send_dead_letters(self, letters, timestamp, durable=not go_on)
         if not go_on:
             raise error from exc
         self.metrics.skipped_records += 1
