@@ -205,3 +205,19 @@ def app_config(bootstrap: str, app_id: str, state_dir: str, **extra: Any) -> dic
         "consumer.heartbeat.interval.ms": 500,
         **{k.replace("__", "."): v for k, v in extra.items()},
     }
+
+
+def per_key_in_order(messages: list[Any]) -> dict[tuple[int, bytes], list[tuple[bytes, int]]]:
+    """Each output partition's records per key, in offset order. Input
+    partitions are tasks of their own, whose records interleave in an output
+    partition as their fetches happen to arrive: offsets may differ between
+    two runs of one app, while every key's sequence may not."""
+    by_key: dict[tuple[int, bytes], list[tuple[int, bytes, int]]] = {}
+    for m in messages:
+        by_key.setdefault((m.partition(), m.key()), []).append(
+            (m.offset(), m.value(), m.timestamp()[1])
+        )
+    return {
+        where: [(value, ts) for _, value, ts in sorted(records)]
+        for where, records in by_key.items()
+    }
