@@ -96,10 +96,6 @@ _NO_EFFECT = {
     "window.size.ms": "read by Java's windowed deserializers, not by the app",
     "processing.exception.handler.global.enabled": "not read by strom",
     "windowed.inner.class.serde": "read by Java's windowed serdes, not by the app",
-    "default.list.key.serde.inner": "strom has no ListSerde",
-    "default.list.key.serde.type": "strom has no ListSerde",
-    "default.list.value.serde.inner": "strom has no ListSerde",
-    "default.list.value.serde.type": "strom has no ListSerde",
 }
 
 # Kafka's built-in serdes and handlers by their Java class names, as a Java
@@ -216,10 +212,26 @@ def _flag(name: str) -> Callable[[Any], bool]:
     return check
 
 
-def _serde(name: str) -> Callable[[Any], Serde[Any] | None]:
-    def check(value: Any) -> Serde[Any] | None:
+def _names_list_serde(value: Any) -> bool:
+    """Whether a serde setting names Kafka's ListSerde (its class, or its Java
+    class name), whose inner serde comes from ``default.list.*.serde.inner``."""
+    return value is serdes.ListSerde or _java_class(value) == "ListSerde"
+
+
+def _serde(name: str, *, lists: bool = True) -> Callable[[Any], Any]:
+    """A serde setting's check. Named by class, ListSerde stays as given
+    (``lists``) for ``StreamsConfig`` to build with its inner serde's key."""
+
+    def check(value: Any) -> Any:
         if value is None or isinstance(value, Serde):
             return value
+        if _names_list_serde(value):
+            if lists:
+                return value
+            raise ConfigError(
+                f"{name} cannot name ListSerde by class (its inner serde would be this same "
+                "setting): give a serde object such as serdes.ListSerde(serdes.Integer())"
+            )
         if isinstance(value, type) and issubclass(value, Serde):
             return value()
         java = _JAVA_SERDES.get(_java_class(value) or "")
@@ -231,6 +243,36 @@ def _serde(name: str) -> Callable[[Any], Serde[Any] | None]:
         )
 
     return check
+
+
+# The list classes Kafka's ListDeserializer may be configured to build
+# (``default.list.*.serde.type``); strom's lists are Python lists either way.
+_JAVA_LISTS = ("java.util.ArrayList", "java.util.LinkedList")
+
+
+def _list_type(name: str) -> Callable[[Any], Any]:
+    def check(value: Any) -> Any:
+        if value is None or value is list or value in _JAVA_LISTS:
+            return value
+        raise ConfigError(
+            f"{name} must be {' or '.join(_JAVA_LISTS)} (a Python list either way), got {value!r}"
+        )
+
+    return check
+
+
+def _list_serde(side: str, values: Mapping[str, Any]) -> Serde[Any]:
+    """``default.<side>.serde`` set to Kafka's ListSerde by name: a
+    ``serdes.ListSerde`` of ``default.list.<side>.serde.inner``."""
+    inner_key = f"default.list.{side}.serde.inner"
+    inner = values.get(inner_key)
+    if inner is None:
+        raise ConfigError(
+            f"default.{side}.serde is Kafka's ListSerde, which needs its entries' serde: "
+            f"set {inner_key!r} (e.g. to serdes.Integer() or "
+            "org.apache.kafka.common.serialization.Serdes$IntegerSerde)"
+        )
+    return serdes.ListSerde(inner)
 
 
 # Kafka's built-in extractors by their Java class names (a Java app's
@@ -365,6 +407,23 @@ _KEYS: dict[str, _Key] = {
     ),
     "default.key.serde": _Key(None, _serde("default.key.serde"), "key serde"),
     "default.value.serde": _Key(None, _serde("default.value.serde"), "value serde"),
+    # Kafka's ListSerde named by class in default.key.serde or
+    # default.value.serde takes its entries' serde from these; the list class
+    # is optional in strom (lists are Python lists).
+    "default.list.key.serde.inner": _Key(
+        None, _serde("default.list.key.serde.inner", lists=False), "ListSerde key entries' serde"
+    ),
+    "default.list.value.serde.inner": _Key(
+        None,
+        _serde("default.list.value.serde.inner", lists=False),
+        "ListSerde value entries' serde",
+    ),
+    "default.list.key.serde.type": _Key(
+        None, _list_type("default.list.key.serde.type"), "ListSerde key list class"
+    ),
+    "default.list.value.serde.type": _Key(
+        None, _list_type("default.list.value.serde.type"), "ListSerde value list class"
+    ),
 }
 
 
@@ -411,6 +470,9 @@ class StreamsConfig(Mapping[str, Any]):
                 values[key] = value
             else:
                 values[key] = value
+        for side in ("key", "value"):
+            if _names_list_serde(values.get(f"default.{side}.serde")):
+                values[f"default.{side}.serde"] = _list_serde(side, values)
         if values.get("processing.guarantee") == EXACTLY_ONCE_V2:
             # Kafka Streams' default under exactly-once: commit every 100 ms.
             values.setdefault("commit.interval.ms", 100)

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import copy
 import json
+import struct
 import uuid
 from abc import ABC, abstractmethod
 from collections.abc import Sequence
@@ -16,7 +17,7 @@ from typing import Any, Generic, TypeVar
 
 from strom import _core
 from strom.errors import ConfigError, SerializationError
-from strom.windowed import Window, Windowed
+from strom.windowed import SessionWindow, TimeWindow, Windowed
 
 __all__ = [
     "UUID",
@@ -26,6 +27,7 @@ __all__ = [
     "Float",
     "Integer",
     "Json",
+    "ListSerde",
     "Long",
     "Serde",
     "SessionWindowed",
@@ -283,6 +285,183 @@ class Json(Serde[Any]):
             raise _wrap("Json serde cannot deserialize", exc) from exc
 
 
+# Kafka's ListSerde layout: a strategy byte (the ordinal of its
+# SerializationStrategy), then for CONSTANT_SIZE a list of the null entries'
+# indexes, then the entry count and the entries, each with a 4-byte length
+# for VARIABLE_SIZE (-1, Kafka's NULL_ENTRY_VALUE, for a null entry).
+_CONSTANT_SIZE = 0
+_VARIABLE_SIZE = 1
+_NULL_ENTRY = -1
+_INT = struct.Struct(">i")
+# The inner serdes whose entries Kafka writes without lengths (its
+# ListSerializer's FIXED_LENGTH_SERIALIZERS, matched by exact class as Kafka
+# does), with the bytes an entry takes.
+_FIXED_SIZES: dict[type[Serde[Any]], int] = {
+    Short: 2,
+    Integer: 4,
+    Float: 4,
+    Long: 8,
+    Double: 8,
+    UUID: 36,
+}
+
+
+class ListSerde(Serde[list[T | None]]):
+    """Kafka's ``Serdes.ListSerde``: a list of values of one inner serde, in
+    Kafka's bytes. Null entries are kept. With ``Short``, ``Integer``,
+    ``Float``, ``Long``, ``Double`` or ``UUID`` inside, entries are written
+    without lengths and the null entries' indexes come first (Kafka's
+    CONSTANT_SIZE); with any other serde each entry has a 4-byte length, -1
+    for a null one (VARIABLE_SIZE). Lists and tuples are written; values are
+    read back as lists (as Kafka's ``ArrayList`` or ``LinkedList`` alike)."""
+
+    def __init__(self, inner: Serde[T]) -> None:
+        if not isinstance(inner, Serde):
+            raise ConfigError(
+                f"ListSerde takes the serde of its entries (e.g. serdes.Integer()), got {inner!r}"
+            )
+        self.inner = inner
+        self.entry_size = _FIXED_SIZES.get(type(inner))
+
+    def __repr__(self) -> str:
+        return f"serdes.ListSerde({self.inner!r})"
+
+    def serialize(self, topic: str, data: list[T | None] | None) -> bytes | None:
+        if data is None:
+            return None
+        if not isinstance(data, list | tuple):
+            raise SerializationError(f"ListSerde expects a list, got {type(data).__name__}")
+        encoded = self.inner.serialize_batch(topic, [entry for entry in data if entry is not None])
+        size = self.entry_size
+        if size is not None:
+            nulls = [i for i, entry in enumerate(data) if entry is None]
+            head = struct.pack(f">bi{len(nulls)}ii", _CONSTANT_SIZE, len(nulls), *nulls, len(data))
+            body = bytearray(head)
+            for raw in encoded:
+                if raw is None or len(raw) != size:
+                    got = "null" if raw is None else f"{len(raw)} bytes"
+                    raise SerializationError(
+                        f"ListSerde: {self.inner!r} wrote an entry of {got}, not {size} bytes"
+                    )
+                body += raw
+            return bytes(body)
+        out = bytearray(struct.pack(">bi", _VARIABLE_SIZE, len(data)))
+        entries = iter(encoded)
+        for entry in data:
+            if entry is None:
+                out += _INT.pack(_NULL_ENTRY)
+                continue
+            raw = next(entries)
+            if raw is None:
+                raise SerializationError(
+                    f"ListSerde: {self.inner!r} turned the entry {entry!r} into null"
+                )
+            out += _INT.pack(len(raw))
+            out += raw
+        return bytes(out)
+
+    def deserialize(self, topic: str, data: bytes | None) -> list[T | None] | None:
+        if data is None:
+            return None
+        reader = _Reader(data)
+        flag = reader.read_byte()
+        size = self.entry_size
+        nulls: set[int] = set()
+        if flag == _CONSTANT_SIZE:
+            if size is None:
+                raise SerializationError(
+                    f"ListSerde: the bytes are a constant-size list, which {self.inner!r} "
+                    "cannot read (Kafka writes one only for Short, Integer, Float, Long, "
+                    "Double and UUID entries)"
+                )
+            nulls = set(reader.read_ints(reader.read_count("null index")))
+        elif flag != _VARIABLE_SIZE:
+            raise SerializationError(
+                f"ListSerde: invalid serialization strategy flag {flag} (0 or 1 expected)"
+            )
+        count = reader.read_count("entry")
+        outside = sorted(i for i in nulls if not 0 <= i < count)
+        if outside:
+            raise SerializationError(
+                f"ListSerde: null index {outside[0]} outside the list's {count} entries"
+            )
+        places: list[int] = []
+        payloads: list[bytes] = []
+        if size is not None and flag == _CONSTANT_SIZE:
+            reader.need((count - len(nulls)) * size, f"{count - len(nulls)} entries")
+            for i in range(count):
+                if i not in nulls:
+                    places.append(i)
+                    payloads.append(reader.take(size))
+        else:
+            reader.need(4 * count, f"the lengths of {count} entries")
+            for i in range(count):
+                length = reader.read_int()
+                if length == _NULL_ENTRY:
+                    continue
+                if length < 0:
+                    raise SerializationError(f"ListSerde: entry {i} has a negative length {length}")
+                places.append(i)
+                payloads.append(reader.take(length))
+        reader.end()
+        out: list[T | None] = [None] * count
+        for i, value in zip(places, self.inner.deserialize_batch(topic, payloads), strict=True):
+            out[i] = value
+        return out
+
+
+class _Reader:
+    """Reads a ListSerde's bytes front to back; running short or leaving
+    bytes over is a SerializationError."""
+
+    def __init__(self, data: bytes) -> None:
+        self.data = bytes(data)
+        self.pos = 0
+
+    def need(self, n: int, what: str) -> None:
+        left = len(self.data) - self.pos
+        if n > left:
+            raise SerializationError(
+                f"ListSerde: truncated at byte {self.pos} of {len(self.data)}: "
+                f"{n} bytes needed for {what}"
+            )
+
+    def take(self, n: int) -> bytes:
+        self.need(n, "an entry")
+        chunk = self.data[self.pos : self.pos + n]
+        self.pos += n
+        return chunk
+
+    def read_byte(self) -> int:
+        self.need(1, "the strategy flag")
+        self.pos += 1
+        return self.data[self.pos - 1]
+
+    def read_int(self) -> int:
+        self.need(4, "a 4-byte integer")
+        (value,) = _INT.unpack_from(self.data, self.pos)
+        self.pos += 4
+        return int(value)
+
+    def read_count(self, what: str) -> int:
+        n = self.read_int()
+        if n < 0:
+            raise SerializationError(f"ListSerde: negative {what} count {n}")
+        return n
+
+    def read_ints(self, n: int) -> list[int]:
+        self.need(4 * n, f"{n} null indexes")
+        values = list(struct.unpack_from(f">{n}i", self.data, self.pos))
+        self.pos += 4 * n
+        return values
+
+    def end(self) -> None:
+        if self.pos != len(self.data):
+            raise SerializationError(
+                f"ListSerde: {len(self.data) - self.pos} bytes left over after the list"
+            )
+
+
 class TimeWindowed(Serde[Any]):
     """Kafka's ``TimeWindowedSerde``: the inner key's bytes, then the window
     start as 8 big-endian bytes; the end is start + ``window_size``."""
@@ -304,7 +483,7 @@ class TimeWindowed(Serde[Any]):
             raise SerializationError(f"a time-windowed key needs 8 bytes of window start: {data!r}")
         start = int.from_bytes(data[-8:], "big", signed=True)
         return Windowed(
-            self.inner.deserialize(topic, data[:-8]), Window(start, start + self.window_size)
+            self.inner.deserialize(topic, data[:-8]), TimeWindow(start, start + self.window_size)
         )
 
 
@@ -335,7 +514,7 @@ class SessionWindowed(Serde[Any]):
             )
         end = int.from_bytes(data[-16:-8], "big", signed=True)
         start = int.from_bytes(data[-8:], "big", signed=True)
-        return Windowed(self.inner.deserialize(topic, data[:-16]), Window(start, end))
+        return Windowed(self.inner.deserialize(topic, data[:-16]), SessionWindow(start, end))
 
 
 class Timestamped(Serde[tuple[Any, int]]):

@@ -26,6 +26,7 @@ from strom.kstream import (
 )
 from strom.state import Stores
 from strom.testing import TopologyTestDriver
+from strom.windowed import SessionWindow, TimeWindow
 
 S, L = serdes.String(), serdes.Long()
 
@@ -255,6 +256,99 @@ def test_window_times_as_utc_datetimes() -> None:
     assert window.start_time() == datetime(2026, 1, 1, 0, 0, 0, 123_000, tzinfo=UTC)
     assert window.end_time() - window.start_time() == timedelta(minutes=1)
     assert Window(0, 0).start_time() == datetime(1970, 1, 1, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("a", "b", "time", "session"),
+    [
+        # (this, other): TimeWindow's [start, end) and SessionWindow's [start, end]
+        ((0, 10), (5, 15), True, True),
+        ((0, 10), (10, 20), False, True),  # touching: only the inclusive ends meet
+        ((0, 10), (11, 20), False, False),
+        ((0, 10), (0, 10), True, True),
+        ((2, 8), (0, 10), True, True),  # one inside the other
+        ((5, 5), (5, 5), False, True),  # empty half-open interval; a one-instant session
+        ((5, 5), (0, 10), True, True),
+        ((10, 20), (0, 10), False, True),
+    ],
+)
+def test_windows_overlap_as_kafkas_time_and_session_windows(
+    a: tuple[int, int], b: tuple[int, int], time: bool, session: bool
+) -> None:
+    """Kafka's TimeWindow.overlap (start < other.end and other.start < end)
+    and SessionWindow.overlap (neither ends before the other starts), both
+    symmetric."""
+    assert TimeWindow(*a).overlap(TimeWindow(*b)) is time
+    assert TimeWindow(*b).overlap(TimeWindow(*a)) is time
+    assert SessionWindow(*a).overlap(SessionWindow(*b)) is session
+    assert SessionWindow(*b).overlap(SessionWindow(*a)) is session
+
+
+def test_windows_of_different_types_do_not_overlap_but_compare_equal() -> None:
+    """Comparing a TimeWindow with a SessionWindow is an error, as Kafka's
+    IllegalArgumentException; a plain Window has no overlap rule. Equality
+    and order look only at start and end, so Window(start, end) matches a
+    result's window of either type."""
+    with pytest.raises(TypeError, match="different types: TimeWindow and SessionWindow"):
+        TimeWindow(0, 10).overlap(SessionWindow(0, 10))
+    with pytest.raises(TypeError, match="different types: SessionWindow and Window"):
+        SessionWindow(0, 10).overlap(Window(0, 10))
+    with pytest.raises(TypeError, match="plain Window"):
+        Window(0, 10).overlap(TimeWindow(0, 10))
+    assert TimeWindow(0, 10) == Window(0, 10) == SessionWindow(0, 10)
+    assert hash(TimeWindow(0, 10)) == hash(SessionWindow(0, 10)) == hash(Window(0, 10))
+    assert Windowed("k", TimeWindow(0, 10)) == Windowed("k", Window(0, 10))
+    assert sorted([SessionWindow(5, 6), Window(0, 20), TimeWindow(0, 10)]) == [
+        Window(0, 10),
+        Window(0, 20),
+        Window(5, 6),
+    ]
+    assert repr(TimeWindow(0, 10)) == "Window(start=0, end=10)"  # Kafka's toString is shared
+
+
+def _window_types(windows: Any, native: bool) -> tuple[set[type], set[type]]:
+    """The window types of a windowed aggregation's results and of its
+    store's scans, on the native kernel (count) or the Python path (reduce)."""
+    builder = StreamsBuilder()
+    seen: set[type] = set()
+    grouped = builder.stream("in", key_serde=S, value_serde=S).group_by_key().windowed_by(windows)
+    table = (
+        grouped.count(Materialized("agg"))
+        if native
+        else grouped.reduce(lambda a, b: a + b, Materialized("agg", value_serde=S))
+    )
+    table.to_stream().peek(lambda k, _v: seen.add(type(k.window)))
+    with TopologyTestDriver(builder.build()) as driver:
+        src = driver.create_input_topic("in", S, S)
+        for ts in (10, 15, 40):
+            src.pipe_input("k", "v", ts)
+        if isinstance(windows, SessionWindows):
+            scanned = driver.get_session_store("agg").fetch("k")
+        else:
+            scanned = driver.get_timestamped_window_store("agg").fetch_all(0, 100)
+        return seen, {type(kv.key.window) for kv in scanned}
+
+
+@pytest.mark.parametrize("native", [True, False])
+@pytest.mark.parametrize(
+    ("windows", "expected"),
+    [
+        (TimeWindows.of_size_with_no_grace(20), TimeWindow),
+        (SlidingWindows.of_time_difference_with_no_grace(20), TimeWindow),
+        (SessionWindows.of_inactivity_gap_with_no_grace(20), SessionWindow),
+    ],
+)
+def test_results_carry_kafkas_window_types(windows: Any, expected: type, native: bool) -> None:
+    """As in Kafka, time and sliding windows' results hold a TimeWindow and
+    sessions a SessionWindow, so overlap() applies the right rule."""
+    assert _window_types(windows, native) == ({expected}, {expected})
+
+
+def test_windowed_serdes_read_kafkas_window_types() -> None:
+    time_key = serdes.TimeWindowed(S, 10).serialize("t", Windowed("k", Window(0, 10)))
+    session_key = serdes.SessionWindowed(S).serialize("t", Windowed("k", Window(0, 10)))
+    assert type(serdes.TimeWindowed(S, 10).deserialize("t", time_key).window) is TimeWindow
+    assert type(serdes.SessionWindowed(S).deserialize("t", session_key).window) is SessionWindow
 
 
 def _aggregate_with(windows: Any, materialized: Any) -> StreamsBuilder:

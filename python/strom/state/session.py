@@ -19,7 +19,7 @@ from strom.keyvalue import KeyValue
 from strom.serdes import Serde
 from strom.state.internals.typed import TypedWindowedStore
 from strom.state.stores import Duration, to_millis
-from strom.windowed import Windowed
+from strom.windowed import SessionWindow, Windowed
 
 __all__ = ["SessionStore"]
 
@@ -35,11 +35,12 @@ class SessionStore(TypedWindowedStore[K, V]):
     native store. A ``logged`` store's native store keeps every write for the
     changelog (``native.take_changelog()``) under Kafka's session changelog
     key; ``clock()`` gives its timestamp.
-    Results are ``KeyValue(Windowed(key, Window(start, end)), value)``
+    Results are ``KeyValue(Windowed(key, SessionWindow(start, end)), value)``
     snapshots, so the store may be modified while iterating.
     """
 
     native: _core.NativeSessionStore
+    window_type = SessionWindow
 
     def __init__(
         self,

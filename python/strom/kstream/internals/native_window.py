@@ -26,7 +26,7 @@ from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
 from strom.serdes import Json, Serde
 from strom.state.internals.caching import CachingSessionStore, CachingWindowStore
-from strom.windowed import Window, Windowed
+from strom.windowed import SessionWindow, TimeWindow, Window, Windowed
 
 if TYPE_CHECKING:
     from strom.agg import Aggregation
@@ -110,7 +110,7 @@ class NativeTimeWindowAggregate(Node):
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
-        self.window_type, self.windowed_type = Window, Windowed
+        self.window_type, self.windowed_type = TimeWindow, Windowed
         self.store = task.store(self.store_name)
         # Behind the record cache, updates reach the children when the cache
         # writes them out (the latest per window and commit), as in Kafka.
@@ -259,6 +259,8 @@ class _NativeSlidingOrSession(Node):
     # Whether updates carry the headers of the record that made them (see
     # KStreamSessionWindowAggregate).
     updates_keep_headers = True
+    # The results' windows: Kafka's TimeWindow for sliding windows.
+    window_class: type[Window] = TimeWindow
 
     takes_encoded = True  # as NativeTimeWindowAggregate
 
@@ -288,7 +290,7 @@ class _NativeSlidingOrSession(Node):
 
     def init(self, task: StreamTask) -> None:
         super().init(task)
-        self.window_type, self.windowed_type = Window, Windowed
+        self.window_type, self.windowed_type = self.window_class, Windowed
         self.store: Any = task.store(self.store_name)
         self.caching = isinstance(self.store, CachingWindowStore | CachingSessionStore)
         if self.caching and self.children:
@@ -459,6 +461,7 @@ class NativeSessionWindowAggregate(_NativeSlidingOrSession):
     aggregations of the value skip them)."""
 
     updates_keep_headers = False
+    window_class = SessionWindow
 
     def __init__(
         self,

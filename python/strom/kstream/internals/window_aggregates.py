@@ -25,7 +25,7 @@ from strom.config import EMIT_INTERVAL_WINDOWED
 from strom.processor.internals.batch import Batch
 from strom.processor.internals.nodes import Node, log
 from strom.state.internals.caching import CachingSessionStore, CachingWindowStore
-from strom.windowed import Window, Windowed
+from strom.windowed import SessionWindow, TimeWindow, Windowed
 
 if TYPE_CHECKING:
     from strom.kstream.windows import SessionWindows, SlidingWindows, TimeWindows
@@ -164,7 +164,7 @@ class _WindowedAggregate(Node):
         for entry in entries:
             start = entry.key.window.start
             agg, timestamp = entry.value
-            windowed = Windowed(entry.key.key, Window(start, start + size))
+            windowed = Windowed(entry.key.key, TimeWindow(start, start + size))
             out.add(windowed, agg, None, timestamp, offset)
 
 
@@ -235,7 +235,7 @@ class KStreamWindowAggregate(_WindowedAggregate):
                 raw_key = store.key_serde.serialize(self.store_name, key) or b""
                 self.cached.setdefault(start, {})[raw_key] = (key, stored)
             if self.forwards:
-                out.add(Windowed(key, Window(start, end)), new, old, result_time, offset)
+                out.add(Windowed(key, TimeWindow(start, end)), new, old, result_time, offset)
         self.maybe_forward_final(close_time, offset, out)
 
     def maybe_forward_final(self, close_time: int, offset: int, out: _Results) -> None:
@@ -276,7 +276,8 @@ class KStreamWindowAggregate(_WindowedAggregate):
         for (start, _raw_key), (key, stored) in sorted(windows.items()):
             if stored is not None:
                 agg, timestamp = stored
-                out.add(Windowed(key, Window(start, start + size)), agg, None, timestamp, offset)
+                windowed = Windowed(key, TimeWindow(start, start + size))
+                out.add(windowed, agg, None, timestamp, offset)
 
 
 class KStreamSlidingWindowAggregate(_WindowedAggregate):
@@ -426,7 +427,7 @@ class KStreamSlidingWindowAggregate(_WindowedAggregate):
         # A null aggregate deletes the window (Kafka's ValueAndTimestamp.make).
         self.store.put(key, None if new is None else (new, new_time), start)
         if self.forwards:
-            out.add(Windowed(key, Window(start, end)), new, old, new_time, offset)
+            out.add(Windowed(key, TimeWindow(start, end)), new, old, new_time, offset)
 
     def put_right_window(
         self, key: Any, start: int, agg: tuple[Any, int], offset: int, out: _Results
@@ -436,7 +437,7 @@ class KStreamSlidingWindowAggregate(_WindowedAggregate):
         self.store.put(key, agg, start)
         if self.forwards:
             end = start + self.windows.time_difference_ms
-            out.add(Windowed(key, Window(start, end)), agg[0], None, agg[1], offset)
+            out.add(Windowed(key, TimeWindow(start, end)), agg[0], None, agg[1], offset)
 
     def maybe_forward_final(self, close_time: int, offset: int, out: _Results) -> None:
         if not self.should_emit_final(close_time):
@@ -521,7 +522,7 @@ class KStreamSessionWindowAggregate(_WindowedAggregate):
                     if self.forwards:
                         out.add(entry.key, None, entry.value, entry.key.window.end, offset)
             agg = self.aggregator(key, value, agg)
-            session = Windowed(key, Window(start, end))
+            session = Windowed(key, SessionWindow(start, end))
             store.put(session, agg)
             if self.forwards:
                 out.add(session, agg, None, end, offset)

@@ -20,7 +20,7 @@ from strom.errors import StoreError
 from strom.keyvalue import KeyValue
 from strom.state.internals.typed import deserialize_values
 from strom.state.key_value import KeyValueReads, KeyValueStore
-from strom.windowed import Window, Windowed
+from strom.windowed import SessionWindow, TimeWindow, Windowed
 
 K = TypeVar("K")
 V = TypeVar("V")
@@ -414,9 +414,8 @@ class CachingWindowStore(_CachingWindowedBase):
                 key = self.key_serde.deserialize(self.name, raw_key)
                 new_value = self.value_serde.deserialize(self.name, value)
                 old_value = self.value_serde.deserialize(self.name, old)
-                out.append(
-                    (Windowed(key, Window(start, start + size)), new_value, old_value, timestamp)
-                )
+                windowed = Windowed(key, TimeWindow(start, start + size))
+                out.append((windowed, new_value, old_value, timestamp))
         if out and self.listener is not None:
             self.listener(out)
 
@@ -560,6 +559,7 @@ class CachingSessionStore(_CachingWindowedBase):
                 key = self.key_serde.deserialize(self.name, raw_key)
                 new_value = self.value_serde.deserialize(self.name, value)
                 old_value = self.value_serde.deserialize(self.name, old)
-                out.append((Windowed(key, Window(start, end)), new_value, old_value, timestamp))
+                session = Windowed(key, SessionWindow(start, end))
+                out.append((session, new_value, old_value, timestamp))
         if out and self.listener is not None:
             self.listener(out)

@@ -14,7 +14,7 @@ from strom import _core
 from strom.errors import SerializationError, StoreError
 from strom.keyvalue import KeyValue
 from strom.serdes import Serde, Timestamped
-from strom.windowed import Window, Windowed
+from strom.windowed import TimeWindow, Window, Windowed
 
 if TYPE_CHECKING:
     from typing_extensions import Self  # Python 3.10 has no typing.Self
@@ -54,6 +54,8 @@ class TypedWindowedStore(Generic[K, V]):
     clock (the timestamp a logged write is logged with), commit and close."""
 
     native: _core.NativeWindowStore | _core.NativeSessionStore
+    # The type of the windows scans return (Kafka's TimeWindow, or SessionWindow).
+    window_type: type[Window] = TimeWindow
 
     def __init__(
         self,
@@ -84,8 +86,9 @@ class TypedWindowedStore(Generic[K, V]):
         raw_keys, starts, ends, raw_values = columns
         keys = self.key_serde.deserialize_batch(self.name, raw_keys)
         values = self.value_serde.deserialize_batch(self.name, raw_values)
+        window = self.window_type
         return (
-            KeyValue(Windowed(k, Window(s, e)), v)
+            KeyValue(Windowed(k, window(s, e)), v)
             for k, s, e, v in zip(keys, starts, ends, values, strict=True)
         )
 
