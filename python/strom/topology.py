@@ -20,7 +20,7 @@ from strom.processor.internals.topology_builder import (
     store_def,
 )
 from strom.serdes import Serde
-from strom.state.stores import KEY_VALUE, StoreBuilder
+from strom.state.stores import KEY_VALUE, KEY_VALUE_KINDS, StoreBuilder
 
 __all__ = ["Topology", "TopologyDescription"]
 
@@ -28,7 +28,7 @@ __all__ = ["Topology", "TopologyDescription"]
 class Topology:
     """A processor topology: built by ``StreamsBuilder.build()``, or by hand
     with the Processor API (``add_source``, ``add_processor``, ``add_sink``,
-    ``add_state_store``)."""
+    ``add_state_store``, ``add_global_store``, ``add_read_only_state_store``)."""
 
     def __init__(self, internal: InternalTopologyBuilder | None = None) -> None:
         self._internal = internal if internal is not None else InternalTopologyBuilder()
@@ -119,6 +119,63 @@ class Topology:
             raise TopologyError(f"global store {builder.name!r} must be a key-value store")
         self._internal.add_global_store(
             store_def(builder),
+            source_name,
+            topic,
+            key_serde,
+            value_serde,
+            processor_name,
+            lambda: ProcessorAdapter(state_update_supplier),
+            timestamp_extractor,
+        )
+        return self
+
+    def add_read_only_state_store(
+        self,
+        builder: StoreBuilder,
+        source_name: str,
+        topic: str,
+        processor_name: str,
+        state_update_supplier: Callable[[], Processor[Any, Any]],
+        *,
+        key_serde: Serde[Any] | None = None,
+        value_serde: Serde[Any] | None = None,
+        timestamp_extractor: Callable[[Any, int], int] | None = None,
+    ) -> Topology:
+        """A read-only key-value store (Kafka's ``addReadOnlyStateStore``,
+        KIP-813): source ``source_name`` reads ``topic`` from its start
+        (``auto.offset.reset`` earliest, timestamps from
+        ``timestamp_extractor``) into processor ``processor_name``, which
+        ``state_update_supplier()`` makes for each task and which alone
+        writes the store. One store per partition of ``topic``, as any
+        task's; other processors may read it once connected
+        (``connect_processor_and_state_stores``), and interactive queries
+        see it. The topic is the store's changelog: the store is not
+        logged, and is restored from the topic up to the offset its task
+        committed, the records put in as they are on the topic (so the
+        topic should be compacted, and the processor should put what it
+        reads unchanged)."""
+        if not isinstance(builder, StoreBuilder):
+            raise TopologyError(
+                f"read-only store: expected a StoreBuilder "
+                f"(Stores.key_value_store_builder(...)), got {builder!r}"
+            )
+        if builder.supplier.kind not in KEY_VALUE_KINDS:
+            raise TopologyError(
+                f"read-only store {builder.name!r} must be a key-value store, "
+                f"not a {builder.supplier.kind} store"
+            )
+        unlogged = builder.with_logging_disabled()
+        if not isinstance(unlogged, StoreBuilder) or unlogged.logging:
+            raise TopologyError(
+                f"read-only store {builder.name!r}: its builder cannot disable logging "
+                "(its topic is its changelog)"
+            )
+        if not callable(state_update_supplier):
+            raise TopologyError(
+                f"processor {processor_name!r} needs a supplier: a callable returning a Processor"
+            )
+        self._internal.add_read_only_store(
+            store_def(unlogged),
             source_name,
             topic,
             key_serde,

@@ -55,8 +55,8 @@ class EmbeddedRuntime(Runtime):
         self.consumer: EmbeddedConsumer | None = None
         try:
             self._open_global_stores()
-            self._create_tasks()
             committed = self.log.committed_offsets(self.app_id)
+            self._create_tasks({key: c.offset for key, c in committed.items()})
             self.consumer = self._open_input(committed)
             times = {key: c.metadata for key, c in committed.items()}
             for task in self.tasks.values():
@@ -141,11 +141,14 @@ class EmbeddedRuntime(Runtime):
             self.factory, subtopology, EmbeddedGlobalSource(self.log), self.partition_count
         )
 
-    def _create_tasks(self) -> None:
+    def _create_tasks(self, committed: dict[tuple[str, int], int]) -> None:
+        """Every task, its stores restored (read-only stores' up to the
+        ``committed`` offsets of their source topics)."""
         for sub in self.subtopologies:
             for partition in range(self._task_count(sub, self._counts)):
                 task = self.factory.task(sub, partition)
                 self._add_task(task, sub)
+                task.state.limit_source_restores(committed)
                 task.state.restore(self.log, self.restore_listener)
 
     # --- fetching, offsets, output --------------------------------------------------

@@ -356,6 +356,9 @@ class KafkaRuntime(Runtime):
                 task = self.factory.task(sub, partition)
                 created.append(task)
                 task.restore_partition_times(times)
+                # Read-only stores restore from their source up to where it
+                # is processed from (committed, or the reset's start).
+                task.state.limit_source_restores(starts)
                 self._add_task(task, sub)
             self._restore(created)
         except BaseException:
@@ -423,14 +426,16 @@ class KafkaRuntime(Runtime):
 
     def _restore(self, tasks: list[StreamTask]) -> None:
         """Replays the changelogs of ``tasks``' stores from the offsets their
-        stores committed (or the start) to their current end, in one pass of
-        the restore consumer over all of them."""
+        stores committed (or the start) to their current end (a read-only
+        store's source topic: to the task's start on it), in one pass of the
+        restore consumer over all of them."""
         plan: dict[tuple[str, int], tuple[StreamTask, str]] = {}
         assign = []
         for task in tasks:
             for store, (topic, start) in task.state.restore_positions().items():
                 key = (topic, task.partition)
                 low, high = self._watermarks(topic, task.partition)
+                high = task.state.restore_end(store, high)
                 offset = low if start is None else max(start, low)
                 self._changelog_ends[key] = high
                 self.producer.forget(*key)

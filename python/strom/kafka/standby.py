@@ -135,6 +135,8 @@ class StandbyTasks:
         self.tasks[task_id] = task
         assign = []
         for store, (topic, start) in task.state.restore_positions().items():
+            if task.state.restores_from_source(store):
+                continue  # a read-only store: its active task restores it from its source
             key = (topic, partition)
             low, _high = self.runtime.watermarks(topic, partition)
             offset = low if start is None else max(start, low)

@@ -296,6 +296,9 @@ class StreamTask:
         # Per caching store: the headers of the record that last updated each key.
         self._cached_headers: dict[int, dict[Any, Headers]] = {}
         self.changelogs: dict[str, str] = {}
+        # Read-only stores and the source topics they are restored from
+        # (their changelogs, which they do not write).
+        self.source_changelogs: dict[str, str] = {}
         # Logged native stores and their changelog topics.
         self._logged: list[tuple[Any, str]] = []
         self.state = StateManager(
@@ -328,6 +331,12 @@ class StreamTask:
         app_id = config.application_id
         for store_name in subtopology.stores:
             store_def = builder.stores[store_name]
+            source_topic = builder.source_changelogs.get(store_name)
+            if source_topic is not None:
+                source_topic = self.source_changelogs[store_name] = topic_name(source_topic)
+                native = self.state.open(store_def, source_topic, from_source=True)
+                self.stores[store_name] = self._typed_store(store_def, native)
+                continue
             changelog_topic = f"{app_id}-{store_name}-changelog" if store_def.logged else None
             native = self.state.open(store_def, changelog_topic)
             if changelog_topic is not None:
@@ -698,11 +707,16 @@ class StreamTask:
 
     def commit_state(self, changelog_ends: dict[str, int]) -> None:
         """After the output is durable: commits the stores with the changelog
-        offsets they reflect (``changelog_ends`` by changelog topic)."""
+        offsets they reflect (``changelog_ends`` by changelog topic; a
+        read-only store: the offset its source is processed up to)."""
         self.state.stream_time = self.stream_time
-        self.state.commit(
-            {store: changelog_ends[topic] for store, topic in self.changelogs.items()}
-        )
+        ends = {store: changelog_ends[topic] for store, topic in self.changelogs.items()}
+        if self.source_changelogs:
+            processed = self.committable_offsets()
+            for store, topic in self.source_changelogs.items():
+                if (topic, self.partition) in processed:
+                    ends[store] = processed[(topic, self.partition)][0]
+        self.state.commit(ends)
 
     def on_close(self, close: Callable[[], None]) -> None:
         """Runs ``close`` when the task closes, after its nodes."""

@@ -171,6 +171,10 @@ class InternalTopologyBuilder:
         # reads them.
         self.global_stores: set[str] = set()
         self.global_topics: set[str] = set()
+        # Stores restored from a source topic instead of a changelog of
+        # their own (read-only stores): store name -> logical topic (Kafka's
+        # storeToChangelogTopic for source stores).
+        self.source_changelogs: dict[str, str] = {}
         self._topic_to_source: dict[str, str] = {}
 
     # --- building ----------------------------------------------------------
@@ -305,6 +309,57 @@ class InternalTopologyBuilder:
         self.add_store(store, processor_name)
         self.global_stores.add(store.name)
         self.global_topics.add(topic)
+
+    def add_read_only_store(
+        self,
+        store: StoreDef,
+        source_name: str,
+        topic: str,
+        key_serde: Serde[Any] | None,
+        value_serde: Serde[Any] | None,
+        processor_name: str,
+        supplier: NodeSupplier,
+        timestamp_extractor: Callable[[Any, int], int] | None = None,
+    ) -> None:
+        """A store of the tasks of ``topic``'s partitions, fed by a processor
+        of its own that reads ``topic`` from its start (Kafka's
+        ``addReadOnlyStateStore``). The topic is its changelog: the store is
+        not logged, and is restored from the topic (see
+        ``connect_source_store_and_topic``). Checked before anything is added."""
+        self._check_new_name(source_name)
+        self._check_new_name(processor_name)
+        if source_name == processor_name:
+            raise TopologyError(
+                f"read-only store {store.name!r}: its source and processor need different "
+                f"names, both are {source_name!r}"
+            )
+        if topic in self._topic_to_source:
+            raise TopologyError(
+                f"topic {topic!r} is already read by source {self._topic_to_source[topic]!r}; "
+                "a topic can have one source"
+            )
+        if store.name in self.stores:
+            raise TopologyError(f"a state store named {store.name!r} was already added")
+        store.logged = False
+        store.log_config = {}
+        self.add_source(
+            source_name,
+            [topic],
+            key_serde,
+            value_serde,
+            timestamp_extractor,
+            AutoOffsetReset.earliest(),
+        )
+        self.add_processor(processor_name, supplier, source_name)
+        self.add_store(store, processor_name)
+        self.connect_source_store_and_topic(store.name, topic)
+
+    def connect_source_store_and_topic(self, store_name: str, topic: str) -> None:
+        """Makes source topic ``topic`` the changelog ``store_name`` is
+        restored from, up to the offset its task committed."""
+        if store_name in self.source_changelogs:
+            raise TopologyError(f"source store {store_name!r} is already added")
+        self.source_changelogs[store_name] = topic
 
     def connect_processor_and_stores(
         self, processor_names: tuple[str, ...] | list[str], store_names: list[str]
