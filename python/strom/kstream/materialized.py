@@ -103,6 +103,7 @@ class Materialized:
                 log_config=self.log_config,
                 kind=VERSIONED,
                 retention_ms=self.supplier.retention_ms,
+                segment_interval_ms=self.supplier.segment_interval,
             )
         return StoreDef(
             name,

@@ -50,6 +50,19 @@ def to_millis(value: Duration, what: str) -> int:
     return millis
 
 
+def versioned_segment_interval(history_retention_ms: int) -> int:
+    """Kafka's default segment interval of a versioned store
+    (``RocksDbVersionedKeyValueBytesStoreSupplier``): a fraction of the
+    history retention that shrinks as the history grows, with a floor."""
+    if history_retention_ms <= 60_000:
+        return max(history_retention_ms // 3, 2_000)
+    if history_retention_ms <= 300_000:
+        return max(history_retention_ms // 5, 20_000)
+    if history_retention_ms <= 3_600_000:
+        return max(history_retention_ms // 12, 60_000)
+    return max(history_retention_ms // 24, 300_000)
+
+
 def _check_name(name: str) -> str:
     if not isinstance(name, str) or not name:
         raise TopologyError(f"a store name must be a non-empty string, got {name!r}")
@@ -68,13 +81,20 @@ class StoreSupplier:
     retain_duplicates: bool = False
     # An LRU map's bound: the entries it keeps (Kafka's ``maxCacheSize``).
     max_cache_size: int | None = None
+    # A versioned store's segment interval when given (None: Kafka's default).
+    segment_interval: int | None = None
 
     @property
     def segment_interval_ms(self) -> int | None:
-        """Kafka's segment interval for segmented stores: max(retention / 2, 60 s)
-        (for a versioned store, ``retention_ms`` is its history retention)."""
+        """Kafka's segment interval for segmented stores: max(retention / 2, 60 s);
+        a versioned store's is the one given or its own default (see
+        ``versioned_segment_interval``)."""
         if self.retention_ms is None:
             return None
+        if self.kind == VERSIONED:
+            if self.segment_interval is not None:
+                return self.segment_interval
+            return versioned_segment_interval(self.retention_ms)
         return max(self.retention_ms // 2, 60_000)
 
 
@@ -207,12 +227,18 @@ class Stores:
     ) -> StoreSupplier:
         """A key-value store that keeps every version of each key for
         ``history_retention`` (Kafka's versioned store, KIP-889; see
-        ``strom.state.versioned``). ``segment_interval`` is accepted for
-        Kafka's signature: strom keeps each key's versions together."""
+        ``strom.state.versioned``). Old versions are kept in segments of
+        ``segment_interval`` (None: Kafka's default for the history), which
+        expire whole, as in Kafka."""
         history_ms = to_millis(history_retention, "history_retention")
-        if segment_interval is not None and to_millis(segment_interval, "segment_interval") < 1:
-            raise TopologyError(f"store {name!r}: the segment interval must be at least 1 ms")
-        return StoreSupplier(_check_name(name), VERSIONED, True, history_ms)
+        interval_ms = None
+        if segment_interval is not None:
+            interval_ms = to_millis(segment_interval, "segment_interval")
+            if interval_ms < 1:
+                raise TopologyError(f"store {name!r}: the segment interval must be at least 1 ms")
+        return StoreSupplier(
+            _check_name(name), VERSIONED, True, history_ms, segment_interval=interval_ms
+        )
 
     @staticmethod
     def _builder(

@@ -76,6 +76,8 @@ class StoreDef:
     timestamped: bool = False
     # An LRU map's bound: the entries it keeps.
     max_cache_size: int | None = None
+    # A versioned store's segment interval (None: Kafka's default).
+    segment_interval_ms: int | None = None
     # The Processor API's StoreBuilder it was made from: adding an equal
     # builder again only connects the store (Kafka's isCompatibleWith).
     builder: StoreBuilder | None = field(default=None, compare=False, repr=False)
@@ -97,6 +99,7 @@ def store_def(builder: StoreBuilder) -> StoreDef:
         log_config=dict(builder.log_config),
         caching=builder.caching,
         timestamped=builder.timestamped,
+        segment_interval_ms=supplier.segment_interval,
         max_cache_size=supplier.max_cache_size,
         builder=builder,
     )

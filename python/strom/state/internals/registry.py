@@ -281,7 +281,7 @@ class VersionedKind(StoreKind):
 
     def open_native(self, store: StoreDef, path: Path | None) -> tuple[NativeStore, bytes | None]:
         assert store.retention_ms is not None, "a versioned store has a history retention"
-        return VersionedBytesStore.open(path, store.retention_ms)
+        return VersionedBytesStore.open(path, store.retention_ms, store.segment_interval_ms)
 
     def caching(
         self, typed: Any, cache: _core.NativeThreadCache, namespace: str, clock: Clock
