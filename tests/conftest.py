@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import os
 from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
 
 from strom.embedded import EmbeddedLog
+
+# Spark sessions started by the tests and by the programs they run take
+# the tests' Spark defaults (tests/spark/conf/spark-defaults.conf).
+os.environ.setdefault("SPARK_CONF_DIR", str(Path(__file__).parent / "spark" / "conf"))
 
 
 @pytest.fixture
