@@ -486,6 +486,17 @@ def test_c17_a_cached_null_never_stored_does_not_move_the_store_time(
             ),
             ["a -> 1 @75", "a -> 0 @75"],
         ),
+        (  # C19: an out-of-order tombstone is a segment record ending where the
+            # latest value began; after that value's deletion it still ends
+            # there, so an older put inside it is not the latest (seed a3679daa)
+            records(
+                ("in0", "b", "6", 20),
+                ("in0", "b", None, 0),
+                ("in0", "b", None, 20),
+                ("in0", "b", "8", 16),
+            ),
+            ["a -> 1 @20", "a -> 0 @20"],
+        ),
     ],
 )
 def test_c18_a_tombstone_replacing_a_versioned_tables_latest_value(
