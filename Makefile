@@ -26,8 +26,11 @@ test: build test-rust test-python ## build, then run the Rust and Python test su
 test-rust: ## cargo test of the pure-Rust core
 	cargo test -p strom-core --quiet
 
-test-python: ## pytest (all suites; nothing is skipped)
-	$(PY) -m pytest -q
+# Test processes (pytest-xdist): each worker starts its own brokers, Spark
+# session and reference JVM when its first test needs them.
+PYTEST_WORKERS ?= 2
+test-python: ## pytest (all suites; nothing is skipped) in PYTEST_WORKERS processes
+	$(PY) -m pytest -q -n $(PYTEST_WORKERS) --dist worksteal --durations=15
 
 soak: build ## the long differential run against Kafka Streams (5,000 cases per family; STROM_DIFF_SEED=... reproduces one)
 	$(PY) -m pytest -q -m differential --soak tests/differential
