@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from tests.unit.test_local_state import Recorder
 
 from strom import KafkaStreams, KeyValue, Topology, serdes
 from strom.embedded import EmbeddedLog
@@ -423,24 +424,6 @@ def test_a_timestamped_store_is_restored_with_the_records_timestamps(
     contents, counts = run(log_path, topology(), timestamped=True)
     assert contents == stamped
     assert counts == {"restored": 4, "processed": 0}
-
-
-class Recorder(StateRestoreListener):
-    def __init__(self) -> None:
-        self.calls: list[tuple[Any, ...]] = []
-
-    def on_restore_start(
-        self, topic_partition: tuple[str, int], store_name: str, start: int, end: int
-    ) -> None:
-        self.calls.append(("start", topic_partition, store_name, start, end))
-
-    def on_batch_restored(
-        self, topic_partition: tuple[str, int], store_name: str, end_offset: int, count: int
-    ) -> None:
-        self.calls.append(("batch", topic_partition, store_name, end_offset, count))
-
-    def on_restore_end(self, topic_partition: tuple[str, int], store_name: str, total: int) -> None:
-        self.calls.append(("end", topic_partition, store_name, total))
 
 
 def test_the_restore_listener_hears_the_source_topic_partitions(
